@@ -1,0 +1,177 @@
+/*
+ * cmd_probe.c — `scopemeter probe [--json] [--interval SECONDS]`: two samples
+ * one interval apart, then every series this process would log here with its
+ * value, scope, unit and source; the cgroup found and why; the GPU status;
+ * one line per missing collector.  --json is one object scripts rely on:
+ * {series: [{key, upstream, value, raw, scope, unit, source}], cgroup, rank,
+ *  node, collect_mode, gpu, tags, notes, ...}.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "cli.h"
+#include "scopemeter.h"
+
+/* What MLflow would store: the window mean rounded to 0.1 (contract §2). */
+static double logged(double v)
+{
+    return round(v * 10.0) / 10.0;
+}
+
+static json_t *str_or_null(const char *s)
+{
+    return s && *s ? json_string(s) : json_null();
+}
+
+static int print_json(const sm_probe *p)
+{
+    const sm_identity *id = sm_probe_identity(p);
+    sm_cgroup_info cg;
+    json_t *root = json_object(), *series = json_array(), *notes = json_array();
+    json_t *cgo = json_object(), *tags = json_object();
+    char key[300];
+    int rc = 1;
+
+    if (!root || !series || !notes || !cgo || !tags)
+        goto out;
+    for (size_t i = 0; i < sm_probe_series_count(p); i++) {
+        sm_series_info s;
+        sm_probe_series(p, i, &s);
+        json_array_append_new(series,
+                              json_pack("{s:s, s:s, s:f, s:f, s:s, s:s, s:s}", "key", s.key,
+                                        "upstream", s.upstream, "value", logged(s.value), "raw",
+                                        s.value, "scope", s.scope ? s.scope : "unknown", "unit",
+                                        s.unit, "source", s.source));
+    }
+    sm_probe_cgroup(p, &cg);
+    json_object_set_new(cgo, "found", json_boolean(cg.found));
+    json_object_set_new(cgo, "version", cg.version ? json_integer(cg.version) : json_null());
+    json_object_set_new(cgo, "dir", str_or_null(cg.dir));
+    json_object_set_new(cgo, "limiting_dir", str_or_null(cg.limiting_dir));
+    json_object_set_new(cgo, "cpu_limiting_dir", str_or_null(cg.cpu_limiting_dir));
+    json_object_set_new(cgo, "memory_limit_bytes",
+                        cg.mem_limit_bytes > 0 ? json_real(cg.mem_limit_bytes) : json_null());
+    json_object_set_new(cgo, "cpu_limit_cores",
+                        cg.cpu_limit_cores > 0 ? json_real(cg.cpu_limit_cores) : json_null());
+    json_object_set_new(cgo, "why", str_or_null(cg.why));
+    json_object_set_new(cgo, "tag", str_or_null(cg.tag));
+
+    snprintf(key, sizeof key, "scopemeter.rank%d.node", id->rank);
+    json_object_set_new(tags, key, json_string(id->node[0] ? id->node : "unknown"));
+    snprintf(key, sizeof key, "scopemeter.rank%d.gpu", id->rank);
+    json_object_set_new(tags, key, json_string(sm_probe_gpu_status(p)));
+    snprintf(key, sizeof key, "scopemeter.rank%d.cgroup", id->rank);
+    json_object_set_new(tags, key, json_string(cg.tag ? cg.tag : ""));
+
+    for (size_t i = 0; i < sm_probe_note_count(p); i++)
+        json_array_append_new(notes, json_string(sm_probe_note(p, i)));
+
+    json_object_set_new(root, "version", json_string(sm_version()));
+    json_object_set_new(root, "rank", json_integer(id->rank));
+    json_object_set_new(root, "local_rank", json_integer(id->local_rank));
+    json_object_set_new(root, "world_size", json_integer(id->world_size));
+    json_object_set_new(root, "local_world_size", json_integer(id->local_world_size));
+    json_object_set_new(root, "launcher", json_string(id->launcher));
+    json_object_set_new(root, "node", str_or_null(id->node));
+    json_object_set_new(root, "node_source", str_or_null(id->node_source));
+    json_object_set_new(root, "collect_mode", json_string(sm_probe_collect_mode(p)));
+    json_object_set_new(root, "series", series);
+    json_object_set_new(root, "cgroup", cgo);
+    json_object_set_new(root, "gpu", json_string(sm_probe_gpu_status(p)));
+    json_object_set_new(root, "tags", tags);
+    json_object_set_new(root, "notes", notes);
+    series = cgo = tags = notes = NULL;
+    if (json_dumpf(root, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) == 0) {
+        fputc('\n', stdout);
+        rc = 0;
+    }
+out:
+    json_decref(root);
+    json_decref(series);
+    json_decref(notes);
+    json_decref(cgo);
+    json_decref(tags);
+    return rc;
+}
+
+static void print_text(const sm_probe *p)
+{
+    const sm_identity *id = sm_probe_identity(p);
+    const char *mode = sm_probe_collect_mode(p);
+    sm_cgroup_info cg;
+
+    printf("rank %d (local rank %d, world %d, %d per pod, launcher %s), node %s\n", id->rank,
+           id->local_rank, id->world_size, id->local_world_size, id->launcher,
+           id->node[0] ? id->node : "unknown");
+    if (strcmp(mode, "none") == 0)
+        printf("collects: no — local rank %d; the pod's local rank 0 reads the same files\n",
+               id->local_rank);
+    else
+        printf("collects in: %s\n", strcmp(mode, "all_workers") == 0
+                                        ? "all_workers mode only (rank 0 collects by default)"
+                                        : mode);
+    printf("\n%-58s %12s  %-7s %-9s %s\n", "SERIES", "VALUE", "UNIT", "SCOPE", "SOURCE");
+    for (size_t i = 0; i < sm_probe_series_count(p); i++) {
+        sm_series_info s;
+        sm_probe_series(p, i, &s);
+        printf("%-58s %12.1f  %-7s %-9s %s\n", s.key, s.value, s.unit, s.scope, s.source);
+    }
+    sm_probe_cgroup(p, &cg);
+    printf("\ncgroup: %s\n", cg.why && *cg.why ? cg.why : "(nothing found)");
+    if (cg.found) {
+        printf("  version %d, dir %s\n", cg.version, cg.dir ? cg.dir : "-");
+        if (cg.mem_limit_bytes > 0)
+            printf("  memory limit %.1f GiB at %s\n", cg.mem_limit_bytes / 1073741824.0,
+                   cg.limiting_dir ? cg.limiting_dir : "-");
+        if (cg.cpu_limit_cores > 0)
+            printf("  cpu limit %.2f cores at %s\n", cg.cpu_limit_cores,
+                   cg.cpu_limiting_dir ? cg.cpu_limiting_dir : "-");
+    }
+    printf("gpu: %s\n", sm_probe_gpu_status(p));
+    if (sm_probe_note_count(p))
+        printf("\nnotes:\n");
+    for (size_t i = 0; i < sm_probe_note_count(p); i++)
+        printf("  %s\n", sm_probe_note(p, i));
+}
+
+int cmd_probe(int argc, char **argv)
+{
+    double interval = 1.0;
+    int json = 0;
+    sm_probe *p = NULL;
+    char err[256] = "";
+
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0) {
+            json = 1;
+        } else if (strcmp(argv[i], "--interval") == 0 && i + 1 < argc) {
+            if (cli_parse_seconds(argv[++i], &interval) < 0) {
+                fprintf(stderr, "scopemeter: --interval wants seconds, got '%s'\n", argv[i]);
+                return 2;
+            }
+        } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            printf("usage: scopemeter probe [--json] [--interval SECONDS]\n\n"
+                   "Takes two samples SECONDS apart (default 1) and shows every series this\n"
+                   "process would record here: key, value, unit, scope and source file; the\n"
+                   "cgroup found and why; the GPU status; a line for each missing collector.\n");
+            return 0;
+        } else {
+            fprintf(stderr, "scopemeter: probe: unknown option '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    if (sm_probe_run(interval, &p, err, sizeof err) < 0) {
+        fprintf(stderr, "scopemeter: probe failed: %s\n", err);
+        return 1;
+    }
+    int rc = 0;
+    if (json)
+        rc = print_json(p);
+    else
+        print_text(p);
+    sm_probe_free(p);
+    return rc;
+}

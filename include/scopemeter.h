@@ -1,0 +1,212 @@
+/*
+ * scopemeter.h — the one public header of libscopemeter.
+ *
+ * scopemeter records system metrics of a training process into MLflow with
+ * names that say what they measure (node_*, rootfs_*, network_*, gpu_i_*,
+ * container_*), rank and node in every key.  See docs/ and the contract.
+ *
+ * Conventions (as in curl and libuv):
+ *   - every symbol starts with sm_ / SM_; handles are opaque;
+ *   - functions return 0 on success or a negative errno-style code;
+ *   - where a message helps, the caller passes an error buffer (err, errlen)
+ *     which receives one human-readable line (never a secret).
+ *
+ * Thread safety: a handle is used by one thread at a time, except
+ * sm_monitor_stop(), which may be called from any thread (and from an atexit
+ * handler); the monitor's own sampling thread never calls back into user code.
+ */
+#ifndef SCOPEMETER_H
+#define SCOPEMETER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define SM_EXTERN __attribute__((visibility("default")))
+#else
+#define SM_EXTERN
+#endif
+
+#define SM_VERSION "0.1.0"
+
+SM_EXTERN const char *sm_version(void);
+
+/* ---------------------------------------------------------------------------
+ * Identity: who this process is in a distributed job (contract §4).
+ * Read from the launcher's environment: torchrun / Ray Train (RANK,
+ * LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE), Slurm (SLURM_PROCID,
+ * SLURM_LOCALID, SLURM_NTASKS, SLURM_NTASKS_PER_NODE), Open MPI
+ * (OMPI_COMM_WORLD_*), MPICH/PMI (PMI_RANK, PMI_SIZE).  Node name from
+ * SCOPEMETER_NODE_NAME, NODE_NAME, SLURMD_NODENAME; empty when unknown.
+ * ------------------------------------------------------------------------- */
+typedef struct sm_identity {
+    int rank;              /* global rank, 0 when single process */
+    int local_rank;        /* rank inside the pod; missing counts as 0 */
+    int world_size;        /* >= 1 */
+    int local_world_size;  /* >= 1 */
+    char node[256];        /* "" when unknown (never "unknown" in a key) */
+    const char *launcher;  /* "torchrun", "slurm", "openmpi", "pmi", "none" */
+    const char *node_source; /* env variable the node came from, or NULL */
+} sm_identity;
+
+SM_EXTERN int sm_identity_from_env(sm_identity *id);
+
+/* ---------------------------------------------------------------------------
+ * Names (contract §2): a pure function of (upstream key, rank, node).
+ * Writes "system/<scoped key>[/NODE]/rankN" into out.  An upstream key of a
+ * family no rule covers is -EINVAL; a too-small buffer is -ENOSPC.
+ * node may be NULL or "" (no node tier).
+ * ------------------------------------------------------------------------- */
+SM_EXTERN int sm_series_name(const char *upstream_key, int rank, const char *node,
+                             char *out, size_t outlen);
+
+/* Scope of an upstream or scoped key: "node", "rootfs", "pod", "gpu",
+ * "container", or NULL for a key no rule covers. */
+SM_EXTERN const char *sm_series_scope(const char *key);
+
+/* ---------------------------------------------------------------------------
+ * Probe: one honest look at what this process would record here.
+ * Two samples `interval_s` apart; then every series with key, value, scope,
+ * unit and source; the cgroup found (or why none); the GPU status; notes.
+ * ------------------------------------------------------------------------- */
+typedef struct sm_probe sm_probe;
+
+typedef struct sm_series_info {
+    const char *key;      /* full MLflow key, e.g. system/container_memory_usage_megabytes/rank0 */
+    const char *upstream; /* collector key, e.g. container_memory_usage_megabytes */
+    double value;
+    const char *scope;    /* node | rootfs | pod | gpu | container */
+    const char *unit;     /* percent | MB | W */
+    const char *source;   /* file(s) or call the value came from */
+} sm_series_info;
+
+typedef struct sm_cgroup_info {
+    int found;            /* a cgroup directory was resolved */
+    int version;          /* 1 or 2, 0 when none */
+    const char *dir;      /* the process's own cgroup directory (memory controller) */
+    const char *limiting_dir; /* level holding the lowest memory limit, or NULL */
+    double mem_limit_bytes;   /* 0 = no memory limit */
+    double cpu_limit_cores;   /* 0 = no CPU limit */
+    const char *cpu_limiting_dir; /* level holding the lowest CPU quota, or NULL */
+    const char *why;      /* one line: how it was found or why there is none */
+    const char *tag;      /* value of scopemeter.rankN.cgroup */
+} sm_cgroup_info;
+
+SM_EXTERN int sm_probe_run(double interval_s, sm_probe **out, char *err, size_t errlen);
+SM_EXTERN size_t sm_probe_series_count(const sm_probe *p);
+SM_EXTERN int sm_probe_series(const sm_probe *p, size_t i, sm_series_info *out);
+SM_EXTERN void sm_probe_cgroup(const sm_probe *p, sm_cgroup_info *out);
+SM_EXTERN const sm_identity *sm_probe_identity(const sm_probe *p);
+/* which mode would collect this rank: "default+all_workers", "all_workers", "none" */
+SM_EXTERN const char *sm_probe_collect_mode(const sm_probe *p);
+SM_EXTERN const char *sm_probe_gpu_status(const sm_probe *p); /* the .gpu tag value */
+SM_EXTERN size_t sm_probe_note_count(const sm_probe *p);
+SM_EXTERN const char *sm_probe_note(const sm_probe *p, size_t i);
+SM_EXTERN void sm_probe_free(sm_probe *p);
+
+/* ---------------------------------------------------------------------------
+ * Monitor: one sampling thread that records into one MLflow run.
+ *
+ *   sm_monitor *m = sm_monitor_new();
+ *   sm_monitor_set_run(m, "http://127.0.0.1:5000", run_id);
+ *   sm_monitor_start(m, err, sizeof err);
+ *   ... training ...
+ *   sm_monitor_stop(m);   // stop sampling, last window, end tags, flush
+ *   sm_monitor_free(m);
+ *
+ * Two sinks: the MLflow REST sink (libscopemeter ships itself over libcurl
+ * when a tracking URI is set) and a pull queue for language bindings, which
+ * drain finished records with sm_monitor_drain() and log them through their
+ * own client (the Python front uses MLflow's MlflowClient).
+ * ------------------------------------------------------------------------- */
+typedef struct sm_monitor sm_monitor;
+
+SM_EXTERN sm_monitor *sm_monitor_new(void);
+
+/* interval <= 0 / samples <= 0 mean: SCOPEMETER_INTERVAL / SCOPEMETER_SAMPLES,
+ * else MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL / _SAMPLES_BEFORE_LOGGING,
+ * else 10 s x 1. */
+SM_EXTERN int sm_monitor_set_interval(sm_monitor *m, double seconds);
+SM_EXTERN int sm_monitor_set_samples(sm_monitor *m, int samples);
+SM_EXTERN int sm_monitor_set_all_workers(sm_monitor *m, int on);
+SM_EXTERN int sm_monitor_set_stop_timeout(sm_monitor *m, double seconds); /* default 30 */
+/* Points kept while the server is unreachable; default: one hour. */
+SM_EXTERN int sm_monitor_set_buffer_points(sm_monitor *m, size_t points);
+/* REST sink: tracking URI (http:// or https://) and run id. */
+SM_EXTERN int sm_monitor_set_run(sm_monitor *m, const char *tracking_uri, const char *run_id);
+/* Pull sink for bindings: records wait in the monitor's bounded queue. */
+SM_EXTERN int sm_monitor_use_queue(sm_monitor *m);
+
+/* Starts the sampling thread.  Returns 0 when collecting, SM_NOT_COLLECTING
+ * when this process does not collect under the contract's rules (one line
+ * says why), or a negative error with a line in err. */
+#define SM_NOT_COLLECTING 1
+SM_EXTERN int sm_monitor_start(sm_monitor *m, char *err, size_t errlen);
+
+/* Stop in the contract's order: stop sampling, log the last partial window,
+ * end tags, flush, detach; bounded by the stop timeout.  Idempotent.
+ * Returns 0, or -ETIMEDOUT when the bound was hit (one line said so). */
+SM_EXTERN int sm_monitor_stop(sm_monitor *m);
+SM_EXTERN void sm_monitor_free(sm_monitor *m);
+
+/* Effective values after the write-load cap (valid after start). */
+SM_EXTERN double sm_monitor_interval(const sm_monitor *m);
+SM_EXTERN int sm_monitor_samples(const sm_monitor *m);
+SM_EXTERN int sm_monitor_collectors(const sm_monitor *m);
+/* Points dropped because the buffer overflowed (oldest first). */
+SM_EXTERN uint64_t sm_monitor_dropped(const sm_monitor *m);
+
+/* A record handed to a binding: a metric point or a run tag. */
+enum sm_record_kind { SM_RECORD_METRIC = 1, SM_RECORD_TAG = 2 };
+typedef struct sm_record {
+    int kind;
+    char key[256];
+    char text[512];        /* tag value (SM_RECORD_TAG) */
+    double value;          /* metric value (SM_RECORD_METRIC) */
+    int64_t timestamp_ms;
+    int64_t step;
+} sm_record;
+
+/* Pull sink: waits up to timeout_s for records, copies at most cap of them.
+ * Returns the number copied (> 0), 0 on timeout, or -EPIPE once the monitor
+ * has stopped and the queue is empty (the stream is over). */
+SM_EXTERN int sm_monitor_drain(sm_monitor *m, sm_record *out, int cap, double timeout_s);
+
+/* ---------------------------------------------------------------------------
+ * Plan: the preflight of contract §7 (what turning on every worker costs).
+ * ------------------------------------------------------------------------- */
+typedef struct sm_plan_input {
+    int workers;            /* world size, >= 1 */
+    int workers_per_pod;    /* local world size, >= 1 */
+    int nodes;              /* >= 1 */
+    int gpus_per_worker;    /* GPUs each collecting pod logs, >= 0 */
+    int all_workers;        /* 0: rank 0 only */
+    double interval_s;      /* <= 0: default 10 */
+    int samples;            /* <= 0: default 1 */
+    int container_limits;   /* 1 when pods have a cgroup limit (container_* exist) */
+} sm_plan_input;
+
+typedef struct sm_plan {
+    int collectors;
+    double interval_s;        /* effective, after the write-load cap */
+    int samples;
+    double period_s;          /* interval x samples */
+    int series_per_collector;
+    int series;               /* = charts */
+    int charts;
+    int sections;
+    double rows_per_hour;
+    double bytes_per_row;     /* assumption, documented in docs/plan.md */
+    double bytes_per_day;
+} sm_plan;
+
+SM_EXTERN int sm_plan_compute(const sm_plan_input *in, sm_plan *out, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SCOPEMETER_H */

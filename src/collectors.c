@@ -1,0 +1,138 @@
+/*
+ * collectors.c — the table of collectors and the set that drives them.
+ * Adding a collector is one new file and one row below.
+ *
+ * Failure policy (contract §6): a collector that cannot open is dropped with
+ * one line naming the file; one whose sample fails drops its points for that
+ * sample, with one line per failure streak (a file that vanishes and comes
+ * back resumes by itself, and says so).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parse.h"
+
+static const sm_collector_ops *const table[] = {
+    &sm_coll_node_cpu, &sm_coll_node_memory, &sm_coll_rootfs,
+    &sm_coll_network,  &sm_coll_container,   &sm_coll_gpu,
+};
+
+int sm_ctx_init(sm_ctx *ctx)
+{
+    const char *root = getenv("SCOPEMETER_SYSROOT");
+    char buf[16384];
+    uint64_t total, avail;
+    int est;
+    ssize_t n;
+
+    memset(ctx, 0, sizeof *ctx);
+    if (root && *root) {
+        size_t len = strlen(root);
+        while (len > 1 && root[len - 1] == '/')
+            len--;
+        if (len == 1 && root[0] == '/')
+            len = 0;
+        if (len >= sizeof ctx->sysroot)
+            return -ENAMETOOLONG;
+        memcpy(ctx->sysroot, root, len);
+        ctx->sysroot[len] = '\0';
+    }
+    sm_identity_from_env(&ctx->id);
+    /* MemTotal decides whether a memory limit is a limit (cgroup.md); a
+     * failure here is reported by the node_memory collector itself. */
+    n = sm_read_file(ctx, "/proc/meminfo", buf, sizeof buf);
+    if (n >= 0 && sm_parse_meminfo(buf, (size_t)n, &total, &avail, &est) == 0)
+        ctx->mem_total = total;
+    return 0;
+}
+
+void sm_emit(sm_points *p, const char *key, double value, const char *unit, const char *source,
+             int agg)
+{
+    if (!isfinite(value)) {
+        p->nonfinite++;
+        return;
+    }
+    if (p->n >= SM_POINTS_MAX)
+        return;
+    p->v[p->n++] = (sm_point){key, unit, source, value, agg};
+}
+
+int sm_collset_open(sm_collset *s, const sm_ctx *ctx, sm_notes *notes)
+{
+    memset(s, 0, sizeof *s);
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        const sm_collector_ops *ops = table[i];
+        sm_opened res;
+        void *state = calloc(1, ops->state_size ? ops->state_size : 1);
+        int rc;
+
+        if (!state) {
+            sm_collset_close(s);
+            return -ENOMEM;
+        }
+        memset(&res, 0, sizeof res);
+        rc = ops->open(state, ctx, &res);
+        if (ops->status_tag && res.status[0])
+            sm_tag_add(&s->status, ops->status_tag, "%s", res.status);
+        if (rc != 0) {
+            free(state);
+            if (res.msg[0])
+                sm_note(notes, rc == SM_ABSENT ? SM_INFO : SM_WARN, "%s", res.msg);
+            continue;
+        }
+        if (res.msg[0]) /* attached, with something worth saying */
+            sm_note(notes, SM_INFO, "%s", res.msg);
+        s->c[s->n].ops = ops;
+        s->c[s->n].state = state;
+        s->c[s->n].failing = 0;
+        s->n++;
+    }
+    return (int)s->n;
+}
+
+int sm_collset_sample(sm_collset *s, sm_points *out)
+{
+    int failed = 0;
+
+    for (size_t i = 0; i < s->n; i++) {
+        char msg[300] = "";
+        size_t mark = out->n;
+        int rc = s->c[i].ops->sample(s->c[i].state, out, msg, sizeof msg);
+
+        if (rc < 0) {
+            out->n = mark; /* a failed sample contributes nothing */
+            failed++;
+            if (!s->c[i].failing)
+                sm_log(SM_WARN, "%s: %s; its series are skipped until it recovers",
+                       s->c[i].ops->name, msg[0] ? msg : strerror(-rc));
+            s->c[i].failing = 1;
+        } else if (s->c[i].failing) {
+            sm_log(SM_INFO, "%s: recovered", s->c[i].ops->name);
+            s->c[i].failing = 0;
+        }
+    }
+    return failed;
+}
+
+void sm_collset_tags(sm_collset *s, int phase, sm_tags *out)
+{
+    if (phase == SM_TAGS_START)
+        for (size_t i = 0; i < s->status.n; i++)
+            sm_tag_add(out, s->status.v[i].key, "%s", s->status.v[i].value);
+    for (size_t i = 0; i < s->n; i++)
+        if (s->c[i].ops->tags)
+            s->c[i].ops->tags(s->c[i].state, phase, out);
+}
+
+void sm_collset_close(sm_collset *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        s->c[i].ops->close(s->c[i].state);
+        free(s->c[i].state);
+    }
+    s->n = 0;
+}

@@ -1,0 +1,91 @@
+/*
+ * identity.c — rank, local rank, world sizes and node name from the
+ * launcher's environment (contract §4), in the contract's order of
+ * preference: torchrun / Ray Train, Slurm, Open MPI, MPICH/PMI.
+ *
+ * Node name: SCOPEMETER_NODE_NAME, NODE_NAME (Kubernetes downward API
+ * spec.nodeName), SLURMD_NODENAME.  Never a pod IP, a Ray node IP, a hostname
+ * inside Kubernetes or LOCAL_RANK: those look like nodes and are not (seed,
+ * "노드 식별").
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* Strict non-negative integer; leading digits of Slurm's "2(x3)" count. */
+static int env_int(const char *name, int *out, int allow_suffix)
+{
+    const char *s = getenv(name);
+    char *end;
+    long v;
+
+    if (!s || !*s)
+        return 0;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno || end == s || v < 0 || v > INT_MAX)
+        return 0;
+    if (*end && !(allow_suffix && *end == '('))
+        return 0;
+    *out = (int)v;
+    return 1;
+}
+
+struct launcher {
+    const char *name;
+    const char *rank, *local_rank, *world, *local_world;
+};
+
+static const struct launcher launchers[] = {
+    {"torchrun", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"},
+    {"slurm", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS", "SLURM_NTASKS_PER_NODE"},
+    {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_SIZE",
+     "OMPI_COMM_WORLD_LOCAL_SIZE"},
+    {"pmi", "PMI_RANK", "MPI_LOCALRANKID", "PMI_SIZE", "MPI_LOCALNRANKS"},
+};
+
+int sm_identity_from_env(sm_identity *id)
+{
+    static const char *node_vars[] = {"SCOPEMETER_NODE_NAME", "NODE_NAME", "SLURMD_NODENAME"};
+
+    if (!id)
+        return -EINVAL;
+    memset(id, 0, sizeof *id);
+    id->world_size = 1;
+    id->local_world_size = 1;
+    id->launcher = "none";
+
+    for (size_t i = 0; i < sizeof launchers / sizeof launchers[0]; i++) {
+        const struct launcher *l = &launchers[i];
+        int rank;
+        if (!env_int(l->rank, &rank, 0))
+            continue;
+        id->rank = rank;
+        id->launcher = l->name;
+        if (!env_int(l->local_rank, &id->local_rank, 0))
+            id->local_rank = 0; /* missing counts as 0: worst case duplication */
+        if (!env_int(l->world, &id->world_size, 0) || id->world_size < 1)
+            id->world_size = 1;
+        if (!env_int(l->local_world, &id->local_world_size, 1) || id->local_world_size < 1)
+            id->local_world_size = 1;
+        if (id->world_size <= id->rank)
+            id->world_size = id->rank + 1;
+        if (id->local_world_size > id->world_size)
+            id->local_world_size = id->world_size;
+        break;
+    }
+
+    for (size_t i = 0; i < sizeof node_vars / sizeof node_vars[0]; i++) {
+        const char *v = getenv(node_vars[i]);
+        if (v && *v) {
+            snprintf(id->node, sizeof id->node, "%s", v);
+            id->node_source = node_vars[i];
+            break;
+        }
+    }
+    return 0;
+}

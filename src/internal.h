@@ -1,0 +1,175 @@
+/*
+ * internal.h — private declarations shared by the library's files.
+ *
+ * Layout (a reader looking for where a series is computed):
+ *   sysroot.c        every absolute path read goes through SCOPEMETER_SYSROOT
+ *   log.c            the one "scopemeter: " line format
+ *   names.c          the naming rule (upstream key, rank, node) -> MLflow key
+ *   identity.c       rank / local rank / world sizes / node from launchers
+ *   parse_proc.c     pure parsers of /proc/stat, /proc/meminfo, /proc/net/dev,
+ *                    "key value" files and single-number files
+ *   parse_cgroup.c   pure parsers of /proc/self/cgroup, mountinfo, cpu.max, PSI
+ *   cgroup.c         locating the cgroup, limits through ancestors
+ *   coll_node.c      node_cpu_* (/proc/stat), node_memory_* (/proc/meminfo)
+ *   coll_rootfs.c    rootfs_* (statvfs "/")
+ *   coll_net.c       network_* (/proc/net/dev)
+ *   coll_container.c container_* (cgroup files)
+ *   coll_gpu.c       gpu_i_* (NVML through dlopen)
+ *   collectors.c     the table of collectors and the set that drives them
+ *   probe.c          sm_probe_* (one honest look)
+ *   monitor.c        the sampling thread, windows, steps
+ *   sink_*.c         where finished records go
+ *   plan.c           sm_plan_compute
+ */
+#ifndef SM_INTERNAL_H
+#define SM_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "scopemeter.h"
+
+#define SM_HIDDEN __attribute__((visibility("hidden")))
+
+#define SM_PATH_MAX 4096
+#define SM_ABSENT 1 /* open(): this scope does not exist here (informational) */
+
+/* ---- context: what every collector needs, resolved once ------------------ */
+typedef struct sm_ctx {
+    char sysroot[1024];      /* SCOPEMETER_SYSROOT without trailing '/', or "" */
+    sm_identity id;
+    uint64_t mem_total;      /* node MemTotal in bytes, 0 when unknown */
+} sm_ctx;
+
+SM_HIDDEN int sm_ctx_init(sm_ctx *ctx);
+
+/* ---- sysroot.c ------------------------------------------------------------- */
+/* out = sysroot + abs.  -ENAMETOOLONG when it does not fit. */
+SM_HIDDEN int sm_path(const sm_ctx *ctx, const char *abs, char *out, size_t outlen);
+/* open(sysroot + abs, O_RDONLY|O_CLOEXEC): fd or -errno */
+SM_HIDDEN int sm_open(const sm_ctx *ctx, const char *abs);
+/* open a path that already carries the sysroot (e.g. a resolved cgroup dir) */
+SM_HIDDEN int sm_open_abs(const char *path);
+/* pread from offset 0 until EOF; buf is NUL-terminated.  Returns the length,
+ * -EFBIG when the file did not fit in cap-1 bytes, or -errno. */
+SM_HIDDEN ssize_t sm_pread_all(int fd, char *buf, size_t cap);
+/* open + pread_all + close of sysroot + abs */
+SM_HIDDEN ssize_t sm_read_file(const sm_ctx *ctx, const char *abs, char *buf, size_t cap);
+/* read a whole file of any size into a malloc'd NUL-terminated buffer
+ * (for one-time reads such as mountinfo).  Caller frees *out. */
+SM_HIDDEN ssize_t sm_read_file_alloc(const char *path, char **out);
+
+/* ---- log.c ----------------------------------------------------------------- */
+enum sm_level { SM_INFO = 0, SM_WARN = 1 };
+/* One line on stderr: "scopemeter: <msg>" or "scopemeter: warning: <msg>". */
+SM_HIDDEN void sm_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+SM_HIDDEN void sm_vlog(int level, const char *fmt, va_list ap);
+
+/* Lines gathered while opening (probe shows them, the monitor prints them). */
+#define SM_NOTES_MAX 24
+typedef struct sm_notes {
+    size_t n;
+    int level[SM_NOTES_MAX];
+    char line[SM_NOTES_MAX][320];
+} sm_notes;
+SM_HIDDEN void sm_note(sm_notes *notes, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- points: what one sample produces (no allocation per sample) ---------- */
+enum sm_agg { SM_AGG_MEAN = 0, SM_AGG_LAST = 1 };
+
+typedef struct sm_point {
+    const char *key;    /* upstream key; storage owned by the collector */
+    const char *unit;   /* "percent", "MB", "W" */
+    const char *source; /* file(s) or call */
+    double value;
+    int agg;            /* enum sm_agg: window mean, or latest (counters) */
+} sm_point;
+
+#define SM_POINTS_MAX 256
+typedef struct sm_points {
+    size_t n;
+    size_t nonfinite;   /* values skipped because NaN/inf is not JSON */
+    sm_point v[SM_POINTS_MAX];
+} sm_points;
+
+SM_HIDDEN void sm_emit(sm_points *p, const char *key, double value, const char *unit,
+                       const char *source, int agg);
+
+/* ---- tags: run tags a collector contributes -------------------------------- */
+enum sm_phase { SM_TAGS_START = 0, SM_TAGS_END = 1 };
+typedef struct sm_tag {
+    char key[64];       /* suffix after "scopemeter.rankN.", e.g. "cgroup", "oom_kill" */
+    char value[512];
+} sm_tag;
+#define SM_TAGS_MAX 16
+typedef struct sm_tags {
+    size_t n;
+    sm_tag v[SM_TAGS_MAX];
+} sm_tags;
+SM_HIDDEN void sm_tag_add(sm_tags *t, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- collectors ------------------------------------------------------------ */
+/*
+ * A collector is one row of the table in collectors.c: open / sample / close
+ * over a state block of state_size bytes (zeroed before open).
+ *   open:   0 attached; SM_ABSENT when the scope does not exist here (a
+ *           bare host has no limit, a CPU worker no GPU) — res->msg is an
+ *           informational line; negative on failure — res->msg is a warning
+ *           line naming the file.  On failure open releases what it took.
+ *   sample: append points; negative when this sample failed (msg says why).
+ *           Keep descriptors open and pread them; no allocation.
+ *   tags:   optional; start and end run tags.
+ *   close:  release everything; called only after a successful open.
+ */
+/* What open() says: msg is the one line (info when absent, warning on
+ * failure, optional when attached); status is the value of the run tag
+ * scopemeter.rankN.<status_tag> (e.g. "nvml 550.54.15, 1 device",
+ * "none: no /dev/nvidia device", "v2 /kubepods/... mem=56.0GiB cpu=16.0"),
+ * set whether or not the collector attached. */
+typedef struct sm_opened {
+    char msg[320];
+    char status[400];
+} sm_opened;
+
+typedef struct sm_collector_ops {
+    const char *name;
+    const char *status_tag; /* "gpu", "cgroup", or NULL */
+    size_t state_size;
+    int (*open)(void *state, const sm_ctx *ctx, sm_opened *res);
+    int (*sample)(void *state, sm_points *out, char *msg, size_t msglen);
+    void (*tags)(void *state, int phase, sm_tags *out);
+    void (*close)(void *state);
+} sm_collector_ops;
+
+extern const sm_collector_ops sm_coll_node_cpu;
+extern const sm_collector_ops sm_coll_node_memory;
+extern const sm_collector_ops sm_coll_rootfs;
+extern const sm_collector_ops sm_coll_network;
+extern const sm_collector_ops sm_coll_container;
+extern const sm_collector_ops sm_coll_gpu;
+
+#define SM_COLLECTORS_MAX 16
+typedef struct sm_collset {
+    size_t n;
+    sm_tags status;         /* start tags from every row with a status_tag */
+    struct {
+        const sm_collector_ops *ops;
+        void *state;
+        int failing;        /* last sample failed; its line was printed */
+    } c[SM_COLLECTORS_MAX];
+} sm_collset;
+
+/* Opens every collector of the table; notes receive one line per collector
+ * that is absent or failed.  Returns the number attached (>= 0) or -errno. */
+SM_HIDDEN int sm_collset_open(sm_collset *s, const sm_ctx *ctx, sm_notes *notes);
+/* One sample of every attached collector.  A failing collector drops its
+ * points for this sample; its line is logged once per failure streak. */
+SM_HIDDEN int sm_collset_sample(sm_collset *s, sm_points *out);
+SM_HIDDEN void sm_collset_tags(sm_collset *s, int phase, sm_tags *out);
+SM_HIDDEN void sm_collset_close(sm_collset *s);
+
+#endif /* SM_INTERNAL_H */

@@ -1,0 +1,100 @@
+/* test_identity.c — rank and node from the launchers' environments (§4). */
+#include <stdlib.h>
+
+#include "check.h"
+#include "internal.h"
+
+static const char *vars[] = {
+    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "SLURM_PROCID", "SLURM_LOCALID",
+    "SLURM_NTASKS", "SLURM_NTASKS_PER_NODE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+    "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE",
+    "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "SCOPEMETER_NODE_NAME", "NODE_NAME", "SLURMD_NODENAME",
+};
+
+static void clear(void)
+{
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        unsetenv(vars[i]);
+}
+
+int main(void)
+{
+    sm_identity id;
+
+    clear();
+    CHECK_EQ_INT(sm_identity_from_env(&id), 0);
+    CHECK_EQ_INT(id.rank, 0);
+    CHECK_EQ_INT(id.world_size, 1);
+    CHECK_EQ_INT(id.local_world_size, 1);
+    CHECK_EQ_STR(id.launcher, "none");
+    CHECK_EQ_STR(id.node, "");
+
+    /* torchrun */
+    setenv("RANK", "3", 1);
+    setenv("LOCAL_RANK", "1", 1);
+    setenv("WORLD_SIZE", "8", 1);
+    setenv("LOCAL_WORLD_SIZE", "2", 1);
+    setenv("SLURM_PROCID", "7", 1); /* torchrun wins over Slurm */
+    sm_identity_from_env(&id);
+    CHECK_EQ_INT(id.rank, 3);
+    CHECK_EQ_INT(id.local_rank, 1);
+    CHECK_EQ_INT(id.world_size, 8);
+    CHECK_EQ_INT(id.local_world_size, 2);
+    CHECK_EQ_STR(id.launcher, "torchrun");
+
+    /* missing LOCAL_RANK counts as 0 */
+    unsetenv("LOCAL_RANK");
+    sm_identity_from_env(&id);
+    CHECK_EQ_INT(id.local_rank, 0);
+
+    /* garbage RANK falls through to the next launcher */
+    setenv("RANK", "x1", 1);
+    setenv("SLURM_LOCALID", "2", 1);
+    setenv("SLURM_NTASKS", "16", 1);
+    setenv("SLURM_NTASKS_PER_NODE", "4(x4)", 1);
+    sm_identity_from_env(&id);
+    CHECK_EQ_STR(id.launcher, "slurm");
+    CHECK_EQ_INT(id.rank, 7);
+    CHECK_EQ_INT(id.local_rank, 2);
+    CHECK_EQ_INT(id.world_size, 16);
+    CHECK_EQ_INT(id.local_world_size, 4);
+
+    clear();
+    setenv("OMPI_COMM_WORLD_RANK", "5", 1);
+    setenv("OMPI_COMM_WORLD_SIZE", "6", 1);
+    setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1", 1);
+    setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "3", 1);
+    sm_identity_from_env(&id);
+    CHECK_EQ_STR(id.launcher, "openmpi");
+    CHECK_EQ_INT(id.rank, 5);
+    CHECK_EQ_INT(id.local_world_size, 3);
+
+    clear();
+    setenv("PMI_RANK", "2", 1);
+    setenv("PMI_SIZE", "4", 1);
+    sm_identity_from_env(&id);
+    CHECK_EQ_STR(id.launcher, "pmi");
+    CHECK_EQ_INT(id.rank, 2);
+    CHECK_EQ_INT(id.world_size, 4);
+
+    /* world size below rank is repaired, never a divide by zero later */
+    clear();
+    setenv("RANK", "4", 1);
+    setenv("WORLD_SIZE", "0", 1);
+    sm_identity_from_env(&id);
+    CHECK_EQ_INT(id.world_size, 5);
+
+    /* node name preference */
+    clear();
+    setenv("SLURMD_NODENAME", "slurm-n1", 1);
+    sm_identity_from_env(&id);
+    CHECK_EQ_STR(id.node, "slurm-n1");
+    setenv("NODE_NAME", "gpu-node-1", 1);
+    sm_identity_from_env(&id);
+    CHECK_EQ_STR(id.node, "gpu-node-1");
+    CHECK_EQ_STR(id.node_source, "NODE_NAME");
+    setenv("SCOPEMETER_NODE_NAME", "override", 1);
+    sm_identity_from_env(&id);
+    CHECK_EQ_STR(id.node, "override");
+    return CHECK_DONE();
+}

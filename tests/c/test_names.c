@@ -1,0 +1,73 @@
+/* test_names.c — the naming rule of contract §2. */
+#include <errno.h>
+
+#include "check.h"
+#include "internal.h"
+
+static const char *name(const char *key, int rank, const char *node)
+{
+    static char buf[512];
+    int rc = sm_series_name(key, rank, node, buf, sizeof buf);
+    return rc == 0 ? buf : (rc == -EINVAL ? "EINVAL" : "ERR");
+}
+
+int main(void)
+{
+    /* every upstream MLflow key, one rank, no node */
+    CHECK_EQ_STR(name("cpu_utilization_percentage", 0, NULL),
+                 "system/node_cpu_utilization_percentage/rank0");
+    CHECK_EQ_STR(name("system_memory_usage_megabytes", 3, ""),
+                 "system/node_memory_usage_megabytes/rank3");
+    CHECK_EQ_STR(name("system_memory_usage_percentage", 0, NULL),
+                 "system/node_memory_usage_percentage/rank0");
+    CHECK_EQ_STR(name("disk_usage_megabytes", 0, NULL), "system/rootfs_usage_megabytes/rank0");
+    CHECK_EQ_STR(name("disk_usage_percentage", 0, NULL), "system/rootfs_usage_percentage/rank0");
+    CHECK_EQ_STR(name("disk_available_megabytes", 0, NULL),
+                 "system/rootfs_available_megabytes/rank0");
+    CHECK_EQ_STR(name("network_receive_megabytes", 1, NULL),
+                 "system/network_receive_megabytes/rank1");
+    CHECK_EQ_STR(name("gpu_0_utilization_percentage", 2, NULL),
+                 "system/gpu_0_utilization_percentage/rank2");
+    CHECK_EQ_STR(name("container_memory_usage_megabytes", 0, NULL),
+                 "system/container_memory_usage_megabytes/rank0");
+
+    /* node tier: node_* and rootfs_* only */
+    CHECK_EQ_STR(name("system_memory_usage_percentage", 5, "gpu-node-1"),
+                 "system/node_memory_usage_percentage/gpu-node-1/rank5");
+    CHECK_EQ_STR(name("disk_available_megabytes", 5, "gpu-node-1"),
+                 "system/rootfs_available_megabytes/gpu-node-1/rank5");
+    CHECK_EQ_STR(name("network_transmit_megabytes", 5, "gpu-node-1"),
+                 "system/network_transmit_megabytes/rank5");
+    CHECK_EQ_STR(name("gpu_1_power_usage_watts", 5, "gpu-node-1"),
+                 "system/gpu_1_power_usage_watts/rank5");
+    CHECK_EQ_STR(name("container_cpu_utilization_percentage", 5, "gpu-node-1"),
+                 "system/container_cpu_utilization_percentage/rank5");
+    /* a future key of a known family follows the rule by itself */
+    CHECK_EQ_STR(name("cpu_steal_percentage", 0, "n1"), "system/node_cpu_steal_percentage/n1/rank0");
+    /* a node name cannot open a new UI section */
+    CHECK_EQ_STR(name("cpu_utilization_percentage", 0, "a/b c"),
+                 "system/node_cpu_utilization_percentage/a_b_c/rank0");
+
+    /* families no rule covers are errors, never silent passes */
+    CHECK_EQ_STR(name("memory_usage_megabytes", 0, NULL), "EINVAL");
+    CHECK_EQ_STR(name("node_cpu_utilization_percentage", 0, NULL), "EINVAL");
+    CHECK_EQ_STR(name("cpu_", 0, NULL), "EINVAL");
+    CHECK_EQ_STR(name("", 0, NULL), "EINVAL");
+    CHECK_EQ_STR(name("CPU_utilization", 0, NULL), "EINVAL");
+    CHECK_EQ_STR(name("cpu_utilization_percentage", -1, NULL), "EINVAL");
+
+    /* a buffer too small is -ENOSPC, and nothing past it is written */
+    {
+        char small[20];
+        CHECK_EQ_INT(sm_series_name("cpu_utilization_percentage", 0, NULL, small, sizeof small),
+                     -ENOSPC);
+    }
+
+    CHECK_EQ_STR(sm_series_scope("cpu_utilization_percentage"), "node");
+    CHECK_EQ_STR(sm_series_scope("system/rootfs_usage_megabytes/rank0"), "rootfs");
+    CHECK_EQ_STR(sm_series_scope("network_receive_megabytes"), "pod");
+    CHECK_EQ_STR(sm_series_scope("gpu_0_memory_usage_megabytes"), "gpu");
+    CHECK_EQ_STR(sm_series_scope("container_memory_usage_percentage"), "container");
+    CHECK(sm_series_scope("memory_usage") == NULL);
+    return CHECK_DONE();
+}

@@ -1,0 +1,114 @@
+/* test_parse_proc.c — /proc/stat, /proc/meminfo, /proc/net/dev, key-value and
+ * single-number files: good, malformed and truncated input. */
+#include <errno.h>
+#include <string.h>
+
+#include "check.h"
+#include "parse.h"
+
+#define S(x) x, sizeof(x) - 1
+
+int main(void)
+{
+    sm_cpu_times a, b;
+    uint64_t t, av, rx, tx, v;
+    int est, unl;
+
+    /* /proc/stat: psutil's formula */
+    CHECK_EQ_INT(sm_parse_proc_stat(S("cpu  100 0 100 800 0 0 0 0 0 0\ncpu0 1 2 3 4\n"), &a), 0);
+    CHECK_EQ_INT(a.nfields, 10);
+    CHECK_EQ_INT(sm_parse_proc_stat(S("cpu  150 0 150 850 50 0 0 0 20 0\n"), &b), 0);
+    /* deltas: user 50 sys 50 idle 50 iowait 50 guest 20 -> total 200, busy 100 */
+    CHECK_NEAR(sm_cpu_percent(&a, &b), 50.0, 1e-9);
+    /* negative deltas clamp at 0; equal samples give 0 */
+    CHECK_NEAR(sm_cpu_percent(&b, &a), 0.0, 1e-9);
+    CHECK_NEAR(sm_cpu_percent(&a, &a), 0.0, 1e-9);
+    /* old kernel: 4 fields */
+    CHECK_EQ_INT(sm_parse_proc_stat(S("cpu 1 2 3 4\n"), &a), 0);
+    CHECK_EQ_INT(a.nfields, 4);
+    CHECK_EQ_INT(sm_parse_proc_stat(S("cpu 1 2 3\n"), &a), -EINVAL);
+    CHECK_EQ_INT(sm_parse_proc_stat(S("cpux 1 2 3 4\n"), &a), -EINVAL);
+    CHECK_EQ_INT(sm_parse_proc_stat(S("cpu 1 2 x 4\n"), &a), -EINVAL);
+    CHECK_EQ_INT(sm_parse_proc_stat(S("cpu 1 2 3 4a\n"), &a), -EINVAL);
+    CHECK_EQ_INT(sm_parse_proc_stat(S("cpu 99999999999999999999 2 3 4\n"), &a), -ERANGE);
+    CHECK_EQ_INT(sm_parse_proc_stat(S(""), &a), -EINVAL);
+    CHECK_EQ_INT(sm_parse_proc_stat(S("cpu "), &a), -EINVAL);
+    /* the parser stops at len: a truncated buffer is not over-read */
+    CHECK_EQ_INT(sm_parse_proc_stat("cpu 1 2 3 4 5", 9, &a), -EINVAL);
+
+    /* /proc/meminfo */
+    CHECK_EQ_INT(sm_parse_meminfo(S("MemTotal:       16000 kB\nMemFree:  1000 kB\n"
+                                    "MemAvailable:    4000 kB\nBuffers: 1 kB\n"),
+                                  &t, &av, &est),
+                 0);
+    CHECK_EQ_INT(t, 16000ull * 1024);
+    CHECK_EQ_INT(av, 4000ull * 1024);
+    CHECK_EQ_INT(est, 0);
+    /* no MemAvailable (before 3.14): free + buffers + cached */
+    CHECK_EQ_INT(sm_parse_meminfo(S("MemTotal: 100 kB\nMemFree: 10 kB\nBuffers: 5 kB\n"
+                                    "Cached: 20 kB\nSwapCached: 999 kB\n"),
+                                  &t, &av, &est),
+                 0);
+    CHECK_EQ_INT(av, 35ull * 1024);
+    CHECK_EQ_INT(est, 1);
+    CHECK_EQ_INT(sm_parse_meminfo(S("MemFree: 10 kB\n"), &t, &av, &est), -ENOENT);
+    CHECK_EQ_INT(sm_parse_meminfo(S("MemTotal: lots kB\n"), &t, &av, &est), -EINVAL);
+    CHECK_EQ_INT(sm_parse_meminfo(S("MemTotal: 100 MB\nMemAvailable: 1 kB\n"), &t, &av, &est),
+                 -EINVAL);
+    CHECK_EQ_INT(sm_parse_meminfo(S("MemTotal: 0 kB\nMemAvailable: 0 kB\n"), &t, &av, &est),
+                 -ENOENT);
+    CHECK_EQ_INT(sm_parse_meminfo(S(""), &t, &av, &est), -ENOENT);
+    /* available above total is clamped (the percentage never goes negative) */
+    CHECK_EQ_INT(sm_parse_meminfo(S("MemTotal: 10 kB\nMemAvailable: 20 kB\n"), &t, &av, &est), 0);
+    CHECK_EQ_INT(av, t);
+
+    /* /proc/net/dev */
+    {
+        const char dev[] =
+            "Inter-|   Receive                                                |  Transmit\n"
+            " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets "
+            "errs drop fifo colls carrier compressed\n"
+            "    lo:    1000      10    0    0    0     0          0         0     1000      10 "
+            "   0    0    0     0       0          0\n"
+            "  eth0: 2000000    1500    0    0    0     0          0         0   500000    1200 "
+            "   0    0    0     0       0          0\n";
+        CHECK_EQ_INT(sm_parse_net_dev(dev, sizeof dev - 1, &rx, &tx), 0);
+        CHECK_EQ_INT(rx, 2001000);
+        CHECK_EQ_INT(tx, 501000);
+        /* truncated in the middle of eth0's fields */
+        CHECK(sm_parse_net_dev(dev, sizeof dev - 60, &rx, &tx) < 0);
+    }
+    CHECK_EQ_INT(sm_parse_net_dev(S("Inter-| Receive\n face |bytes\n"), &rx, &tx), -ENOENT);
+    CHECK_EQ_INT(sm_parse_net_dev(S("eth0: 1 2 3\n"), &rx, &tx), -EINVAL);
+
+    /* key value files: exact key match */
+    {
+        const char stat[] = "active_file 100\ninactive_file 200\ntotal_inactive_file 300\n";
+        CHECK_EQ_INT(sm_parse_kv(S(stat), "inactive_file", &v), 0);
+        CHECK_EQ_INT(v, 200);
+        CHECK_EQ_INT(sm_parse_kv(S(stat), "active_file", &v), 0);
+        CHECK_EQ_INT(v, 100);
+        CHECK_EQ_INT(sm_parse_kv(S(stat), "total_inactive_file", &v), 0);
+        CHECK_EQ_INT(v, 300);
+        CHECK_EQ_INT(sm_parse_kv(S(stat), "file", &v), -ENOENT);
+        CHECK_EQ_INT(sm_parse_kv(S("oom_kill x\n"), "oom_kill", &v), -EINVAL);
+        CHECK_EQ_INT(sm_parse_kv(S("oom_kill 3 4\n"), "oom_kill", &v), -EINVAL);
+        CHECK_EQ_INT(sm_parse_kv(S("oom_kill"), "oom_kill", &v), -ENOENT);
+    }
+
+    /* single numbers */
+    CHECK_EQ_INT(sm_parse_number(S("536870912\n"), &v, &unl), 0);
+    CHECK_EQ_INT(v, 536870912);
+    CHECK_EQ_INT(unl, 0);
+    CHECK_EQ_INT(sm_parse_number(S("max\n"), &v, &unl), 0);
+    CHECK_EQ_INT(unl, 1);
+    CHECK_EQ_INT(sm_parse_number(S("-1\n"), &v, &unl), 0);
+    CHECK_EQ_INT(unl, 1);
+    CHECK_EQ_INT(sm_parse_number(S("9223372036854771712\n"), &v, &unl), 0);
+    CHECK_EQ_INT(sm_parse_number(S("\n"), &v, &unl), -EINVAL);
+    CHECK_EQ_INT(sm_parse_number(S("12abc\n"), &v, &unl), -EINVAL);
+    CHECK_EQ_INT(sm_parse_number(S("maxx"), &v, &unl), -EINVAL);
+    CHECK_EQ_INT(sm_parse_number(S("-"), &v, &unl), -EINVAL);
+    CHECK_EQ_INT(sm_parse_number(S("18446744073709551616"), &v, &unl), -ERANGE);
+    return CHECK_DONE();
+}
