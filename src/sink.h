@@ -1,0 +1,77 @@
+/*
+ * sink.h — where finished records go.  The monitor's sampling thread hands
+ * each logging window's records (metrics and tags) to a sink with push(),
+ * which must never block on the network: sinks keep a bounded ring
+ * (ring.c) that drops the oldest records when full and counts them.
+ *
+ * Two sinks: sink_queue.c (a binding drains records with sm_monitor_drain,
+ * e.g. the Python front logging through MlflowClient) and
+ * rest/sink_mlflow.c (a shipping thread posting to MLflow's REST API over
+ * libcurl).  Adding a sink is one new file implementing these ops.
+ */
+#ifndef SM_SINK_H
+#define SM_SINK_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "internal.h"
+
+/* ---- ring.c: bounded FIFO of sm_record, drop-oldest on overflow ----------- */
+typedef struct sm_ring {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;       /* signalled on push and on close */
+    sm_record *buf;
+    size_t cap, head, len;
+    uint64_t dropped;        /* records overwritten because the ring was full */
+    int closed;              /* no more pushes; consumers drain what is left */
+} sm_ring;
+
+SM_HIDDEN int sm_ring_init(sm_ring *r, size_t cap);
+SM_HIDDEN void sm_ring_destroy(sm_ring *r);
+/* Never blocks on a consumer; overwrites the oldest when full. */
+SM_HIDDEN void sm_ring_push(sm_ring *r, const sm_record *recs, size_t n);
+/* Copies up to cap records without removing them, waiting up to timeout_s
+ * (<= 0: no wait) for at least one.  Returns the count, 0 on timeout, -EPIPE
+ * when closed and empty. */
+SM_HIDDEN int sm_ring_peek(sm_ring *r, sm_record *out, size_t cap, double timeout_s);
+/* Removes the n oldest records (after a successful peek+ship). */
+SM_HIDDEN void sm_ring_consume(sm_ring *r, size_t n);
+/* peek + consume in one step (the queue sink). */
+SM_HIDDEN int sm_ring_pop(sm_ring *r, sm_record *out, size_t cap, double timeout_s);
+SM_HIDDEN void sm_ring_close(sm_ring *r);
+SM_HIDDEN size_t sm_ring_len(sm_ring *r);
+SM_HIDDEN uint64_t sm_ring_dropped(sm_ring *r);
+
+/* ---- sink interface -------------------------------------------------------- */
+typedef struct sm_sink sm_sink;
+
+typedef struct sm_sink_ops {
+    const char *name;
+    /* Called from the sampling thread with one window's records: enqueue only. */
+    void (*push)(sm_sink *s, const sm_record *recs, size_t n);
+    /* Called at stop after the last push: deliver what is queued, giving up
+     * at the monotonic deadline (seconds, CLOCK_MONOTONIC).  0 or -ETIMEDOUT. */
+    int (*flush)(sm_sink *s, double deadline);
+    /* Records dropped so far (ring overflow, or refused by the server). */
+    uint64_t (*dropped)(sm_sink *s);
+    /* Release everything; after flush. */
+    void (*close)(sm_sink *s);
+} sm_sink_ops;
+
+struct sm_sink {
+    const sm_sink_ops *ops;
+    void *impl;
+};
+
+/* queue sink (sink_queue.c) */
+SM_HIDDEN int sm_sink_queue_new(size_t cap, sm_sink **out);
+SM_HIDDEN int sm_sink_queue_drain(sm_sink *s, sm_record *out, int cap, double timeout_s);
+
+/* Monotonic clock in seconds. */
+SM_HIDDEN double sm_now_mono(void);
+/* Wall clock in milliseconds since the epoch (MLflow timestamps). */
+SM_HIDDEN int64_t sm_now_ms(void);
+
+#endif
