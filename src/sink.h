@@ -69,6 +69,14 @@ struct sm_sink {
 SM_HIDDEN int sm_sink_queue_new(size_t cap, sm_sink **out);
 SM_HIDDEN int sm_sink_queue_drain(sm_sink *s, sm_record *out, int cap, double timeout_s);
 
+/* The REST sink's constructor.  sm_monitor_set_run() lives in rest/ and hands
+ * this to the monitor, so the core never links libcurl. */
+typedef int (*sm_sink_factory)(const char *tracking_uri, const char *run_id, size_t cap,
+                               char *err, size_t errlen, sm_sink **out);
+/* monitor.c: remember the factory; sm_monitor_start() calls it. */
+SM_HIDDEN int sm_monitor_set_sink_factory(sm_monitor *m, sm_sink_factory f,
+                                          const char *tracking_uri, const char *run_id);
+
 /* Monotonic clock in seconds. */
 SM_HIDDEN double sm_now_mono(void);
 /* Wall clock in milliseconds since the epoch (MLflow timestamps). */
