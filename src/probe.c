@@ -31,7 +31,7 @@ struct sm_probe {
     size_t n;
     struct probe_series s[SM_POINTS_MAX];
     sm_notes notes;
-    char gpu_status[400];
+    char gpu_status[sizeof ((sm_tag *)0)->value]; /* the whole .gpu tag value */
     const char *mode;
 };
 
