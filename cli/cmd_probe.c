@@ -6,7 +6,6 @@
  * {series: [{key, upstream, value, raw, scope, unit, source}], cgroup, rank,
  *  node, collect_mode, gpu, tags, notes, ...}.
  */
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -14,12 +13,6 @@
 
 #include "cli.h"
 #include "scopemeter.h"
-
-/* What MLflow would store: the window mean rounded to 0.1 (contract §2). */
-static double logged(double v)
-{
-    return round(v * 10.0) / 10.0;
-}
 
 static json_t *str_or_null(const char *s)
 {
@@ -42,7 +35,7 @@ static int print_json(const sm_probe *p)
         sm_probe_series(p, i, &s);
         json_array_append_new(series,
                               json_pack("{s:s, s:s, s:f, s:f, s:s, s:s, s:s}", "key", s.key,
-                                        "upstream", s.upstream, "value", logged(s.value), "raw",
+                                        "upstream", s.upstream, "value", s.logged, "raw",
                                         s.value, "scope", s.scope ? s.scope : "unknown", "unit",
                                         s.unit, "source", s.source));
     }

@@ -78,7 +78,8 @@ typedef struct sm_probe sm_probe;
 typedef struct sm_series_info {
     const char *key;      /* full MLflow key, e.g. system/container_memory_usage_megabytes/rank0 */
     const char *upstream; /* collector key, e.g. container_memory_usage_megabytes */
-    double value;
+    double value;         /* as sampled */
+    double logged;        /* as it would be logged: rounded to 0.1 like MLflow */
     const char *scope;    /* node | rootfs | pod | gpu | container */
     const char *unit;     /* percent | MB | W */
     const char *source;   /* file(s) or call the value came from */
@@ -143,7 +144,10 @@ SM_EXTERN int sm_monitor_use_queue(sm_monitor *m);
 
 /* Starts the sampling thread.  Returns 0 when collecting, SM_NOT_COLLECTING
  * when this process does not collect under the contract's rules (one line
- * says why), or a negative error with a line in err. */
+ * says why), or a negative error with a line in err.  -ENODATA: nothing to
+ * record here (no collector, no value); the monitor printed the line itself
+ * (err holds a copy) and pushed the scopemeter.skipped tag, which a queue
+ * binding drains before -EPIPE.  A monitor starts once (docs/monitor.md). */
 #define SM_NOT_COLLECTING 1
 SM_EXTERN int sm_monitor_start(sm_monitor *m, char *err, size_t errlen);
 
@@ -205,6 +209,62 @@ typedef struct sm_plan {
 } sm_plan;
 
 SM_EXTERN int sm_plan_compute(const sm_plan_input *in, sm_plan *out, char *err, size_t errlen);
+
+/* ---------------------------------------------------------------------------
+ * MLflow REST helpers (libscopemeter.so only; src/rest/, docs/rest.md): the
+ * calls `scopemeter run` makes around a monitor, for native programs that
+ * manage their own run.  tracking_uri is http(s)://host[:port][/prefix];
+ * authentication and TLS come from the environment exactly as for MLflow's
+ * Python client (MLFLOW_TRACKING_TOKEN, MLFLOW_TRACKING_USERNAME/PASSWORD,
+ * MLFLOW_TRACKING_INSECURE_TLS, MLFLOW_TRACKING_SERVER_CERT_PATH,
+ * MLFLOW_TRACKING_CLIENT_CERT_PATH); proxies from http_proxy/https_proxy/
+ * no_proxy.  Each call retries connection errors, 408, 429 (honouring
+ * Retry-After) and 5xx with backoff until timeout_s (<= 0: 30 s) and returns
+ * 0, or:
+ *   -ETIMEDOUT  the server did not answer successfully in time
+ *   -ENOENT     the experiment or run does not exist (or is deleted)
+ *   -EEXIST     it exists already (create)
+ *   -EACCES     HTTP 401/403
+ *   -EPROTO     any other refusal (the server's message is in err)
+ *   -EINVAL     a bad argument (not an http(s) URI, not a run id, ...)
+ * with one line in err (never a credential).
+ * ------------------------------------------------------------------------- */
+
+/* The experiment to create runs in: `name` (created when missing, as
+ * mlflow.set_experiment does), else `id` (checked), else "0" (Default). */
+SM_EXTERN int sm_mlflow_experiment(const char *tracking_uri, const char *name, const char *id,
+                                   char *id_out, size_t id_len, double timeout_s, char *err,
+                                   size_t errlen);
+
+/* runs/create in experiment_id; run_name may be NULL (the server picks one);
+ * tags is NULL or a NULL-terminated list of key, value pairs. */
+SM_EXTERN int sm_mlflow_create_run(const char *tracking_uri, const char *experiment_id,
+                                   const char *run_name, const char *const *tags,
+                                   char *run_id_out, size_t run_id_len, double timeout_s,
+                                   char *err, size_t errlen);
+
+/* The oldest active run of experiment_id whose tag `tag_key` equals
+ * `tag_value` (runs/search); -ENOENT when there is none yet. */
+SM_EXTERN int sm_mlflow_find_run(const char *tracking_uri, const char *experiment_id,
+                                 const char *tag_key, const char *tag_value, char *run_id_out,
+                                 size_t run_id_len, double timeout_s, char *err, size_t errlen);
+
+/* runs/get: status_out receives RUNNING, FINISHED, FAILED, KILLED or
+ * SCHEDULED (may be NULL); a deleted run is -ENOENT. */
+SM_EXTERN int sm_mlflow_get_run(const char *tracking_uri, const char *run_id, char *status_out,
+                                size_t status_len, double timeout_s, char *err, size_t errlen);
+
+/* runs/set-tag */
+SM_EXTERN int sm_mlflow_set_tag(const char *tracking_uri, const char *run_id, const char *key,
+                                const char *value, double timeout_s, char *err, size_t errlen);
+
+/* runs/update with status FINISHED, FAILED or KILLED and end_time = now. */
+SM_EXTERN int sm_mlflow_end_run(const char *tracking_uri, const char *run_id, const char *status,
+                                double timeout_s, char *err, size_t errlen);
+
+/* The URI with userinfo replaced by "***" and any query dropped: the form to
+ * print.  Always NUL-terminates out. */
+SM_EXTERN void sm_mlflow_redact_uri(const char *uri, char *out, size_t outlen);
 
 #ifdef __cplusplus
 }

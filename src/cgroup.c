@@ -1,14 +1,728 @@
-/* PLACEHOLDER — replaced by the cgroup work (issue 2). */
+/*
+ * cgroup.c — finding this process's cgroup and the limits that bind it
+ * (contract §3; ../shared/spec/cgroup.md; docs/cgroup.md has every decision).
+ *
+ *   1. /proc/self/cgroup gives the cgroup path per hierarchy; mountinfo gives
+ *      where each hierarchy is mounted and which part of it (the mount root).
+ *   2. v1 or v2 is decided per controller from mountinfo, not from statfs
+ *      (a fixture under SCOPEMETER_SYSROOT has no cgroup filesystem): a v1
+ *      mount listing the controller in its super options means v1 for it,
+ *      even when a cgroup2 mount sits at /sys/fs/cgroup/unified (hybrid);
+ *      otherwise a cgroup2 mount means v2.
+ *   3. Directory = mount point + (path minus the mount root, cut on a path
+ *      component boundary).  A path not under the root is not visible.
+ *   4. Limits are read on every level from the process's own directory up to
+ *      the mount point; a missing file means "no limit here", not "stop".
+ *
+ * Everything goes through the sysroot.  The only allocation is the one-time
+ * read of /proc/self/cgroup and mountinfo and a work area freed on return.
+ */
 #include <errno.h>
+#include <sched.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
 #include "cgroup.h"
+#include "parse.h"
+
+/* cgroup-v1 memory.limit_in_bytes reports "unlimited" as PAGE_COUNTER_MAX
+ * pages: 9223372036854771712 with 4 KiB pages, 2^64-1 on old kernels.
+ * Anything at or above 2^62 is no limit (OpenJDK and cAdvisor use this). */
+#define MEM_V1_UNLIMITED (1ull << 62)
+
+enum { C_MEMORY, C_CPU, C_CPUACCT, C_CPUSET, C_N };
+static const char *const ctl_names[C_N] = {"memory", "cpu", "cpuacct", "cpuset"};
+
+struct ctl {
+    int version;            /* 1 or 2; 0 when not usable (why says why) */
+    int err;                /* < 0: present but not usable: not visible, deleted */
+    char path[SM_PATH_MAX]; /* from /proc/self/cgroup, " (deleted)" cut */
+    char root[SM_PATH_MAX]; /* mount root, unescaped; never ends in '/' unless "/" */
+    char rel[SM_PATH_MAX];  /* path below the root: "/" or "/a/b" */
+    char mnt[SM_PATH_MAX];  /* sysroot + mount point */
+    char dir[SM_PATH_MAX];  /* mnt + rel */
+    char why[400];
+};
+
+struct work {
+    char *cg, *mi;
+    size_t cglen, milen;
+    struct ctl c[C_N];
+    char buf[8192];
+    char lvl[SM_PATH_MAX];
+    char dir[SM_PATH_MAX];
+    char tmp[SM_PATH_MAX];
+    char point[SM_PATH_MAX];
+};
+
+/* snprintf that says whether it fit; callers treat truncation as an error
+ * (paths) or accept it (messages).  Going through va_list keeps gcc's
+ * -Wformat-truncation out of the way for the message buffers. */
+static int fmt(char *out, size_t cap, const char *f, ...) __attribute__((format(printf, 3, 4)));
+static int fmt(char *out, size_t cap, const char *f, ...)
+{
+    va_list ap;
+    int n;
+
+    va_start(ap, f);
+    n = vsnprintf(out, cap, f, ap);
+    va_end(ap);
+    return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
+}
+
+static void app(char *out, size_t cap, const char *f, ...) __attribute__((format(printf, 3, 4)));
+static void app(char *out, size_t cap, const char *f, ...)
+{
+    size_t n = strlen(out);
+    va_list ap;
+
+    if (n + 1 >= cap)
+        return;
+    va_start(ap, f);
+    vsnprintf(out + n, cap - n, f, ap);
+    va_end(ap);
+}
+
+static int line_of(const char *buf, size_t pos)
+{
+    int line = 1;
+
+    for (size_t i = 0; i < pos; i++)
+        line += buf[i] == '\n';
+    return line;
+}
+
+static int streq(const char *s, size_t len, const char *lit)
+{
+    return strlen(lit) == len && memcmp(s, lit, len) == 0;
+}
+
+/* A small file in dir: its length, or -errno (-ENOENT when absent). */
+static ssize_t read_in(struct work *w, const char *dir, const char *file)
+{
+    char path[SM_PATH_MAX];
+    ssize_t n;
+    int fd;
+
+    if (fmt(path, sizeof path, "%s/%s", dir, file) < 0)
+        return -ENAMETOOLONG;
+    fd = sm_open_abs(path);
+    if (fd < 0)
+        return fd;
+    n = sm_pread_all(fd, w->buf, sizeof w->buf);
+    close(fd);
+    return n;
+}
+
+/* "/sys/fs/cgroup" itself ranks highest, then anything below it, then the
+ * rest: duplicate mounts of one hierarchy are common in containers. */
+static int mount_rank(const char *point)
+{
+    if (strcmp(point, "/sys/fs/cgroup") == 0)
+        return 3;
+    if (strncmp(point, "/sys/fs/cgroup/", 15) == 0)
+        return 2;
+    return 1;
+}
+
+static int has_dotdot(const char *p)
+{
+    for (const char *s = p; (s = strstr(s, "..")) != NULL; s += 2)
+        if (s[-1] == '/' && (s[2] == '/' || s[2] == '\0'))
+            return 1;
+    return 0;
+}
+
+/* rel = path below root, on a component boundary; -EXDEV when not under it. */
+static int strip_root(const char *path, const char *root, char *rel, size_t cap)
+{
+    size_t rl = strlen(root);
+
+    if (has_dotdot(path))
+        return -EXDEV; /* cgroupns: a cgroup outside the namespace shows as /../.. */
+    if (strcmp(root, "/") == 0)
+        return fmt(rel, cap, "%s", path);
+    if (strncmp(path, root, rl) != 0 || (path[rl] != '\0' && path[rl] != '/'))
+        return -EXDEV;
+    return fmt(rel, cap, "%s", path[rl] ? path + rl : "/");
+}
+
+static int find_entry(const struct work *w, int v2, const char *name, sm_cg_entry *e)
+{
+    size_t pos = 0;
+
+    while (sm_cgroup_next(w->cg, w->cglen, &pos, e) == 1) {
+        if (v2 && e->hier == 0 && e->ctrl_len == 0)
+            return 1;
+        if (!v2 && e->hier != 0 && sm_list_has(e->ctrl, e->ctrl_len, name))
+            return 1;
+    }
+    return 0;
+}
+
+static int is_v1_mount_of(const sm_mount *m, const char *name)
+{
+    return streq(m->fstype, m->fstype_len, "cgroup") && sm_list_has(m->super, m->super_len, name);
+}
+
+/* Where controller c lives for this process.  Leaves c->version 0 with a
+ * reason when it is not mounted; sets c->err when it is mounted but its
+ * directory cannot be seen. */
+static int locate(const sm_ctx *ctx, struct work *w, struct ctl *c, const char *name)
+{
+    sm_mount m;
+    sm_cg_entry e;
+    size_t pos = 0;
+    int v1 = 0, v2 = 0, best = 0, rc;
+
+    while (sm_mountinfo_next(w->mi, w->milen, &pos, &m) == 1) {
+        if (is_v1_mount_of(&m, name))
+            v1 = 1;
+        else if (streq(m.fstype, m.fstype_len, "cgroup2"))
+            v2 = 1;
+    }
+    if (!v1 && !v2) {
+        fmt(c->why, sizeof c->why, "no cgroup mount for %s in /proc/self/mountinfo", name);
+        return 0;
+    }
+    if (!find_entry(w, !v1, name, &e)) {
+        fmt(c->why, sizeof c->why, "no %s line in /proc/self/cgroup",
+            v1 ? name : "v2 (0::)");
+        return 0;
+    }
+    if (e.path_len >= sizeof c->path) {
+        c->err = -ENAMETOOLONG;
+        fmt(c->why, sizeof c->why, "%s cgroup path too long", name);
+        return c->err;
+    }
+    memcpy(c->path, e.path, e.path_len);
+    c->path[e.path_len] = '\0';
+    if (e.deleted) {
+        c->err = -ENOENT;
+        fmt(c->why, sizeof c->why, "the process's cgroup %s was deleted (/proc/self/cgroup says so)", c->path);
+        return c->err;
+    }
+
+    /* Among the mounts of this hierarchy, the best-ranked one that shows the
+     * path wins; when none shows it, report the best-ranked one. */
+    pos = 0;
+    while (sm_mountinfo_next(w->mi, w->milen, &pos, &m) == 1) {
+        char *root = w->tmp, rel[SM_PATH_MAX];
+        int rank;
+
+        if (v1 ? !is_v1_mount_of(&m, name) : !streq(m.fstype, m.fstype_len, "cgroup2"))
+            continue;
+        if (sm_unescape_octal(m.point, m.point_len, w->point, sizeof w->point) < 0 ||
+            sm_unescape_octal(m.root, m.root_len, root, sizeof w->tmp) < 0 || root[0] != '/' ||
+            w->point[0] != '/') {
+            c->err = -EINVAL;
+            fmt(c->why, sizeof c->why, "cannot parse /proc/self/mountinfo line %d (bad escape)",
+                line_of(w->mi, pos - 1));
+            return c->err;
+        }
+        for (size_t l = strlen(root); l > 1 && root[l - 1] == '/'; l--)
+            root[l - 1] = '\0';
+        rank = mount_rank(w->point);
+        rc = strip_root(c->path, root, rel, sizeof rel);
+        if (rc == 0)
+            rank += 10; /* any mount that shows the path beats one that does not */
+        if (rank <= best)
+            continue;
+        best = rank;
+        c->version = v1 ? 1 : 2;
+        fmt(c->root, sizeof c->root, "%s", root);
+        if (fmt(c->mnt, sizeof c->mnt, "%s%s", ctx->sysroot, w->point) < 0)
+            rc = -ENAMETOOLONG;
+        c->err = rc;
+        if (rc == 0) {
+            fmt(c->rel, sizeof c->rel, "%s", rel);
+            if (fmt(c->dir, sizeof c->dir, "%s%s", c->mnt, strcmp(rel, "/") == 0 ? "" : rel) < 0)
+                c->err = -ENAMETOOLONG;
+        }
+        if (c->err == -EXDEV)
+            fmt(c->why, sizeof c->why,
+                "cgroup %s is not under the mount root %s of %s: not visible", c->path, root,
+                w->point);
+        else if (c->err < 0)
+            fmt(c->why, sizeof c->why, "%s cgroup directory path too long", name);
+    }
+    if (c->err < 0)
+        c->version = 0;
+    return c->err;
+}
+
+/* The cgroup path of the level whose rel is lvl. */
+static void level_path(const struct ctl *c, const char *lvl, char *out, size_t cap)
+{
+    if (strcmp(c->root, "/") == 0)
+        fmt(out, cap, "%s", lvl);
+    else
+        fmt(out, cap, "%s%s", c->root, strcmp(lvl, "/") == 0 ? "" : lvl);
+}
+
+/* One level up: "/a/b" -> "/a" -> "/"; returns 0 at the top. */
+static int level_up(char *lvl)
+{
+    char *slash;
+
+    if (strcmp(lvl, "/") == 0)
+        return 0;
+    slash = strrchr(lvl, '/');
+    if (slash == lvl)
+        lvl[1] = '\0';
+    else
+        *slash = '\0';
+    return 1;
+}
+
+static int level_dir(const struct ctl *c, const char *lvl, char *out, size_t cap)
+{
+    return fmt(out, cap, "%s%s", c->mnt, strcmp(lvl, "/") == 0 ? "" : lvl);
+}
+
+static int fail_file(sm_cgroup *cg, const char *dir, const char *file, const char *what, int rc)
+{
+    fmt(cg->why, sizeof cg->why, "cannot %s %s/%s: %s", what, dir, file, strerror(-rc));
+    return rc;
+}
+
+/* "56.0 GiB"; below 1 GiB in MiB ("512 MiB"), where 0.1 GiB steps say little.
+ * sep is " " for the why line and "" for the tag ("mem=56.0GiB"). */
+static void gib(char *out, size_t cap, uint64_t bytes, const char *sep)
+{
+    if (bytes >= (1ull << 30))
+        fmt(out, cap, "%.1f%sGiB", (double)bytes / 1073741824.0, sep);
+    else
+        fmt(out, cap, "%.0f%sMiB", (double)bytes / 1048576.0, sep);
+}
+
+/* 16 -> "16.0", 2.5 -> "2.5", 0.25 -> "0.25" (contract §5 writes cpu=16.0) */
+static void cores_str(char *out, size_t cap, double v)
+{
+    size_t n;
+
+    fmt(out, cap, "%.2f", v);
+    n = strlen(out);
+    if (n >= 4 && out[n - 1] == '0' && out[n - 3] == '.')
+        out[--n] = '\0';
+}
+
+/* ---- memory: the lowest limit from the own level up to the mount point ---- */
+struct mem_walk {
+    uint64_t ignored;        /* lowest limit ignored for being >= MemTotal */
+    char ignored_path[SM_PATH_MAX];
+};
+
+static int walk_memory(const sm_ctx *ctx, struct work *w, sm_cgroup *cg, struct mem_walk *mw)
+{
+    const struct ctl *c = &w->c[C_MEMORY];
+    const char *file = c->version == 2 ? "memory.max" : "memory.limit_in_bytes";
+
+    fmt(w->lvl, sizeof w->lvl, "%s", c->rel);
+    do {
+        uint64_t v;
+        int unl, rc;
+        ssize_t n;
+
+        if (level_dir(c, w->lvl, w->dir, sizeof w->dir) < 0)
+            return -ENAMETOOLONG;
+        n = read_in(w, w->dir, file);
+        if (n == -ENOENT)
+            continue; /* no limit at this level (the v2 root has no memory.max) */
+        if (n < 0)
+            return fail_file(cg, w->dir + strlen(ctx->sysroot), file, "read", (int)n);
+        rc = sm_parse_number(w->buf, (size_t)n, &v, &unl);
+        if (rc < 0)
+            return fail_file(cg, w->dir + strlen(ctx->sysroot), file, "parse", rc);
+        if (unl || v == 0 || (c->version == 1 && v >= MEM_V1_UNLIMITED))
+            continue;
+        if (ctx->mem_total && v >= ctx->mem_total) {
+            if (!mw->ignored || v < mw->ignored) {
+                mw->ignored = v;
+                level_path(c, w->lvl, mw->ignored_path, sizeof mw->ignored_path);
+            }
+            continue;
+        }
+        /* "<=": on a tie the higher level wins; with the same limit it holds at
+         * least as much usage, so it is the one that reaches the limit first
+         * (Slurm puts equal limits on job_N and step_M) */
+        if (!cg->mem_limit || v <= cg->mem_limit) {
+            cg->mem_limit = v;
+            fmt(cg->mem_limit_dir, sizeof cg->mem_limit_dir, "%s", w->dir);
+            level_path(c, w->lvl, cg->mem_limit_path, sizeof cg->mem_limit_path);
+        }
+    } while (level_up(w->lvl));
+    return 0;
+}
+
+/* ---- CPU: the lowest quota/period on the way up ------------------------------ */
+static int walk_quota(const sm_ctx *ctx, struct work *w, sm_cgroup *cg, char *quota_lvl,
+                      size_t qcap)
+{
+    const struct ctl *c = &w->c[C_CPU];
+    const char *sr_dir;
+
+    fmt(w->lvl, sizeof w->lvl, "%s", c->rel);
+    do {
+        uint64_t quota, period;
+        int unl, rc;
+        ssize_t n;
+
+        if (level_dir(c, w->lvl, w->dir, sizeof w->dir) < 0)
+            return -ENAMETOOLONG;
+        sr_dir = w->dir + strlen(ctx->sysroot);
+        if (c->version == 2) {
+            n = read_in(w, w->dir, "cpu.max");
+            if (n == -ENOENT)
+                continue;
+            if (n < 0)
+                return fail_file(cg, sr_dir, "cpu.max", "read", (int)n);
+            rc = sm_parse_cpu_max(w->buf, (size_t)n, &quota, &period, &unl);
+            if (rc < 0)
+                return fail_file(cg, sr_dir, "cpu.max", "parse", rc);
+        } else {
+            int unl2;
+            n = read_in(w, w->dir, "cpu.cfs_quota_us");
+            if (n == -ENOENT)
+                continue;
+            if (n < 0)
+                return fail_file(cg, sr_dir, "cpu.cfs_quota_us", "read", (int)n);
+            rc = sm_parse_number(w->buf, (size_t)n, &quota, &unl);
+            if (rc < 0)
+                return fail_file(cg, sr_dir, "cpu.cfs_quota_us", "parse", rc);
+            if (unl)
+                continue;
+            n = read_in(w, w->dir, "cpu.cfs_period_us");
+            if (n < 0)
+                return fail_file(cg, sr_dir, "cpu.cfs_period_us", "read", (int)n);
+            rc = sm_parse_number(w->buf, (size_t)n, &period, &unl2);
+            if (rc == 0 && (unl2 || period == 0 || quota == 0))
+                rc = -EINVAL;
+            if (rc < 0)
+                return fail_file(cg, sr_dir, "cpu.cfs_period_us", "parse", rc);
+        }
+        if (unl)
+            continue;
+        double cores = (double)quota / (double)period;
+        if (!cg->cpu_quota_cores || cores <= cg->cpu_quota_cores) { /* ties: higher level */
+            cg->cpu_quota_cores = cores;
+            fmt(cg->cpu_quota_dir, sizeof cg->cpu_quota_dir, "%s", w->dir);
+            fmt(quota_lvl, qcap, "%s", w->lvl);
+        }
+    } while (level_up(w->lvl));
+    return 0;
+}
+
+/* CPUs of the cpuset: v2 cpuset.cpus.effective, v1 cpuset.effective_cpus or
+ * cpuset.cpus, from the own level up (the first level that has one). */
+static int walk_cpuset(const sm_ctx *ctx, struct work *w, sm_cgroup *cg, char *dir_out,
+                       size_t dcap, char *path_out, size_t pcap)
+{
+    const struct ctl *c = &w->c[C_CPUSET];
+    static const char *const v2f[] = {"cpuset.cpus.effective", NULL};
+    static const char *const v1f[] = {"cpuset.effective_cpus", "cpuset.cpus", NULL};
+    const char *const *files = c->version == 2 ? v2f : v1f;
+
+    if (!c->version)
+        return 0;
+    fmt(w->lvl, sizeof w->lvl, "%s", c->rel);
+    do {
+        if (level_dir(c, w->lvl, w->dir, sizeof w->dir) < 0)
+            return -ENAMETOOLONG;
+        for (int i = 0; files[i]; i++) {
+            unsigned n;
+            ssize_t len = read_in(w, w->dir, files[i]);
+            int rc;
+            if (len == -ENOENT)
+                continue;
+            if (len < 0)
+                return fail_file(cg, w->dir + strlen(ctx->sysroot), files[i], "read", (int)len);
+            rc = sm_parse_cpulist(w->buf, (size_t)len, &n);
+            if (rc < 0)
+                return fail_file(cg, w->dir + strlen(ctx->sysroot), files[i], "parse", rc);
+            if (n == 0)
+                continue; /* an empty set inherits (v1 cpuset not configured) */
+            cg->cpuset_cpus = n;
+            fmt(dir_out, dcap, "%s", w->dir);
+            level_path(c, w->lvl, path_out, pcap);
+            return 0;
+        }
+    } while (level_up(w->lvl));
+    return 0;
+}
+
+static unsigned host_cpus(const sm_ctx *ctx, struct work *w)
+{
+    char path[SM_PATH_MAX], *stat = NULL;
+    unsigned n = 0;
+    ssize_t len;
+
+    len = sm_read_file(ctx, "/sys/devices/system/cpu/online", w->buf, sizeof w->buf);
+    if (len >= 0 && sm_parse_cpulist(w->buf, (size_t)len, &n) == 0 && n > 0)
+        return n;
+    if (sm_path(ctx, "/proc/stat", path, sizeof path) < 0)
+        return 0;
+    len = sm_read_file_alloc(path, &stat); /* one line per CPU: can be large */
+    if (len < 0 || sm_count_stat_cpus(stat, (size_t)len, &n) < 0)
+        n = 0;
+    free(stat);
+    return n;
+}
+
+/* CPUs this process may run on (sched_getaffinity), 0 when unknown. */
+static unsigned affinity_cpus(void)
+{
+    for (int ncpu = 1024; ncpu <= (1 << 18); ncpu *= 4) {
+        cpu_set_t *set = CPU_ALLOC((size_t)ncpu);
+        size_t sz = CPU_ALLOC_SIZE((size_t)ncpu);
+        int rc, n = 0;
+
+        if (!set)
+            return 0;
+        CPU_ZERO_S(sz, set);
+        rc = sched_getaffinity(0, sz, set);
+        if (rc == 0)
+            n = CPU_COUNT_S(sz, set);
+        CPU_FREE(set);
+        if (rc == 0)
+            return (unsigned)n;
+        if (errno != EINVAL)
+            return 0;
+    }
+    return 0;
+}
+
+static int read_all(const sm_ctx *ctx, const char *abs, char **out, size_t *len, sm_cgroup *cg)
+{
+    char path[SM_PATH_MAX];
+    ssize_t n;
+    int rc = sm_path(ctx, abs, path, sizeof path);
+
+    if (rc < 0) {
+        fmt(cg->why, sizeof cg->why, "cannot read %s: %s", abs, strerror(-rc));
+        return rc;
+    }
+    n = sm_read_file_alloc(path, out);
+    if (n < 0) {
+        fmt(cg->why, sizeof cg->why, "cannot read %s: %s", abs, strerror((int)-n));
+        return (int)n;
+    }
+    *len = (size_t)n;
+    return 0;
+}
+
+/* Every line parses, or the whole file is reported (one clear line). */
+static int validate(struct work *w, sm_cgroup *cg)
+{
+    sm_cg_entry e;
+    sm_mount m;
+    size_t pos = 0;
+    int rc;
+
+    while ((rc = sm_cgroup_next(w->cg, w->cglen, &pos, &e)) == 1)
+        ;
+    if (rc < 0) {
+        fmt(cg->why, sizeof cg->why, "cannot parse /proc/self/cgroup line %d",
+            line_of(w->cg, pos));
+        return rc;
+    }
+    pos = 0;
+    while ((rc = sm_mountinfo_next(w->mi, w->milen, &pos, &m)) == 1)
+        ;
+    if (rc < 0) {
+        fmt(cg->why, sizeof cg->why, "cannot parse /proc/self/mountinfo line %d",
+            line_of(w->mi, pos));
+        return rc;
+    }
+    return 0;
+}
+
+/* The tag's path: elided at the front when it would not fit. */
+static void tag_set(sm_cgroup *cg, const char *suffix)
+{
+    size_t room = sizeof cg->tag - strlen(suffix) - 8, pl = strlen(cg->path);
+
+    if (pl <= room)
+        fmt(cg->tag, sizeof cg->tag, "v%d %s%s", cg->version, cg->path, suffix);
+    else
+        fmt(cg->tag, sizeof cg->tag, "v%d \xe2\x80\xa6%s%s", cg->version,
+            cg->path + pl - room, suffix);
+}
+
+static void set_none(sm_cgroup *cg, int rc)
+{
+    (void)rc;
+    fmt(cg->tag, sizeof cg->tag, "none: %s", cg->why);
+}
 
 int sm_cgroup_resolve(const sm_ctx *ctx, sm_cgroup *cg)
 {
-    (void)ctx;
+    struct work *w;
+    struct mem_walk mw;
+    char quota_lvl[SM_PATH_MAX] = "", cpuset_dir[SM_PATH_MAX] = "",
+         cpuset_path[SM_PATH_MAX] = "", s1[64], s2[64], suffix[96] = "";
+    struct ctl *mc, *cc, *ac;
+    unsigned aff = 0, allowed = 0;
+    const char *cap_by = NULL;
+    int rc;
+
     memset(cg, 0, sizeof *cg);
-    snprintf(cg->why, sizeof cg->why, "cgroup resolution not built yet");
-    snprintf(cg->tag, sizeof cg->tag, "none: not built");
-    return -ENOSYS;
+    memset(&mw, 0, sizeof mw);
+    w = calloc(1, sizeof *w);
+    if (!w) {
+        fmt(cg->why, sizeof cg->why, "out of memory");
+        rc = -ENOMEM;
+        goto out;
+    }
+    rc = read_all(ctx, "/proc/self/cgroup", &w->cg, &w->cglen, cg);
+    if (rc == 0)
+        rc = read_all(ctx, "/proc/self/mountinfo", &w->mi, &w->milen, cg);
+    if (rc == 0)
+        rc = validate(w, cg);
+    if (rc < 0)
+        goto out;
+
+    for (int i = 0; i < C_N; i++) {
+        rc = locate(ctx, w, &w->c[i], ctl_names[i]);
+        if (rc < 0 && (i == C_MEMORY || i == C_CPU)) {
+            /* the process's own cgroup cannot be seen: say so, do not guess */
+            fmt(cg->why, sizeof cg->why, "%s", w->c[i].why);
+            goto out;
+        }
+    }
+    rc = 0;
+    mc = &w->c[C_MEMORY];
+    cc = &w->c[C_CPU];
+    ac = &w->c[C_CPUACCT];
+    cg->mem_version = mc->version;
+    cg->cpu_version = cc->version;
+    cg->version = mc->version ? mc->version : cc->version;
+    if (!cg->version) {
+        fmt(cg->why, sizeof cg->why, "no memory or cpu cgroup controller (%s)", mc->why);
+        rc = -ENOENT;
+        goto out;
+    }
+    fmt(cg->path, sizeof cg->path, "%s", mc->version ? mc->path : cc->path);
+    fmt(cg->mem_dir, sizeof cg->mem_dir, "%s", mc->dir);
+    fmt(cg->cpu_dir, sizeof cg->cpu_dir, "%s", cc->dir);
+    fmt(cg->cpuacct_dir, sizeof cg->cpuacct_dir, "%s", ac->version ? ac->dir : "");
+
+    if (mc->version && (rc = walk_memory(ctx, w, cg, &mw)) < 0)
+        goto out;
+    if (cc->version && (rc = walk_quota(ctx, w, cg, quota_lvl, sizeof quota_lvl)) < 0)
+        goto out;
+    if ((rc = walk_cpuset(ctx, w, cg, cpuset_dir, sizeof cpuset_dir, cpuset_path,
+                          sizeof cpuset_path)) < 0)
+        goto out;
+    cg->host_cpus = host_cpus(ctx, w);
+    if (!ctx->sysroot[0])
+        aff = affinity_cpus(); /* a fixture's affinity is not this process's */
+
+    /* A cgroup cpuset narrower than the host is a CPU limit by itself (Slurm
+     * confines cores with cpusets, not quotas); affinity alone (taskset on a
+     * laptop) only caps a limit that exists, it does not make one. */
+    allowed = cg->cpuset_cpus;
+    if (aff && (!allowed || aff < allowed))
+        allowed = aff;
+    if (cc->version && cg->host_cpus &&
+        (cg->cpu_quota_cores > 0 || (cg->cpuset_cpus && cg->cpuset_cpus < cg->host_cpus))) {
+        cg->cpu_cores = cg->cpu_quota_cores;
+        if (allowed && allowed < cg->host_cpus &&
+            (cg->cpu_cores == 0 || (double)allowed < cg->cpu_cores)) {
+            cg->cpu_cores = allowed;
+            cap_by = allowed == cg->cpuset_cpus ? "cpuset" : "affinity";
+        }
+    } else if (cc->version && cg->cpu_quota_cores > 0) {
+        cg->cpu_cores = cg->cpu_quota_cores; /* host CPU count unknown: quota alone */
+    }
+    if (cg->cpu_cores > 0) {
+        if (!cap_by) {
+            fmt(cg->cpu_limit_dir, sizeof cg->cpu_limit_dir, "%s", cg->cpu_quota_dir);
+            level_path(cc, quota_lvl, cg->cpu_limit_path, sizeof cg->cpu_limit_path);
+        } else if (strcmp(cap_by, "cpuset") == 0) {
+            fmt(cg->cpu_limit_dir, sizeof cg->cpu_limit_dir, "%s", cpuset_dir);
+            fmt(cg->cpu_limit_path, sizeof cg->cpu_limit_path, "%s", cpuset_path);
+        } else {
+            fmt(cg->cpu_limit_dir, sizeof cg->cpu_limit_dir, "%s", cc->dir);
+            fmt(cg->cpu_limit_path, sizeof cg->cpu_limit_path, "%s", cc->path);
+        }
+        /* Usage is read where the quota is (as memory is read at its limit),
+         * in the cpuacct hierarchy on v1: the same relative level when both
+         * hierarchies show the same path (always true when combined), else
+         * the own cpuacct directory. */
+        if (ac->version) {
+            if (quota_lvl[0] && strcmp(ac->rel, cc->rel) == 0)
+                level_dir(ac, quota_lvl, cg->cpu_usage_dir, sizeof cg->cpu_usage_dir);
+            else
+                fmt(cg->cpu_usage_dir, sizeof cg->cpu_usage_dir, "%s", ac->dir);
+        }
+    }
+
+    /* why: one line */
+    fmt(cg->why, sizeof cg->why, "v%d cgroup %s", cg->version, cg->path);
+    {
+        const struct ctl *hc = mc->version ? mc : cc;
+        if (strcmp(hc->root, "/") != 0)
+            app(cg->why, sizeof cg->why, " (mount root %s)", hc->root);
+    }
+    if (!mc->version) {
+        app(cg->why, sizeof cg->why, ", no memory controller (%s)", mc->why);
+    } else if (cg->mem_limit) {
+        gib(s1, sizeof s1, cg->mem_limit, " ");
+        app(cg->why, sizeof cg->why, ", memory limit %s at %s", s1, cg->mem_limit_path);
+    } else {
+        app(cg->why, sizeof cg->why, ", no memory limit");
+        if (mw.ignored) {
+            gib(s1, sizeof s1, mw.ignored, " ");
+            gib(s2, sizeof s2, ctx->mem_total, " ");
+            app(cg->why, sizeof cg->why, " (%s at %s is not below MemTotal %s)", s1,
+                mw.ignored_path, s2);
+        }
+    }
+    if (!cc->version) {
+        app(cg->why, sizeof cg->why, ", no cpu controller (%s)", cc->why);
+    } else if (cg->cpu_cores > 0) {
+        cores_str(s1, sizeof s1, cg->cpu_cores);
+        if (!cap_by)
+            app(cg->why, sizeof cg->why, ", cpu limit %s cores (quota) at %s", s1,
+                cg->cpu_limit_path);
+        else if (strcmp(cap_by, "cpuset") == 0)
+            app(cg->why, sizeof cg->why, ", cpu limit %s cores (cpuset: %u of %u CPUs) at %s",
+                s1, cg->cpuset_cpus, cg->host_cpus, cg->cpu_limit_path);
+        else
+            app(cg->why, sizeof cg->why, ", cpu limit %s cores (affinity: %u of %u CPUs)", s1,
+                aff, cg->host_cpus);
+        if (!cg->cpu_usage_dir[0])
+            app(cg->why, sizeof cg->why, ", cpu usage unreadable (%s)",
+                ac->why[0] ? ac->why : "no cpuacct");
+    } else {
+        app(cg->why, sizeof cg->why, ", no cpu limit");
+    }
+
+    /* tag (contract §5): "v2 /path mem=56.0GiB cpu=16", "v2 /path cpu=2.5"
+     * for a CPU-only limit, "none: no limit" */
+    if (cg->mem_limit) {
+        gib(s1, sizeof s1, cg->mem_limit, "");
+        app(suffix, sizeof suffix, " mem=%s", s1);
+    }
+    if (cg->cpu_cores > 0) {
+        cores_str(s1, sizeof s1, cg->cpu_cores);
+        app(suffix, sizeof suffix, " cpu=%s", s1);
+    }
+    if (suffix[0])
+        tag_set(cg, suffix);
+    else
+        fmt(cg->tag, sizeof cg->tag, "none: no limit");
+out:
+    if (rc < 0)
+        set_none(cg, rc);
+    if (w) {
+        free(w->cg);
+        free(w->mi);
+        free(w);
+    }
+    return rc;
 }

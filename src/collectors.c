@@ -61,6 +61,21 @@ void sm_emit(sm_points *p, const char *key, double value, const char *unit, cons
     p->v[p->n++] = (sm_point){key, unit, source, value, agg};
 }
 
+/* MLflow's monitor logs round(mean, 1) in Python, which rounds the exact
+ * binary value to the nearest tenth, ties to even.  glibc's printf converts
+ * the exact binary value with the same rule, and strtod returns the double
+ * nearest to that decimal — the same double Python's round() returns (both
+ * use the current locale's decimal point, so the pair stays consistent). */
+double sm_round1(double v)
+{
+    char buf[512];
+
+    if (!isfinite(v))
+        return v;
+    snprintf(buf, sizeof buf, "%.1f", v);
+    return strtod(buf, NULL);
+}
+
 int sm_collset_open(sm_collset *s, const sm_ctx *ctx, sm_notes *notes)
 {
     memset(s, 0, sizeof *s);

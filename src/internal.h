@@ -95,6 +95,9 @@ typedef struct sm_points {
     sm_point v[SM_POINTS_MAX];
 } sm_points;
 
+/* round(v, 1) as Python (and so MLflow's monitor) computes it: what is logged. */
+SM_HIDDEN double sm_round1(double v);
+
 SM_HIDDEN void sm_emit(sm_points *p, const char *key, double value, const char *unit,
                        const char *source, int agg);
 

@@ -47,4 +47,59 @@ SM_HIDDEN int sm_parse_number(const char *buf, size_t len, uint64_t *out, int *u
  * digit, -ERANGE on overflow. */
 SM_HIDDEN int sm_scan_u64(const char **p, const char *end, uint64_t *out);
 
+/* ---- cgroup files (parse_cgroup.c) -------------------------------------------
+ * Iterators: *pos starts at 0; each call returns 1 with the next entry, 0 at
+ * the end, -EINVAL on a malformed line (*pos is then left at that line).
+ * Entries point into buf; nothing is copied or allocated. */
+
+/* One line of /proc/self/cgroup: "hierarchy-id:controllers:path".  v2 is
+ * hier 0 with ctrl_len 0; v1 lists controllers ("cpu,cpuacct") or a named
+ * hierarchy ("name=systemd").  A trailing " (deleted)" is cut off the path
+ * and sets deleted. */
+typedef struct sm_cg_entry {
+    unsigned hier;
+    const char *ctrl;
+    size_t ctrl_len;
+    const char *path;
+    size_t path_len;
+    int deleted;
+} sm_cg_entry;
+SM_HIDDEN int sm_cgroup_next(const char *buf, size_t len, size_t *pos, sm_cg_entry *out);
+
+/* 1 when the comma-separated list holds name exactly ("cpu" is not "cpuset"). */
+SM_HIDDEN int sm_list_has(const char *list, size_t len, const char *name);
+
+/* One line of /proc/self/mountinfo.  root and point are still escaped
+ * (sm_unescape_octal); super is everything after the source field. */
+typedef struct sm_mount {
+    const char *root;
+    size_t root_len;
+    const char *point;
+    size_t point_len;
+    const char *fstype;
+    size_t fstype_len;
+    const char *super;
+    size_t super_len;
+} sm_mount;
+SM_HIDDEN int sm_mountinfo_next(const char *buf, size_t len, size_t *pos, sm_mount *out);
+
+/* Undo mountinfo's \ooo escapes (\040 space, \011 tab, \012 newline, \134
+ * backslash) into out (NUL-terminated).  -EINVAL on a bad escape or \000,
+ * -ENAMETOOLONG when out is too small. */
+SM_HIDDEN int sm_unescape_octal(const char *s, size_t len, char *out, size_t outlen);
+
+/* v2 cpu.max: "QUOTA PERIOD" or "max PERIOD" (*unlimited = 1). */
+SM_HIDDEN int sm_parse_cpu_max(const char *buf, size_t len, uint64_t *quota, uint64_t *period,
+                               int *unlimited);
+
+/* A CPU list such as "0-3,8" (cpuset.cpus, cpuset.cpus.effective,
+ * /sys/devices/system/cpu/online): *count CPUs.  Empty text is an empty set
+ * (count 0).  Ranges must be ascending and disjoint, as the kernel prints. */
+SM_HIDDEN int sm_parse_cpulist(const char *buf, size_t len, unsigned *count);
+
+/* The number of "cpuN" lines of /proc/stat (online CPUs).  -ENOENT without
+ * the "cpu " total line or without any cpuN line. */
+SM_HIDDEN int sm_count_stat_cpus(const char *buf, size_t len, unsigned *count);
+/* ---- end of cgroup files ---------------------------------------------------- */
+
 #endif

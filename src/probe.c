@@ -90,7 +90,6 @@ int sm_probe_run(double interval_s, sm_probe **out, char *err, size_t errlen)
     sleep_s(interval_s);
     sm_collset_sample(&set, pts);
     sm_collset_tags(&set, SM_TAGS_START, &tags);
-    sm_collset_close(&set);
 
     for (size_t i = 0; i < tags.n; i++)
         if (strcmp(tags.v[i].key, "gpu") == 0)
@@ -111,6 +110,8 @@ int sm_probe_run(double interval_s, sm_probe **out, char *err, size_t errlen)
         s->value = pt->value;
         p->n++;
     }
+    /* only now: a point's key and source may live in its collector's state */
+    sm_collset_close(&set);
     if (pts->nonfinite)
         sm_note(&p->notes, SM_WARN, "%zu non-finite values skipped (not JSON)", pts->nonfinite);
     if (!p->ctx.id.node[0])
@@ -138,6 +139,7 @@ int sm_probe_series(const sm_probe *p, size_t i, sm_series_info *out)
     out->key = p->s[i].key;
     out->upstream = p->s[i].upstream;
     out->value = p->s[i].value;
+    out->logged = sm_round1(p->s[i].value);
     out->scope = p->s[i].scope;
     out->unit = p->s[i].unit;
     out->source = p->s[i].source;

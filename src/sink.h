@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "internal.h"
 
@@ -26,6 +27,10 @@ typedef struct sm_ring {
     size_t cap, head, len;
     uint64_t dropped;        /* records overwritten because the ring was full */
     int closed;              /* no more pushes; consumers drain what is left */
+    /* Records ever removed from the head (consumed or overwritten), and its
+     * value at the last peek: consume(n) after an overflow during shipping
+     * removes only what was peeked and is still there (ring.c). */
+    uint64_t head_seq, peek_seq;
 } sm_ring;
 
 SM_HIDDEN int sm_ring_init(sm_ring *r, size_t cap);
@@ -81,5 +86,10 @@ SM_HIDDEN int sm_monitor_set_sink_factory(sm_monitor *m, sm_sink_factory f,
 SM_HIDDEN double sm_now_mono(void);
 /* Wall clock in milliseconds since the epoch (MLflow timestamps). */
 SM_HIDDEN int64_t sm_now_ms(void);
+/* A monotonic time (seconds, as sm_now_mono) as an absolute timespec for
+ * pthread_cond_timedwait on a condvar made by sm_cond_init_mono. */
+SM_HIDDEN void sm_mono_timespec(double t, struct timespec *out);
+/* pthread_cond_init with CLOCK_MONOTONIC: timed waits ignore wall-clock steps. */
+SM_HIDDEN int sm_cond_init_mono(pthread_cond_t *cv);
 
 #endif

@@ -1,0 +1,221 @@
+/*
+ * cmd_plan.c — `scopemeter plan`: the preflight of contract §7.  Before a
+ * user turns on every worker they see what it costs: collectors, the
+ * effective interval after the write-load cap, series (= charts, MLflow draws
+ * one per series), UI sections, rows per hour and bytes per day.  The
+ * numbers come from sm_plan_compute(); docs/plan.md derives them.
+ *
+ *   scopemeter plan --workers W [--workers-per-pod P] [--nodes N]
+ *                   [--gpus-per-worker G] [--interval S] [--samples K]
+ *                   [--all-workers | --one-worker] [--no-container-limits] [--json]
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "cli.h"
+#include "scopemeter.h"
+
+static void plan_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: scopemeter plan --workers W [--workers-per-pod P] [--nodes N]\n"
+            "                       [--gpus-per-worker G] [--interval S] [--samples K]\n"
+            "                       [--all-workers | --one-worker] [--no-container-limits] [--json]\n"
+            "\n"
+            "What recording system metrics costs for a job, before it runs:\n"
+            "  --workers W            processes in the job (world size)\n"
+            "  --workers-per-pod P    processes per pod / container (local world size; default 1)\n"
+            "  --nodes N              nodes the pods land on (default: one per pod, the most\n"
+            "                         UI sections the job can show)\n"
+            "  --gpus-per-worker G    GPUs each collecting process logs (default 0)\n"
+            "  --interval S           seconds between samples (default 10)\n"
+            "  --samples K            samples per logged point (default 1)\n"
+            "  --all-workers          every pod's local rank 0 collects\n"
+            "  --one-worker           only rank 0 collects (the default)\n"
+            "  --no-container-limits  pods have no cgroup limit: no container_* series\n"
+            "  --json                 one JSON object\n"
+            "Assumptions and formulas: docs/plan.md.\n");
+}
+
+static void human_bytes(double b, char *out, size_t len)
+{
+    if (b >= 1e12)
+        snprintf(out, len, "%.1f TB", b / 1e12);
+    else if (b >= 1e9)
+        snprintf(out, len, "%.1f GB", b / 1e9);
+    else if (b >= 1e6)
+        snprintf(out, len, "%.1f MB", b / 1e6);
+    else if (b >= 1e3)
+        snprintf(out, len, "%.1f kB", b / 1e3);
+    else
+        snprintf(out, len, "%.0f B", b);
+}
+
+static int print_json(const sm_plan_input *in, int nodes_given, const sm_plan *p,
+                      double asked_interval)
+{
+    int pods = (in->workers + in->workers_per_pod - 1) / in->workers_per_pod;
+    int nodes = nodes_given ? in->nodes : pods;
+    int node_sections = 6 * (p->collectors < nodes ? p->collectors : nodes);
+    json_t *root = json_object();
+    char *s;
+
+    if (!root)
+        return 1;
+    json_object_set_new(root, "workers", json_integer(in->workers));
+    json_object_set_new(root, "workers_per_pod", json_integer(in->workers_per_pod));
+    json_object_set_new(root, "pods", json_integer(pods));
+    json_object_set_new(root, "nodes", json_integer(nodes));
+    json_object_set_new(root, "nodes_assumed", json_boolean(!nodes_given));
+    json_object_set_new(root, "gpus_per_worker", json_integer(in->gpus_per_worker));
+    json_object_set_new(root, "all_workers", json_boolean(in->all_workers));
+    json_object_set_new(root, "container_limits", json_boolean(in->container_limits));
+    json_object_set_new(root, "collectors", json_integer(p->collectors));
+    json_object_set_new(root, "requested_interval_s", json_real(asked_interval));
+    json_object_set_new(root, "interval_s", json_real(p->interval_s));
+    json_object_set_new(root, "samples", json_integer(p->samples));
+    json_object_set_new(root, "period_s", json_real(p->period_s));
+    json_object_set_new(root, "capped", json_boolean(p->interval_s > asked_interval));
+    json_object_set_new(root, "series_per_collector", json_integer(p->series_per_collector));
+    json_object_set_new(root, "series", json_integer(p->series));
+    json_object_set_new(root, "charts", json_integer(p->charts));
+    json_object_set_new(root, "sections", json_integer(p->sections));
+    json_object_set_new(root, "node_sections", json_integer(node_sections));
+    json_object_set_new(root, "rows_per_hour", json_real(p->rows_per_hour));
+    json_object_set_new(root, "bytes_per_row", json_real(p->bytes_per_row));
+    json_object_set_new(root, "bytes_per_day", json_real(p->bytes_per_day));
+    s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
+    json_decref(root);
+    if (!s)
+        return 1;
+    printf("%s\n", s);
+    free(s);
+    return 0;
+}
+
+static void print_text(const sm_plan_input *in, int nodes_given, const sm_plan *p,
+                       double asked_interval)
+{
+    int pods = (in->workers + in->workers_per_pod - 1) / in->workers_per_pod;
+    int nodes = nodes_given ? in->nodes : pods;
+    int node_hosts = p->collectors < nodes ? p->collectors : nodes;
+    int other = p->series_per_collector - 6;
+    char bytes[32];
+
+    printf("job          %d worker%s, %d per pod -> %d pod%s on %d node%s%s; %d GPU%s per worker\n",
+           in->workers, in->workers == 1 ? "" : "s", in->workers_per_pod, pods,
+           pods == 1 ? "" : "s", nodes, nodes == 1 ? "" : "s",
+           nodes_given ? "" : " (assumed one per pod; pass --nodes)", in->gpus_per_worker,
+           in->gpus_per_worker == 1 ? "" : "s");
+    printf("collectors   %d (%s)\n", p->collectors,
+           in->all_workers ? "all workers: one per pod, its local rank 0" : "rank 0 only");
+    printf("interval     %g s x %d sample%s = one point per series every %g s", p->interval_s,
+           p->samples, p->samples == 1 ? "" : "s", p->period_s);
+    if (p->interval_s > asked_interval)
+        printf(" (write-load cap: %d collectors > 4, raised from %g s)", p->collectors,
+               asked_interval);
+    printf("\n");
+    printf("series       %d per collector (node 3, rootfs 3, network 2, gpu %d, container %d)\n",
+           p->series_per_collector, 5 * in->gpus_per_worker, in->container_limits ? 3 : 0);
+    printf("             %d in total\n", p->series);
+    printf("charts       %d (MLflow draws one chart per series)\n", p->charts);
+    printf("sections     %d (node_*/rootfs_*: 6 x %d node%s = %d; other series: %d)\n", p->sections,
+           node_hosts, node_hosts == 1 ? "" : "s", 6 * node_hosts, other);
+    printf("rows/hour    %.0f\n", p->rows_per_hour);
+    human_bytes(p->bytes_per_day, bytes, sizeof bytes);
+    printf("bytes/day    %s (at %.0f bytes per row, the seed's measurement; docs/plan.md)\n", bytes,
+           p->bytes_per_row);
+    if (!in->all_workers && pods > 1) {
+        sm_plan_input all = *in;
+        sm_plan q;
+        char e[160];
+        all.all_workers = 1;
+        if (sm_plan_compute(&all, &q, e, sizeof e) == 0) {
+            human_bytes(q.bytes_per_day, bytes, sizeof bytes);
+            printf("with --all-workers: %d collectors, %d series and charts, %d sections, "
+                   "every %g s, %.0f rows/hour, %s/day\n",
+                   q.collectors, q.series, q.sections, q.period_s, q.rows_per_hour, bytes);
+        }
+    }
+}
+
+int cmd_plan(int argc, char **argv)
+{
+    sm_plan_input in;
+    sm_plan p;
+    char err[256];
+    int json = 0, have_workers = 0, nodes_given = 0, rc;
+    double asked;
+
+    memset(&in, 0, sizeof in);
+    in.workers_per_pod = 1;
+    in.container_limits = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int bad = 0;
+
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            plan_usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--json") == 0) {
+            json = 1;
+        } else if (strcmp(a, "--all-workers") == 0) {
+            in.all_workers = 1;
+        } else if (strcmp(a, "--one-worker") == 0) {
+            in.all_workers = 0;
+        } else if (strcmp(a, "--no-container-limits") == 0) {
+            in.container_limits = 0;
+        } else if (strcmp(a, "--workers") == 0) {
+            bad = cli_parse_int(v, &in.workers) < 0 || in.workers < 1;
+            have_workers = 1;
+            i++;
+        } else if (strcmp(a, "--workers-per-pod") == 0) {
+            bad = cli_parse_int(v, &in.workers_per_pod) < 0 || in.workers_per_pod < 1;
+            i++;
+        } else if (strcmp(a, "--nodes") == 0) {
+            bad = cli_parse_int(v, &in.nodes) < 0 || in.nodes < 1;
+            nodes_given = 1;
+            i++;
+        } else if (strcmp(a, "--gpus-per-worker") == 0) {
+            bad = cli_parse_int(v, &in.gpus_per_worker) < 0;
+            i++;
+        } else if (strcmp(a, "--interval") == 0) {
+            bad = cli_parse_seconds(v, &in.interval_s) < 0 || !(in.interval_s > 0);
+            i++;
+        } else if (strcmp(a, "--samples") == 0) {
+            bad = cli_parse_int(v, &in.samples) < 0 || in.samples < 1;
+            i++;
+        } else {
+            fprintf(stderr, "scopemeter plan: unknown option '%s'\n", a);
+            plan_usage(stderr);
+            return 2;
+        }
+        if (bad) {
+            fprintf(stderr, "scopemeter plan: %s needs a %s, got '%s'\n", a,
+                    strcmp(a, "--interval") == 0 ? "positive number of seconds"
+                                                 : "positive whole number",
+                    v ? v : "(nothing)");
+            return 2;
+        }
+    }
+    if (!have_workers) {
+        fprintf(stderr, "scopemeter plan: --workers is required\n");
+        plan_usage(stderr);
+        return 2;
+    }
+    rc = sm_plan_compute(&in, &p, err, sizeof err);
+    if (rc < 0) {
+        fprintf(stderr, "scopemeter plan: %s\n", err);
+        return 2;
+    }
+    asked = in.interval_s > 0 ? in.interval_s : 10.0;
+    if (json)
+        return print_json(&in, nodes_given, &p, asked);
+    print_text(&in, nodes_given, &p, asked);
+    return 0;
+}

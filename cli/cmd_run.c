@@ -1,0 +1,731 @@
+/*
+ * cmd_run.c — `scopemeter run [options] -- CMD ARGS...`: record system
+ * metrics into an MLflow run while CMD runs, under the same run as CMD's own
+ * MLflow logging, and exit with CMD's status (contract §7, docs/cli.md).
+ *
+ *   1. block the signals to forward (and SIGCHLD) before any thread exists,
+ *      and read them from a signalfd: no work in signal handlers, and the
+ *      monitor's threads never see them;
+ *   2. find the run: --run-id, MLFLOW_RUN_ID, the job's run (ranks > 0 of a
+ *      multi-process job find the run rank 0 created by its job id), or
+ *      create one (--experiment, MLFLOW_EXPERIMENT_NAME, MLFLOW_EXPERIMENT_ID,
+ *      Default);
+ *   3. start the monitor (REST sink; without an http(s) tracking URI or a
+ *      run, the queue sink drained into a local JSONL file — nothing is lost
+ *      silently);
+ *   4. fork/exec CMD with MLFLOW_RUN_ID/MLFLOW_TRACKING_URI exported and
+ *      MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING removed; forward INT, TERM, HUP,
+ *      QUIT, USR1, USR2 until it exits;
+ *   5. stop the monitor (bounded), mark a run this process owns FINISHED,
+ *      FAILED or KILLED, exit with CMD's status (128+N for signal N).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "cli.h"
+#include "scopemeter.h"
+
+extern char **environ;
+
+#define JOB_TAG "scopemeter.job_id"
+#define DEFAULT_STARTUP_TIMEOUT 15.0
+
+struct run_opts {
+    const char *run_id;
+    const char *experiment;
+    const char *jsonl;
+    int all_workers;
+    double interval;
+    int samples;
+    double stop_timeout;       /* < 0: the monitor's default */
+    double startup_timeout;
+    char **cmd;
+};
+
+struct run_state {
+    const char *uri;           /* MLFLOW_TRACKING_URI when http(s), else NULL */
+    char shown[512];           /* the URI, redacted */
+    char run_id[300];
+    int owns_run;              /* this process ends the run */
+    sm_identity id;
+    int sfd;                   /* signalfd */
+    int pending_sig;           /* a terminating signal that came before CMD started */
+
+    /* JSONL fallback */
+    sm_monitor *m;
+    FILE *jsonl;
+    char jsonl_path[4096];
+    pthread_t drain;
+    int drain_started;
+    unsigned long long jsonl_records;
+    int jsonl_error;
+
+    /* CMD's environment and the two strings it owns */
+    char **env;
+    char *env_run, *env_uri;
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: scopemeter run [--run-id ID | --experiment NAME] [--all-workers]\n"
+            "                      [--interval S] [--samples K] [--stop-timeout S]\n"
+            "                      [--startup-timeout S] [--jsonl PATH] -- CMD [ARGS...]\n"
+            "\n"
+            "Records system metrics into an MLflow run while CMD runs and exits with CMD's\n"
+            "status.  Tracking server: MLFLOW_TRACKING_URI (http:// or https://).  Run:\n"
+            "--run-id, else MLFLOW_RUN_ID, else a new run in --experiment,\n"
+            "MLFLOW_EXPERIMENT_NAME, MLFLOW_EXPERIMENT_ID or Default.  CMD gets\n"
+            "MLFLOW_RUN_ID and MLFLOW_TRACKING_URI, so its own MLflow logging lands in the\n"
+            "same run.\n"
+            "\n"
+            "  --run-id ID          attach to this run (it is not ended by scopemeter)\n"
+            "  --experiment NAME    create the run in this experiment (created if missing)\n"
+            "  --all-workers        every pod's local rank 0 collects (default: rank 0 only)\n"
+            "  --interval S         seconds between samples (default 10)\n"
+            "  --samples K          samples averaged per logged point (default 1)\n"
+            "  --stop-timeout S     bound on stopping and flushing after CMD exits (default 30)\n"
+            "  --startup-timeout S  bound on talking to the server before CMD starts (default 15)\n"
+            "  --jsonl PATH         where points go when there is no http(s) tracking URI\n"
+            "                       or no run (default ./scopemeter-rankN-PID.jsonl)\n"
+            "\n"
+            "Under torchrun: torchrun --no-python ... scopemeter run --all-workers -- python train.py\n"
+            "(ranks share one run; see docs/cli.md).\n");
+}
+
+/* --opt VALUE or --opt=VALUE */
+static const char *opt_value(int argc, char **argv, int *i, const char *name)
+{
+    size_t n = strlen(name);
+
+    if (strncmp(argv[*i], name, n) != 0)
+        return NULL;
+    if (argv[*i][n] == '=')
+        return argv[*i] + n + 1;
+    if (argv[*i][n] == '\0' && *i + 1 < argc)
+        return argv[++*i];
+    if (argv[*i][n] == '\0') {
+        fprintf(stderr, "scopemeter run: %s needs a value\n", name);
+        return "";
+    }
+    return NULL;
+}
+
+static int parse(int argc, char **argv, struct run_opts *o)
+{
+    int i;
+
+    memset(o, 0, sizeof *o);
+    o->stop_timeout = -1;
+    o->startup_timeout = DEFAULT_STARTUP_TIMEOUT;
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (strcmp(a, "--") == 0) {
+            i++;
+            break;
+        }
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            return 1;
+        }
+        if (strcmp(a, "--all-workers") == 0) {
+            o->all_workers = 1;
+        } else if ((v = opt_value(argc, argv, &i, "--run-id"))) {
+            o->run_id = v;
+            if (!*v)
+                return -1;
+        } else if ((v = opt_value(argc, argv, &i, "--experiment"))) {
+            o->experiment = v;
+            if (!*v)
+                return -1;
+        } else if ((v = opt_value(argc, argv, &i, "--jsonl"))) {
+            o->jsonl = v;
+            if (!*v)
+                return -1;
+        } else if ((v = opt_value(argc, argv, &i, "--interval"))) {
+            if (cli_parse_seconds(v, &o->interval) < 0 || !(o->interval > 0)) {
+                fprintf(stderr, "scopemeter run: --interval wants seconds > 0\n");
+                return -1;
+            }
+        } else if ((v = opt_value(argc, argv, &i, "--samples"))) {
+            if (cli_parse_int(v, &o->samples) < 0 || o->samples < 1) {
+                fprintf(stderr, "scopemeter run: --samples wants a whole number >= 1\n");
+                return -1;
+            }
+        } else if ((v = opt_value(argc, argv, &i, "--stop-timeout"))) {
+            if (cli_parse_seconds(v, &o->stop_timeout) < 0) {
+                fprintf(stderr, "scopemeter run: --stop-timeout wants seconds >= 0\n");
+                return -1;
+            }
+        } else if ((v = opt_value(argc, argv, &i, "--startup-timeout"))) {
+            if (cli_parse_seconds(v, &o->startup_timeout) < 0) {
+                fprintf(stderr, "scopemeter run: --startup-timeout wants seconds >= 0\n");
+                return -1;
+            }
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "scopemeter run: unknown option %s\n", a);
+            return -1;
+        } else {
+            break; /* CMD without "--" */
+        }
+    }
+    if (o->run_id && o->experiment) {
+        fprintf(stderr, "scopemeter run: --run-id and --experiment exclude each other\n");
+        return -1;
+    }
+    if (i >= argc) {
+        fprintf(stderr, "scopemeter run: no command given (scopemeter run [options] -- CMD ...)\n");
+        return -1;
+    }
+    o->cmd = argv + i;
+    return 0;
+}
+
+/* ---- signals ------------------------------------------------------------------- */
+static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+
+static void signal_set(sigset_t *s)
+{
+    sigemptyset(s);
+    for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++)
+        sigaddset(s, forwarded[i]);
+    sigaddset(s, SIGCHLD);
+}
+
+static int terminating(int sig)
+{
+    return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT;
+}
+
+/* A terminating signal that arrived while CMD was not started yet. */
+static int check_early_signal(struct run_state *st)
+{
+    struct pollfd p = {.fd = st->sfd, .events = POLLIN};
+    struct signalfd_siginfo si;
+
+    while (!st->pending_sig && poll(&p, 1, 0) == 1) {
+        if (read(st->sfd, &si, sizeof si) != sizeof si)
+            break;
+        if (terminating((int)si.ssi_signo))
+            st->pending_sig = (int)si.ssi_signo;
+    }
+    return st->pending_sig;
+}
+
+/* ---- finding the run ----------------------------------------------------------- */
+
+/* The launcher's id of this job, shared by all its ranks: TORCHELASTIC_RUN_ID
+ * (torchrun's rendezvous id; "none" is torchrun's default for a multi-node
+ * static rendezvous and identifies nothing), else Slurm's job and step. */
+static int job_key(char *out, size_t len)
+{
+    const char *t = getenv("TORCHELASTIC_RUN_ID");
+    const char *job = getenv("SLURM_JOB_ID"), *step = getenv("SLURM_STEP_ID");
+
+    if (t && *t && strcmp(t, "none") != 0) {
+        snprintf(out, len, "torchelastic:%s", t);
+        return 1;
+    }
+    if (job && *job) {
+        snprintf(out, len, "slurm:%s.%s", job, step && *step ? step : "0");
+        return 1;
+    }
+    out[0] = '\0';
+    return 0;
+}
+
+/* A run id the key must not break in a search filter. */
+static int quotable(const char *s)
+{
+    return !strpbrk(s, "'\\");
+}
+
+static void sleep_s(double s)
+{
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+static double mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void resolve_run(struct run_state *st, const struct run_opts *o)
+{
+    char err[600], exp_id[128], job[300], status[32];
+    const char *given = o->run_id ? o->run_id : getenv("MLFLOW_RUN_ID");
+    const char *exp_name = o->experiment ? o->experiment : getenv("MLFLOW_EXPERIMENT_NAME");
+    const char *exp_env_id = o->experiment ? NULL : getenv("MLFLOW_EXPERIMENT_ID");
+    double t = o->startup_timeout > 0 ? o->startup_timeout : 0.001;
+    int have_job = job_key(job, sizeof job) && quotable(job);
+    int rc;
+
+    if (given && *given) {
+        /* only a check (a mistyped id would record into nothing): a server
+         * that is down delays CMD by at most 5 s here, then points wait */
+        rc = sm_mlflow_get_run(st->uri, given, status, sizeof status, t < 5 ? t : 5, err,
+                               sizeof err);
+        if (rc == -ENOENT || rc == -EINVAL) {
+            fprintf(stderr, "scopemeter: %s; not recording into it\n", err);
+            return;
+        }
+        if (rc < 0)
+            fprintf(stderr, "scopemeter: cannot check run %s (%s); recording into it anyway: "
+                    "points wait until the server answers\n", given, err);
+        snprintf(st->run_id, sizeof st->run_id, "%s", given);
+        return;
+    }
+
+    rc = sm_mlflow_experiment(st->uri, exp_name, exp_env_id, exp_id, sizeof exp_id, t, err,
+                              sizeof err);
+    if (rc < 0) {
+        fprintf(stderr, "scopemeter: no MLflow experiment to create the run in: %s\n", err);
+        return;
+    }
+
+    if (st->id.world_size > 1 && st->id.rank != 0) {
+        /* the run rank 0 created (or is creating) for this job */
+        double deadline = mono() + t, pause = 0.25;
+        if (!have_job) {
+            fprintf(stderr, "scopemeter: rank %d of %d: no run to share — set MLFLOW_RUN_ID "
+                    "for every rank (or launch with torchrun --standalone / --rdzv-id, or "
+                    "under Slurm, so the job has an id); CMD runs, this rank records into no "
+                    "run\n", st->id.rank, st->id.world_size);
+            return;
+        }
+        for (;;) {
+            rc = sm_mlflow_find_run(st->uri, exp_id, JOB_TAG, job, st->run_id,
+                                    sizeof st->run_id, deadline - mono(), err, sizeof err);
+            if (rc == 0)
+                return;
+            if (rc != -ENOENT || mono() + pause >= deadline || check_early_signal(st))
+                break;
+            sleep_s(pause);
+            pause = pause < 2 ? pause * 2 : 2;
+        }
+        st->run_id[0] = '\0';
+        fprintf(stderr, "scopemeter: rank %d: rank 0's run for job %s not found within %g s "
+                "(%s); CMD runs, this rank records into no run\n", st->id.rank, job, t, err);
+        return;
+    }
+
+    if (have_job && st->id.world_size > 1) {
+        /* a restarted job (torchelastic restarts) continues its run */
+        rc = sm_mlflow_find_run(st->uri, exp_id, JOB_TAG, job, st->run_id, sizeof st->run_id, t,
+                                err, sizeof err);
+        if (rc == 0) {
+            st->owns_run = 1; /* rank 0 of the job ends the job's run */
+            fprintf(stderr, "scopemeter: continuing run %s of job %s\n", st->run_id, job);
+            return;
+        }
+    }
+    {
+        const char *source = strrchr(o->cmd[0], '/') ? strrchr(o->cmd[0], '/') + 1 : o->cmd[0];
+        const char *tags[9];
+        int n = 0;
+        tags[n++] = "mlflow.source.name";
+        tags[n++] = source;
+        tags[n++] = "mlflow.source.type";
+        tags[n++] = "LOCAL";
+        if (have_job && st->id.world_size > 1) {
+            tags[n++] = JOB_TAG;
+            tags[n++] = job;
+        }
+        tags[n] = NULL;
+        rc = sm_mlflow_create_run(st->uri, exp_id, NULL, tags, st->run_id, sizeof st->run_id, t,
+                                  err, sizeof err);
+    }
+    if (rc < 0) {
+        st->run_id[0] = '\0';
+        fprintf(stderr, "scopemeter: cannot create an MLflow run at %s: %s\n", st->shown, err);
+        return;
+    }
+    st->owns_run = 1;
+    fprintf(stderr, "scopemeter: created run %s in experiment %s at %s\n", st->run_id, exp_id,
+            st->shown);
+}
+
+/* ---- JSONL fallback -------------------------------------------------------------- */
+static void *drain_main(void *arg)
+{
+    struct run_state *st = arg;
+    sm_record recs[64];
+    int n;
+
+    while ((n = sm_monitor_drain(st->m, recs, 64, 1.0)) >= 0) {
+        for (int i = 0; i < n; i++) {
+            json_t *o;
+            char *line;
+            if (recs[i].kind == SM_RECORD_METRIC)
+                o = json_pack("{s:s, s:s, s:f, s:I, s:I}", "kind", "metric", "key", recs[i].key,
+                              "value", recs[i].value, "timestamp",
+                              (json_int_t)recs[i].timestamp_ms, "step", (json_int_t)recs[i].step);
+            else
+                o = json_pack("{s:s, s:s, s:s, s:I}", "kind", "tag", "key", recs[i].key, "value",
+                              recs[i].text, "timestamp", (json_int_t)recs[i].timestamp_ms);
+            line = o ? json_dumps(o, JSON_COMPACT) : NULL;
+            json_decref(o);
+            if (!line)
+                continue; /* non-finite value or invalid UTF-8: the monitor said so */
+            if (!st->jsonl_error && fprintf(st->jsonl, "%s\n", line) < 0) {
+                st->jsonl_error = errno ? errno : EIO;
+                fprintf(stderr, "scopemeter: cannot write %s: %s; points from here on are "
+                        "not kept\n", st->jsonl_path, strerror(st->jsonl_error));
+            } else if (!st->jsonl_error) {
+                st->jsonl_records++;
+            }
+            free(line);
+        }
+        if (n > 0 && !st->jsonl_error)
+            fflush(st->jsonl);
+    }
+    return NULL;
+}
+
+static void jsonl_path(struct run_state *st, const struct run_opts *o)
+{
+    if (o->jsonl)
+        snprintf(st->jsonl_path, sizeof st->jsonl_path, "%s", o->jsonl);
+    else
+        snprintf(st->jsonl_path, sizeof st->jsonl_path, "scopemeter-rank%d-%ld.jsonl",
+                 st->id.rank, (long)getpid());
+}
+
+static int jsonl_open(struct run_state *st)
+{
+    int fd = open(st->jsonl_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+
+    if (fd < 0 || !(st->jsonl = fdopen(fd, "a"))) {
+        fprintf(stderr, "scopemeter: cannot open %s: %s; the points of this run are not kept\n",
+                st->jsonl_path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    /* the thread takes no signals (they are blocked in this thread already) */
+    if (pthread_create(&st->drain, NULL, drain_main, st) != 0) {
+        fprintf(stderr, "scopemeter: cannot start the JSONL writer; points are not kept\n");
+        fclose(st->jsonl);
+        st->jsonl = NULL;
+        return -1;
+    }
+    st->drain_started = 1;
+    return 0;
+}
+
+static void jsonl_close(struct run_state *st)
+{
+    if (st->drain_started)
+        pthread_join(st->drain, NULL);
+    st->drain_started = 0;
+    if (st->jsonl) {
+        if (fclose(st->jsonl) != 0 && !st->jsonl_error)
+            fprintf(stderr, "scopemeter: closing %s: %s\n", st->jsonl_path, strerror(errno));
+        fprintf(stderr, "scopemeter: %llu records written to %s\n", st->jsonl_records,
+                st->jsonl_path);
+    }
+    st->jsonl = NULL;
+}
+
+/* ---- the child --------------------------------------------------------------------- */
+
+/* CMD's environment: ours, with MLFLOW_RUN_ID and MLFLOW_TRACKING_URI set when
+ * there is a run, and MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING removed.  0 or -1. */
+static int child_env(struct run_state *st)
+{
+    static const char drop[] = "MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING=";
+    size_t n = 0, o = 0;
+    int removed = 0;
+
+    while (environ[n])
+        n++;
+    st->env = calloc(n + 3, sizeof *st->env);
+    if (!st->env)
+        return -1;
+    if (st->run_id[0]) {
+        size_t l1 = strlen(st->run_id) + 16, l2 = strlen(st->uri) + 24;
+        st->env_run = malloc(l1);
+        st->env_uri = malloc(l2);
+        if (!st->env_run || !st->env_uri)
+            return -1;
+        snprintf(st->env_run, l1, "MLFLOW_RUN_ID=%s", st->run_id);
+        snprintf(st->env_uri, l2, "MLFLOW_TRACKING_URI=%s", st->uri);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (strncmp(environ[i], drop, sizeof drop - 1) == 0) {
+            removed = 1;
+            continue;
+        }
+        if (st->env_run && (strncmp(environ[i], "MLFLOW_RUN_ID=", 14) == 0 ||
+                            strncmp(environ[i], "MLFLOW_TRACKING_URI=", 20) == 0))
+            continue;
+        st->env[o++] = environ[i];
+    }
+    if (st->env_run) {
+        st->env[o++] = st->env_run;
+        st->env[o++] = st->env_uri;
+    }
+    st->env[o] = NULL;
+    if (removed)
+        fprintf(stderr, "scopemeter: removed MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING from CMD's "
+                "environment: MLflow's own monitor would log unprefixed system/* keys into the "
+                "same run from every process; scopemeter records them with scope-true names\n");
+    return 0;
+}
+
+/* fork + execvpe; the child gets the original signal mask back, and dies
+ * with us (PR_SET_PDEATHSIG) so a SIGKILLed scopemeter leaves no orphan
+ * training.  Exec failures come back over a close-on-exec pipe. */
+static pid_t spawn(char **cmd, char **env, const sigset_t *orig, int *exec_errno)
+{
+    int p[2];
+    pid_t parent = getpid(), pid;
+    int e = 0;
+    ssize_t n;
+
+    *exec_errno = 0;
+    if (pipe2(p, O_CLOEXEC) < 0) {
+        *exec_errno = errno;
+        return -1;
+    }
+    pid = fork();
+    if (pid < 0) {
+        *exec_errno = errno;
+        close(p[0]);
+        close(p[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        /* async-signal-safe calls only: other threads existed at fork */
+        close(p[0]);
+        sigprocmask(SIG_SETMASK, orig, NULL);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) /* the parent died before prctl */
+            _exit(127);
+        execvpe(cmd[0], cmd, env);
+        e = errno;
+        if (write(p[1], &e, sizeof e) < 0)
+            _exit(127);
+        _exit(e == ENOENT ? 127 : 126);
+    }
+    close(p[1]);
+    do
+        n = read(p[0], &e, sizeof e);
+    while (n < 0 && errno == EINTR);
+    close(p[0]);
+    if (n == (ssize_t)sizeof e)
+        *exec_errno = e; /* the child _exits; it is reaped by the wait loop */
+    return pid;
+}
+
+/* Waits for the child, forwarding signals.  Returns the wait status;
+ * *forwarded_term is set when a terminating signal was passed on. */
+static int wait_child(struct run_state *st, pid_t child, int *forwarded_term)
+{
+    int status = 0;
+
+    if (st->pending_sig) {
+        kill(child, st->pending_sig);
+        *forwarded_term = 1;
+    }
+    for (;;) {
+        struct signalfd_siginfo si;
+        ssize_t n = read(st->sfd, &si, sizeof si);
+        pid_t w;
+
+        if (n != (ssize_t)sizeof si) {
+            if (n < 0 && errno == EINTR)
+                continue;
+            /* the signalfd broke: plain wait (no forwarding possible) */
+            while ((w = waitpid(child, &status, 0)) < 0 && errno == EINTR)
+                ;
+            return status;
+        }
+        if (si.ssi_signo == SIGCHLD) {
+            w = waitpid(child, &status, WNOHANG);
+            if (w == child)
+                return status;
+            continue;
+        }
+        /* A signal the terminal sent (Ctrl-C, hangup) went to the whole
+         * foreground process group, CMD included: passing it on again
+         * would deliver it twice. */
+        if (si.ssi_code == SI_KERNEL)
+            continue;
+        kill(child, (int)si.ssi_signo);
+        if (terminating((int)si.ssi_signo))
+            *forwarded_term = 1;
+    }
+}
+
+/* ---- the command ------------------------------------------------------------------- */
+int cmd_run(int argc, char **argv)
+{
+    struct run_opts o;
+    struct run_state st;
+    sigset_t fwd, orig;
+    char err[600], line[700];
+    const char *uri = getenv("MLFLOW_TRACKING_URI");
+    sm_monitor *m = NULL;
+    int rc, collecting = 0, status = 0, exit_code, forwarded_term = 0, exec_errno = 0;
+    pid_t child;
+
+    rc = parse(argc, argv, &o);
+    if (rc != 0)
+        return rc > 0 ? 0 : (usage(stderr), 2);
+    memset(&st, 0, sizeof st);
+    st.sfd = -1;
+
+    /* 1. signals: blocked before any thread starts, so every thread inherits
+     * the mask and only the signalfd sees them */
+    signal_set(&fwd);
+    pthread_sigmask(SIG_BLOCK, &fwd, &orig);
+    st.sfd = signalfd(-1, &fwd, SFD_CLOEXEC);
+    if (st.sfd < 0) {
+        fprintf(stderr, "scopemeter: signalfd: %s\n", strerror(errno));
+        pthread_sigmask(SIG_SETMASK, &orig, NULL);
+        return 125;
+    }
+    sm_identity_from_env(&st.id);
+
+    /* 2. the run */
+    if (uri && *uri)
+        sm_mlflow_redact_uri(uri, st.shown, sizeof st.shown);
+    jsonl_path(&st, &o);
+    if (uri && (strncasecmp(uri, "http://", 7) == 0 || strncasecmp(uri, "https://", 8) == 0)) {
+        st.uri = uri;
+        resolve_run(&st, &o);
+    } else {
+        if (!uri || !*uri)
+            snprintf(line, sizeof line, "MLFLOW_TRACKING_URI is not set");
+        else
+            snprintf(line, sizeof line, "MLFLOW_TRACKING_URI is %.400s, not an http(s) tracking "
+                     "server (scopemeter run ships over MLflow's REST API; the Python front "
+                     "scopemeter.enable_system_metrics() logs to any store)", st.shown);
+        fprintf(stderr, "scopemeter: %s: no MLflow tracking server to ship to; CMD runs as "
+                "usual\n", line);
+    }
+    if (check_early_signal(&st))
+        goto stopped_early;
+
+    /* 3. the monitor */
+    m = sm_monitor_new();
+    if (!m) {
+        fprintf(stderr, "scopemeter: out of memory; CMD runs without recording\n");
+    } else {
+        if (o.interval > 0)
+            sm_monitor_set_interval(m, o.interval);
+        if (o.samples > 0)
+            sm_monitor_set_samples(m, o.samples);
+        if (o.stop_timeout >= 0)
+            sm_monitor_set_stop_timeout(m, o.stop_timeout);
+        sm_monitor_set_all_workers(m, o.all_workers);
+        if (st.run_id[0])
+            rc = sm_monitor_set_run(m, st.uri, st.run_id);
+        else
+            rc = sm_monitor_use_queue(m);
+        if (rc == 0)
+            rc = sm_monitor_start(m, err, sizeof err);
+        if (rc == 0) {
+            collecting = 1;
+            if (!st.run_id[0]) {
+                /* nothing is lost silently: no run, so a local file */
+                st.m = m;
+                if (jsonl_open(&st) < 0)
+                    st.m = NULL;
+                else
+                    fprintf(stderr, "scopemeter: no MLflow run to record into: points go to %s "
+                            "(one JSON record per line)\n", st.jsonl_path);
+            }
+        } else if (rc < 0) {
+            fprintf(stderr, "scopemeter: not recording: %s\n",
+                    err[0] ? err : strerror(-rc));
+        }
+        /* SM_NOT_COLLECTING: the monitor said why in one line */
+    }
+
+    /* 4. CMD */
+    if (child_env(&st) < 0) {
+        fprintf(stderr, "scopemeter: out of memory building CMD's environment\n");
+        status = 125 << 8;
+        exit_code = 125;
+        goto stop;
+    }
+    child = spawn(o.cmd, st.env, &orig, &exec_errno);
+    if (child < 0) {
+        fprintf(stderr, "scopemeter: cannot start %s: %s\n", o.cmd[0], strerror(exec_errno));
+        exit_code = 125;
+        status = exit_code << 8;
+        goto stop;
+    }
+    status = wait_child(&st, child, &forwarded_term);
+    if (exec_errno) {
+        fprintf(stderr, "scopemeter: cannot run %s: %s\n", o.cmd[0], strerror(exec_errno));
+        exit_code = exec_errno == ENOENT ? 127 : 126;
+    } else if (WIFEXITED(status)) {
+        exit_code = WEXITSTATUS(status);
+    } else if (WIFSIGNALED(status)) {
+        exit_code = 128 + WTERMSIG(status);
+    } else {
+        exit_code = 1;
+    }
+    goto stop;
+
+stopped_early:
+    fprintf(stderr, "scopemeter: %s before CMD started; not starting it\n",
+            strsignal(st.pending_sig));
+    exit_code = 128 + st.pending_sig;
+    forwarded_term = 1;
+    status = st.pending_sig; /* as if killed by it */
+
+stop:
+    /* 5. stop (bounded), end the run */
+    if (m && collecting)
+        sm_monitor_stop(m);
+    if (st.m)
+        jsonl_close(&st);
+    if (st.owns_run) {
+        const char *run_status;
+        double t = o.stop_timeout >= 0 ? o.stop_timeout : 10;
+        if (t > 10)
+            t = 10;
+        if (t < 1)
+            t = 1;
+        if (exit_code == 0)
+            run_status = "FINISHED";
+        else if (forwarded_term ||
+                 (WIFSIGNALED(status) && (WTERMSIG(status) == SIGKILL || terminating(WTERMSIG(status)))))
+            run_status = "KILLED";
+        else
+            run_status = "FAILED";
+        rc = sm_mlflow_end_run(st.uri, st.run_id, run_status, t, err, sizeof err);
+        if (rc < 0)
+            fprintf(stderr, "scopemeter: could not mark run %s %s: %s\n", st.run_id, run_status,
+                    err);
+    }
+    sm_monitor_free(m);
+    free(st.env);
+    free(st.env_run);
+    free(st.env_uri);
+    close(st.sfd);
+    pthread_sigmask(SIG_SETMASK, &orig, NULL);
+    return exit_code;
+}

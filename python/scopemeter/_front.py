@@ -1,0 +1,518 @@
+"""_front.py — enable_system_metrics(), disable_system_metrics(), plan().
+
+Why this file exists: the C engine (scopemeter._native over libscopemeter)
+samples and aggregates on its own thread and queues finished records; this
+module attaches that stream to an MLflow run and ships it through MLflow's
+public client (MlflowClient.log_batch), so every tracking store MLflow
+supports works, its local default sqlite:///mlflow.db included.
+
+Threads:
+  - the C sampling thread never touches Python;
+  - one Python daemon thread per monitor ("pump") waits in drain() with the
+    GIL released and logs each window as one log_batch call (<= 1000 metrics,
+    <= 100 tags per call); a failing call is retried with backoff while new
+    windows wait in the engine's bounded queue, which drops the oldest when
+    full and says how many at stop.  Nothing here ever raises into user code.
+
+Stop order (contract §6): the C monitor stops sampling, logs the last partial
+window and the end tags and closes its queue; the pump then ships what is left
+and ends; all of it bounded by the stop timeout (30 s; 10 s on SIGTERM).
+Stopping happens on disable_system_metrics(), on the next enable for another
+run (sweeps), at interpreter exit (atexit) and on SIGTERM (a chained handler).
+See docs/python.md for why the end of an MLflow run is not hooked.
+
+Lines go to stderr, one per event, prefixed "scopemeter:" like the engine's.
+"""
+import atexit
+import math
+import os
+import signal
+import sys
+import threading
+import time
+
+from . import _native
+
+STOP_TIMEOUT = 30.0          # contract §6: the stop bound
+SIGTERM_STOP_TIMEOUT = 10.0  # inside a launcher's / kubelet's grace period
+_MAX_METRICS = 1000          # MLflow's log_batch limits
+_MAX_TAGS = 100
+_MAX_ENTITIES = 1000
+_BACKOFF_MAX = 30.0
+
+_ENV_MLFLOW_MONITOR = "MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING"
+
+_lock = threading.RLock()     # re-entrant: the SIGTERM handler may run inside enable()
+_current = None               # the one _Session of this process, or None
+_hooks = {"atexit": False, "sigterm": False, "prev_sigterm": None}
+
+
+def _log(msg, warn=False):
+    try:
+        sys.stderr.write("scopemeter: " + ("warning: " if warn else "") + msg + "\n")
+        sys.stderr.flush()
+    except Exception:  # a closed stderr must not break training
+        pass
+
+
+# ---- records -> MLflow ----------------------------------------------------------
+
+
+def _chunks(records, Metric, RunTag):
+    """Splits one drain's records into log_batch-sized (metrics, tags) pairs."""
+    metrics, tags = [], []
+    for kind, key, value, ts, step in records:
+        if kind == _native.RECORD_TAG:
+            tags.append(RunTag(key, value))
+        else:
+            metrics.append(Metric(key, value, ts, step))
+    out = []
+    while metrics or tags:
+        t = tags[:_MAX_TAGS]
+        m = metrics[: min(_MAX_METRICS, _MAX_ENTITIES - len(t))]
+        tags, metrics = tags[len(t):], metrics[len(m):]
+        out.append((m, t))
+    return out
+
+
+def _permanent(exc):
+    """A rejection that retrying cannot fix (4xx other than 429)."""
+    get = getattr(exc, "get_http_status_code", None)
+    try:
+        code = int(get()) if get else 0
+    except Exception:
+        code = 0
+    return 400 <= code < 500 and code != 429
+
+
+def _absolute_uri(uri):
+    """A relative sqlite:/// or plain path URI, pinned to today's directory
+    (the user's code may chdir later; the pump thread must keep the store)."""
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        path = uri[len("sqlite:///"):]
+        if path and not path.startswith(":memory:"):
+            return "sqlite:///" + os.path.abspath(path)
+    if "://" not in uri and ":" not in uri[:2]:
+        return os.path.abspath(uri)
+    return uri
+
+
+class _Session:
+    """One monitor attached to one run in this process."""
+
+    def __init__(self, run_id, tracking_uri, mon, status):
+        self.run_id = run_id
+        self.tracking_uri = tracking_uri
+        self.mon = mon
+        self.status = status          # "collecting" | "not collecting" | "skipped"
+        self.pid = os.getpid()
+        self.thread = None
+        self.deadline = None          # set by stop(): past it the pump gives up
+        self.wake = threading.Event()  # stop() hurries a pump waiting to retry
+        self.late_check = None        # (start_time_ms or None, period_s)
+        self.lost = 0                 # records the pump could not deliver
+        self.enabled_ms = int(time.time() * 1000)
+        self.hook = None              # our entry in MLflow's registry (run end)
+
+    # -- the pump thread --
+    def start_pump(self):
+        self.thread = threading.Thread(target=self._pump, name="scopemeter-mlflow", daemon=True)
+        self.thread.start()
+
+    def _pump(self):
+        try:
+            self._pump_loop()
+        except Exception as e:  # never let the thread die silently
+            _log(f"logging thread for run {self.run_id} ended: {type(e).__name__}: {e}", warn=True)
+
+    def _pump_loop(self):
+        from mlflow.entities import Metric, RunTag
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(tracking_uri=self.tracking_uri)
+        self._check_late_start(client)
+        pending = []          # chunks taken from the queue, not yet accepted
+        failures = 0
+        while True:
+            if not pending:
+                records = self.mon.drain(1.0)    # waits with the GIL released
+                if records is None:              # stopped and empty: the stream is over
+                    break
+                if not records:
+                    continue
+                pending = _chunks(records, Metric, RunTag)
+            metrics, tags = pending[0]
+            try:
+                self._log_batch(client, metrics, tags)
+            except Exception as e:
+                if _permanent(e):
+                    _log(f"MLflow refused {len(metrics)} points and {len(tags)} tags of run "
+                         f"{self.run_id}: {_short(e)}; dropped", warn=True)
+                    self.lost += len(metrics) + len(tags)
+                    pending.pop(0)
+                    continue
+                failures += 1
+                if failures == 1:
+                    _log(f"MLflow log_batch failed for run {self.run_id}: {_short(e)}; retrying "
+                         "with backoff, new points wait in the bounded queue", warn=True)
+                if self.deadline is not None and time.monotonic() >= self.deadline:
+                    self.lost += sum(len(m) + len(t) for m, t in pending)
+                    return
+                delay = min(_BACKOFF_MAX, 0.5 * (2 ** min(failures, 8)))
+                if self.deadline is not None:
+                    delay = min(delay, max(0.0, self.deadline - time.monotonic()), 1.0)
+                self.wake.wait(delay)
+                continue
+            if failures:
+                _log(f"MLflow accepts points of run {self.run_id} again after {failures} failed "
+                     "attempts")
+                failures = 0
+            pending.pop(0)
+
+    _sync_kw = None
+
+    def _log_batch(self, client, metrics, tags):
+        # synchronous=True where MLflow knows async logging: the pump is the
+        # asynchronous part already, and a failure must reach the retry loop.
+        if _Session._sync_kw is None:
+            import inspect
+            try:
+                params = inspect.signature(client.log_batch).parameters
+                _Session._sync_kw = {"synchronous": True} if "synchronous" in params else {}
+            except (TypeError, ValueError):
+                _Session._sync_kw = {}
+        client.log_batch(self.run_id, metrics=metrics, tags=tags, **_Session._sync_kw)
+
+    def _check_late_start(self, client):
+        """Warns when the run began more than one logging window before this
+        call: data loading, where memory spikes, was not recorded."""
+        if self.late_check is None:
+            return
+        start_ms, period = self.late_check
+        called_ms = self.enabled_ms
+        if start_ms is None:  # attached through MLFLOW_RUN_ID: ask the store
+            try:
+                start_ms = client.get_run(self.run_id).info.start_time
+            except Exception:
+                return
+        _warn_if_late(self.run_id, start_ms, called_ms, period)
+
+    # -- stop --
+    def stop(self, timeout):
+        """Contract order, bounded by timeout: C stop (sampling, last partial
+        window, end tags, queue closed), then the pump ships the rest."""
+        if self.pid != os.getpid():
+            return  # a forked child: the monitor and the thread are the parent's
+        monitors = _mlflow_monitors()
+        if monitors is not None and self.hook is not None and \
+                monitors.get(self.run_id) is self.hook:
+            monitors.pop(self.run_id, None)
+        t0 = time.monotonic()
+        self.deadline = t0 + timeout
+        try:
+            self.mon.stop()  # releases the GIL; the pump keeps shipping meanwhile
+        except Exception as e:
+            _log(f"stopping the monitor of run {self.run_id}: {e}", warn=True)
+        self.wake.set()
+        if self.thread is not None:
+            self.thread.join(max(0.0, self.deadline - time.monotonic()))
+            if self.thread.is_alive():
+                _log(f"stop: the last points of run {self.run_id} were not delivered to MLflow "
+                     f"within {timeout:g} s; going on without them", warn=True)
+                return
+        if self.lost:
+            _log(f"{self.lost} records of run {self.run_id} could not be delivered to MLflow",
+                 warn=True)
+
+
+def _short(exc):
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:300]
+
+
+def _process_start_ms():
+    """This process's start (epoch ms) from /proc/self/stat and /proc/stat."""
+    try:
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        ticks = int(fields[19])  # field 22 of proc(5), counted after "(comm)"
+        with open("/proc/stat") as f:
+            btime = next(int(ln.split()[1]) for ln in f if ln.startswith("btime "))
+        return int((btime + ticks / os.sysconf("SC_CLK_TCK")) * 1000)
+    except Exception:
+        return 0
+
+
+def _warn_if_late(run_id, start_ms, called_ms, period):
+    """The reference is the later of the run's start and this process's: a
+    worker attaching to a run its launcher opened earlier is late only by its
+    own time (for it, the start of the process is the start of the run)."""
+    if not start_ms:
+        return
+    start_ms = max(start_ms, _process_start_ms())
+    late = (called_ms - start_ms) / 1000.0
+    if late > period:
+        _log(f"enable_system_metrics() was called {late:.0f} s into run {run_id} (from the run's "
+             "start, or this process's if later), more than one logging window "
+             f"({period:g} s): the beginning of the run (data loading, where memory spikes) was "
+             "not recorded; call it right after mlflow.start_run(), "
+             "before building data loaders and models", warn=True)
+
+
+# ---- guard rails ------------------------------------------------------------------
+
+
+def _drop_mlflow_env():
+    """MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING would start MLflow's own monitor in
+    every process that opens the run (every rank), writing unprefixed keys."""
+    if _ENV_MLFLOW_MONITOR in os.environ:
+        value = os.environ.pop(_ENV_MLFLOW_MONITOR)
+        _log(f"{_ENV_MLFLOW_MONITOR}={value} removed from the environment: it would start "
+             "MLflow's own system metrics monitor in every process that opens the run; "
+             "scopemeter records system metrics instead")
+
+
+def _stop_mlflow_monitor(run_id):
+    """MLflow's start_run() already started its own monitor for this run (the
+    variable was set before the run opened, or log_system_metrics=True): stop
+    it before it writes its first window.  Read-only use of MLflow's registry
+    of monitors; nothing of MLflow is patched."""
+    monitors = _mlflow_monitors()
+    if monitors is None or run_id not in monitors or isinstance(monitors[run_id], _RunEndHook):
+        return
+    mon = monitors.pop(run_id)
+    # finish() joins MLflow's thread (it wakes at once) and flushes its empty
+    # buffer; on a thread so a slow server never holds up the caller.
+    threading.Thread(target=_quiet(mon.finish), name="scopemeter-stop-mlflow-monitor",
+                     daemon=True).start()
+    _log(f"stopped MLflow's own system metrics monitor of run {run_id} (it writes unprefixed "
+         "system/* keys from every process); scopemeter records this run")
+
+
+class _RunEndHook:
+    """Stops a session when MLflow ends its run.  mlflow.end_run() looks up
+    the run it ends in MLflow's registry of system-metrics monitors
+    (mlflow.tracking.fluent.run_id_to_system_metrics_monitor) and calls
+    finish() on the entry; this object is that entry for scopemeter's
+    monitor.  So `with mlflow.start_run(): enable_system_metrics(); ...` stops
+    at the block's end, with the last window and the end tags, even where the
+    process is then killed without atexit (Ray Train kills its workers).
+    Nothing of MLflow is patched; without the registry (another MLflow), there
+    is no hook and process exit still stops the monitor."""
+
+    def __init__(self, session):
+        self.session = session
+
+    def finish(self):
+        _stop_session(self.session, STOP_TIMEOUT)
+
+
+def _mlflow_monitors():
+    fluent = sys.modules.get("mlflow.tracking.fluent")
+    monitors = getattr(fluent, "run_id_to_system_metrics_monitor", None)
+    return monitors if isinstance(monitors, dict) else None
+
+
+def _quiet(fn):
+    def run():
+        try:
+            fn()
+        except Exception as e:
+            _log(f"stopping MLflow's own monitor: {_short(e)}", warn=True)
+    return run
+
+
+def _number(name, value, integer):
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a number, not {type(value).__name__}")
+    if integer and int(value) != value:
+        raise ValueError(f"{name} must be a whole number, not {value!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be > 0, not {value!r}")
+    return int(value) if integer else float(value)
+
+
+# ---- hooks: atexit and SIGTERM ----------------------------------------------------------
+
+
+def _at_exit():
+    _stop_current(STOP_TIMEOUT)
+
+
+def _on_sigterm(signum, frame):
+    _stop_current(SIGTERM_STOP_TIMEOUT)
+    prev = _hooks["prev_sigterm"]
+    if callable(prev):
+        prev(signum, frame)
+        return
+    # The default action: die of SIGTERM, so the exit status still says so.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _install_hooks():
+    if not _hooks["atexit"]:
+        # Registered after `import mlflow`, so it runs before MLflow's own
+        # atexit end_run (atexit is last-in, first-out).
+        atexit.register(_at_exit)
+        _hooks["atexit"] = True
+    if _hooks["sigterm"] or threading.current_thread() is not threading.main_thread():
+        return  # signal handlers can only be set from the main thread
+    try:
+        prev = signal.getsignal(signal.SIGTERM)
+        if prev is signal.SIG_IGN or prev is None:  # ignored, or a handler set outside Python
+            return
+        _hooks["prev_sigterm"] = None if prev is signal.SIG_DFL else prev
+        signal.signal(signal.SIGTERM, _on_sigterm)
+        _hooks["sigterm"] = True
+    except (ValueError, OSError):
+        pass
+
+
+def _stop_current(timeout):
+    with _lock:
+        s = _current
+    if s is not None:
+        _stop_session(s, timeout)
+
+
+def _stop_session(s, timeout):
+    """Stops s if it is still this process's session (once)."""
+    global _current
+    with _lock:
+        if _current is not s:
+            return
+        _current = None
+    try:
+        s.stop(timeout)
+    except Exception as e:
+        _log(f"stopping: {_short(e)}; going on", warn=True)
+
+
+# ---- public API -------------------------------------------------------------------
+
+
+def enable_system_metrics(all_workers=False, interval=None, samples=None):
+    """Records system metrics of this process into the active MLflow run.
+
+    Call it right after the run is opened (``mlflow.start_run()``), before data
+    loaders and models are built: data loading is where memory spikes.  Without
+    an active run, ``MLFLOW_RUN_ID`` names the run.
+
+    all_workers: False (default) -> only global rank 0 collects; True -> one
+        process per pod collects (the pod's local rank 0).  With more than four
+        collectors the logging period is raised to 10 x ceil(n/4) s.
+    interval, samples: seconds between samples and samples per logged point
+        (default: SCOPEMETER_INTERVAL / SCOPEMETER_SAMPLES, else MLflow's
+        MLFLOW_SYSTEM_METRICS_* variables, else 10 s x 1).
+
+    Returns True when this process records, False otherwise.  Never raises:
+    every problem is one line on stderr prefixed "scopemeter:" and training
+    goes on.
+    """
+    try:
+        return _enable(bool(all_workers), interval, samples)
+    except Exception as e:
+        _log(f"system metrics not recorded: {type(e).__name__}: {_short(e)}; training goes on",
+             warn=True)
+        return False
+
+
+def _enable(all_workers, interval, samples):
+    global _current
+    called_ms = int(time.time() * 1000)
+    try:
+        interval_s = _number("interval", interval, integer=False)
+        n_samples = _number("samples", samples, integer=True)
+    except ValueError as e:
+        _log(f"enable_system_metrics(): {e}; system metrics not recorded", warn=True)
+        return False
+
+    _drop_mlflow_env()
+    try:
+        import mlflow
+    except ImportError as e:
+        _log(f"mlflow cannot be imported ({e}); system metrics not recorded", warn=True)
+        return False
+
+    run = mlflow.active_run()
+    run_id = run.info.run_id if run is not None else os.environ.get("MLFLOW_RUN_ID") or None
+    if not run_id:
+        _log("no active MLflow run (call mlflow.start_run() first, or set MLFLOW_RUN_ID); "
+             "system metrics not recorded")
+        return False
+    _stop_mlflow_monitor(run_id)
+
+    with _lock:
+        prev = _current
+        if prev is not None and prev.pid != os.getpid():
+            prev = _current = None  # inherited through fork: not ours to stop
+        if prev is not None and prev.run_id == run_id:
+            _log(f"system metrics of run {run_id} are already being recorded in this process; "
+                 "this call is ignored")
+            return prev.status == "collecting"
+        if prev is not None:
+            _log(f"run {run_id} replaces run {prev.run_id}: stopping the previous run's monitor "
+                 "first")
+            _stop_session(prev, STOP_TIMEOUT)
+
+        uri = _absolute_uri(mlflow.get_tracking_uri())
+        mon = _native.Monitor(interval=interval_s, samples=n_samples, all_workers=all_workers,
+                              stop_timeout=STOP_TIMEOUT)
+        status = mon.start()  # "collecting", "not collecting" or "skipped"; lines said why
+        s = _Session(run_id, uri, mon, status)
+        s.enabled_ms = called_ms
+        if status != "not collecting":
+            # "skipped": the engine queued the scopemeter.skipped tag; ship it.
+            if status == "collecting":
+                period = mon.interval * mon.samples
+                if run is not None and run.info.run_id == run_id:
+                    _warn_if_late(run_id, run.info.start_time, called_ms, period)
+                else:
+                    s.late_check = (None, period)
+            s.start_pump()
+        _current = s
+        monitors = _mlflow_monitors()
+        if monitors is not None and run is not None and run.info.run_id == run_id:
+            s.hook = monitors[run_id] = _RunEndHook(s)
+        _install_hooks()
+        return status == "collecting"
+
+
+def disable_system_metrics(timeout=STOP_TIMEOUT):
+    """Stops recording: sampling stops, the last partial window and the end
+    tags (OOM kills, peaks) are logged, and what is queued is shipped — in
+    that order, bounded by `timeout` seconds; past it, one line and the
+    program goes on.  Also runs at interpreter exit and on SIGTERM."""
+    try:
+        t = float(timeout)
+        if not t > 0:
+            t = STOP_TIMEOUT
+    except (TypeError, ValueError):
+        t = STOP_TIMEOUT
+    _stop_current(t)
+
+
+def plan(workers=1, workers_per_pod=1, nodes=None, gpus_per_worker=0, all_workers=False,
+         interval=None, samples=None, container_limits=True):
+    """The preflight of ``scopemeter plan``: what turning on system metrics
+    costs for a job, computed by the same C function as the CLI.
+
+    Returns a dict: collectors, interval_s (effective, after the write-load
+    cap), samples, period_s, series_per_collector, series, charts, sections,
+    rows_per_hour, bytes_per_row, bytes_per_day.  Raises ValueError for an
+    impossible job (this is a planning tool, not the training path).
+    nodes=None means one node per pod, as the CLI assumes without --nodes.
+    """
+    workers, workers_per_pod = int(workers), int(workers_per_pod)
+    if nodes is None and workers >= 1 and workers_per_pod >= 1:
+        nodes = -(-workers // workers_per_pod)
+    return _native.plan(workers=workers, workers_per_pod=workers_per_pod,
+                        nodes=int(nodes if nodes is not None else 1),
+                        gpus_per_worker=int(gpus_per_worker),
+                        all_workers=bool(all_workers),
+                        interval=float(interval) if interval is not None else 0.0,
+                        samples=int(samples) if samples is not None else 0,
+                        container_limits=bool(container_limits))

@@ -1,0 +1,484 @@
+/*
+ * _native.c — the CPython extension scopemeter._native over the public C API
+ * (include/scopemeter.h).  Written against the Python Limited API (3.9), so
+ * one abi3 wheel serves every CPython from 3.9 on.
+ *
+ * What it exposes, and nothing more:
+ *   Monitor      a sm_monitor with the pull queue (sm_monitor_use_queue):
+ *                start(), drain(timeout, cap), stop(), interval / samples /
+ *                collectors / dropped.  The sampling thread is the C engine's
+ *                and never touches Python; drain() and stop() release the GIL
+ *                while they wait, so training threads run meanwhile.
+ *   plan(...)    sm_plan_compute (the same figures as `scopemeter plan`).
+ *   identity()   sm_identity_from_env (rank, local rank, sizes, node).
+ *   series_name(key, rank, node), series_scope(key), version().
+ *
+ * The MLflow side (MlflowClient.log_batch, retries, atexit) is Python, in
+ * _front.py: this file only moves records across the language boundary.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scopemeter.h"
+
+/* Records copied per drain() call at most; MLflow's log_batch takes 1000
+ * metrics per request, so one drain is at most one request. */
+#define DRAIN_CAP_MAX 1000
+
+typedef struct {
+    PyObject_HEAD
+    sm_monitor *m;
+    sm_record *buf;   /* drain buffer, DRAIN_CAP_MAX records, lazily allocated */
+    int draining;     /* one drainer at a time (checked under the GIL) */
+    int started;
+} MonitorObject;
+
+static PyObject *raise_errno(int rc, const char *what, const char *err)
+{
+    if (err && *err)
+        PyErr_Format(PyExc_OSError, "%s: %s", what, err);
+    else
+        PyErr_Format(PyExc_OSError, "%s: %s", what, strerror(rc < 0 ? -rc : rc));
+    return NULL;
+}
+
+/* ---- Monitor ------------------------------------------------------------- */
+
+static int Monitor_init(PyObject *self_, PyObject *args, PyObject *kw)
+{
+    MonitorObject *self = (MonitorObject *)self_;
+    static char *kwlist[] = {"interval", "samples", "all_workers", "stop_timeout",
+                             "buffer_points", NULL};
+    double interval = 0, stop_timeout = 30;
+    int samples = 0, all_workers = 0;
+    Py_ssize_t buffer_points = 0;
+    int rc;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|dipdn", kwlist, &interval, &samples,
+                                     &all_workers, &stop_timeout, &buffer_points))
+        return -1;
+    if (self->m) {
+        PyErr_SetString(PyExc_RuntimeError, "Monitor already initialised");
+        return -1;
+    }
+    self->m = sm_monitor_new();
+    if (!self->m) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    /* <= 0 means "the environment's or the default" in the C API. */
+    rc = sm_monitor_set_interval(self->m, interval);
+    if (rc == 0)
+        rc = sm_monitor_set_samples(self->m, samples);
+    if (rc == 0)
+        rc = sm_monitor_set_all_workers(self->m, all_workers);
+    if (rc == 0)
+        rc = sm_monitor_set_stop_timeout(self->m, stop_timeout);
+    if (rc == 0 && buffer_points > 0)
+        rc = sm_monitor_set_buffer_points(self->m, (size_t)buffer_points);
+    if (rc == 0)
+        rc = sm_monitor_use_queue(self->m);
+    if (rc < 0) {
+        if (rc == -EINVAL)
+            PyErr_SetString(PyExc_ValueError,
+                            "invalid monitor setting (interval, samples or stop_timeout)");
+        else
+            raise_errno(rc, "monitor setup", NULL);
+        return -1;
+    }
+    return 0;
+}
+
+static void Monitor_dealloc(PyObject *self_)
+{
+    MonitorObject *self = (MonitorObject *)self_;
+    PyTypeObject *tp = Py_TYPE(self_);
+    freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+
+    if (self->m) {
+        sm_monitor *m = self->m;
+
+        self->m = NULL;
+        /* stop is idempotent and bounded by the stop timeout; free joins. */
+        Py_BEGIN_ALLOW_THREADS
+        sm_monitor_stop(m);
+        sm_monitor_free(m);
+        Py_END_ALLOW_THREADS
+    }
+    free(self->buf);
+    self->buf = NULL;
+    tp_free(self_);
+    Py_DECREF(tp); /* heap type: instances hold a reference */
+}
+
+static int check_monitor(MonitorObject *self)
+{
+    if (!self->m) {
+        PyErr_SetString(PyExc_RuntimeError, "Monitor not initialised");
+        return -1;
+    }
+    return 0;
+}
+
+/* start() -> "collecting"; "not collecting" when the contract's rules say
+ * this process does not collect; "skipped" when nothing could be recorded
+ * (the scopemeter.skipped tag waits in the queue: drain it).  The engine
+ * printed one line saying why. */
+static PyObject *Monitor_start(PyObject *self_, PyObject *Py_UNUSED(ignored))
+{
+    MonitorObject *self = (MonitorObject *)self_;
+    char err[512] = "";
+    int rc;
+
+    if (check_monitor(self) < 0)
+        return NULL;
+    if (self->started) {
+        PyErr_SetString(PyExc_RuntimeError, "Monitor already started");
+        return NULL;
+    }
+    /* Opening collectors reads files and starts a thread: no GIL needed. */
+    Py_BEGIN_ALLOW_THREADS
+    rc = sm_monitor_start(self->m, err, sizeof err);
+    Py_END_ALLOW_THREADS
+    self->started = 1;
+    if (rc == -ENODATA)
+        return PyUnicode_FromString("skipped");
+    if (rc < 0)
+        return raise_errno(rc, "cannot start monitoring", err);
+    return PyUnicode_FromString(rc == SM_NOT_COLLECTING ? "not collecting" : "collecting");
+}
+
+/* One record as a tuple: (kind, key, value, timestamp_ms, step), value a
+ * float for metrics and a str for tags. */
+static PyObject *record_tuple(const sm_record *r)
+{
+    if (r->kind == SM_RECORD_TAG)
+        return Py_BuildValue("(iss" "LL)", r->kind, r->key, r->text,
+                             (long long)r->timestamp_ms, (long long)r->step);
+    return Py_BuildValue("(isd" "LL)", r->kind, r->key, r->value, (long long)r->timestamp_ms,
+                         (long long)r->step);
+}
+
+/* drain(timeout=1.0, cap=1000) -> list of records ([] on timeout), or None
+ * once the monitor has stopped and everything was drained. */
+static PyObject *Monitor_drain(PyObject *self_, PyObject *args, PyObject *kw)
+{
+    MonitorObject *self = (MonitorObject *)self_;
+    static char *kwlist[] = {"timeout", "cap", NULL};
+    double timeout = 1.0;
+    int cap = DRAIN_CAP_MAX, n;
+    PyObject *list = NULL;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|di", kwlist, &timeout, &cap))
+        return NULL;
+    if (check_monitor(self) < 0)
+        return NULL;
+    if (cap <= 0 || cap > DRAIN_CAP_MAX) {
+        PyErr_Format(PyExc_ValueError, "cap must be between 1 and %d", DRAIN_CAP_MAX);
+        return NULL;
+    }
+    if (!(timeout >= 0))
+        timeout = 0;
+    if (self->draining) {
+        PyErr_SetString(PyExc_RuntimeError, "drain() is already running in another thread");
+        return NULL;
+    }
+    if (!self->buf) {
+        self->buf = calloc(DRAIN_CAP_MAX, sizeof *self->buf);
+        if (!self->buf)
+            return PyErr_NoMemory();
+    }
+    self->draining = 1;
+    Py_BEGIN_ALLOW_THREADS
+    n = sm_monitor_drain(self->m, self->buf, cap, timeout);
+    Py_END_ALLOW_THREADS
+    self->draining = 0;
+
+    if (n == -EPIPE)
+        Py_RETURN_NONE;
+    if (n < 0)
+        return raise_errno(n, "drain", NULL);
+    list = PyList_New(n);
+    if (!list)
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        PyObject *t = record_tuple(&self->buf[i]);
+
+        if (!t) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SetItem(list, i, t); /* steals t */
+    }
+    return list;
+}
+
+/* stop() -> True, or False when the stop timeout was hit (one line said so).
+ * Stop sampling, last partial window, end tags; the records stay queued for
+ * drain(), which returns None after the last one. */
+static PyObject *Monitor_stop(PyObject *self_, PyObject *Py_UNUSED(ignored))
+{
+    MonitorObject *self = (MonitorObject *)self_;
+    int rc;
+
+    if (check_monitor(self) < 0)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    rc = sm_monitor_stop(self->m);
+    Py_END_ALLOW_THREADS
+    if (rc < 0 && rc != -ETIMEDOUT)
+        return raise_errno(rc, "stop", NULL);
+    return PyBool_FromLong(rc == 0);
+}
+
+static PyObject *Monitor_get_interval(PyObject *self_, void *Py_UNUSED(closure))
+{
+    MonitorObject *self = (MonitorObject *)self_;
+
+    if (check_monitor(self) < 0)
+        return NULL;
+    return PyFloat_FromDouble(sm_monitor_interval(self->m));
+}
+
+static PyObject *Monitor_get_samples(PyObject *self_, void *Py_UNUSED(closure))
+{
+    MonitorObject *self = (MonitorObject *)self_;
+
+    if (check_monitor(self) < 0)
+        return NULL;
+    return PyLong_FromLong(sm_monitor_samples(self->m));
+}
+
+static PyObject *Monitor_get_collectors(PyObject *self_, void *Py_UNUSED(closure))
+{
+    MonitorObject *self = (MonitorObject *)self_;
+
+    if (check_monitor(self) < 0)
+        return NULL;
+    return PyLong_FromLong(sm_monitor_collectors(self->m));
+}
+
+static PyObject *Monitor_get_dropped(PyObject *self_, void *Py_UNUSED(closure))
+{
+    MonitorObject *self = (MonitorObject *)self_;
+
+    if (check_monitor(self) < 0)
+        return NULL;
+    return PyLong_FromUnsignedLongLong((unsigned long long)sm_monitor_dropped(self->m));
+}
+
+static PyMethodDef Monitor_methods[] = {
+    {"start", Monitor_start, METH_NOARGS,
+     "start() -> 'collecting' | 'not collecting' | 'skipped' (drain the skipped tag)."},
+    {"drain", (PyCFunction)(void (*)(void))Monitor_drain, METH_VARARGS | METH_KEYWORDS,
+     "drain(timeout=1.0, cap=1000) -> list of (kind, key, value, timestamp_ms, step), "
+     "or None once stopped and empty.  Releases the GIL while waiting."},
+    {"stop", Monitor_stop, METH_NOARGS,
+     "stop() -> bool: stop sampling, log the last window and end tags; False on timeout."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Monitor_getset[] = {
+    {"interval", Monitor_get_interval, NULL, "effective interval (s) after the write-load cap",
+     NULL},
+    {"samples", Monitor_get_samples, NULL, "effective samples per logging window", NULL},
+    {"collectors", Monitor_get_collectors, NULL, "collectors n used by the write-load cap", NULL},
+    {"dropped", Monitor_get_dropped, NULL, "records dropped because the queue overflowed", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot Monitor_slots[] = {
+    {Py_tp_doc, (void *)"Monitor(interval=0, samples=0, all_workers=False, stop_timeout=30, "
+                        "buffer_points=0): a scopemeter monitor feeding a pull queue."},
+    {Py_tp_new, (void *)PyType_GenericNew},
+    {Py_tp_init, (void *)Monitor_init},
+    {Py_tp_dealloc, (void *)Monitor_dealloc},
+    {Py_tp_methods, Monitor_methods},
+    {Py_tp_getset, Monitor_getset},
+    {0, NULL},
+};
+
+static PyType_Spec Monitor_spec = {
+    .name = "scopemeter._native.Monitor",
+    .basicsize = sizeof(MonitorObject),
+    .itemsize = 0,
+    .flags = Py_TPFLAGS_DEFAULT,
+    .slots = Monitor_slots,
+};
+
+/* ---- module functions ------------------------------------------------------ */
+
+static int dict_set(PyObject *d, const char *k, PyObject *v)
+{
+    int rc;
+
+    if (!v)
+        return -1;
+    rc = PyDict_SetItemString(d, k, v);
+    Py_DECREF(v);
+    return rc;
+}
+
+static PyObject *mod_plan(PyObject *Py_UNUSED(mod), PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"workers", "workers_per_pod", "nodes", "gpus_per_worker",
+                             "all_workers", "interval", "samples", "container_limits", NULL};
+    sm_plan_input in = {.workers = 1, .workers_per_pod = 1, .nodes = 1, .gpus_per_worker = 0,
+                        .all_workers = 0, .interval_s = 0, .samples = 0,
+                        .container_limits = 1};
+    sm_plan out;
+    char err[256] = "";
+    PyObject *d;
+    int rc;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|iiiipdip", kwlist, &in.workers,
+                                     &in.workers_per_pod, &in.nodes, &in.gpus_per_worker,
+                                     &in.all_workers, &in.interval_s, &in.samples,
+                                     &in.container_limits))
+        return NULL;
+    memset(&out, 0, sizeof out);
+    rc = sm_plan_compute(&in, &out, err, sizeof err);
+    if (rc < 0) {
+        PyErr_SetString(PyExc_ValueError, *err ? err : "invalid plan input");
+        return NULL;
+    }
+    d = PyDict_New();
+    if (!d)
+        return NULL;
+    if (dict_set(d, "collectors", PyLong_FromLong(out.collectors)) < 0 ||
+        dict_set(d, "interval_s", PyFloat_FromDouble(out.interval_s)) < 0 ||
+        dict_set(d, "samples", PyLong_FromLong(out.samples)) < 0 ||
+        dict_set(d, "period_s", PyFloat_FromDouble(out.period_s)) < 0 ||
+        dict_set(d, "series_per_collector", PyLong_FromLong(out.series_per_collector)) < 0 ||
+        dict_set(d, "series", PyLong_FromLong(out.series)) < 0 ||
+        dict_set(d, "charts", PyLong_FromLong(out.charts)) < 0 ||
+        dict_set(d, "sections", PyLong_FromLong(out.sections)) < 0 ||
+        dict_set(d, "rows_per_hour", PyFloat_FromDouble(out.rows_per_hour)) < 0 ||
+        dict_set(d, "bytes_per_row", PyFloat_FromDouble(out.bytes_per_row)) < 0 ||
+        dict_set(d, "bytes_per_day", PyFloat_FromDouble(out.bytes_per_day)) < 0) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    return d;
+}
+
+static PyObject *mod_identity(PyObject *Py_UNUSED(mod), PyObject *Py_UNUSED(ignored))
+{
+    sm_identity id;
+    PyObject *d;
+    int rc;
+
+    memset(&id, 0, sizeof id);
+    rc = sm_identity_from_env(&id);
+    if (rc < 0)
+        return raise_errno(rc, "identity", NULL);
+    d = PyDict_New();
+    if (!d)
+        return NULL;
+    if (dict_set(d, "rank", PyLong_FromLong(id.rank)) < 0 ||
+        dict_set(d, "local_rank", PyLong_FromLong(id.local_rank)) < 0 ||
+        dict_set(d, "world_size", PyLong_FromLong(id.world_size)) < 0 ||
+        dict_set(d, "local_world_size", PyLong_FromLong(id.local_world_size)) < 0 ||
+        dict_set(d, "node", PyUnicode_FromString(id.node)) < 0 ||
+        dict_set(d, "launcher", PyUnicode_FromString(id.launcher ? id.launcher : "none")) < 0) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    if (id.node_source) {
+        if (dict_set(d, "node_source", PyUnicode_FromString(id.node_source)) < 0) {
+            Py_DECREF(d);
+            return NULL;
+        }
+    } else if (PyDict_SetItemString(d, "node_source", Py_None) < 0) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    return d;
+}
+
+static PyObject *mod_series_name(PyObject *Py_UNUSED(mod), PyObject *args)
+{
+    const char *key, *node = NULL;
+    int rank, rc;
+    char out[512];
+
+    if (!PyArg_ParseTuple(args, "si|z", &key, &rank, &node))
+        return NULL;
+    rc = sm_series_name(key, rank, node, out, sizeof out);
+    if (rc < 0) {
+        PyErr_Format(PyExc_ValueError, "no naming rule covers %R", PyTuple_GetItem(args, 0));
+        return NULL;
+    }
+    return PyUnicode_FromString(out);
+}
+
+static PyObject *mod_series_scope(PyObject *Py_UNUSED(mod), PyObject *args)
+{
+    const char *key, *scope;
+
+    if (!PyArg_ParseTuple(args, "s", &key))
+        return NULL;
+    scope = sm_series_scope(key);
+    if (!scope)
+        Py_RETURN_NONE;
+    return PyUnicode_FromString(scope);
+}
+
+static PyObject *mod_version(PyObject *Py_UNUSED(mod), PyObject *Py_UNUSED(ignored))
+{
+    return PyUnicode_FromString(sm_version());
+}
+
+static PyMethodDef module_methods[] = {
+    {"plan", (PyCFunction)(void (*)(void))mod_plan, METH_VARARGS | METH_KEYWORDS,
+     "plan(workers=1, workers_per_pod=1, nodes=1, gpus_per_worker=0, all_workers=False, "
+     "interval=0, samples=0, container_limits=True) -> dict (sm_plan_compute)"},
+    {"identity", mod_identity, METH_NOARGS,
+     "identity() -> dict: rank, local_rank, world_size, local_world_size, node, launcher"},
+    {"series_name", mod_series_name, METH_VARARGS,
+     "series_name(upstream_key, rank, node=None) -> the MLflow key"},
+    {"series_scope", mod_series_scope, METH_VARARGS,
+     "series_scope(key) -> 'node' | 'rootfs' | 'pod' | 'gpu' | 'container' | None"},
+    {"version", mod_version, METH_NOARGS, "version() -> the C library's version"},
+    {NULL, NULL, 0, NULL},
+};
+
+static int module_exec(PyObject *mod)
+{
+    PyObject *tp = PyType_FromSpec(&Monitor_spec);
+
+    if (!tp)
+        return -1;
+    if (PyModule_AddObject(mod, "Monitor", tp) < 0) { /* steals tp on success */
+        Py_DECREF(tp);
+        return -1;
+    }
+    if (PyModule_AddIntConstant(mod, "RECORD_METRIC", SM_RECORD_METRIC) < 0 ||
+        PyModule_AddIntConstant(mod, "RECORD_TAG", SM_RECORD_TAG) < 0 ||
+        PyModule_AddIntConstant(mod, "DRAIN_CAP_MAX", DRAIN_CAP_MAX) < 0)
+        return -1;
+    return 0;
+}
+
+static PyModuleDef_Slot module_slots[] = {
+    {Py_mod_exec, (void *)module_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "scopemeter._native",
+    .m_doc = "scopemeter's C engine (libscopemeter core) for the Python front.",
+    .m_size = 0,
+    .m_methods = module_methods,
+    .m_slots = module_slots,
+};
+
+PyMODINIT_FUNC PyInit__native(void)
+{
+    return PyModuleDef_Init(&module_def);
+}

@@ -1,0 +1,862 @@
+/*
+ * monitor.c — the sampling engine: one pthread per monitor that samples the
+ * collectors every `interval` seconds, logs one point per series per window
+ * of `samples` samples, and hands the window's records to a sink (contract
+ * §2 aggregation, §4 who collects, §5 tags, §6 failure policy).
+ *
+ * Life of a monitor:
+ *   start   resolve interval/samples (setter > SCOPEMETER_* > MLFLOW_* >
+ *           10 s x 1); decide whether this process collects (§4); open the
+ *           collectors and take the baseline sample synchronously — its keys
+ *           decide which series exist for the whole run (GPU included: by the
+ *           keys a sample produced, never by how many collectors attached);
+ *           size every table once; push the start tags; start the thread.
+ *   thread  absolute schedule on CLOCK_MONOTONIC, waiting on a condvar so a
+ *           stop wakes it at once.  Each sample accumulates per series (sum
+ *           and count for a window mean, or the latest value for counters).
+ *           Every `samples` samples the window is logged: value rounded to
+ *           0.1 as Python's round(x, 1) does, wall-clock ms timestamp, the
+ *           monitor's step (0, 1, 2, ...; one step for all keys of a window).
+ *           When stop is asked the thread takes one final sample, logs the
+ *           last partial window (a 3-second run still has points), pushes the
+ *           end tags, and exits — so the stop timeout bounds all of it, a
+ *           statvfs() stuck on a dead filesystem included.
+ *   stop    wake the thread and wait for it up to the stop timeout; past it
+ *           the thread is detached (it frees the monitor when it finishes, see
+ *           refs) and nothing more is logged from it; then flush the sink
+ *           within what is left of the timeout, close the collectors, report
+ *           dropped points.
+ *
+ * Nothing here allocates per sample: the point buffer, the per-series slots
+ * and the window's records are sized at start.  push() only enqueues.
+ */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sink.h"
+
+#define DEFAULT_INTERVAL 10.0
+#define DEFAULT_SAMPLES 1
+#define DEFAULT_STOP_TIMEOUT 30.0
+#define MIN_INTERVAL 0.01       /* below this a monitor is a busy loop */
+#define MAX_INTERVAL 86400.0
+#define MAX_SAMPLES 100000
+/* Default buffer: one hour of points, at least this many records, and at
+ * most the upper bound (the ring's storage is reserved at start; its pages
+ * are touched only as records arrive).  See docs/monitor.md. */
+#define BUFFER_MIN 4096
+#define BUFFER_MAX 131072
+#define BUFFER_FLOOR 256        /* smallest buffer an explicit setting gets */
+/* Tags a monitor pushes at most at once: node + collectors' start/end tags +
+ * interval/samples/collectors + skipped. */
+#define TAGS_MAX (SM_TAGS_MAX + 8)
+
+enum { ST_NEW = 0, ST_RUNNING, ST_STOPPED, ST_NOT_COLLECTING, ST_FAILED };
+
+struct slot {
+    char upstream[96];  /* collector key: looked up in each sample */
+    char name[256];     /* full MLflow key from sm_series_name */
+    int agg;            /* enum sm_agg */
+    unsigned n;         /* samples of this series in the current window */
+    double sum, last;
+};
+
+struct sm_monitor {
+    /* configuration (before start) */
+    double cfg_interval;   /* <= 0: environment, then default */
+    int cfg_samples;
+    int all_workers;
+    double stop_timeout;
+    size_t buffer_points;  /* 0: one hour */
+    int use_queue;
+    sm_sink_factory factory;
+    char *uri, *run_id;
+
+    /* resolved at start */
+    double interval;
+    int samples;
+    int collectors;
+    pid_t pid;
+    sm_ctx ctx;
+    sm_collset set;
+    int set_open;
+    sm_points *pts;        /* one sample's points, reused */
+    struct slot *slots;
+    size_t nslots;
+    sm_record *recs;       /* one window's (or one tag batch's) records, reused */
+    size_t nrecs_cap;
+
+    /* sampling state: the thread's while it runs, start's/stop's otherwise */
+    int64_t step;          /* next window's step */
+    int window_n;          /* samples in the current window */
+    uint64_t points_logged;
+    int late_key_logged, nonfinite_logged;
+
+    /* the sink; its pointer changes only under mu */
+    sm_sink *sink;
+    uint64_t dropped_final;
+
+    /* thread and stop */
+    pthread_t thread;
+    pthread_mutex_t mu;    /* guards the flags below and every push */
+    pthread_cond_t cv;     /* stop -> thread (wake up), thread -> stop (done) */
+    int stop_flag, thread_done, orphaned;
+    pthread_mutex_t stop_mu; /* one stop at a time; later callers wait for it */
+    int state;
+    int stop_rc;
+    atomic_int refs;       /* the owner's, plus the thread's while it runs */
+};
+
+/* ---- configuration ---------------------------------------------------------- */
+
+sm_monitor *sm_monitor_new(void)
+{
+    sm_monitor *m = calloc(1, sizeof *m);
+
+    if (!m)
+        return NULL;
+    if (pthread_mutex_init(&m->mu, NULL) != 0) {
+        free(m);
+        return NULL;
+    }
+    if (pthread_mutex_init(&m->stop_mu, NULL) != 0) {
+        pthread_mutex_destroy(&m->mu);
+        free(m);
+        return NULL;
+    }
+    if (sm_cond_init_mono(&m->cv) < 0) {
+        pthread_mutex_destroy(&m->stop_mu);
+        pthread_mutex_destroy(&m->mu);
+        free(m);
+        return NULL;
+    }
+    m->stop_timeout = DEFAULT_STOP_TIMEOUT;
+    atomic_init(&m->refs, 1);
+    return m;
+}
+
+int sm_monitor_set_interval(sm_monitor *m, double seconds)
+{
+    if (!m || isnan(seconds))
+        return -EINVAL;
+    if (m->state != ST_NEW)
+        return -EBUSY;
+    if (seconds > 0 && (seconds < MIN_INTERVAL || seconds > MAX_INTERVAL))
+        return -EINVAL;
+    m->cfg_interval = seconds > 0 ? seconds : 0;
+    return 0;
+}
+
+int sm_monitor_set_samples(sm_monitor *m, int samples)
+{
+    if (!m)
+        return -EINVAL;
+    if (m->state != ST_NEW)
+        return -EBUSY;
+    if (samples > MAX_SAMPLES)
+        return -EINVAL;
+    m->cfg_samples = samples > 0 ? samples : 0;
+    return 0;
+}
+
+int sm_monitor_set_all_workers(sm_monitor *m, int on)
+{
+    if (!m)
+        return -EINVAL;
+    if (m->state != ST_NEW)
+        return -EBUSY;
+    m->all_workers = on != 0;
+    return 0;
+}
+
+int sm_monitor_set_stop_timeout(sm_monitor *m, double seconds)
+{
+    if (!m || !(seconds >= 0) || seconds > MAX_INTERVAL)
+        return -EINVAL;
+    m->stop_timeout = seconds;
+    return 0;
+}
+
+int sm_monitor_set_buffer_points(sm_monitor *m, size_t points)
+{
+    if (!m)
+        return -EINVAL;
+    if (m->state != ST_NEW)
+        return -EBUSY;
+    m->buffer_points = points;
+    return 0;
+}
+
+int sm_monitor_use_queue(sm_monitor *m)
+{
+    if (!m)
+        return -EINVAL;
+    if (m->state != ST_NEW)
+        return -EBUSY;
+    m->use_queue = 1; /* the sink chosen last wins */
+    m->factory = NULL;
+    return 0;
+}
+
+int sm_monitor_set_sink_factory(sm_monitor *m, sm_sink_factory f, const char *tracking_uri,
+                                const char *run_id)
+{
+    char *u, *r;
+
+    if (!m || !f || !tracking_uri || !run_id)
+        return -EINVAL;
+    if (m->state != ST_NEW)
+        return -EBUSY;
+    u = strdup(tracking_uri);
+    r = strdup(run_id);
+    if (!u || !r) {
+        free(u);
+        free(r);
+        return -ENOMEM;
+    }
+    free(m->uri);
+    free(m->run_id);
+    m->uri = u;
+    m->run_id = r;
+    m->factory = f;
+    m->use_queue = 0;
+    return 0;
+}
+
+/* A positive number from the environment, or 0 when unset; a value that is
+ * set but unusable is said once and ignored (the next source applies). */
+static double env_number(const char *name, double lo, double hi, int integer)
+{
+    const char *s = getenv(name);
+    char *end;
+    double v;
+
+    if (!s || !*s)
+        return 0;
+    errno = 0;
+    v = strtod(s, &end);
+    while (*end == ' ' || *end == '\t')
+        end++;
+    if (errno || end == s || *end || !(v >= lo && v <= hi) || (integer && v != floor(v))) {
+        sm_log(SM_WARN, "%s=%s is not %s between %g and %g; ignored", name, s,
+               integer ? "a whole number" : "a number of seconds", lo, hi);
+        return 0;
+    }
+    return v;
+}
+
+static void resolve_config(sm_monitor *m)
+{
+    double v;
+
+    m->interval = m->cfg_interval;
+    if (!(m->interval > 0) && (v = env_number("SCOPEMETER_INTERVAL", MIN_INTERVAL, MAX_INTERVAL, 0)) > 0)
+        m->interval = v;
+    if (!(m->interval > 0) &&
+        (v = env_number("MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL", MIN_INTERVAL, MAX_INTERVAL, 0)) > 0)
+        m->interval = v;
+    if (!(m->interval > 0))
+        m->interval = DEFAULT_INTERVAL;
+
+    m->samples = m->cfg_samples;
+    if (m->samples <= 0 && (v = env_number("SCOPEMETER_SAMPLES", 1, MAX_SAMPLES, 1)) > 0)
+        m->samples = (int)v;
+    if (m->samples <= 0 &&
+        (v = env_number("MLFLOW_SYSTEM_METRICS_SAMPLES_BEFORE_LOGGING", 1, MAX_SAMPLES, 1)) > 0)
+        m->samples = (int)v;
+    if (m->samples <= 0)
+        m->samples = DEFAULT_SAMPLES;
+}
+
+/* ---- records ------------------------------------------------------------------ */
+
+static void tag_record(sm_record *r, const char *key, const char *value, int64_t ts)
+{
+    memset(r, 0, sizeof *r);
+    r->kind = SM_RECORD_TAG;
+    snprintf(r->key, sizeof r->key, "%s", key);
+    snprintf(r->text, sizeof r->text, "%s", value);
+    r->timestamp_ms = ts;
+}
+
+/* Pushes rank-keyed tags "scopemeter.rankN.<key>" plus extra[] (already full
+ * keys, NULL-terminated pairs).  Caller holds mu while the thread may run. */
+static void push_tags(sm_monitor *m, const sm_tags *t, const char *const *extra)
+{
+    int64_t ts = sm_now_ms();
+    size_t n = 0;
+
+    for (size_t i = 0; t && i < t->n && n < m->nrecs_cap; i++) {
+        char key[256];
+        snprintf(key, sizeof key, "scopemeter.rank%d.%s", m->ctx.id.rank, t->v[i].key);
+        tag_record(&m->recs[n++], key, t->v[i].value, ts);
+    }
+    for (size_t i = 0; extra && extra[i] && extra[i + 1] && n < m->nrecs_cap; i += 2)
+        tag_record(&m->recs[n++], extra[i], extra[i + 1], ts);
+    if (n && m->sink)
+        m->sink->ops->push(m->sink, m->recs, n);
+}
+
+/* ---- sampling ------------------------------------------------------------------- */
+
+static struct slot *find_slot(sm_monitor *m, size_t hint, const char *key)
+{
+    if (hint < m->nslots && strcmp(m->slots[hint].upstream, key) == 0)
+        return &m->slots[hint]; /* collectors emit in the same order every time */
+    for (size_t i = 0; i < m->nslots; i++)
+        if (strcmp(m->slots[i].upstream, key) == 0)
+            return &m->slots[i];
+    return NULL;
+}
+
+/* One sample into the window's accumulators.  May block in a collector (a
+ * stuck filesystem); called without mu. */
+static void take_sample(sm_monitor *m)
+{
+    sm_points *p = m->pts;
+
+    p->n = 0;
+    p->nonfinite = 0;
+    sm_collset_sample(&m->set, p);
+    for (size_t i = 0; i < p->n; i++) {
+        struct slot *s = find_slot(m, i, p->v[i].key);
+        if (!s) {
+            /* not in the first sample (a collector failing then, or a key a
+             * collector emits only sometimes): the first sample decides */
+            if (!m->late_key_logged)
+                sm_log(SM_WARN, "series %s appeared after the first sample; not recorded "
+                       "(the first sample decides which series exist)", p->v[i].key);
+            m->late_key_logged = 1;
+            continue;
+        }
+        s->sum += p->v[i].value;
+        s->last = p->v[i].value;
+        s->n++;
+    }
+    if (p->nonfinite && !m->nonfinite_logged) {
+        sm_log(SM_WARN, "%zu non-finite sample values skipped (NaN and infinity are not JSON); "
+               "said once", p->nonfinite);
+        m->nonfinite_logged = 1;
+    }
+    m->window_n++;
+}
+
+/* Logs the current window (complete or partial) and resets it.  Caller
+ * holds mu while the thread may run. */
+static void emit_window(sm_monitor *m)
+{
+    int64_t ts = sm_now_ms();
+    size_t n = 0;
+
+    for (size_t i = 0; i < m->nslots; i++) {
+        struct slot *s = &m->slots[i];
+        sm_record *r;
+        if (s->n == 0)
+            continue; /* every sample of this window failed for it */
+        r = &m->recs[n++];
+        memset(r, 0, sizeof *r);
+        r->kind = SM_RECORD_METRIC;
+        memcpy(r->key, s->name, sizeof r->key);
+        r->value = sm_round1(s->agg == SM_AGG_LAST ? s->last : s->sum / (double)s->n);
+        r->timestamp_ms = ts;
+        r->step = m->step;
+        s->n = 0;
+        s->sum = 0;
+    }
+    m->window_n = 0;
+    if (n == 0)
+        return;
+    m->sink->ops->push(m->sink, m->recs, n);
+    m->points_logged += n;
+    m->step++;
+}
+
+static void release(sm_monitor *m);
+
+static void *sampling_thread(void *arg)
+{
+    sm_monitor *m = arg;
+    double next = sm_now_mono() + m->interval;
+    int orphan;
+
+    pthread_mutex_lock(&m->mu);
+    while (!m->stop_flag) {
+        double now = sm_now_mono();
+        if (now < next) {
+            struct timespec ts;
+            sm_mono_timespec(next, &ts);
+            pthread_cond_timedwait(&m->cv, &m->mu, &ts);
+            continue;
+        }
+        pthread_mutex_unlock(&m->mu);
+        take_sample(m);
+        pthread_mutex_lock(&m->mu);
+        if (m->window_n >= m->samples && !m->orphaned)
+            emit_window(m);
+        next += m->interval;
+        now = sm_now_mono();
+        if (next <= now) /* fell behind (suspended, stopped): re-anchor, no burst */
+            next = now + m->interval;
+    }
+    pthread_mutex_unlock(&m->mu);
+
+    /* stop asked: the final sample, the last partial window, the end tags */
+    take_sample(m);
+    pthread_mutex_lock(&m->mu);
+    if (!m->orphaned) {
+        sm_tags end = {0};
+        if (m->window_n > 0)
+            emit_window(m);
+        sm_collset_tags(&m->set, SM_TAGS_END, &end);
+        if (m->points_logged == 0) {
+            char why[200];
+            const char *extra[3] = {"scopemeter.skipped", why, NULL};
+            snprintf(why, sizeof why, "rank %d: no sample produced a value during the run",
+                     m->ctx.id.rank);
+            sm_log(SM_WARN, "%s; nothing was recorded", why);
+            push_tags(m, &end, extra);
+        } else {
+            push_tags(m, &end, NULL);
+        }
+    }
+    m->thread_done = 1;
+    orphan = m->orphaned;
+    pthread_cond_broadcast(&m->cv);
+    pthread_mutex_unlock(&m->mu);
+    if (orphan)
+        release(m); /* stop gave up on us: the last one out frees */
+    return NULL;
+}
+
+/* ---- start ---------------------------------------------------------------------- */
+
+static int ceil_div(int a, int b)
+{
+    return (a + b - 1) / b;
+}
+
+/* Closes what start opened when start does not end with a running thread. */
+static void start_cleanup(sm_monitor *m)
+{
+    if (m->set_open)
+        sm_collset_close(&m->set);
+    m->set_open = 0;
+}
+
+/* Start could not produce a single series: one line, and the reason as the
+ * scopemeter.skipped tag when a sink can take it (contract §5, §6). */
+static int skip(sm_monitor *m, const char *why, char *err, size_t errlen)
+{
+    char value[400];
+    const char *extra[3] = {"scopemeter.skipped", value, NULL};
+    size_t cap = BUFFER_FLOOR;
+    char ferr[256] = "";
+    int rc = 0;
+
+    snprintf(value, sizeof value, "rank %d: %s", m->ctx.id.rank, why);
+    sm_log(SM_WARN, "nothing to record: %s (tag scopemeter.skipped)", why);
+    snprintf(err, errlen, "nothing to record: %s", why);
+    if (!m->recs) {
+        m->recs = calloc(TAGS_MAX, sizeof *m->recs);
+        m->nrecs_cap = m->recs ? TAGS_MAX : 0;
+    }
+    if (m->use_queue)
+        rc = sm_sink_queue_new(cap, &m->sink);
+    else
+        rc = m->factory(m->uri, m->run_id, cap, ferr, sizeof ferr, &m->sink);
+    if (rc == 0 && m->sink) {
+        push_tags(m, NULL, extra);
+        if (m->sink->ops->flush(m->sink, sm_now_mono() + m->stop_timeout) < 0)
+            sm_log(SM_WARN, "could not deliver the scopemeter.skipped tag within %g s",
+                   m->stop_timeout);
+        if (!m->use_queue) { /* the queue stays for the binding to drain */
+            m->sink->ops->close(m->sink);
+            m->sink = NULL;
+        }
+    } else if (ferr[0]) {
+        sm_log(SM_WARN, "cannot record the scopemeter.skipped tag: %s", ferr);
+    }
+    start_cleanup(m);
+    m->state = ST_STOPPED;
+    return -ENODATA;
+}
+
+/* Whether this process collects (contract §4); why not in `why`. */
+static int collects(const sm_monitor *m, char *why, size_t len)
+{
+    const sm_identity *id = &m->ctx.id;
+
+    if (m->all_workers) {
+        if (id->local_rank == 0)
+            return 1;
+        snprintf(why, len, "rank %d (local rank %d) does not collect: with all_workers the "
+                 "pod's local rank 0 collects for it", id->rank, id->local_rank);
+        return 0;
+    }
+    if (id->rank == 0)
+        return 1;
+    snprintf(why, len, "rank %d does not collect: by default only rank 0 does "
+             "(all_workers collects one per pod)", id->rank);
+    return 0;
+}
+
+/* Buffer size in records: one hour of points by default (docs/monitor.md). */
+static size_t buffer_records(const sm_monitor *m)
+{
+    double per_hour, want;
+
+    if (m->buffer_points)
+        return m->buffer_points < BUFFER_FLOOR ? BUFFER_FLOOR : m->buffer_points;
+    per_hour = (double)m->nslots * ceil(3600.0 / (m->interval * m->samples)) + 2 * TAGS_MAX;
+    want = per_hour < BUFFER_MIN ? BUFFER_MIN : per_hour > BUFFER_MAX ? BUFFER_MAX : per_hour;
+    return (size_t)want;
+}
+
+int sm_monitor_start(sm_monitor *m, char *err, size_t errlen)
+{
+    char why[320];
+    char line[400];
+    sm_notes notes;
+    sm_tags start_tags = {0};
+    char v_interval[32], v_samples[32], v_collectors[32], node_key[64];
+    const char *extra[9];
+    sigset_t all, old;
+    int rc, attached, pt;
+    double period, min_period;
+    char dummy[1];
+
+    if (!err || errlen == 0) {
+        err = dummy;
+        errlen = sizeof dummy;
+    }
+    err[0] = '\0';
+    if (!m)
+        return -EINVAL;
+    if (m->state != ST_NEW) {
+        snprintf(err, errlen, "this monitor was already started; a monitor starts once");
+        return -EALREADY;
+    }
+    if (!m->use_queue && !m->factory) {
+        snprintf(err, errlen, "no sink: call sm_monitor_set_run() (MLflow tracking server) or "
+                 "sm_monitor_use_queue() (a binding drains) before sm_monitor_start()");
+        return -EINVAL;
+    }
+    m->state = ST_FAILED; /* until proven otherwise */
+    m->pid = getpid();
+    resolve_config(m);
+
+    rc = sm_ctx_init(&m->ctx);
+    if (rc < 0) {
+        snprintf(err, errlen, "SCOPEMETER_SYSROOT: %s", strerror(-rc));
+        return rc;
+    }
+    if (!collects(m, why, sizeof why)) {
+        sm_log(SM_INFO, "%s", why);
+        snprintf(err, errlen, "%s", why);
+        m->state = ST_NOT_COLLECTING;
+        return SM_NOT_COLLECTING;
+    }
+
+    /* collectors n and the write-load cap (contract §4) */
+    m->collectors = 1;
+    if (m->all_workers) {
+        int lws = m->ctx.id.local_world_size > 0 ? m->ctx.id.local_world_size : 1;
+        m->collectors = ceil_div(m->ctx.id.world_size > 0 ? m->ctx.id.world_size : 1, lws);
+        if (m->collectors < 1)
+            m->collectors = 1;
+    }
+    period = m->interval * m->samples;
+    if (m->collectors > 4) {
+        min_period = 10.0 * ceil_div(m->collectors, 4);
+        if (period < min_period) {
+            double was = m->interval;
+            m->interval = min_period / m->samples; /* keep samples, raise the interval */
+            sm_log(SM_INFO, "write-load cap: %d collectors > 4, logging period raised from %g s to "
+                   "%g s (interval %g s -> %g s x %d sample%s)", m->collectors, period, min_period,
+                   was, m->interval, m->samples, m->samples == 1 ? "" : "s");
+            period = min_period;
+        }
+    }
+
+    m->pts = calloc(1, sizeof *m->pts);
+    if (!m->pts) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    memset(&notes, 0, sizeof notes);
+    attached = sm_collset_open(&m->set, &m->ctx, &notes);
+    for (size_t i = 0; i < notes.n; i++)
+        sm_log(notes.level[i], "%s", notes.line[i]);
+    if (attached < 0) {
+        snprintf(err, errlen, "cannot open the collectors: %s", strerror(-attached));
+        return attached;
+    }
+    m->set_open = 1;
+    if (attached == 0)
+        return skip(m, "no collector could start (see the lines above)", err, errlen);
+
+    /* the baseline: its keys decide the series; its values are not logged
+     * (the first window's points cover the time from here on) */
+    m->pts->n = 0;
+    sm_collset_sample(&m->set, m->pts);
+    if (m->pts->n == 0)
+        return skip(m, "the first sample produced no value (see the lines above)", err, errlen);
+    m->slots = calloc(m->pts->n, sizeof *m->slots);
+    if (!m->slots) {
+        start_cleanup(m);
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < m->pts->n; i++) {
+        const sm_point *p = &m->pts->v[i];
+        struct slot *s = &m->slots[m->nslots];
+        int dup = 0;
+        for (size_t j = 0; j < m->nslots; j++)
+            dup |= strcmp(m->slots[j].upstream, p->key) == 0;
+        if (dup)
+            continue;
+        if (strlen(p->key) >= sizeof s->upstream ||
+            sm_series_name(p->key, m->ctx.id.rank, m->ctx.id.node, s->name, sizeof s->name) < 0) {
+            /* a family no naming rule covers: a bug the tests catch */
+            sm_log(SM_WARN, "series %s has no naming rule; not recorded", p->key);
+            continue;
+        }
+        snprintf(s->upstream, sizeof s->upstream, "%s", p->key);
+        s->agg = p->agg;
+        m->nslots++;
+    }
+    if (m->nslots == 0)
+        return skip(m, "no series of the first sample has a naming rule", err, errlen);
+
+    m->nrecs_cap = m->nslots > TAGS_MAX ? m->nslots : TAGS_MAX;
+    m->recs = calloc(m->nrecs_cap, sizeof *m->recs);
+    if (!m->recs) {
+        start_cleanup(m);
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+
+    /* the sink */
+    if (m->use_queue) {
+        rc = sm_sink_queue_new(buffer_records(m), &m->sink);
+        if (rc < 0)
+            snprintf(err, errlen, "cannot create the queue: %s", strerror(-rc));
+    } else {
+        rc = m->factory(m->uri, m->run_id, buffer_records(m), err, errlen, &m->sink);
+        if (rc == 0 && !m->sink)
+            rc = -EINVAL;
+        if (rc < 0 && !err[0])
+            snprintf(err, errlen, "cannot create the MLflow sink: %s", strerror(-rc));
+    }
+    if (rc < 0) {
+        m->sink = NULL;
+        start_cleanup(m);
+        return rc;
+    }
+
+    /* start tags (contract §5) */
+    sm_collset_tags(&m->set, SM_TAGS_START, &start_tags);
+    snprintf(node_key, sizeof node_key, "scopemeter.rank%d.node", m->ctx.id.rank);
+    snprintf(v_interval, sizeof v_interval, "%g", m->interval);
+    snprintf(v_samples, sizeof v_samples, "%d", m->samples);
+    snprintf(v_collectors, sizeof v_collectors, "%d", m->collectors);
+    pt = 0;
+    extra[pt++] = node_key;
+    extra[pt++] = m->ctx.id.node[0] ? m->ctx.id.node : "unknown";
+    extra[pt++] = "scopemeter.interval_s";
+    extra[pt++] = v_interval;
+    extra[pt++] = "scopemeter.samples";
+    extra[pt++] = v_samples;
+    extra[pt++] = "scopemeter.collectors";
+    extra[pt++] = v_collectors;
+    extra[pt] = NULL;
+    push_tags(m, &start_tags, extra);
+
+    if (!m->ctx.id.node[0] && m->ctx.id.world_size > 1)
+        sm_log(SM_INFO, "no node name (SCOPEMETER_NODE_NAME, NODE_NAME, SLURMD_NODENAME unset): "
+               "tag scopemeter.rank%d.node=unknown, node_*/rootfs_* keys without the node tier",
+               m->ctx.id.rank);
+    snprintf(line, sizeof line, "collecting %zu series every %g s (%d collector%s)", m->nslots,
+             period, m->collectors, m->collectors == 1 ? "" : "s");
+
+    /* the thread: no signals for it (the application's threads handle them),
+     * and the owner's reference plus the thread's */
+    m->state = ST_RUNNING;
+    atomic_store(&m->refs, 2);
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    rc = pthread_create(&m->thread, NULL, sampling_thread, m);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        atomic_store(&m->refs, 1);
+        m->state = ST_FAILED;
+        m->sink->ops->flush(m->sink, sm_now_mono() + m->stop_timeout);
+        if (!m->use_queue) {
+            m->sink->ops->close(m->sink);
+            m->sink = NULL;
+        }
+        start_cleanup(m);
+        snprintf(err, errlen, "cannot start the sampling thread: %s", strerror(rc));
+        return -rc;
+    }
+    pthread_setname_np(m->thread, "scopemeter");
+    sm_log(SM_INFO, "%s", line);
+    return 0;
+}
+
+/* ---- stop, free ---------------------------------------------------------------- */
+
+int sm_monitor_stop(sm_monitor *m)
+{
+    double deadline;
+    int rc = 0, joined = 0, frc;
+    uint64_t dropped;
+
+    if (!m)
+        return -EINVAL;
+    if (m->pid && m->pid != getpid())
+        return 0; /* a forked child: the thread and the sink are the parent's */
+    pthread_mutex_lock(&m->stop_mu);
+    if (m->state != ST_RUNNING) {
+        rc = m->stop_rc;
+        pthread_mutex_unlock(&m->stop_mu);
+        return rc;
+    }
+    deadline = sm_now_mono() + m->stop_timeout;
+
+    /* 1. stop sampling: the thread takes the final sample, logs the last
+     * partial window and the end tags, and exits */
+    pthread_mutex_lock(&m->mu);
+    m->stop_flag = 1;
+    pthread_cond_broadcast(&m->cv);
+    while (!m->thread_done && sm_now_mono() < deadline) {
+        struct timespec ts;
+        sm_mono_timespec(deadline, &ts);
+        pthread_cond_timedwait(&m->cv, &m->mu, &ts);
+    }
+    if (m->thread_done) {
+        pthread_mutex_unlock(&m->mu);
+        pthread_join(m->thread, NULL);
+        atomic_fetch_sub(&m->refs, 1); /* the thread's; the owner's remains */
+        joined = 1;
+    } else {
+        m->orphaned = 1; /* from now on it pushes nothing and frees on exit */
+        pthread_mutex_unlock(&m->mu);
+        pthread_detach(m->thread);
+        sm_log(SM_WARN, "the sampling thread did not finish within the stop timeout (%g s); "
+               "left behind without its last window and end tags", m->stop_timeout);
+        rc = -ETIMEDOUT;
+    }
+
+    /* 2. flush, within what is left of the timeout; a sink that gives up
+     * says so itself, with what it could not deliver (one line, not two) */
+    frc = m->sink->ops->flush(m->sink, deadline);
+    if (frc < 0)
+        rc = -ETIMEDOUT;
+    dropped = m->sink->ops->dropped(m->sink);
+    if (dropped > 0)
+        sm_log(SM_WARN, "%llu points dropped during the run (buffer full or refused; oldest first)",
+               (unsigned long long)dropped);
+
+    /* 3. detach: close the collectors and the REST sink; the queue stays for
+     * the binding's last drains until sm_monitor_free() */
+    if (joined) {
+        sm_collset_close(&m->set);
+        m->set_open = 0;
+        pthread_mutex_lock(&m->mu);
+        m->dropped_final = dropped;
+        if (!m->use_queue) {
+            m->sink->ops->close(m->sink);
+            m->sink = NULL;
+        }
+        pthread_mutex_unlock(&m->mu);
+    }
+    m->stop_rc = rc;
+    m->state = ST_STOPPED;
+    pthread_mutex_unlock(&m->stop_mu);
+    return rc;
+}
+
+/* Frees everything; runs when the last reference goes (the owner's, or a
+ * left-behind thread's). */
+static void destroy(sm_monitor *m)
+{
+    if (m->set_open)
+        sm_collset_close(&m->set);
+    if (m->sink)
+        m->sink->ops->close(m->sink);
+    pthread_cond_destroy(&m->cv);
+    pthread_mutex_destroy(&m->mu);
+    pthread_mutex_destroy(&m->stop_mu);
+    free(m->pts);
+    free(m->slots);
+    free(m->recs);
+    free(m->uri);
+    free(m->run_id);
+    free(m);
+}
+
+static void release(sm_monitor *m)
+{
+    if (atomic_fetch_sub(&m->refs, 1) == 1)
+        destroy(m);
+}
+
+void sm_monitor_free(sm_monitor *m)
+{
+    if (!m)
+        return;
+    if (m->pid && m->pid != getpid())
+        return; /* a forked child: its copy is left alone (locks may be held) */
+    sm_monitor_stop(m);
+    release(m);
+}
+
+/* ---- accessors, drain ------------------------------------------------------------ */
+
+double sm_monitor_interval(const sm_monitor *m)
+{
+    return m ? m->interval : 0;
+}
+
+int sm_monitor_samples(const sm_monitor *m)
+{
+    return m ? m->samples : 0;
+}
+
+int sm_monitor_collectors(const sm_monitor *m)
+{
+    return m ? m->collectors : 0;
+}
+
+uint64_t sm_monitor_dropped(const sm_monitor *m)
+{
+    sm_monitor *mm = (sm_monitor *)m; /* the mutex is not part of the value */
+    uint64_t n;
+
+    if (!m)
+        return 0;
+    pthread_mutex_lock(&mm->mu);
+    n = mm->sink ? mm->sink->ops->dropped(mm->sink) : mm->dropped_final;
+    pthread_mutex_unlock(&mm->mu);
+    return n;
+}
+
+int sm_monitor_drain(sm_monitor *m, sm_record *out, int cap, double timeout_s)
+{
+    if (!m || !out || cap <= 0 || !m->use_queue)
+        return -EINVAL;
+    /* A queue sink lives from start to free, so a binding's drain thread and
+     * a stop on another thread never race on it; the ring ends the stream. */
+    if (m->sink)
+        return sm_sink_queue_drain(m->sink, out, cap, timeout_s);
+    /* not started yet; or not collecting / start failed: no stream at all */
+    return m->state == ST_NEW ? -EINVAL : -EPIPE;
+}

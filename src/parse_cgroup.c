@@ -1,0 +1,276 @@
+/*
+ * parse_cgroup.c — pure parsers of the files that locate a cgroup and its
+ * limits: /proc/self/cgroup, /proc/self/mountinfo, cpu.max, CPU lists
+ * (cpuset.cpus, /sys/devices/system/cpu/online) and the cpuN lines of
+ * /proc/stat.  See parse.h; cgroup.c puts them together.
+ *
+ * Formats:
+ *   /proc/self/cgroup   kernel/cgroup/cgroup.c proc_cgroup_show():
+ *                       "ID:CONTROLLERS:PATH", v2 line "0::PATH", and for a
+ *                       dead v2 cgroup the suffix " (deleted)".
+ *   mountinfo           proc(5) / Documentation/filesystems/proc.rst 3.5:
+ *                       "ID PARENT MAJ:MIN ROOT POINT OPTS [OPTIONAL...] -
+ *                        FSTYPE SOURCE SUPER", ROOT and POINT escaped by
+ *                       fs/proc_namespace.c (mangle: space, tab, newline,
+ *                       backslash as \ooo).
+ *   cpu.max             Documentation/admin-guide/cgroup-v2.rst: "$MAX $PERIOD".
+ *   CPU lists           lib/bitmap.c bitmap_print_to_pagebuf(): "0-3,8-11".
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "parse.h"
+
+/* The largest CPU number accepted in a list (NR_CPUS tops out at 8192 today). */
+#define SM_CPU_ID_MAX (1u << 20)
+
+static const char *eol_of(const char *p, const char *end)
+{
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    return nl ? nl : end;
+}
+
+/* ---- /proc/self/cgroup ------------------------------------------------------ */
+
+int sm_cgroup_next(const char *buf, size_t len, size_t *pos, sm_cg_entry *out)
+{
+    static const char deleted[] = " (deleted)";
+    const size_t dl = sizeof deleted - 1;
+    const char *end = buf + len;
+
+    while (*pos < len) {
+        const char *p = buf + *pos, *eol = eol_of(p, end), *c1, *c2, *q;
+        uint64_t id;
+
+        if (p == eol) { /* empty line: nothing to say */
+            *pos = (size_t)(eol - buf) + 1;
+            continue;
+        }
+        q = p;
+        if (sm_scan_u64(&q, eol, &id) < 0 || id > 0xffffffffu || q >= eol || *q != ':')
+            return -EINVAL;
+        c1 = q;
+        c2 = memchr(c1 + 1, ':', (size_t)(eol - c1 - 1));
+        if (!c2 || c2 + 1 >= eol || c2[1] != '/')
+            return -EINVAL; /* the path is absolute in every namespace */
+        memset(out, 0, sizeof *out);
+        out->hier = (unsigned)id;
+        out->ctrl = c1 + 1;
+        out->ctrl_len = (size_t)(c2 - c1 - 1);
+        out->path = c2 + 1;
+        out->path_len = (size_t)(eol - c2 - 1);
+        if (out->path_len > dl && memcmp(out->path + out->path_len - dl, deleted, dl) == 0) {
+            out->path_len -= dl;
+            out->deleted = 1;
+        }
+        *pos = eol < end ? (size_t)(eol - buf) + 1 : len;
+        return 1;
+    }
+    return 0;
+}
+
+int sm_list_has(const char *list, size_t len, const char *name)
+{
+    const char *p = list, *end = list + len;
+    size_t nl = strlen(name);
+
+    while (p < end) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        const char *e = comma ? comma : end;
+        if ((size_t)(e - p) == nl && memcmp(p, name, nl) == 0)
+            return 1;
+        p = e + 1;
+    }
+    return 0;
+}
+
+/* ---- /proc/self/mountinfo --------------------------------------------------- */
+
+/* Next space-separated field of [*p, eol): sets f/flen, advances *p past
+ * the one separating space.  0, or -EINVAL when there is no field. */
+static int next_field(const char **p, const char *eol, const char **f, size_t *flen)
+{
+    const char *s = *p, *e;
+
+    if (s >= eol || *s == ' ')
+        return -EINVAL;
+    e = memchr(s, ' ', (size_t)(eol - s));
+    if (!e)
+        e = eol;
+    *f = s;
+    *flen = (size_t)(e - s);
+    *p = e < eol ? e + 1 : eol;
+    return 0;
+}
+
+int sm_mountinfo_next(const char *buf, size_t len, size_t *pos, sm_mount *out)
+{
+    const char *end = buf + len;
+
+    while (*pos < len) {
+        const char *p = buf + *pos, *eol = eol_of(p, end), *f;
+        size_t flen;
+        int sep = 0;
+
+        if (p == eol) {
+            *pos = (size_t)(eol - buf) + 1;
+            continue;
+        }
+        memset(out, 0, sizeof *out);
+        /* id, parent, major:minor */
+        for (int i = 0; i < 3; i++)
+            if (next_field(&p, eol, &f, &flen) < 0)
+                return -EINVAL;
+        if (next_field(&p, eol, &out->root, &out->root_len) < 0 ||
+            next_field(&p, eol, &out->point, &out->point_len) < 0 ||
+            next_field(&p, eol, &f, &flen) < 0) /* per-mount options */
+            return -EINVAL;
+        /* optional fields, any number, ended by a lone "-" */
+        while (next_field(&p, eol, &f, &flen) == 0) {
+            if (flen == 1 && f[0] == '-') {
+                sep = 1;
+                break;
+            }
+        }
+        if (!sep)
+            return -EINVAL;
+        if (next_field(&p, eol, &out->fstype, &out->fstype_len) < 0 ||
+            next_field(&p, eol, &f, &flen) < 0) /* source */
+            return -EINVAL;
+        /* super options: the rest of the line (they may hold spaces on WSL) */
+        out->super = p;
+        out->super_len = (size_t)(eol - p);
+        *pos = eol < end ? (size_t)(eol - buf) + 1 : len;
+        return 1;
+    }
+    return 0;
+}
+
+int sm_unescape_octal(const char *s, size_t len, char *out, size_t outlen)
+{
+    size_t o = 0;
+
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        if (c == '\\') {
+            unsigned v = 0;
+            if (len - i < 4)
+                return -EINVAL;
+            for (int k = 1; k <= 3; k++) {
+                if (s[i + k] < '0' || s[i + k] > '7')
+                    return -EINVAL;
+                v = v * 8 + (unsigned)(s[i + k] - '0');
+            }
+            if (v == 0 || v > 255)
+                return -EINVAL;
+            c = (char)v;
+            i += 3;
+        }
+        if (o + 1 >= outlen)
+            return -ENAMETOOLONG;
+        out[o++] = c;
+    }
+    if (outlen == 0)
+        return -ENAMETOOLONG;
+    out[o] = '\0';
+    return 0;
+}
+
+/* ---- cpu.max ---------------------------------------------------------------- */
+
+int sm_parse_cpu_max(const char *buf, size_t len, uint64_t *quota, uint64_t *period,
+                     int *unlimited)
+{
+    const char *p = buf, *end = buf + len;
+    int rc;
+
+    *quota = 0;
+    *period = 0;
+    *unlimited = 0;
+    while (end > p && (end[-1] == '\n' || end[-1] == ' '))
+        end--;
+    if (end - p >= 3 && memcmp(p, "max", 3) == 0) {
+        *unlimited = 1;
+        p += 3;
+        if (p == end) /* "max" alone: no period printed, none needed */
+            return 0;
+    } else {
+        rc = sm_scan_u64(&p, end, quota);
+        if (rc < 0)
+            return rc;
+    }
+    if (p >= end || *p != ' ')
+        return -EINVAL;
+    p++;
+    rc = sm_scan_u64(&p, end, period);
+    if (rc < 0)
+        return rc;
+    if (p != end || *period == 0 || (!*unlimited && *quota == 0))
+        return -EINVAL;
+    return 0;
+}
+
+/* ---- CPU lists -------------------------------------------------------------- */
+
+int sm_parse_cpulist(const char *buf, size_t len, unsigned *count)
+{
+    const char *p = buf, *end = buf + len;
+    uint64_t n = 0, prev_hi = 0;
+    int first = 1;
+
+    *count = 0;
+    while (end > p && (end[-1] == '\n' || end[-1] == ' '))
+        end--;
+    if (p == end) /* an empty set (a v1 cpuset not configured yet) */
+        return 0;
+    while (p < end) {
+        uint64_t lo, hi;
+        int rc = sm_scan_u64(&p, end, &lo);
+        if (rc < 0)
+            return rc;
+        hi = lo;
+        if (p < end && *p == '-') {
+            p++;
+            rc = sm_scan_u64(&p, end, &hi);
+            if (rc < 0)
+                return rc;
+        }
+        if (hi < lo || hi >= SM_CPU_ID_MAX)
+            return hi >= SM_CPU_ID_MAX ? -ERANGE : -EINVAL;
+        if (!first && lo <= prev_hi)
+            return -EINVAL; /* the kernel prints ascending, disjoint ranges */
+        n += hi - lo + 1;
+        prev_hi = hi;
+        first = 0;
+        if (p < end) {
+            if (*p != ',' || p + 1 == end)
+                return -EINVAL;
+            p++;
+        }
+    }
+    *count = (unsigned)n;
+    return 0;
+}
+
+int sm_count_stat_cpus(const char *buf, size_t len, unsigned *count)
+{
+    const char *p = buf, *end = buf + len;
+    unsigned n = 0;
+    int have_total = 0;
+
+    *count = 0;
+    while (p < end) {
+        const char *eol = eol_of(p, end);
+        if (eol - p >= 4 && memcmp(p, "cpu", 3) == 0) {
+            if (p[3] == ' ')
+                have_total = 1;
+            else if (p[3] >= '0' && p[3] <= '9')
+                n++;
+        }
+        p = eol < end ? eol + 1 : end;
+    }
+    if (!have_total || n == 0)
+        return -ENOENT;
+    *count = n;
+    return 0;
+}

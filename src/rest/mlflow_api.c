@@ -1,0 +1,380 @@
+/*
+ * mlflow_api.c — the public MLflow REST helpers of scopemeter.h: experiment
+ * lookup/creation, runs/create, runs/search by tag, runs/get, runs/set-tag,
+ * runs/update.  `scopemeter run` uses them around a monitor; a native
+ * training program can too.
+ *
+ * Each call owns a short-lived sm_rest (one easy handle) in the caller's
+ * thread and retries transient failures until its timeout (mlflow_rest.c).
+ * Request shapes follow MLflow's REST API reference and its Python client
+ * (mlflow/store/tracking/rest_store.py).
+ */
+#include <errno.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mlflow_rest.h"
+#include "sink.h"
+
+#define DEFAULT_TIMEOUT 30.0
+
+/* Maps the outcome of sm_rest_call to the header's error codes. */
+static int to_errno(const sm_rest *r, int outcome)
+{
+    if (outcome == SM_REST_OK)
+        return 0;
+    if (outcome == SM_REST_RETRY || outcome == SM_REST_ABORTED)
+        return -ETIMEDOUT;
+    if (outcome == SM_REST_FAILED)
+        return -EIO;
+    if (strcmp(r->last_error_code, "RESOURCE_DOES_NOT_EXIST") == 0 || r->last_http == 404)
+        return -ENOENT;
+    if (strcmp(r->last_error_code, "RESOURCE_ALREADY_EXISTS") == 0)
+        return -EEXIST;
+    if (r->last_http == 401 || r->last_http == 403)
+        return -EACCES;
+    if (r->last_http == 0)
+        return -EIO; /* a TLS or URL problem: curl's message says which */
+    return -EPROTO;
+}
+
+static double deadline_of(double timeout_s)
+{
+    return sm_now_mono() + (timeout_s > 0 ? timeout_s : DEFAULT_TIMEOUT);
+}
+
+static int open_rest(sm_rest *r, const char *uri, char *err, size_t errlen)
+{
+    if (!sm_rest_is_http(uri)) {
+        snprintf(err, errlen, "MLflow REST helpers need an http:// or https:// tracking URI");
+        return -EINVAL;
+    }
+    return sm_rest_init(r, uri, err, errlen);
+}
+
+static int copy_out(const char *v, char *out, size_t outlen, char *err, size_t errlen,
+                    const char *what)
+{
+    if (!v || !*v) {
+        snprintf(err, errlen, "the server's answer has no %s", what);
+        return -EPROTO;
+    }
+    if (!out || strlen(v) >= outlen) {
+        snprintf(err, errlen, "%s does not fit the caller's buffer", what);
+        return -ENOSPC;
+    }
+    memcpy(out, v, strlen(v) + 1);
+    return 0;
+}
+
+void sm_mlflow_redact_uri(const char *uri, char *out, size_t outlen)
+{
+    sm_rest_redact(uri, out, outlen);
+}
+
+/* ---- experiments --------------------------------------------------------------- */
+int sm_mlflow_experiment(const char *uri, const char *name, const char *id, char *id_out,
+                         size_t id_len, double timeout_s, char *err, size_t errlen)
+{
+    sm_rest r;
+    json_t *resp = NULL, *req = NULL;
+    char ep[1200], esc[1024];
+    double deadline = deadline_of(timeout_s);
+    int rc, outcome;
+
+    if (name && *name) {
+        if ((rc = open_rest(&r, uri, err, errlen)) < 0)
+            return rc;
+        if (sm_rest_escape(&r, name, esc, sizeof esc) < 0) {
+            snprintf(err, errlen, "experiment name too long");
+            rc = -EINVAL;
+            goto out;
+        }
+        for (int tries = 0; tries < 3; tries++) {
+            snprintf(ep, sizeof ep, "experiments/get-by-name?experiment_name=%s", esc);
+            outcome = sm_rest_call(&r, "GET", ep, NULL, &resp, deadline, err, errlen);
+            rc = to_errno(&r, outcome);
+            if (rc == 0) {
+                rc = copy_out(json_string_value(json_object_get(
+                                  json_object_get(resp, "experiment"), "experiment_id")),
+                              id_out, id_len, err, errlen, "experiment_id");
+                const char *stage = json_string_value(json_object_get(
+                    json_object_get(resp, "experiment"), "lifecycle_stage"));
+                if (rc == 0 && stage && strcmp(stage, "deleted") == 0) {
+                    snprintf(err, errlen, "experiment '%.200s' is deleted (restore it or "
+                             "choose another name)", name);
+                    rc = -ENOENT;
+                }
+                goto out;
+            }
+            if (rc != -ENOENT)
+                goto out;
+            /* missing: create it, as mlflow.set_experiment() does */
+            json_decref(req);
+            req = json_pack("{s:s}", "name", name);
+            if (!req) {
+                rc = -ENOMEM;
+                goto out;
+            }
+            outcome = sm_rest_call(&r, "POST", "experiments/create", req, &resp, deadline, err,
+                                   errlen);
+            rc = to_errno(&r, outcome);
+            if (rc == 0) {
+                rc = copy_out(json_string_value(json_object_get(resp, "experiment_id")), id_out,
+                              id_len, err, errlen, "experiment_id");
+                goto out;
+            }
+            if (rc != -EEXIST)
+                goto out;
+            /* another rank created it meanwhile: look it up again */
+            json_decref(resp);
+            resp = NULL;
+        }
+        goto out;
+    }
+    if (id && *id) {
+        if ((rc = open_rest(&r, uri, err, errlen)) < 0)
+            return rc;
+        if (sm_rest_escape(&r, id, esc, sizeof esc) < 0) {
+            rc = -EINVAL;
+            goto out;
+        }
+        snprintf(ep, sizeof ep, "experiments/get?experiment_id=%s", esc);
+        outcome = sm_rest_call(&r, "GET", ep, NULL, &resp, deadline, err, errlen);
+        rc = to_errno(&r, outcome);
+        if (rc == 0)
+            rc = copy_out(id, id_out, id_len, err, errlen, "experiment_id");
+        else if (rc == -ENOENT || rc == -EPROTO)
+            snprintf(err, errlen, "experiment id %.64s does not exist on the server", id);
+        goto out;
+    }
+    return copy_out("0", id_out, id_len, err, errlen, "experiment_id"); /* Default */
+out:
+    json_decref(req);
+    json_decref(resp);
+    sm_rest_free(&r);
+    return rc;
+}
+
+/* ---- runs ------------------------------------------------------------------------ */
+static const char *user_name(char *buf, size_t len)
+{
+    /* what MLflow records as mlflow.user: getpass.getuser() */
+    static const char *vars[] = {"LOGNAME", "USER", "LNAME", "USERNAME"};
+    struct passwd pw, *res = NULL;
+    char tmp[1024];
+
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v) {
+            snprintf(buf, len, "%s", v);
+            return buf;
+        }
+    }
+    if (getpwuid_r(getuid(), &pw, tmp, sizeof tmp, &res) == 0 && res) {
+        snprintf(buf, len, "%s", res->pw_name);
+        return buf;
+    }
+    return NULL;
+}
+
+int sm_mlflow_create_run(const char *uri, const char *experiment_id, const char *run_name,
+                         const char *const *tags, char *run_id_out, size_t run_id_len,
+                         double timeout_s, char *err, size_t errlen)
+{
+    sm_rest r;
+    json_t *req, *jtags, *resp = NULL;
+    char user[256];
+    int rc, have_user_tag = 0;
+
+    if (!experiment_id || !*experiment_id) {
+        snprintf(err, errlen, "no experiment id");
+        return -EINVAL;
+    }
+    if ((rc = open_rest(&r, uri, err, errlen)) < 0)
+        return rc;
+    req = json_pack("{s:s, s:I}", "experiment_id", experiment_id, "start_time",
+                    (json_int_t)sm_now_ms());
+    jtags = json_array();
+    if (!req || !jtags) {
+        json_decref(jtags);
+        rc = -ENOMEM;
+        goto out;
+    }
+    if (run_name && *run_name)
+        json_object_set_new(req, "run_name", json_string(run_name));
+    for (size_t i = 0; tags && tags[i] && tags[i + 1]; i += 2) {
+        json_t *t = json_pack("{s:s, s:s}", "key", tags[i], "value", tags[i + 1]);
+        if (!t) {
+            json_decref(jtags);
+            snprintf(err, errlen, "tag %.100s is not valid UTF-8", tags[i]);
+            rc = -EINVAL;
+            goto out;
+        }
+        have_user_tag |= strcmp(tags[i], "mlflow.user") == 0;
+        json_array_append_new(jtags, t);
+    }
+    if (user_name(user, sizeof user)) {
+        json_object_set_new(req, "user_id", json_string(user));
+        if (!have_user_tag)
+            json_array_append_new(jtags, json_pack("{s:s, s:s}", "key", "mlflow.user", "value",
+                                                   user));
+    }
+    json_object_set_new(req, "tags", jtags);
+    rc = to_errno(&r, sm_rest_call(&r, "POST", "runs/create", req, &resp, deadline_of(timeout_s),
+                                   err, errlen));
+    if (rc == 0)
+        rc = copy_out(json_string_value(json_object_get(
+                          json_object_get(json_object_get(resp, "run"), "info"), "run_id")),
+                      run_id_out, run_id_len, err, errlen, "run_id");
+out:
+    json_decref(req);
+    json_decref(resp);
+    sm_rest_free(&r);
+    return rc;
+}
+
+int sm_mlflow_find_run(const char *uri, const char *experiment_id, const char *tag_key,
+                       const char *tag_value, char *run_id_out, size_t run_id_len,
+                       double timeout_s, char *err, size_t errlen)
+{
+    sm_rest r;
+    json_t *req = NULL, *resp = NULL, *runs;
+    char filter[1024];
+    int rc;
+
+    if (!experiment_id || !tag_key || !tag_value || strpbrk(tag_key, "`'\"\\") ||
+        strpbrk(tag_value, "'\\")) {
+        snprintf(err, errlen, "run search: a tag key or value that cannot be quoted");
+        return -EINVAL;
+    }
+    if ((size_t)snprintf(filter, sizeof filter, "tags.`%s` = '%s'", tag_key, tag_value) >=
+        sizeof filter) {
+        snprintf(err, errlen, "run search: tag too long");
+        return -EINVAL;
+    }
+    if ((rc = open_rest(&r, uri, err, errlen)) < 0)
+        return rc;
+    req = json_pack("{s:[s], s:s, s:i, s:[s]}", "experiment_ids", experiment_id, "filter",
+                    filter, "max_results", 1, "order_by", "attributes.start_time ASC");
+    if (!req) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    json_object_set_new(req, "run_view_type", json_string("ACTIVE_ONLY"));
+    rc = to_errno(&r, sm_rest_call(&r, "POST", "runs/search", req, &resp, deadline_of(timeout_s),
+                                   err, errlen));
+    if (rc < 0)
+        goto out;
+    runs = json_object_get(resp, "runs");
+    if (!json_array_size(runs)) {
+        snprintf(err, errlen, "no run with tag %.100s=%.200s yet", tag_key, tag_value);
+        rc = -ENOENT;
+        goto out;
+    }
+    rc = copy_out(json_string_value(json_object_get(
+                      json_object_get(json_array_get(runs, 0), "info"), "run_id")),
+                  run_id_out, run_id_len, err, errlen, "run_id");
+out:
+    json_decref(req);
+    json_decref(resp);
+    sm_rest_free(&r);
+    return rc;
+}
+
+int sm_mlflow_get_run(const char *uri, const char *run_id, char *status_out, size_t status_len,
+                      double timeout_s, char *err, size_t errlen)
+{
+    sm_rest r;
+    json_t *resp = NULL, *info;
+    char ep[400];
+    const char *stage, *status;
+    int rc;
+
+    if (!sm_mlflow_valid_run_id(run_id)) {
+        snprintf(err, errlen, "not an MLflow run id: %.80s", run_id ? run_id : "(null)");
+        return -EINVAL;
+    }
+    if ((rc = open_rest(&r, uri, err, errlen)) < 0)
+        return rc;
+    snprintf(ep, sizeof ep, "runs/get?run_id=%s", run_id); /* the id needs no escaping */
+    rc = to_errno(&r, sm_rest_call(&r, "GET", ep, NULL, &resp, deadline_of(timeout_s), err,
+                                   errlen));
+    if (rc == -ENOENT) {
+        snprintf(err, errlen, "run %s does not exist on %s", run_id, r.shown);
+        goto out;
+    }
+    if (rc < 0)
+        goto out;
+    info = json_object_get(json_object_get(resp, "run"), "info");
+    stage = json_string_value(json_object_get(info, "lifecycle_stage"));
+    status = json_string_value(json_object_get(info, "status"));
+    if (stage && strcmp(stage, "deleted") == 0) {
+        snprintf(err, errlen, "run %s is deleted", run_id);
+        rc = -ENOENT;
+        goto out;
+    }
+    if (status_out && status_len)
+        snprintf(status_out, status_len, "%s", status ? status : "");
+out:
+    json_decref(resp);
+    sm_rest_free(&r);
+    return rc;
+}
+
+int sm_mlflow_set_tag(const char *uri, const char *run_id, const char *key, const char *value,
+                      double timeout_s, char *err, size_t errlen)
+{
+    sm_rest r;
+    json_t *req;
+    int rc;
+
+    if (!sm_mlflow_valid_run_id(run_id) || !key || !value) {
+        snprintf(err, errlen, "set-tag: bad run id, key or value");
+        return -EINVAL;
+    }
+    req = json_pack("{s:s, s:s, s:s}", "run_id", run_id, "key", key, "value", value);
+    if (!req) {
+        snprintf(err, errlen, "set-tag: key or value is not valid UTF-8");
+        return -EINVAL;
+    }
+    if ((rc = open_rest(&r, uri, err, errlen)) < 0) {
+        json_decref(req);
+        return rc;
+    }
+    rc = to_errno(&r, sm_rest_call(&r, "POST", "runs/set-tag", req, NULL, deadline_of(timeout_s),
+                                   err, errlen));
+    json_decref(req);
+    sm_rest_free(&r);
+    return rc;
+}
+
+int sm_mlflow_end_run(const char *uri, const char *run_id, const char *status, double timeout_s,
+                      char *err, size_t errlen)
+{
+    sm_rest r;
+    json_t *req;
+    int rc;
+
+    if (!sm_mlflow_valid_run_id(run_id) || !status ||
+        (strcmp(status, "FINISHED") && strcmp(status, "FAILED") && strcmp(status, "KILLED"))) {
+        snprintf(err, errlen, "end run: bad run id or status (FINISHED, FAILED or KILLED)");
+        return -EINVAL;
+    }
+    req = json_pack("{s:s, s:s, s:I}", "run_id", run_id, "status", status, "end_time",
+                    (json_int_t)sm_now_ms());
+    if (!req)
+        return -ENOMEM;
+    if ((rc = open_rest(&r, uri, err, errlen)) < 0) {
+        json_decref(req);
+        return rc;
+    }
+    rc = to_errno(&r, sm_rest_call(&r, "POST", "runs/update", req, NULL, deadline_of(timeout_s),
+                                   err, errlen));
+    json_decref(req);
+    sm_rest_free(&r);
+    return rc;
+}

@@ -1,0 +1,756 @@
+/*
+ * mlflow_rest.c — one HTTP request to an MLflow tracking server, the way
+ * MLflow's Python client makes it, plus the retry policy.
+ *
+ * Why libcurl directly: the sink must ship from a thread of a training
+ * process without signals (CURLOPT_NOSIGNAL), with connect/total timeouts
+ * and a low-speed limit (a server that accepts and never answers must not
+ * hold the shipping thread forever), and it must be abortable at stop
+ * (CURLOPT_XFERINFOFUNCTION checks a flag and a deadline).
+ *
+ * Semantics copied from MLflow (mlflow/utils/rest_utils.py,
+ * mlflow/utils/credentials.py, mlflow/utils/request_utils.py):
+ *   - endpoints are <tracking uri>/api/2.0/mlflow/<name>, so a URI with a path
+ *     prefix (http://host/mlflow) works;
+ *   - Basic auth when both username and password are known (env, else
+ *     ~/.mlflow/credentials), else Bearer MLFLOW_TRACKING_TOKEN;
+ *   - verify = not MLFLOW_TRACKING_INSECURE_TLS, or the CA bundle in
+ *     MLFLOW_TRACKING_SERVER_CERT_PATH (both set is an error, as in MLflow);
+ *     cert = MLFLOW_TRACKING_CLIENT_CERT_PATH (one PEM: libcurl's OpenSSL
+ *     backend reads the key from the certificate file when no key file is
+ *     set, which is what requests does with a single cert= path);
+ *   - transient statuses 408, 429, 500, 502, 503, 504 are retried, and so
+ *     are the other 5xx and connection errors; Retry-After is honoured.
+ *
+ * Proxies: libcurl reads http_proxy, https_proxy/HTTPS_PROXY, all_proxy/
+ * ALL_PROXY and no_proxy/NO_PROXY itself.  It ignores upper-case HTTP_PROXY
+ * (a CGI safety rule) while Python's requests honours it, so for an http://
+ * URI with only HTTP_PROXY set that value is passed as CURLOPT_PROXY;
+ * no_proxy still applies to it.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mlflow_rest.h"
+#include "sink.h"
+
+#define API_PREFIX "/api/2.0/mlflow/"
+#define RESP_MAX (4u << 20) /* responses we read; MLflow's are small */
+
+/* ---- process-wide init ---------------------------------------------------- */
+static pthread_once_t global_once = PTHREAD_ONCE_INIT;
+static CURLcode global_rc = CURLE_FAILED_INIT;
+
+static void global_init(void)
+{
+    /* never cleaned up: the sink may be in use until process exit */
+    global_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+int sm_rest_global_init(void)
+{
+    pthread_once(&global_once, global_init);
+    return global_rc == CURLE_OK ? 0 : -EIO;
+}
+
+/* ---- small helpers ------------------------------------------------------- */
+int sm_rest_is_http(const char *uri)
+{
+    return uri && (strncasecmp(uri, "http://", 7) == 0 || strncasecmp(uri, "https://", 8) == 0);
+}
+
+void sm_rest_redact(const char *uri, char *out, size_t outlen)
+{
+    const char *p, *auth_end, *at, *q;
+    size_t n;
+
+    if (!outlen)
+        return;
+    out[0] = '\0';
+    if (!uri)
+        return;
+    p = strstr(uri, "://");
+    p = p ? p + 3 : uri;
+    auth_end = p + strcspn(p, "/?#");
+    at = NULL;
+    for (q = p; q < auth_end; q++)
+        if (*q == '@')
+            at = q; /* the last '@' of the authority ends the userinfo */
+    n = (size_t)(p - uri);
+    if (at) {
+        snprintf(out, outlen, "%.*s***%s", (int)n, uri, "");
+        n = strlen(out);
+        if (n < outlen)
+            snprintf(out + n, outlen - n, "%.*s", (int)(auth_end - at), at);
+    } else {
+        snprintf(out, outlen, "%.*s", (int)(auth_end - uri), uri);
+    }
+    /* the path, without query or fragment (tokens travel there too) */
+    q = auth_end + strcspn(auth_end, "?#");
+    n = strlen(out);
+    if (n < outlen)
+        snprintf(out + n, outlen - n, "%.*s", (int)(q - auth_end), auth_end);
+    if (*q) {
+        n = strlen(out);
+        if (n < outlen)
+            snprintf(out + n, outlen - n, "%s", "?***");
+    }
+}
+
+/* MLflow's boolean environment variables: true/false/1/0, any case. */
+static int env_bool(const char *name, int *out, char *err, size_t errlen)
+{
+    const char *v = getenv(name);
+
+    *out = 0;
+    if (!v)
+        return 0;
+    if (strcasecmp(v, "true") == 0 || strcmp(v, "1") == 0) {
+        *out = 1;
+        return 0;
+    }
+    if (strcasecmp(v, "false") == 0 || strcmp(v, "0") == 0)
+        return 0;
+    snprintf(err, errlen, "%s must be true, false, 1 or 0", name);
+    return -EINVAL;
+}
+
+static const char *env_nonempty(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
+/* ~/.mlflow/credentials: an INI file whose [mlflow] section may hold
+ * mlflow_tracking_username and mlflow_tracking_password (MLflow reads it
+ * with configparser; keys are case-insensitive there). */
+static void read_credentials_file(char **user, char **pass)
+{
+    const char *home = getenv("HOME");
+    char path[SM_PATH_MAX], line[1024];
+    FILE *f;
+    int in_section = 0;
+
+    if (!home || !*home)
+        return;
+    snprintf(path, sizeof path, "%s/.mlflow/credentials", home);
+    f = fopen(path, "re");
+    if (!f)
+        return;
+    while (fgets(line, sizeof line, f)) {
+        char *s = line, *e, *eq, *k, *v;
+
+        while (isspace((unsigned char)*s))
+            s++;
+        e = s + strlen(s);
+        while (e > s && isspace((unsigned char)e[-1]))
+            *--e = '\0';
+        if (*s == '#' || *s == ';' || !*s)
+            continue;
+        if (*s == '[') {
+            in_section = strcmp(s, "[mlflow]") == 0;
+            continue;
+        }
+        if (!in_section)
+            continue;
+        eq = strpbrk(s, "=:");
+        if (!eq)
+            continue;
+        *eq = '\0';
+        k = s;
+        v = eq + 1;
+        for (e = eq; e > k && isspace((unsigned char)e[-1]);)
+            *--e = '\0';
+        while (isspace((unsigned char)*v))
+            v++;
+        if (strcasecmp(k, "mlflow_tracking_username") == 0 && !*user)
+            *user = strdup(v);
+        else if (strcasecmp(k, "mlflow_tracking_password") == 0 && !*pass)
+            *pass = strdup(v);
+    }
+    explicit_bzero(line, sizeof line);
+    fclose(f);
+}
+
+static void free_secret(char *s)
+{
+    if (s) {
+        explicit_bzero(s, strlen(s));
+        free(s);
+    }
+}
+
+static int b64(const unsigned char *in, size_t n, char *out, size_t outlen)
+{
+    static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t o = 0;
+
+    if (outlen < 4 * ((n + 2) / 3) + 1)
+        return -ENOSPC;
+    for (size_t i = 0; i < n; i += 3) {
+        unsigned v = (unsigned)in[i] << 16;
+        if (i + 1 < n)
+            v |= (unsigned)in[i + 1] << 8;
+        if (i + 2 < n)
+            v |= in[i + 2];
+        out[o++] = t[(v >> 18) & 63];
+        out[o++] = t[(v >> 12) & 63];
+        out[o++] = i + 1 < n ? t[(v >> 6) & 63] : '=';
+        out[o++] = i + 2 < n ? t[v & 63] : '=';
+    }
+    out[o] = '\0';
+    return 0;
+}
+
+/* The Authorization header line, or NULL when no credentials are set.
+ * Returns -ENOMEM on allocation failure. */
+static int auth_header(char **out, char *kind, size_t kindlen)
+{
+    char *user = NULL, *pass = NULL, *plain = NULL, *hdr = NULL, *enc = NULL;
+    const char *token = env_nonempty("MLFLOW_TRACKING_TOKEN");
+    int rc = 0;
+
+    *out = NULL;
+    snprintf(kind, kindlen, "none");
+    if (env_nonempty("MLFLOW_TRACKING_USERNAME"))
+        user = strdup(getenv("MLFLOW_TRACKING_USERNAME"));
+    if (env_nonempty("MLFLOW_TRACKING_PASSWORD"))
+        pass = strdup(getenv("MLFLOW_TRACKING_PASSWORD"));
+    if (!user || !pass)
+        read_credentials_file(&user, &pass);
+    if (user && *user && pass && *pass) {
+        size_t n = strlen(user) + 1 + strlen(pass);
+        size_t elen = 4 * ((n + 2) / 3) + 1;
+        plain = malloc(n + 1);
+        enc = malloc(elen);
+        hdr = malloc(elen + 32);
+        if (!plain || !enc || !hdr) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        snprintf(plain, n + 1, "%s:%s", user, pass);
+        b64((const unsigned char *)plain, n, enc, elen);
+        snprintf(hdr, elen + 32, "Authorization: Basic %s", enc);
+        snprintf(kind, kindlen, "basic");
+    } else if (token) {
+        size_t n = strlen(token) + 32;
+        hdr = malloc(n);
+        if (!hdr) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        snprintf(hdr, n, "Authorization: Bearer %s", token);
+        snprintf(kind, kindlen, "bearer");
+    }
+    *out = hdr;
+    hdr = NULL;
+out:
+    free_secret(user);
+    free_secret(pass);
+    free_secret(plain);
+    free_secret(enc);
+    free_secret(hdr);
+    return rc;
+}
+
+/* ---- curl callbacks --------------------------------------------------------- */
+static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
+{
+    sm_rest *r = ud;
+    size_t n = size * nmemb;
+
+    if (r->resp_len + n + 1 > r->resp_cap) {
+        size_t cap = r->resp_cap ? r->resp_cap : 4096;
+        char *p;
+        while (cap < r->resp_len + n + 1)
+            cap *= 2;
+        if (cap > RESP_MAX)
+            return 0; /* aborts the transfer (CURLE_WRITE_ERROR) */
+        p = realloc(r->resp, cap);
+        if (!p)
+            return 0;
+        r->resp = p;
+        r->resp_cap = cap;
+    }
+    memcpy(r->resp + r->resp_len, data, n);
+    r->resp_len += n;
+    r->resp[r->resp_len] = '\0';
+    return n;
+}
+
+static size_t on_header(char *data, size_t size, size_t nmemb, void *ud)
+{
+    sm_rest *r = ud;
+    size_t n = size * nmemb;
+    static const char name[] = "retry-after:";
+
+    if (n > sizeof name - 1 && n < 256 && strncasecmp(data, name, sizeof name - 1) == 0) {
+        char v[256];
+        size_t vl = n - (sizeof name - 1);
+        memcpy(v, data + sizeof name - 1, vl);
+        v[vl] = '\0';
+        r->retry_after = sm_rest_parse_retry_after(v, (long)time(NULL));
+    } else if (n >= 5 && strncmp(data, "HTTP/", 5) == 0) {
+        r->retry_after = -1; /* a new response (after a 1xx or a proxy's 200) */
+    }
+    return n;
+}
+
+static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+    sm_rest *r = ud;
+
+    (void)dt;
+    (void)dn;
+    (void)ut;
+    (void)un;
+    if (r->abort_flag && atomic_load(r->abort_flag))
+        return 1;
+    if (r->abort_deadline_ms) {
+        long long d = atomic_load(r->abort_deadline_ms);
+        if (d > 0 && sm_now_mono() * 1000.0 >= (double)d)
+            return 1;
+    }
+    return 0;
+}
+
+/* ---- init / free ------------------------------------------------------------- */
+int sm_rest_init(sm_rest *r, const char *uri, char *err, size_t errlen)
+{
+    char *auth = NULL;
+    const char *v;
+    int insecure = 0, rc;
+    size_t n;
+    long t;
+
+    memset(r, 0, sizeof *r);
+    r->retry_after = -1;
+    if (!sm_rest_is_http(uri)) {
+        snprintf(err, errlen, "tracking URI must be http:// or https:// for the REST sink");
+        return -EINVAL;
+    }
+    n = strlen(uri);
+    while (n > 0 && uri[n - 1] == '/')
+        n--;
+    if (n >= sizeof r->base) {
+        snprintf(err, errlen, "tracking URI too long");
+        return -ENAMETOOLONG;
+    }
+    memcpy(r->base, uri, n);
+    r->base[n] = '\0';
+    if (strpbrk(r->base, "?#")) {
+        sm_rest_redact(r->base, r->shown, sizeof r->shown);
+        snprintf(err, errlen, "tracking URI %s has a query or fragment; MLflow appends "
+                 "/api/2.0/mlflow/... to the URI, so it cannot have one", r->shown);
+        return -EINVAL;
+    }
+    sm_rest_redact(r->base, r->shown, sizeof r->shown);
+
+    rc = env_bool("MLFLOW_TRACKING_INSECURE_TLS", &insecure, err, errlen);
+    if (rc < 0)
+        return rc;
+    r->insecure = insecure;
+    if ((v = env_nonempty("MLFLOW_TRACKING_SERVER_CERT_PATH"))) {
+        if (insecure) {
+            /* MlflowHostCreds refuses the same combination */
+            snprintf(err, errlen, "MLFLOW_TRACKING_INSECURE_TLS and "
+                     "MLFLOW_TRACKING_SERVER_CERT_PATH are both set; only one of them may be");
+            return -EINVAL;
+        }
+        r->ca_path = strdup(v);
+        if (!r->ca_path)
+            goto nomem;
+    }
+    if ((v = env_nonempty("MLFLOW_TRACKING_CLIENT_CERT_PATH")) && !(r->client_cert = strdup(v)))
+        goto nomem;
+    if (strncasecmp(r->base, "http://", 7) == 0 && !getenv("http_proxy") &&
+        (v = env_nonempty("HTTP_PROXY")) && !(r->proxy = strdup(v)))
+        goto nomem;
+
+    r->connect_timeout_s = 10;
+    r->total_timeout_s = 120; /* MLflow's MLFLOW_HTTP_REQUEST_TIMEOUT default */
+    if ((v = env_nonempty("MLFLOW_HTTP_REQUEST_TIMEOUT"))) {
+        char *end;
+        t = strtol(v, &end, 10);
+        if (*end == '\0' && t > 0)
+            r->total_timeout_s = t;
+    }
+
+    rc = sm_rest_global_init();
+    if (rc < 0) {
+        snprintf(err, errlen, "libcurl initialisation failed");
+        goto fail;
+    }
+    rc = auth_header(&auth, r->auth_kind, sizeof r->auth_kind);
+    if (rc < 0)
+        goto nomem;
+    r->h = curl_easy_init();
+    if (!r->h)
+        goto nomem;
+    {
+        struct curl_slist *l = curl_slist_append(NULL, "Content-Type: application/json");
+        struct curl_slist *l2 = l ? curl_slist_append(l, "Expect:") : NULL; /* no 100-continue */
+        struct curl_slist *l3 = l2 && auth ? curl_slist_append(l2, auth) : l2;
+        if (!l || !l2 || !l3) {
+            curl_slist_free_all(l2 ? l2 : l);
+            goto nomem;
+        }
+        r->headers = l3;
+    }
+    free_secret(auth);
+    auth = NULL;
+    return 0;
+nomem:
+    snprintf(err, errlen, "out of memory");
+    rc = -ENOMEM;
+fail:
+    free_secret(auth);
+    sm_rest_free(r);
+    return rc;
+}
+
+void sm_rest_free(sm_rest *r)
+{
+    if (r->h)
+        curl_easy_cleanup(r->h);
+    r->h = NULL;
+    if (r->headers) {
+        /* the list holds the Authorization value: wipe before freeing */
+        for (struct curl_slist *l = r->headers; l; l = l->next)
+            if (l->data)
+                explicit_bzero(l->data, strlen(l->data));
+        curl_slist_free_all(r->headers);
+    }
+    r->headers = NULL;
+    free(r->ca_path);
+    free(r->client_cert);
+    free(r->proxy);
+    free(r->resp);
+    r->ca_path = r->client_cert = r->proxy = r->resp = NULL;
+    r->resp_len = r->resp_cap = 0;
+}
+
+int sm_rest_escape(sm_rest *r, const char *in, char *out, size_t outlen)
+{
+    char *e = curl_easy_escape(r->h, in, 0);
+    int rc = 0;
+
+    if (!e)
+        return -ENOMEM;
+    if ((size_t)snprintf(out, outlen, "%s", e) >= outlen)
+        rc = -ENOSPC;
+    curl_free(e);
+    return rc;
+}
+
+/* ---- one request ------------------------------------------------------------ */
+void sm_rest_result_clear(sm_rest_result *res)
+{
+    if (res->body)
+        json_decref(res->body);
+    memset(res, 0, sizeof *res);
+    res->retry_after = -1;
+}
+
+static int retryable_status(long s)
+{
+    /* MLflow's _TRANSIENT_FAILURE_RESPONSE_CODES are 408, 429, 500, 502,
+     * 503, 504; every 5xx is a server-side condition worth retrying here,
+     * because the points wait in the ring anyway. */
+    return s == 408 || s == 429 || (s >= 500 && s <= 599);
+}
+
+/* One line from MLflow's error body {"error_code": .., "message": ..}, or
+ * the start of a non-JSON body. */
+static void describe_error(sm_rest *r, const char *endpoint, sm_rest_result *res)
+{
+    const char *code = NULL, *message = NULL;
+    char ep[96], snippet[200];
+    size_t i, o = 0;
+
+    snprintf(ep, sizeof ep, "%.*s", (int)strcspn(endpoint, "?"), endpoint);
+    if (res->body) {
+        code = json_string_value(json_object_get(res->body, "error_code"));
+        message = json_string_value(json_object_get(res->body, "message"));
+    }
+    if (code)
+        snprintf(res->error_code, sizeof res->error_code, "%s", code);
+    if (code || message) {
+        snprintf(res->msg, sizeof res->msg, "%s: HTTP %ld %s: %.300s", ep, res->http,
+                 code ? code : "", message ? message : "");
+        return;
+    }
+    /* not MLflow's JSON (a proxy's HTML page): the first printable bytes */
+    for (i = 0; r->resp && i < r->resp_len && o < sizeof snippet - 1 && o < 120; i++) {
+        unsigned char c = (unsigned char)r->resp[i];
+        snippet[o++] = (c >= 32 && c < 127) ? (char)c : ' ';
+    }
+    snippet[o] = '\0';
+    snprintf(res->msg, sizeof res->msg, "%s: HTTP %ld%s%s", ep, res->http, o ? ": " : "",
+             snippet);
+}
+
+int sm_rest_once(sm_rest *r, const char *method, const char *endpoint, const char *body,
+                 size_t body_len, sm_rest_result *res)
+{
+    char url[sizeof r->base + 512], ep[96];
+    CURLcode cc;
+    CURL *h = r->h;
+    int post = strcmp(method, "POST") == 0;
+
+    memset(res, 0, sizeof *res);
+    res->retry_after = -1;
+    snprintf(ep, sizeof ep, "%.*s", (int)strcspn(endpoint, "?"), endpoint);
+    if ((size_t)snprintf(url, sizeof url, "%s%s%s", r->base, API_PREFIX, endpoint) >=
+        sizeof url) {
+        res->outcome = SM_REST_FAILED;
+        snprintf(res->msg, sizeof res->msg, "%s: request URL too long", ep);
+        return res->outcome;
+    }
+    r->resp_len = 0;
+    if (r->resp)
+        r->resp[0] = '\0';
+    r->retry_after = -1;
+    r->errbuf[0] = '\0';
+
+    curl_easy_reset(h);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L); /* a thread inside someone's process */
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, r->headers);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, "scopemeter/" SM_VERSION);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, r->errbuf);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, r->connect_timeout_s);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, r->total_timeout_s);
+    /* a server that accepted and stalls: under 1 byte/s for 30 s is dead */
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, 30L);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, r);
+    /* requests follows redirects, keeping the method for 307/308 only;
+     * libcurl's POSTREDIR default matches (301/302/303 become GET). */
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
+    if (r->insecure) {
+        curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+    }
+    if (r->ca_path)
+        curl_easy_setopt(h, CURLOPT_CAINFO, r->ca_path);
+    if (r->client_cert) {
+        curl_easy_setopt(h, CURLOPT_SSLCERT, r->client_cert);
+        curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
+    }
+    if (r->proxy)
+        curl_easy_setopt(h, CURLOPT_PROXY, r->proxy);
+    if (post) {
+        curl_easy_setopt(h, CURLOPT_POST, 1L);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "");
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(body ? body_len : 0));
+    } else {
+        curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+    }
+
+    cc = curl_easy_perform(h);
+    /* curl_easy_reset() keeps live connections and the session cache, so
+     * the next request reuses the connection. */
+    if (cc == CURLE_ABORTED_BY_CALLBACK) {
+        res->outcome = SM_REST_ABORTED;
+        snprintf(res->msg, sizeof res->msg, "%s: aborted at stop", ep);
+        return res->outcome;
+    }
+    if (cc != CURLE_OK) {
+        /* curl's messages name host and port, never the userinfo or headers */
+        res->outcome = SM_REST_RETRY;
+        switch (cc) {
+        case CURLE_PEER_FAILED_VERIFICATION:
+        case CURLE_SSL_CACERT_BADFILE:
+        case CURLE_SSL_CERTPROBLEM:
+        case CURLE_SSL_CIPHER:
+        case CURLE_UNSUPPORTED_PROTOCOL:
+        case CURLE_URL_MALFORMAT:
+        case CURLE_OUT_OF_MEMORY:
+        case CURLE_TOO_MANY_REDIRECTS:
+            /* configuration problems: retrying cannot fix them */
+            res->outcome = SM_REST_REFUSED;
+            break;
+        default:
+            break;
+        }
+        snprintf(res->msg, sizeof res->msg, "%s on %.200s: %.200s", ep, r->shown,
+                 r->errbuf[0] ? r->errbuf : curl_easy_strerror(cc));
+        return res->outcome;
+    }
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &res->http);
+    res->retry_after = r->retry_after;
+    if (r->resp_len) {
+        json_error_t je;
+        res->body = json_loadb(r->resp, r->resp_len, 0, &je);
+    }
+    if (res->http >= 200 && res->http < 300) {
+        res->outcome = SM_REST_OK;
+        return res->outcome;
+    }
+    describe_error(r, endpoint, res);
+    res->outcome = retryable_status(res->http) ? SM_REST_RETRY : SM_REST_REFUSED;
+    return res->outcome;
+}
+
+/* ---- retry policy -------------------------------------------------------------- */
+uint64_t sm_rest_seed(const void *salt)
+{
+    struct timespec ts;
+    uint64_t s;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    s = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^ (uint64_t)getpid() << 16 ^
+        (uint64_t)(uintptr_t)salt;
+    return s ? s : 0x9e3779b97f4a7c15ull;
+}
+
+static double uniform01(uint64_t *s)
+{
+    /* xorshift64*: plenty for jitter */
+    uint64_t x = *s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return (double)((x * 0x2545F4914F6CDD1Dull) >> 11) / (double)(1ull << 53);
+}
+
+double sm_rest_backoff(int attempt, double retry_after, double base_s, double cap_s,
+                       uint64_t *seed)
+{
+    double ceil_s;
+
+    if (retry_after >= 0)
+        return retry_after > 600 ? 600 : retry_after;
+    if (attempt < 0)
+        attempt = 0;
+    if (attempt > 30)
+        attempt = 30;
+    ceil_s = base_s * (double)(1u << attempt);
+    if (ceil_s > cap_s)
+        ceil_s = cap_s;
+    /* "full jitter" (AWS architecture blog, Exponential Backoff And Jitter):
+     * retries of many ranks spread over the whole window */
+    return ceil_s * uniform01(seed);
+}
+
+double sm_rest_parse_retry_after(const char *v, long now_epoch)
+{
+    char buf[128];
+    size_t n;
+    char *end;
+    long secs;
+    time_t when;
+
+    while (*v == ' ' || *v == '\t')
+        v++;
+    n = strcspn(v, "\r\n");
+    while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+        n--;
+    if (n == 0 || n >= sizeof buf)
+        return -1;
+    memcpy(buf, v, n);
+    buf[n] = '\0';
+    if (isdigit((unsigned char)buf[0])) {
+        errno = 0;
+        secs = strtol(buf, &end, 10);
+        if (errno || *end)
+            return -1;
+        return (double)secs;
+    }
+    when = curl_getdate(buf, NULL); /* RFC 9110 HTTP-date (and the obsolete forms) */
+    if (when == (time_t)-1)
+        return -1;
+    return when > now_epoch ? (double)(when - now_epoch) : 0.0;
+}
+
+static void sleep_until(double t)
+{
+    double left = t - sm_now_mono();
+    struct timespec ts;
+
+    if (left <= 0)
+        return;
+    ts.tv_sec = (time_t)left;
+    ts.tv_nsec = (long)((left - (double)ts.tv_sec) * 1e9);
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+int sm_rest_call(sm_rest *r, const char *method, const char *endpoint, json_t *req,
+                 json_t **resp, double deadline, char *err, size_t errlen)
+{
+    char *body = NULL;
+    size_t len = 0;
+    sm_rest_result res = {0};
+    uint64_t seed = sm_rest_seed(r);
+    int attempt = 0, outcome;
+    atomic_llong dl = (long long)(deadline * 1000.0);
+    atomic_llong *saved = r->abort_deadline_ms;
+
+    if (resp)
+        *resp = NULL;
+    r->last_http = 0;
+    r->last_error_code[0] = '\0';
+    if (req) {
+        body = json_dumps(req, JSON_COMPACT);
+        if (!body) {
+            snprintf(err, errlen, "out of memory");
+            return SM_REST_FAILED;
+        }
+        len = strlen(body);
+    }
+    r->abort_deadline_ms = &dl; /* a request in flight stops at the deadline too */
+    for (;;) {
+        double wait;
+
+        outcome = sm_rest_once(r, method, endpoint, body, len, &res);
+        r->last_http = res.http;
+        snprintf(r->last_error_code, sizeof r->last_error_code, "%s", res.error_code);
+        if (outcome != SM_REST_RETRY)
+            break;
+        wait = sm_rest_backoff(attempt++, res.retry_after, 0.5, 8.0, &seed);
+        if (sm_now_mono() + wait >= deadline) {
+            snprintf(err, errlen, "%s (gave up after %d attempts)", res.msg, attempt);
+            goto out;
+        }
+        sm_rest_result_clear(&res);
+        sleep_until(sm_now_mono() + wait);
+    }
+    if (outcome == SM_REST_OK) {
+        if (resp) {
+            *resp = res.body ? res.body : json_object();
+            res.body = NULL;
+        }
+    } else if (outcome == SM_REST_ABORTED) {
+        snprintf(err, errlen, "%.*s on %s: no answer before the deadline",
+                 (int)strcspn(endpoint, "?"), endpoint, r->shown);
+    } else {
+        snprintf(err, errlen, "%s", res.msg);
+    }
+out:
+    r->abort_deadline_ms = saved;
+    sm_rest_result_clear(&res);
+    free(body);
+    return outcome;
+}

@@ -1,0 +1,140 @@
+/*
+ * mlflow_rest.h — talking to an MLflow tracking server over its REST API
+ * (https://mlflow.org/docs/latest/rest-api.html), shared by the shipping
+ * thread of the REST sink (sink_mlflow.c) and the CLI helpers
+ * (mlflow_api.c).
+ *
+ * One sm_rest is one libcurl easy handle plus what every request carries:
+ * the base URI, the Authorization header and the TLS settings, all read from
+ * the environment the way MLflow's Python client reads them
+ * (mlflow/utils/credentials.py, mlflow/utils/rest_utils.py):
+ *
+ *   MLFLOW_TRACKING_USERNAME + MLFLOW_TRACKING_PASSWORD  Basic (wins, as in MLflow)
+ *     (each falls back to ~/.mlflow/credentials [mlflow] mlflow_tracking_username/_password)
+ *   MLFLOW_TRACKING_TOKEN                Bearer
+ *   MLFLOW_TRACKING_INSECURE_TLS=true    no certificate or host name verification
+ *   MLFLOW_TRACKING_SERVER_CERT_PATH     CA bundle (requests' verify=PATH)
+ *   MLFLOW_TRACKING_CLIENT_CERT_PATH     client certificate PEM, key in the same file
+ *                                        (requests' cert=PATH)
+ *   MLFLOW_HTTP_REQUEST_TIMEOUT          total seconds per request (default 120)
+ *
+ * A handle is used by one thread at a time (the thread that owns it).  The
+ * Authorization value is a secret: it lives in the header list only, is never
+ * formatted into a message, and is wiped on free.
+ */
+#ifndef SM_MLFLOW_REST_H
+#define SM_MLFLOW_REST_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+
+#include "internal.h"
+
+/* MLflow's own limits (mlflow/utils/validation.py) */
+#define SM_MLFLOW_MAX_METRICS 1000      /* MAX_METRICS_PER_BATCH */
+#define SM_MLFLOW_MAX_TAGS 100          /* MAX_PARAMS_TAGS_PER_BATCH */
+#define SM_MLFLOW_MAX_ENTITIES 1000     /* MAX_ENTITIES_PER_BATCH */
+#define SM_MLFLOW_MAX_BODY 1000000      /* MAX_BATCH_LOG_REQUEST_SIZE, bytes */
+
+typedef struct sm_rest {
+    char base[2048];          /* tracking URI without trailing '/' (may hold userinfo) */
+    char shown[512];          /* the same, redacted, for messages */
+    CURL *h;
+    struct curl_slist *headers; /* Content-Type, Expect:, Authorization (secret) */
+    char auth_kind[16];       /* "basic", "bearer" or "none" (safe to print) */
+    int insecure;
+    char *ca_path, *client_cert, *proxy;
+    long connect_timeout_s;
+    long total_timeout_s;
+    /* Abort: the transfer stops when *abort_flag is non-zero or the monotonic
+     * clock passes *abort_deadline_ms (> 0, CLOCK_MONOTONIC milliseconds);
+     * checked by the xferinfo callback. */
+    atomic_int *abort_flag;
+    atomic_llong *abort_deadline_ms;
+    /* response being received */
+    char *resp;
+    size_t resp_len, resp_cap;
+    double retry_after;       /* seconds from Retry-After, < 0 when absent */
+    char errbuf[CURL_ERROR_SIZE];
+    long last_http;           /* sm_rest_call: status of the last answer, 0 when none */
+    char last_error_code[64]; /* sm_rest_call: MLflow's error_code of the last answer */
+} sm_rest;
+
+/* Outcome of one request. */
+enum sm_rest_outcome {
+    SM_REST_OK = 0,       /* 2xx */
+    SM_REST_RETRY = 1,    /* connection error, 408, 429, 5xx: try again later */
+    SM_REST_REFUSED = 2,  /* any other status: the server said no, do not retry */
+    SM_REST_ABORTED = 3,  /* stopped by the abort flag or deadline */
+    SM_REST_FAILED = 4,   /* local failure (out of memory, bad option) */
+};
+
+typedef struct sm_rest_result {
+    int outcome;          /* enum sm_rest_outcome */
+    long http;            /* HTTP status, 0 when there was no response */
+    double retry_after;   /* seconds the server asked to wait, < 0 when it did not */
+    json_t *body;         /* parsed response (NULL when not JSON); caller decrefs */
+    char msg[512];        /* one line, no secrets: what went wrong */
+    char error_code[64];  /* MLflow's error_code, "" when none */
+} sm_rest_result;
+
+/* Process-wide curl_global_init, once (thread-safe). */
+SM_HIDDEN int sm_rest_global_init(void);
+
+/* Reads auth/TLS/proxy/timeouts from the environment and creates the easy
+ * handle.  uri must be http:// or https://.  -EINVAL with a line in err on a
+ * bad URI or contradictory settings (insecure TLS together with a CA path,
+ * as MLflow refuses it). */
+SM_HIDDEN int sm_rest_init(sm_rest *r, const char *uri, char *err, size_t errlen);
+SM_HIDDEN void sm_rest_free(sm_rest *r);
+
+/* One request, no retry.  method "GET" or "POST"; endpoint relative to
+ * <uri>/api/2.0/mlflow/ (e.g. "runs/log-batch", "runs/get?run_id=..");
+ * body is the JSON text of a POST (NULL for GET). */
+SM_HIDDEN int sm_rest_once(sm_rest *r, const char *method, const char *endpoint,
+                           const char *body, size_t body_len, sm_rest_result *res);
+SM_HIDDEN void sm_rest_result_clear(sm_rest_result *res);
+
+/* Retry loop for one-off calls (CLI helpers): repeats SM_REST_RETRY outcomes
+ * with backoff until the monotonic deadline.  Returns the last outcome; on
+ * SM_REST_OK, *resp (if not NULL) receives the response body (caller
+ * decrefs).  err gets one line on failure. */
+SM_HIDDEN int sm_rest_call(sm_rest *r, const char *method, const char *endpoint,
+                           json_t *req, json_t **resp, double deadline, char *err,
+                           size_t errlen);
+
+/* Delay before retry number `attempt` (0-based): the server's Retry-After
+ * when given (capped at 10 min), else exponential backoff with full jitter,
+ * uniform in [0, min(cap_s, base_s * 2^attempt)].  *seed is the caller's
+ * PRNG state (no global state). */
+SM_HIDDEN double sm_rest_backoff(int attempt, double retry_after, double base_s, double cap_s,
+                                 uint64_t *seed);
+SM_HIDDEN uint64_t sm_rest_seed(const void *salt);
+
+/* Retry-After value: delta-seconds or an HTTP-date.  Returns seconds from
+ * now (>= 0), or -1 when it cannot be parsed. */
+SM_HIDDEN double sm_rest_parse_retry_after(const char *v, long now_epoch);
+
+/* "scheme://host[:port]/path" with any userinfo replaced by "***" and the
+ * query dropped (tokens hide there too).  Always NUL-terminates out. */
+SM_HIDDEN void sm_rest_redact(const char *uri, char *out, size_t outlen);
+
+/* Is the string an http:// or https:// URI (case-insensitive)? */
+SM_HIDDEN int sm_rest_is_http(const char *uri);
+
+/* URL-encode for a query value; returns 0 or -ENOSPC. */
+SM_HIDDEN int sm_rest_escape(sm_rest *r, const char *in, char *out, size_t outlen);
+
+/* MLflow's run id rule (mlflow/utils/validation.py _validate_run_id):
+ * [a-zA-Z0-9][\w-]{0,255}.  Checked because the id goes into JSON and URLs. */
+SM_HIDDEN int sm_mlflow_valid_run_id(const char *id);
+
+/* sink_mlflow.c: the REST sink's constructor (an sm_sink_factory). */
+struct sm_sink;
+SM_HIDDEN int sm_sink_mlflow_new(const char *uri, const char *run_id, size_t cap, char *err,
+                                 size_t errlen, struct sm_sink **out);
+
+#endif

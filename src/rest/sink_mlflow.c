@@ -1,0 +1,511 @@
+/*
+ * sink_mlflow.c — the REST sink: ships finished records to an MLflow run
+ * with runs/log-batch from its own thread.
+ *
+ * The sampling thread only pushes into a bounded ring (sink.h, ring.c);
+ * sampling never waits on the network (contract §6).  The shipping thread
+ * owns the one libcurl easy handle and loops: peek the oldest records, post
+ * them as one log-batch within MLflow's limits, and remove them from the
+ * ring only once the server took them — so the order of points survives an
+ * outage and nothing is lost while the ring has room.  When the ring is
+ * full the oldest records are overwritten (counted, reported).
+ *
+ *   2xx                          consumed
+ *   408, 429, 5xx, no connection retried after backoff (full jitter, cap
+ *                                30 s) or the server's Retry-After
+ *   other 4xx                    one line with MLflow's error_code/message;
+ *                                that batch is dropped and counted, never retried
+ *
+ * Stop: flush(deadline) closes the ring and lets the thread deliver what is
+ * queued; at the deadline the request in flight is aborted (the xferinfo
+ * callback sees the deadline/abort flag) and one line says how many points
+ * were not delivered.
+ */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mlflow_rest.h"
+#include "sink.h"
+
+#define BACKOFF_BASE_S 1.0
+#define BACKOFF_CAP_S 30.0
+
+typedef struct mlsink {
+    sm_sink base;
+    sm_ring ring;
+    sm_rest rest;
+    char run_id[260];
+    size_t cap;
+
+    pthread_t thread;
+    int thread_started;
+    pthread_mutex_t mu;       /* guards flushing, done; cv wakes backoff waits and flush */
+    pthread_cond_t cv;
+    int flushing;
+    int done;                 /* the shipping thread has left its loop */
+    atomic_int abort;         /* stop now: the in-flight request is aborted */
+    atomic_llong deadline_ms; /* flush deadline (monotonic ms), 0 before flush */
+
+    /* shipping thread only */
+    sm_record *batch;         /* SM_MLFLOW_MAX_ENTITIES records */
+    uint64_t seed;
+    int attempt;
+    double outage_since;      /* monotonic time of the first failure, 0 when healthy */
+    uint64_t dropped_said;    /* ring drops already reported */
+    char last_refusal[64];    /* error_code of the last refusal already printed */
+
+    /* counters (atomic: read by dropped() from the monitor's thread) */
+    atomic_ullong delivered;
+    atomic_ullong refused;
+    atomic_ullong nonfinite;
+} mlsink;
+
+/* ---- JSON of one batch --------------------------------------------------------- */
+
+/* A JSON string of s (at most cap bytes): bytes that are not valid UTF-8
+ * become '?' (jansson refuses invalid UTF-8, and a cgroup path may hold
+ * anything). */
+static json_t *json_text(const char *s, size_t cap)
+{
+    char buf[1024];
+    size_t n = strnlen(s, cap), o = 0, i = 0;
+    json_t *j;
+
+    if (n >= sizeof buf)
+        n = sizeof buf - 1;
+    j = json_stringn(s, n);
+    if (j)
+        return j;
+    /* invalid somewhere: keep ASCII and well-formed sequences, '?' for the rest */
+    while (i < n) {
+        unsigned char c = (unsigned char)s[i];
+        size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3
+                                 : (c & 0xF8) == 0xF0 ? 4 : 0;
+        int ok = len > 0 && i + len <= n;
+        for (size_t k = 1; ok && k < len; k++)
+            ok = ((unsigned char)s[i + k] & 0xC0) == 0x80;
+        if (!ok) {
+            buf[o++] = '?';
+            i++;
+            continue;
+        }
+        memcpy(buf + o, s + i, len);
+        o += len;
+        i += len;
+    }
+    j = json_stringn(buf, o);
+    if (j)
+        return j;
+    /* overlong forms or surrogates survived: ASCII only */
+    for (i = 0; i < o; i++)
+        if ((unsigned char)buf[i] >= 0x80)
+            buf[i] = '?';
+    return json_stringn(buf, o);
+}
+
+/* Builds the log-batch body from the first records of recs[0..n) that fit
+ * MLflow's limits.  *used receives how many records it covers (including
+ * non-finite values it skipped); *body is NULL when none of them is
+ * shippable (all non-finite).  0 or -ENOMEM. */
+static int build_body(mlsink *s, const sm_record *recs, size_t n, size_t *used, char **body,
+                      size_t *len)
+{
+    json_t *root = NULL, *metrics = NULL, *tags = NULL;
+    size_t nm, nt, i;
+    int rc = -ENOMEM;
+
+    *body = NULL;
+    *len = 0;
+    *used = 0;
+again:
+    json_decref(root);
+    root = json_object();
+    metrics = json_array();
+    tags = json_array();
+    if (!root || !metrics || !tags) {
+        json_decref(metrics);
+        json_decref(tags);
+        goto out;
+    }
+    json_object_set_new(root, "run_id", json_string(s->run_id));
+    json_object_set_new(root, "metrics", metrics);
+    json_object_set_new(root, "params", json_array());
+    json_object_set_new(root, "tags", tags);
+    nm = nt = 0;
+    for (i = 0; i < n; i++) {
+        const sm_record *r = &recs[i];
+        json_t *o;
+
+        if (nm + nt >= SM_MLFLOW_MAX_ENTITIES)
+            break;
+        if (r->kind == SM_RECORD_METRIC) {
+            if (nm >= SM_MLFLOW_MAX_METRICS)
+                break;
+            if (!isfinite(r->value)) {
+                /* NaN and inf are not JSON: skipped, said once */
+                if (atomic_fetch_add(&s->nonfinite, 1) == 0)
+                    sm_log(SM_WARN, "skipped a non-finite value of %.200s (NaN/inf is not "
+                           "JSON); further ones are counted and reported at stop", r->key);
+                continue;
+            }
+            o = json_object();
+            if (!o)
+                goto out;
+            json_object_set_new(o, "key", json_text(r->key, sizeof r->key));
+            json_object_set_new(o, "value", json_real(r->value));
+            json_object_set_new(o, "timestamp", json_integer(r->timestamp_ms));
+            json_object_set_new(o, "step", json_integer(r->step));
+            json_array_append_new(metrics, o);
+            nm++;
+        } else if (r->kind == SM_RECORD_TAG) {
+            if (nt >= SM_MLFLOW_MAX_TAGS)
+                break;
+            o = json_object();
+            if (!o)
+                goto out;
+            json_object_set_new(o, "key", json_text(r->key, sizeof r->key));
+            json_object_set_new(o, "value", json_text(r->text, sizeof r->text));
+            json_array_append_new(tags, o);
+            nt++;
+        }
+        /* an unknown kind is skipped (counted in `used`) */
+    }
+    *used = i;
+    if (nm + nt == 0) {
+        rc = 0;
+        goto out;
+    }
+    *body = json_dumps(root, JSON_COMPACT);
+    if (!*body)
+        goto out;
+    *len = strlen(*body);
+    if (*len > SM_MLFLOW_MAX_BODY && i > 1) {
+        /* MLflow refuses a request over 1 MB: take half as many records */
+        free(*body);
+        *body = NULL;
+        n = i / 2;
+        goto again;
+    }
+    rc = 0;
+out:
+    json_decref(root);
+    return rc;
+}
+
+/* ---- the shipping thread -------------------------------------------------------- */
+
+/* Sleeps up to secs, waking early on abort or when a flush begins (so the
+ * queued points get one more try right away). */
+static void wait_backoff(mlsink *s, double secs)
+{
+    double until = sm_now_mono() + secs;
+    struct timespec ts;
+    int flushing;
+
+    sm_mono_timespec(until, &ts);
+    pthread_mutex_lock(&s->mu);
+    flushing = s->flushing;
+    while (!atomic_load(&s->abort) && s->flushing == flushing && sm_now_mono() < until)
+        pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void report_drops(mlsink *s)
+{
+    uint64_t d = sm_ring_dropped(&s->ring);
+
+    if (d > s->dropped_said) {
+        if (s->dropped_said == 0)
+            sm_log(SM_WARN, "buffer of %zu points full while MLflow is unreachable: the "
+                   "oldest points are dropped (counted, reported when the server is back "
+                   "and at stop)", s->cap);
+        s->dropped_said = d;
+    }
+}
+
+static void on_failure(mlsink *s, const sm_rest_result *res)
+{
+    if (s->outage_since == 0) {
+        s->outage_since = sm_now_mono();
+        sm_log(SM_WARN, "cannot deliver to MLflow (%s); points wait in the buffer "
+               "(%zu points) and are retried%s", res->msg, s->cap,
+               res->retry_after >= 0 ? ", honouring Retry-After" : " with backoff");
+    }
+    report_drops(s);
+}
+
+static void on_success(mlsink *s)
+{
+    if (s->outage_since > 0) {
+        uint64_t d = sm_ring_dropped(&s->ring);
+        if (d)
+            sm_log(SM_INFO, "MLflow reachable again after %.0f s; %llu oldest points were "
+                   "dropped because the buffer was full",
+                   sm_now_mono() - s->outage_since, (unsigned long long)d);
+        else
+            sm_log(SM_INFO, "MLflow reachable again after %.0f s; no point lost",
+                   sm_now_mono() - s->outage_since);
+        s->outage_since = 0;
+    }
+    s->attempt = 0;
+}
+
+static void on_refused(mlsink *s, const sm_rest_result *res, size_t n)
+{
+    atomic_fetch_add(&s->refused, n);
+    /* one line per kind of refusal: a run that was deleted refuses every
+     * batch, and a line per window would flood the training log */
+    if (strcmp(s->last_refusal, res->error_code[0] ? res->error_code : "?") != 0) {
+        snprintf(s->last_refusal, sizeof s->last_refusal, "%s",
+                 res->error_code[0] ? res->error_code : "?");
+        sm_log(SM_WARN, "MLflow refused %zu records (%s); not retried, they are dropped "
+               "and counted", n, res->msg);
+    }
+}
+
+static void *ship_main(void *arg)
+{
+    mlsink *s = arg;
+
+    for (;;) {
+        sm_rest_result res;
+        size_t used = 0, len = 0;
+        char *body = NULL;
+        int n, outcome;
+
+        if (atomic_load(&s->abort))
+            break;
+        n = sm_ring_peek(&s->ring, s->batch, SM_MLFLOW_MAX_ENTITIES, 0.5);
+        if (n == -EPIPE)
+            break; /* closed and empty: all delivered */
+        if (n <= 0)
+            continue;
+        if (build_body(s, s->batch, (size_t)n, &used, &body, &len) < 0) {
+            wait_backoff(s, 1.0); /* out of memory: try again later */
+            continue;
+        }
+        if (!body) {
+            sm_ring_consume(&s->ring, used);
+            continue;
+        }
+        outcome = sm_rest_once(&s->rest, "POST", "runs/log-batch", body, len, &res);
+        free(body);
+        switch (outcome) {
+        case SM_REST_OK:
+            sm_ring_consume(&s->ring, used);
+            atomic_fetch_add(&s->delivered, used);
+            on_success(s);
+            break;
+        case SM_REST_REFUSED:
+            sm_ring_consume(&s->ring, used);
+            on_refused(s, &res, used);
+            on_success(s); /* the server answered: not an outage */
+            break;
+        case SM_REST_ABORTED:
+            break;
+        default: /* SM_REST_RETRY, SM_REST_FAILED */
+            on_failure(s, &res);
+            wait_backoff(s, sm_rest_backoff(s->attempt++, res.retry_after, BACKOFF_BASE_S,
+                                            BACKOFF_CAP_S, &s->seed));
+            break;
+        }
+        sm_rest_result_clear(&res);
+    }
+    pthread_mutex_lock(&s->mu);
+    s->done = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* ---- sink ops ------------------------------------------------------------------- */
+static void ml_push(sm_sink *base, const sm_record *recs, size_t n)
+{
+    mlsink *s = base->impl;
+
+    sm_ring_push(&s->ring, recs, n);
+}
+
+/* Stops the thread: abort what is in flight, wake every wait, join. */
+static void stop_thread(mlsink *s)
+{
+    if (!s->thread_started)
+        return;
+    atomic_store(&s->abort, 1);
+    sm_ring_close(&s->ring);
+    pthread_mutex_lock(&s->mu);
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->thread, NULL);
+    s->thread_started = 0;
+}
+
+static int ml_flush(sm_sink *base, double deadline)
+{
+    mlsink *s = base->impl;
+    struct timespec ts;
+    size_t left;
+    uint64_t nonfinite;
+    int done;
+
+    if (!s->thread_started)
+        return sm_ring_len(&s->ring) ? -ETIMEDOUT : 0;
+    /* the request in flight at the deadline stops by itself (xferinfo) */
+    atomic_store(&s->deadline_ms, (long long)(deadline * 1000.0));
+    sm_ring_close(&s->ring); /* the monitor pushes nothing after flush */
+    sm_mono_timespec(deadline, &ts);
+    pthread_mutex_lock(&s->mu);
+    s->flushing = 1;
+    pthread_cond_broadcast(&s->cv);
+    while (!s->done && sm_now_mono() < deadline)
+        pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+    done = s->done;
+    pthread_mutex_unlock(&s->mu);
+    stop_thread(s);
+
+    left = sm_ring_len(&s->ring);
+    nonfinite = atomic_load(&s->nonfinite);
+    /* buffer overflow and refusals were said when they happened; the
+     * monitor reports their total (dropped()) after this */
+    if (nonfinite > 1)
+        sm_log(SM_INFO, "%llu non-finite values were skipped in all", (unsigned long long)nonfinite);
+    if (!done || left) {
+        sm_log(SM_WARN, "stop deadline reached: %zu points not delivered to MLflow at %s",
+               left, s->rest.shown);
+        return -ETIMEDOUT;
+    }
+    return 0;
+}
+
+static uint64_t ml_dropped(sm_sink *base)
+{
+    mlsink *s = base->impl;
+
+    return sm_ring_dropped(&s->ring) + atomic_load(&s->refused);
+}
+
+static void ml_close(sm_sink *base)
+{
+    mlsink *s;
+
+    if (!base)
+        return;
+    s = base->impl;
+    stop_thread(s);
+    sm_rest_free(&s->rest);
+    sm_ring_destroy(&s->ring);
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->mu);
+    free(s->batch);
+    free(s);
+}
+
+static const sm_sink_ops mlflow_ops = {
+    .name = "mlflow-rest",
+    .push = ml_push,
+    .flush = ml_flush,
+    .dropped = ml_dropped,
+    .close = ml_close,
+};
+
+int sm_mlflow_valid_run_id(const char *id)
+{
+    size_t n;
+
+    if (!id || !*id)
+        return 0;
+    n = strlen(id);
+    if (n > 256)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = id[i];
+        int alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+        if (!alnum && (i == 0 || (c != '_' && c != '-')))
+            return 0;
+    }
+    return 1;
+}
+
+int sm_sink_mlflow_new(const char *uri, const char *run_id, size_t cap, char *err,
+                       size_t errlen, sm_sink **out)
+{
+    mlsink *s;
+    sigset_t all, old;
+    int rc;
+
+    *out = NULL;
+    if (!sm_mlflow_valid_run_id(run_id)) {
+        snprintf(err, errlen, "not an MLflow run id: %.80s", run_id ? run_id : "(null)");
+        return -EINVAL;
+    }
+    s = calloc(1, sizeof *s);
+    if (!s)
+        return -ENOMEM;
+    s->base.ops = &mlflow_ops;
+    s->base.impl = s;
+    s->cap = cap;
+    snprintf(s->run_id, sizeof s->run_id, "%s", run_id);
+    s->seed = sm_rest_seed(s);
+    atomic_init(&s->abort, 0);
+    atomic_init(&s->deadline_ms, 0);
+    atomic_init(&s->delivered, 0);
+    atomic_init(&s->refused, 0);
+    atomic_init(&s->nonfinite, 0);
+    if ((rc = -pthread_mutex_init(&s->mu, NULL)) < 0) {
+        free(s);
+        return rc;
+    }
+    if ((rc = sm_cond_init_mono(&s->cv)) < 0) {
+        pthread_mutex_destroy(&s->mu);
+        free(s);
+        return rc;
+    }
+    rc = sm_ring_init(&s->ring, cap);
+    if (rc < 0) {
+        snprintf(err, errlen, "cannot allocate a buffer of %zu points", cap);
+        pthread_cond_destroy(&s->cv);
+        pthread_mutex_destroy(&s->mu);
+        free(s);
+        return rc;
+    }
+    s->batch = calloc(SM_MLFLOW_MAX_ENTITIES, sizeof *s->batch);
+    if (!s->batch) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    rc = sm_rest_init(&s->rest, uri, err, errlen);
+    if (rc < 0)
+        goto fail;
+    s->rest.abort_flag = &s->abort;
+    s->rest.abort_deadline_ms = &s->deadline_ms;
+    /* the shipping thread takes no signals: they belong to the application's
+     * threads (a handler must never run on ours) */
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    rc = -pthread_create(&s->thread, NULL, ship_main, s);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc < 0) {
+        snprintf(err, errlen, "cannot start the shipping thread");
+        goto fail;
+    }
+    pthread_setname_np(s->thread, "scopemeter-ship");
+    s->thread_started = 1;
+    *out = &s->base;
+    return 0;
+fail:
+    ml_close(&s->base);
+    return rc;
+}
+
+int sm_monitor_set_run(sm_monitor *m, const char *tracking_uri, const char *run_id)
+{
+    if (!m || !sm_rest_is_http(tracking_uri) || !sm_mlflow_valid_run_id(run_id))
+        return -EINVAL;
+    return sm_monitor_set_sink_factory(m, sm_sink_mlflow_new, tracking_uri, run_id);
+}

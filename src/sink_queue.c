@@ -1,0 +1,78 @@
+/*
+ * sink_queue.c — the pull sink for language bindings.  The sampling thread
+ * pushes each window's records into a ring; the binding drains them with
+ * sm_monitor_drain() and logs them through its own client (the Python front
+ * uses MLflow's MlflowClient, so every tracking store MLflow supports works).
+ *
+ * flush() only closes the ring: the records already queued stay there for the
+ * binding, and drain returns -EPIPE once they are gone, which tells the
+ * binding the stream is over.  It does not wait for the binding: a binding
+ * that drains on the same thread that stops would otherwise wait the whole
+ * stop timeout.  close() frees the ring; the monitor calls it from
+ * sm_monitor_free(), after the binding's last drain.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "sink.h"
+
+static void q_push(sm_sink *s, const sm_record *recs, size_t n)
+{
+    sm_ring_push(s->impl, recs, n);
+}
+
+static int q_flush(sm_sink *s, double deadline)
+{
+    (void)deadline;
+    sm_ring_close(s->impl);
+    return 0;
+}
+
+static uint64_t q_dropped(sm_sink *s)
+{
+    return sm_ring_dropped(s->impl);
+}
+
+static void q_close(sm_sink *s)
+{
+    sm_ring_destroy(s->impl);
+    free(s->impl);
+    free(s);
+}
+
+static const sm_sink_ops queue_ops = {
+    .name = "queue",
+    .push = q_push,
+    .flush = q_flush,
+    .dropped = q_dropped,
+    .close = q_close,
+};
+
+int sm_sink_queue_new(size_t cap, sm_sink **out)
+{
+    sm_sink *s = calloc(1, sizeof *s);
+    sm_ring *r = calloc(1, sizeof *r);
+    int rc = -ENOMEM;
+
+    *out = NULL;
+    if (!s || !r)
+        goto fail;
+    rc = sm_ring_init(r, cap);
+    if (rc < 0)
+        goto fail;
+    s->ops = &queue_ops;
+    s->impl = r;
+    *out = s;
+    return 0;
+fail:
+    free(r);
+    free(s);
+    return rc;
+}
+
+int sm_sink_queue_drain(sm_sink *s, sm_record *out, int cap, double timeout_s)
+{
+    if (!s || s->ops != &queue_ops || !out || cap <= 0)
+        return -EINVAL;
+    return sm_ring_pop(s->impl, out, (size_t)cap, timeout_s);
+}

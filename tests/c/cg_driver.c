@@ -1,0 +1,98 @@
+/*
+ * cg_driver.c — a test tool, not a test: opens the container collector for
+ * this process (honouring SCOPEMETER_SYSROOT) and then obeys one command per
+ * line on stdin, so a pytest can put it in a real cgroup, make things happen
+ * there (an OOM kill, a removed cgroup) and read what the collector says —
+ * including the end tags, which `scopemeter probe` does not show.
+ *
+ *   output at start:  "open RC" / "status TAG-VALUE" / "msg LINE" / "ready"
+ *   sample            "point KEY VALUE" per point, then "sample RC MSG"
+ *   tags start|end    "tag KEY VALUE" per tag, then "done"
+ *   run SHELL-CMD     runs it (sh -c) as a child, waits: "exit CODE" or
+ *                     "signal N"
+ *   quit / EOF        closes the collector and exits 0
+ * When open fails or the collector is absent, it prints the four start lines
+ * and exits 0 without reading commands.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static void run(const char *cmd)
+{
+    int status;
+    pid_t pid;
+
+    fflush(stdout);
+    pid = fork();
+    if (pid < 0) {
+        printf("exit -1 fork: %s\n", strerror(errno));
+        return;
+    }
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (WIFSIGNALED(status))
+        printf("signal %d\n", WTERMSIG(status));
+    else
+        printf("exit %d\n", WEXITSTATUS(status));
+}
+
+int main(void)
+{
+    const sm_collector_ops *ops = &sm_coll_container;
+    sm_ctx ctx;
+    sm_opened res;
+    sm_points *pts = calloc(1, sizeof *pts);
+    void *state = calloc(1, ops->state_size);
+    char line[4096];
+    int rc;
+
+    if (!pts || !state || sm_ctx_init(&ctx) < 0) {
+        fprintf(stderr, "cg_driver: cannot start\n");
+        return 2;
+    }
+    memset(&res, 0, sizeof res);
+    rc = ops->open(state, &ctx, &res);
+    printf("open %d\nstatus %s\nmsg %s\nready\n", rc, res.status, res.msg);
+    fflush(stdout);
+    if (rc != 0)
+        goto out;
+    while (fgets(line, sizeof line, stdin)) {
+        line[strcspn(line, "\n")] = '\0';
+        if (strcmp(line, "sample") == 0) {
+            char msg[300] = "";
+            pts->n = 0;
+            rc = ops->sample(state, pts, msg, sizeof msg);
+            for (size_t i = 0; rc == 0 && i < pts->n; i++)
+                printf("point %s %.6f\n", pts->v[i].key, pts->v[i].value);
+            printf("sample %d %s\n", rc, msg);
+        } else if (strncmp(line, "tags ", 5) == 0) {
+            sm_tags tags = {0};
+            ops->tags(state, strcmp(line + 5, "end") == 0 ? SM_TAGS_END : SM_TAGS_START, &tags);
+            for (size_t i = 0; i < tags.n; i++)
+                printf("tag %s %s\n", tags.v[i].key, tags.v[i].value);
+            printf("done\n");
+        } else if (strncmp(line, "run ", 4) == 0) {
+            run(line + 4);
+        } else if (strcmp(line, "quit") == 0) {
+            break;
+        } else {
+            printf("error unknown command\n");
+        }
+        fflush(stdout);
+    }
+    ops->close(state);
+out:
+    free(state);
+    free(pts);
+    return 0;
+}

@@ -1,0 +1,635 @@
+/* test_cgroup.c — sm_cgroup_resolve and the container collector against the
+ * fixture machines (tests/fixtures/cg-*, through the sysroot) and against
+ * trees built here in a temporary directory: malformed and truncated files,
+ * a file that fails and comes back, CPU deltas, end tags. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cgroup.h"
+#include "check.h"
+
+#define GiB (1ull << 30)
+#define MEMTOTAL (503ull * GiB) /* the fixtures' MemTotal */
+
+static char fixtures[2048];
+
+static void ctx_for(sm_ctx *ctx, const char *root)
+{
+    memset(ctx, 0, sizeof *ctx);
+    snprintf(ctx->sysroot, sizeof ctx->sysroot, "%s", root);
+    ctx->mem_total = MEMTOTAL;
+}
+
+static void ctx_fixture(sm_ctx *ctx, const char *name)
+{
+    char root[3000];
+    snprintf(root, sizeof root, "%s/%s", fixtures, name);
+    ctx_for(ctx, root);
+}
+
+/* dir with the sysroot removed: what the machine would call it */
+static const char *rel(const sm_ctx *ctx, const char *dir)
+{
+    size_t n = strlen(ctx->sysroot);
+    return strncmp(dir, ctx->sysroot, n) == 0 ? dir + n : dir;
+}
+
+static int contains(const char *hay, const char *needle)
+{
+    if (!strstr(hay, needle)) {
+        fprintf(stderr, "  \"%s\"\n  does not contain \"%s\"\n", hay, needle);
+        return 0;
+    }
+    return 1;
+}
+
+/* ---- a temporary tree ------------------------------------------------------ */
+static char tmp[256];
+
+static void put(const char *relpath, const char *fmt, ...)
+{
+    char path[1024], *slash;
+    va_list ap;
+    FILE *f;
+
+    snprintf(path, sizeof path, "%s/%s", tmp, relpath);
+    for (slash = strchr(path + strlen(tmp) + 1, '/'); slash; slash = strchr(slash + 1, '/')) {
+        *slash = '\0';
+        mkdir(path, 0755);
+        *slash = '/';
+    }
+    /* rewrite in place (same inode): a kept descriptor sees the new text */
+    f = fopen(path, "r+");
+    if (!f)
+        f = fopen(path, "w");
+    if (!f) {
+        perror(path);
+        exit(2);
+    }
+    if (ftruncate(fileno(f), 0) < 0)
+        exit(2);
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    fclose(f);
+}
+
+static void rm(const char *relpath)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", tmp, relpath);
+    unlink(path);
+}
+
+static void rm_tree(void)
+{
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cannot remove %s\n", tmp);
+}
+
+/* a v2 machine with a cgroup namespace: own cgroup = mount point */
+static void v2_tree(void)
+{
+    snprintf(tmp, sizeof tmp, "/tmp/sm-test-cgroup-XXXXXX");
+    if (!mkdtemp(tmp)) {
+        perror("mkdtemp");
+        exit(2);
+    }
+    put("proc/self/cgroup", "0::/\n");
+    put("proc/self/mountinfo",
+        "1 0 0:1 / / rw - overlay overlay rw\n"
+        "2 1 0:30 / /sys/fs/cgroup ro shared:3 - cgroup2 cgroup rw,nsdelegate\n");
+    put("proc/stat", "cpu  1 2 3 4\ncpu0 1 2 3 4\ncpu1 1 2 3 4\ncpu2 1 2 3 4\ncpu3 1 2 3 4\n");
+    put("sys/fs/cgroup/memory.max", "%llu\n", 4 * GiB);
+    put("sys/fs/cgroup/memory.current", "3000000000\n");
+    put("sys/fs/cgroup/memory.stat", "active_file 5\ninactive_file 1000000000\n");
+    put("sys/fs/cgroup/memory.events", "low 0\noom 1\noom_kill 2\n");
+    put("sys/fs/cgroup/memory.peak", "3500000000\n");
+    put("sys/fs/cgroup/cpu.max", "200000 100000\n");
+    put("sys/fs/cgroup/cpu.stat",
+        "usage_usec 1000000\nnr_periods 10\nnr_throttled 1\nthrottled_usec 500000\n");
+}
+
+static int resolve_tmp(sm_cgroup *cg)
+{
+    sm_ctx ctx;
+    ctx_for(&ctx, tmp);
+    return sm_cgroup_resolve(&ctx, cg);
+}
+
+/* ---- fixtures ------------------------------------------------------------- */
+static void test_fixtures(void)
+{
+    sm_ctx ctx;
+    sm_cgroup cg;
+
+    ctx_fixture(&ctx, "cg-k8s-v2-cgroupns");
+    CHECK_EQ_INT(sm_cgroup_resolve(&ctx, &cg), 0);
+    CHECK_EQ_INT(cg.version, 2);
+    CHECK_EQ_STR(rel(&ctx, cg.mem_dir), "/sys/fs/cgroup");
+    CHECK_EQ_STR(rel(&ctx, cg.mem_limit_dir), "/sys/fs/cgroup");
+    CHECK_EQ_INT(cg.mem_limit, 56 * GiB);
+    CHECK_NEAR(cg.cpu_cores, 16.0, 1e-12);
+    CHECK_EQ_INT(cg.host_cpus, 64);
+    CHECK_EQ_INT(cg.cpuset_cpus, 64);
+    CHECK_EQ_STR(cg.tag, "v2 / mem=56.0GiB cpu=16.0");
+    CHECK(contains(cg.why, "memory limit 56.0 GiB at /"));
+
+    ctx_fixture(&ctx, "cg-docker-v1-hostns");
+    CHECK_EQ_INT(sm_cgroup_resolve(&ctx, &cg), 0);
+    CHECK_EQ_INT(cg.version, 1);
+    CHECK_EQ_STR(rel(&ctx, cg.mem_dir), "/sys/fs/cgroup/memory");
+    CHECK_EQ_STR(rel(&ctx, cg.mem_limit_dir), "/sys/fs/cgroup/memory");
+    CHECK_EQ_STR(rel(&ctx, cg.cpu_dir), "/sys/fs/cgroup/cpu,cpuacct");
+    CHECK_EQ_STR(rel(&ctx, cg.cpu_usage_dir), "/sys/fs/cgroup/cpu,cpuacct");
+    CHECK_EQ_INT(cg.mem_limit, 2 * GiB);
+    CHECK_NEAR(cg.cpu_cores, 1.5, 1e-12);
+    CHECK_EQ_STR(cg.tag, "v1 /docker/3f1e5a9b2c7d mem=2.0GiB cpu=1.5");
+    CHECK(contains(cg.why, "(mount root /docker/3f1e5a9b2c7d)"));
+    CHECK_EQ_STR(cg.mem_limit_path, "/docker/3f1e5a9b2c7d");
+
+    ctx_fixture(&ctx, "cg-hybrid");
+    CHECK_EQ_INT(sm_cgroup_resolve(&ctx, &cg), 0);
+    CHECK_EQ_INT(cg.version, 1);
+    CHECK_EQ_INT(cg.mem_version, 1);
+    CHECK_EQ_INT(cg.cpu_version, 1);
+    CHECK_EQ_STR(rel(&ctx, cg.mem_dir),
+                 "/sys/fs/cgroup/memory/user.slice/user-1000.slice/session-3.scope");
+    CHECK_EQ_STR(rel(&ctx, cg.mem_limit_dir), "/sys/fs/cgroup/memory/user.slice/user-1000.slice");
+    CHECK_EQ_INT(cg.mem_limit, 8 * GiB);
+    CHECK_NEAR(cg.cpu_cores, 0.0, 0);
+    CHECK_EQ_STR(cg.tag, "v1 /user.slice/user-1000.slice/session-3.scope mem=8.0GiB");
+
+    ctx_fixture(&ctx, "cg-slurm-v2");
+    CHECK_EQ_INT(sm_cgroup_resolve(&ctx, &cg), 0);
+    CHECK_EQ_STR(rel(&ctx, cg.mem_limit_dir), "/sys/fs/cgroup/system.slice/slurmstepd.scope/job_12");
+    CHECK_EQ_STR(cg.mem_limit_path, "/system.slice/slurmstepd.scope/job_12");
+    CHECK_EQ_INT(cg.mem_limit, 16 * GiB);
+    CHECK_NEAR(cg.cpu_cores, 4.0, 1e-12);
+    CHECK_NEAR(cg.cpu_quota_cores, 0.0, 0);
+    CHECK_EQ_INT(cg.host_cpus, 16);
+    CHECK_EQ_STR(rel(&ctx, cg.cpu_usage_dir),
+                 "/sys/fs/cgroup/system.slice/slurmstepd.scope/job_12/step_0/user/task_0");
+    CHECK(contains(cg.why, "cpuset: 4 of 16 CPUs"));
+
+    ctx_fixture(&ctx, "cg-bare-host");
+    CHECK_EQ_INT(sm_cgroup_resolve(&ctx, &cg), 0);
+    CHECK_EQ_INT(cg.mem_limit, 0);
+    CHECK_NEAR(cg.cpu_cores, 0.0, 0);
+    CHECK_EQ_STR(cg.tag, "none: no limit");
+    CHECK_EQ_STR(cg.why,
+                 "v2 cgroup /user.slice/user-1000.slice/session-2.scope, no memory limit, "
+                 "no cpu limit");
+
+    ctx_fixture(&ctx, "cg-cpu-only");
+    CHECK_EQ_INT(sm_cgroup_resolve(&ctx, &cg), 0);
+    CHECK_EQ_INT(cg.mem_limit, 0);
+    CHECK_NEAR(cg.cpu_cores, 2.5, 1e-12);
+    CHECK_EQ_STR(cg.tag, "v2 / cpu=2.5");
+
+    ctx_fixture(&ctx, "cg-mem-above-total");
+    CHECK_EQ_INT(sm_cgroup_resolve(&ctx, &cg), 0);
+    CHECK_EQ_INT(cg.mem_limit, 0);
+    CHECK_EQ_STR(cg.tag, "none: no limit");
+    CHECK(contains(cg.why, "no memory limit (600.0 GiB at / is not below MemTotal 503.0 GiB)"));
+    /* the same limit is a limit on a bigger node */
+    ctx.mem_total = 1024 * GiB;
+    CHECK_EQ_INT(sm_cgroup_resolve(&ctx, &cg), 0);
+    CHECK_EQ_INT(cg.mem_limit, 600 * GiB);
+    /* exactly MemTotal is not a limit */
+    ctx.mem_total = 600 * GiB;
+    CHECK_EQ_INT(sm_cgroup_resolve(&ctx, &cg), 0);
+    CHECK_EQ_INT(cg.mem_limit, 0);
+
+    ctx_fixture(&ctx, "cg-systemd-slice");
+    CHECK_EQ_INT(sm_cgroup_resolve(&ctx, &cg), 0);
+    CHECK_EQ_STR(rel(&ctx, cg.mem_limit_dir), "/sys/fs/cgroup/training.slice");
+    CHECK_EQ_STR(rel(&ctx, cg.cpu_limit_dir), "/sys/fs/cgroup/training.slice");
+    CHECK_EQ_STR(rel(&ctx, cg.cpu_usage_dir), "/sys/fs/cgroup/training.slice");
+    CHECK_EQ_INT(cg.mem_limit, 32 * GiB);
+    CHECK_NEAR(cg.cpu_cores, 4.0, 1e-12);
+    CHECK_EQ_INT(cg.host_cpus, 32);
+
+    ctx_fixture(&ctx, "cg-escaped-mount");
+    CHECK_EQ_INT(sm_cgroup_resolve(&ctx, &cg), 0);
+    CHECK_EQ_STR(rel(&ctx, cg.mem_dir), "/sys/fs/cgroup/my cgroup/task 1");
+    CHECK_EQ_STR(rel(&ctx, cg.mem_limit_dir), "/sys/fs/cgroup/my cgroup/task 1");
+    CHECK_EQ_INT(cg.mem_limit, GiB);
+    CHECK_EQ_STR(cg.tag, "v2 /batch job/task 1 mem=1.0GiB");
+
+    ctx_fixture(&ctx, "cg-deleted");
+    CHECK(sm_cgroup_resolve(&ctx, &cg) < 0);
+    CHECK_EQ_STR(cg.tag, "none: the process's cgroup /kubepods/pod1/ctr was deleted "
+                         "(/proc/self/cgroup says so)");
+
+    ctx_fixture(&ctx, "cg-outside-root");
+    CHECK_EQ_INT(sm_cgroup_resolve(&ctx, &cg), -EXDEV);
+    CHECK_EQ_STR(cg.tag, "none: cgroup /docker/xyz is not under the mount root /docker/abc of "
+                         "/sys/fs/cgroup/memory: not visible");
+}
+
+/* ---- the collector on fixtures -------------------------------------------- */
+struct run {
+    int rc;
+    sm_opened res;
+    sm_points pts;
+    char msg[300];
+    sm_tags end;
+};
+
+static void *open_coll(const sm_ctx *ctx, struct run *r)
+{
+    void *state = calloc(1, sm_coll_container.state_size);
+    memset(r, 0, sizeof *r);
+    r->rc = sm_coll_container.open(state, ctx, &r->res);
+    if (r->rc != 0) {
+        free(state);
+        return NULL;
+    }
+    return state;
+}
+
+static int sample(void *state, struct run *r)
+{
+    r->pts.n = 0;
+    r->msg[0] = '\0';
+    return sm_coll_container.sample(state, &r->pts, r->msg, sizeof r->msg);
+}
+
+static const sm_point *point(const struct run *r, const char *key)
+{
+    for (size_t i = 0; i < r->pts.n; i++)
+        if (strcmp(r->pts.v[i].key, key) == 0)
+            return &r->pts.v[i];
+    return NULL;
+}
+
+static const char *tag(const sm_tags *t, const char *key)
+{
+    for (size_t i = 0; i < t->n; i++)
+        if (strcmp(t->v[i].key, key) == 0)
+            return t->v[i].value;
+    return NULL;
+}
+
+static void close_coll(void *state)
+{
+    if (state) {
+        sm_coll_container.close(state);
+        free(state);
+    }
+}
+
+static void test_collector_fixtures(void)
+{
+    sm_ctx ctx;
+    struct run r;
+    void *s;
+    const sm_point *p;
+
+    ctx_fixture(&ctx, "cg-docker-v1-hostns");
+    s = open_coll(&ctx, &r);
+    CHECK_EQ_INT(r.rc, 0);
+    CHECK_EQ_STR(r.res.status, "v1 /docker/3f1e5a9b2c7d mem=2.0GiB cpu=1.5");
+    CHECK_EQ_STR(r.res.msg, "");
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK_EQ_INT(r.pts.n, 3);
+    p = point(&r, "container_memory_usage_megabytes");
+    CHECK(p && fabs(p->value - 1200.0) < 1e-9); /* 1500000000 - 300000000 */
+    CHECK(p && contains(p->source, "/sys/fs/cgroup/memory/memory.usage_in_bytes"));
+    p = point(&r, "container_memory_usage_percentage");
+    CHECK(p && fabs(p->value - 100.0 * 1.2e9 / (2.0 * GiB)) < 1e-9);
+    p = point(&r, "container_cpu_utilization_percentage");
+    CHECK(p && p->value == 0.0); /* the fixture's counter does not move */
+    sm_coll_container.tags(s, SM_TAGS_END, &r.end);
+    CHECK_EQ_STR(tag(&r.end, "oom_kill"), "0");
+    CHECK_EQ_STR(tag(&r.end, "mem_peak_sampled_mb"), "1200.0");
+    CHECK_EQ_STR(tag(&r.end, "memory_peak_mb"), "1900.0");
+    CHECK_EQ_STR(tag(&r.end, "cpu_throttled_periods"), "0");
+    CHECK_EQ_STR(tag(&r.end, "cpu_throttled_s"), "0.0");
+    close_coll(s);
+
+    ctx_fixture(&ctx, "cg-cpu-only");
+    s = open_coll(&ctx, &r);
+    CHECK_EQ_INT(r.rc, 0);
+    CHECK_EQ_STR(r.res.msg, "cgroup: CPU limit only, no memory limit: container_memory_* absent");
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK_EQ_INT(r.pts.n, 1);
+    CHECK(point(&r, "container_cpu_utilization_percentage") != NULL);
+    sm_coll_container.tags(s, SM_TAGS_END, &r.end);
+    CHECK(tag(&r.end, "oom_kill") == NULL); /* no memory limit: no limiting cgroup */
+    CHECK(tag(&r.end, "mem_peak_sampled_mb") == NULL);
+    close_coll(s);
+
+    ctx_fixture(&ctx, "cg-hybrid");
+    s = open_coll(&ctx, &r);
+    CHECK_EQ_INT(r.rc, 0);
+    CHECK_EQ_STR(r.res.msg, "cgroup: memory limit only, no CPU limit: "
+                            "container_cpu_utilization_percentage absent");
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK_EQ_INT(r.pts.n, 2);
+    p = point(&r, "container_memory_usage_megabytes");
+    CHECK(p && fabs(p->value - 2000.0) < 1e-9);
+    close_coll(s);
+
+    ctx_fixture(&ctx, "cg-bare-host");
+    s = open_coll(&ctx, &r);
+    CHECK_EQ_INT(r.rc, SM_ABSENT);
+    CHECK(s == NULL);
+    CHECK_EQ_STR(r.res.status, "none: no limit");
+    CHECK(contains(r.res.msg, "no cgroup limit (v2 cgroup /user.slice/"));
+    CHECK(contains(r.res.msg, "): container_* absent"));
+
+    ctx_fixture(&ctx, "cg-outside-root");
+    s = open_coll(&ctx, &r);
+    CHECK_EQ_INT(r.rc, -EXDEV);
+    CHECK(contains(r.res.msg, "cgroup: cgroup /docker/xyz is not under the mount root"));
+    CHECK(contains(r.res.msg, "; container_* dropped"));
+}
+
+/* ---- malformed and truncated files ---------------------------------------- */
+static void expect_fail(const char *what, const char *needle)
+{
+    sm_cgroup cg;
+    int rc = resolve_tmp(&cg);
+    if (rc >= 0)
+        fprintf(stderr, "  case: %s\n", what);
+    CHECK(rc < 0);
+    CHECK(contains(cg.why, needle));
+    CHECK(strncmp(cg.tag, "none: ", 6) == 0);
+}
+
+static void test_malformed(void)
+{
+    sm_cgroup cg;
+    sm_ctx ctx;
+    struct run r;
+    void *s;
+
+    v2_tree();
+    CHECK_EQ_INT(resolve_tmp(&cg), 0);
+    CHECK_EQ_INT(cg.mem_limit, 4 * GiB);
+    CHECK_NEAR(cg.cpu_cores, 2.0, 1e-12);
+    CHECK_EQ_INT(cg.host_cpus, 4);
+
+    /* mountinfo: no separator; cut in the middle of the cgroup2 line; a bad escape */
+    put("proc/self/mountinfo", "1 0 0:1 / / rw - overlay overlay rw\n"
+                               "2 1 0:30 / /sys/fs/cgroup ro cgroup2 cgroup rw\n");
+    expect_fail("mountinfo without -", "cannot parse /proc/self/mountinfo line 2");
+    put("proc/self/mountinfo", "1 0 0:1 / / rw - overlay overlay rw\n2 1 0:30 / /sys/fs/cg");
+    expect_fail("mountinfo truncated", "cannot parse /proc/self/mountinfo line 2");
+    put("proc/self/mountinfo", "2 1 0:30 / /sys/fs/cgroup\\04 ro - cgroup2 cgroup rw\n");
+    expect_fail("mountinfo bad escape", "cannot parse /proc/self/mountinfo line 1 (bad escape)");
+    put("proc/self/mountinfo", "1 0 0:1 / / rw - overlay overlay rw\n");
+    expect_fail("no cgroup mount", "no cgroup mount for memory in /proc/self/mountinfo");
+    put("proc/self/mountinfo", "");
+    expect_fail("empty mountinfo", "no memory or cpu cgroup controller");
+    rm("proc/self/mountinfo");
+    expect_fail("no mountinfo", "cannot read /proc/self/mountinfo: No such file or directory");
+    put("proc/self/mountinfo", "2 1 0:30 / /sys/fs/cgroup ro - cgroup2 cgroup rw\n");
+    CHECK_EQ_INT(resolve_tmp(&cg), 0);
+
+    /* /proc/self/cgroup */
+    put("proc/self/cgroup", "0::/\nbroken\n");
+    expect_fail("cgroup garbage", "cannot parse /proc/self/cgroup line 2");
+    put("proc/self/cgroup", "0::");
+    expect_fail("cgroup truncated", "cannot parse /proc/self/cgroup line 1");
+    put("proc/self/cgroup", "4:memory:/x\n");
+    expect_fail("no v2 line", "no v2 (0::) line in /proc/self/cgroup");
+    put("proc/self/cgroup", "0::/../sibling\n");
+    expect_fail("cgroupns outside", "cgroup /../sibling is not under the mount root /");
+    rm("proc/self/cgroup");
+    expect_fail("no /proc/self/cgroup", "cannot read /proc/self/cgroup");
+    put("proc/self/cgroup", "0::/\n");
+
+    /* limit files */
+    put("sys/fs/cgroup/memory.max", "12abc\n");
+    expect_fail("memory.max", "cannot parse /sys/fs/cgroup/memory.max: Invalid argument");
+    put("sys/fs/cgroup/memory.max", "");
+    expect_fail("memory.max empty", "cannot parse /sys/fs/cgroup/memory.max");
+    put("sys/fs/cgroup/memory.max", "%llu\n", 4 * GiB);
+    put("sys/fs/cgroup/cpu.max", "200000\n");
+    expect_fail("cpu.max", "cannot parse /sys/fs/cgroup/cpu.max: Invalid argument");
+    put("sys/fs/cgroup/cpu.max", "200000 100000\n");
+    put("sys/fs/cgroup/cpuset.cpus.effective", "0-\n");
+    expect_fail("cpuset", "cannot parse /sys/fs/cgroup/cpuset.cpus.effective");
+    put("sys/fs/cgroup/cpuset.cpus.effective", "0-1\n");
+    CHECK_EQ_INT(resolve_tmp(&cg), 0);
+    CHECK_NEAR(cg.cpu_cores, 2.0, 1e-12); /* quota 2 = cpuset 2: quota named */
+    put("sys/fs/cgroup/cpuset.cpus.effective", "3\n");
+    CHECK_EQ_INT(resolve_tmp(&cg), 0);
+    CHECK_NEAR(cg.cpu_cores, 1.0, 1e-12); /* cpuset below the quota caps it */
+    CHECK(contains(cg.why, "cpu limit 1.0 cores (cpuset: 1 of 4 CPUs) at /"));
+    rm("sys/fs/cgroup/cpuset.cpus.effective");
+    /* host CPU count from /sys/devices/system/cpu/online before /proc/stat */
+    put("sys/devices/system/cpu/online", "0-1\n");
+    put("sys/fs/cgroup/cpuset.cpus.effective", "0-1\n");
+    CHECK_EQ_INT(resolve_tmp(&cg), 0);
+    CHECK_EQ_INT(cg.host_cpus, 2);
+    rm("sys/devices/system/cpu/online");
+    rm("sys/fs/cgroup/cpuset.cpus.effective");
+
+    /* collector files: memory.stat, cpu.stat malformed -> open fails naming them */
+    ctx_for(&ctx, tmp);
+    put("sys/fs/cgroup/memory.stat", "active_file 5\n");
+    s = open_coll(&ctx, &r);
+    CHECK(r.rc < 0);
+    CHECK(contains(r.res.msg, "cannot parse /sys/fs/cgroup/memory.stat: no inactive_file; "
+                              "container_* dropped"));
+    put("sys/fs/cgroup/memory.stat", "inactive_file 1x\n");
+    s = open_coll(&ctx, &r);
+    CHECK(r.rc < 0);
+    CHECK(contains(r.res.msg, "cannot parse /sys/fs/cgroup/memory.stat: Invalid argument"));
+    put("sys/fs/cgroup/memory.stat", "active_file 5\ninactive_file 1000000000\n");
+    put("sys/fs/cgroup/cpu.stat", "usage_usec\n");
+    s = open_coll(&ctx, &r);
+    CHECK(r.rc < 0);
+    CHECK(contains(r.res.msg, "cannot parse /sys/fs/cgroup/cpu.stat"));
+    put("sys/fs/cgroup/cpu.stat", "usage_usec 1000000\nnr_throttled 1\nthrottled_usec 500000\n");
+    rm("sys/fs/cgroup/memory.current");
+    s = open_coll(&ctx, &r);
+    CHECK(r.rc < 0);
+    CHECK(contains(r.res.msg, "cannot open /sys/fs/cgroup/memory.current: No such file"));
+    put("sys/fs/cgroup/memory.current", "3000000000\n");
+    /* memory.events malformed: the collector attaches, the tag is absent */
+    put("sys/fs/cgroup/memory.events", "oom_kill lots\n");
+    rm("sys/fs/cgroup/memory.peak");
+    s = open_coll(&ctx, &r);
+    CHECK_EQ_INT(r.rc, 0);
+    CHECK_EQ_INT(sample(s, &r), 0);
+    sm_coll_container.tags(s, SM_TAGS_END, &r.end);
+    CHECK(tag(&r.end, "oom_kill") == NULL);
+    CHECK(tag(&r.end, "memory_peak_mb") == NULL);
+    CHECK_EQ_STR(tag(&r.end, "mem_peak_sampled_mb"), "2000.0");
+    close_coll(s);
+    rm_tree();
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* ---- samples: values, failure and recovery, CPU deltas, end tags ---------- */
+static void test_samples(void)
+{
+    sm_ctx ctx;
+    struct run r;
+    void *s;
+    const sm_point *p;
+    double t0, t1, t2, t3;
+    struct timespec nap = {0, 200 * 1000 * 1000};
+
+    v2_tree();
+    ctx_for(&ctx, tmp);
+    t0 = now_s();
+    s = open_coll(&ctx, &r);
+    t1 = now_s();
+    CHECK_EQ_INT(r.rc, 0);
+    CHECK_EQ_STR(r.res.msg, "");
+    nanosleep(&nap, NULL);
+    /* 0.2 s of CPU (usage_usec +200000) on a 2-core limit */
+    put("sys/fs/cgroup/cpu.stat",
+        "usage_usec 1200000\nnr_periods 20\nnr_throttled 4\nthrottled_usec 2500000\n");
+    put("sys/fs/cgroup/memory.current", "3500000000\n");
+    t2 = now_s();
+    CHECK_EQ_INT(sample(s, &r), 0);
+    t3 = now_s();
+    p = point(&r, "container_cpu_utilization_percentage");
+    CHECK(p != NULL);
+    if (p) { /* 100 * 0.2 / (dt * 2) for the dt between the two reads */
+        CHECK(p->value <= 100.0 * 0.2 / ((t2 - t1) * 2) + 1e-9);
+        CHECK(p->value >= 100.0 * 0.2 / ((t3 - t0) * 2) - 1e-9);
+    }
+    p = point(&r, "container_memory_usage_megabytes");
+    CHECK(p && fabs(p->value - 2500.0) < 1e-9);
+    p = point(&r, "container_memory_usage_percentage");
+    CHECK(p && fabs(p->value - 100.0 * 2.5e9 / (4.0 * GiB)) < 1e-9);
+
+    /* usage below inactive_file: the working set floors at 0 */
+    put("sys/fs/cgroup/memory.current", "999\n");
+    CHECK_EQ_INT(sample(s, &r), 0);
+    p = point(&r, "container_memory_usage_megabytes");
+    CHECK(p && p->value == 0.0);
+
+    /* a file that turns bad: the sample fails naming it; when it is good
+     * again, the series resume */
+    put("sys/fs/cgroup/memory.current", "garbage\n");
+    CHECK(sample(s, &r) < 0);
+    CHECK(contains(r.msg, "cannot parse /sys/fs/cgroup/memory.current: Invalid argument"));
+    rm("sys/fs/cgroup/memory.current");
+    CHECK(sample(s, &r) < 0);
+    CHECK(contains(r.msg, "cannot read /sys/fs/cgroup/memory.current: No such file"));
+    put("sys/fs/cgroup/memory.current", "2000000000\n");
+    CHECK_EQ_INT(sample(s, &r), 0);
+    p = point(&r, "container_memory_usage_megabytes");
+    CHECK(p && fabs(p->value - 1000.0) < 1e-9);
+
+    /* CPU counter going backwards (re-created cgroup): no point, re-based */
+    put("sys/fs/cgroup/cpu.stat", "usage_usec 5\nnr_throttled 4\nthrottled_usec 2500000\n");
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK(point(&r, "container_cpu_utilization_percentage") == NULL);
+    CHECK_EQ_INT(sample(s, &r), 0);
+    p = point(&r, "container_cpu_utilization_percentage");
+    CHECK(p && p->value == 0.0);
+
+    /* end tags: deltas over the run, peaks */
+    put("sys/fs/cgroup/memory.events", "low 0\noom 4\noom_kill 5\n");
+    sm_coll_container.tags(s, SM_TAGS_END, &r.end);
+    CHECK_EQ_STR(tag(&r.end, "oom_kill"), "3");            /* 5 - 2 at open */
+    CHECK_EQ_STR(tag(&r.end, "mem_peak_sampled_mb"), "2500.0");
+    CHECK_EQ_STR(tag(&r.end, "memory_peak_mb"), "3500.0");
+    CHECK_EQ_STR(tag(&r.end, "cpu_throttled_periods"), "3"); /* 4 - 1 */
+    CHECK_EQ_STR(tag(&r.end, "cpu_throttled_s"), "2.0");     /* (2500000 - 500000) us */
+    /* start tags come from open()'s status, not from tags() */
+    memset(&r.end, 0, sizeof r.end);
+    sm_coll_container.tags(s, SM_TAGS_START, &r.end);
+    CHECK_EQ_INT(r.end.n, 0);
+    close_coll(s);
+    rm_tree();
+}
+
+/* ---- v1 layouts built here: separate cpu and cpuacct mounts, sentinel ---- */
+static void test_v1_tree(void)
+{
+    sm_cgroup cg;
+    sm_ctx ctx;
+    struct run r;
+    void *s;
+
+    snprintf(tmp, sizeof tmp, "/tmp/sm-test-cgroup-XXXXXX");
+    if (!mkdtemp(tmp))
+        exit(2);
+    put("proc/self/cgroup", "9:cpuacct:/a/b\n8:cpu:/a/b\n7:memory:/a/b\n3:cpuset:/\n0::/\n");
+    put("proc/self/mountinfo",
+        "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n"
+        "40 31 0:29 / /host/cpu rw - cgroup cgroup rw,cpu\n"
+        "32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n"
+        "33 31 0:30 / /sys/fs/cgroup/cpuacct rw,relatime - cgroup cgroup rw,cpuacct\n"
+        "34 31 0:31 / /sys/fs/cgroup/cpuset rw,relatime - cgroup cgroup rw,cpuset\n"
+        "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n"
+        "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n");
+    put("proc/stat", "cpu  1 2 3 4\ncpu0 1 2 3 4\ncpu1 1 2 3 4\n");
+    put("sys/fs/cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n");
+    put("sys/fs/cgroup/memory/a/memory.limit_in_bytes", "18446744073709551615\n");
+    put("sys/fs/cgroup/memory/a/b/memory.limit_in_bytes", "4611686018427387904\n"); /* 2^62 */
+    put("sys/fs/cgroup/cpu/cpu.cfs_quota_us", "-1\n");
+    put("sys/fs/cgroup/cpu/a/cpu.cfs_quota_us", "50000\n");
+    put("sys/fs/cgroup/cpu/a/cpu.cfs_period_us", "100000\n");
+    put("sys/fs/cgroup/cpu/a/cpu.stat", "nr_periods 1\nnr_throttled 0\nthrottled_time 0\n");
+    put("sys/fs/cgroup/cpu/a/b/cpu.cfs_quota_us", "-1\n");
+    put("sys/fs/cgroup/cpu/a/b/cpu.cfs_period_us", "100000\n");
+    put("sys/fs/cgroup/cpuacct/a/cpuacct.usage", "1000\n");
+    put("sys/fs/cgroup/cpuacct/a/b/cpuacct.usage", "10\n");
+    put("sys/fs/cgroup/cpuset/cpuset.cpus", "0-1\n");
+    CHECK_EQ_INT(resolve_tmp(&cg), 0);
+    ctx_for(&ctx, tmp);
+    CHECK_EQ_INT(cg.version, 1);
+    CHECK_EQ_INT(cg.mem_limit, 0); /* every level at or above 2^62 */
+    CHECK_NEAR(cg.cpu_cores, 0.5, 1e-12);
+    CHECK_EQ_STR(rel(&ctx, cg.cpu_dir), "/sys/fs/cgroup/cpu/a/b"); /* /sys/fs/cgroup preferred */
+    CHECK_EQ_STR(rel(&ctx, cg.cpu_limit_dir), "/sys/fs/cgroup/cpu/a");
+    CHECK_EQ_STR(rel(&ctx, cg.cpu_usage_dir), "/sys/fs/cgroup/cpuacct/a"); /* same level */
+    CHECK_EQ_STR(cg.tag, "v1 /a/b cpu=0.5");
+    s = open_coll(&ctx, &r);
+    CHECK_EQ_INT(r.rc, 0);
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK(point(&r, "container_cpu_utilization_percentage") != NULL);
+    CHECK(contains(r.pts.v[0].source, "/sys/fs/cgroup/cpuacct/a/cpuacct.usage"));
+    sm_coll_container.tags(s, SM_TAGS_END, &r.end);
+    CHECK_EQ_STR(tag(&r.end, "cpu_throttled_periods"), "0");
+    close_coll(s);
+
+    /* a v1 memory limit below the sentinel, and the cpuacct controller missing */
+    put("sys/fs/cgroup/memory/a/memory.limit_in_bytes", "1073741824\n");
+    put("proc/self/cgroup", "8:cpu:/a/b\n7:memory:/a/b\n0::/\n");
+    CHECK_EQ_INT(resolve_tmp(&cg), 0);
+    CHECK_EQ_INT(cg.mem_limit, GiB);
+    CHECK_EQ_STR(cg.cpu_usage_dir, "");
+    CHECK(contains(cg.why, "cpu usage unreadable (no cpuacct line in /proc/self/cgroup)"));
+    rm_tree();
+}
+
+int main(void)
+{
+    const char *f = getenv("SM_FIXTURES");
+
+    snprintf(fixtures, sizeof fixtures, "%s", f ? f : "tests/fixtures");
+    test_fixtures();
+    test_collector_fixtures();
+    test_malformed();
+    test_samples();
+    test_v1_tree();
+    return CHECK_DONE();
+}

@@ -1,0 +1,723 @@
+/*
+ * test_monitor.c — the sampling engine end to end on a fake machine
+ * (tests/fixtures/monitor-basic through SCOPEMETER_SYSROOT) with the queue
+ * sink: windows, steps, rounding, timestamps, start and end tags, the last
+ * partial window at stop, who collects (contract §4), the write-load cap,
+ * configuration precedence, the skipped tag, the stop timeout and a forked
+ * child's stop.  No timing thresholds: waits are for conditions, with
+ * generous bounds.
+ */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "scopemeter.h"
+
+#define MAXREC 8192
+
+static char fixture[1024];
+static sm_record recs[MAXREC];
+static int nrecs;
+
+static const char *const env_vars[] = {
+    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
+    "PMI_RANK", "SCOPEMETER_NODE_NAME", "NODE_NAME", "SLURMD_NODENAME", "SCOPEMETER_INTERVAL",
+    "SCOPEMETER_SAMPLES", "MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL",
+    "MLFLOW_SYSTEM_METRICS_SAMPLES_BEFORE_LOGGING", "CUDA_VISIBLE_DEVICES",
+    "SCOPEMETER_NVML_LIBRARY", NULL};
+
+static void reset_env(const char *sysroot)
+{
+    for (int i = 0; env_vars[i]; i++)
+        unsetenv(env_vars[i]);
+    setenv("SCOPEMETER_SYSROOT", sysroot, 1);
+}
+
+static void sleep_s(double s)
+{
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Drains once (waiting up to timeout); appends to recs.  Returns drain's rc. */
+static int drain_some(sm_monitor *m, double timeout)
+{
+    int n = sm_monitor_drain(m, recs + nrecs, MAXREC - nrecs, timeout);
+    if (n > 0)
+        nrecs += n;
+    return n;
+}
+
+/* Drains until the stream is over (-EPIPE); returns that rc. */
+static int drain_all(sm_monitor *m)
+{
+    int rc;
+    for (int i = 0; i < 1000; i++) {
+        rc = drain_some(m, 1.0);
+        if (rc < 0)
+            return rc;
+        if (rc == 0)
+            continue;
+    }
+    return 0;
+}
+
+static const sm_record *find_tag(const char *key)
+{
+    for (int i = 0; i < nrecs; i++)
+        if (recs[i].kind == SM_RECORD_TAG && strcmp(recs[i].key, key) == 0)
+            return &recs[i];
+    return NULL;
+}
+
+static const char *tag(const char *key)
+{
+    const sm_record *r = find_tag(key);
+    return r ? r->text : NULL;
+}
+
+static int64_t max_step(void)
+{
+    int64_t s = -1;
+    for (int i = 0; i < nrecs; i++)
+        if (recs[i].kind == SM_RECORD_METRIC && recs[i].step > s)
+            s = recs[i].step;
+    return s;
+}
+
+static const char *const expect_keys[] = {
+    "system/node_cpu_utilization_percentage/rank0",
+    "system/node_memory_usage_megabytes/rank0",
+    "system/node_memory_usage_percentage/rank0",
+    "system/rootfs_usage_megabytes/rank0",
+    "system/rootfs_usage_percentage/rank0",
+    "system/rootfs_available_megabytes/rank0",
+    "system/network_receive_megabytes/rank0",
+    "system/network_transmit_megabytes/rank0",
+    NULL,
+};
+
+static int is_rounded(double v)
+{
+    return fabs(v * 10.0 - nearbyint(v * 10.0)) < 1e-6;
+}
+
+/* Every expected key, and no other: steps 0..last contiguous, in order,
+ * rounded values, non-decreasing timestamps within [t0, t1]. */
+static void check_series(int64_t t0, int64_t t1, int64_t *last_step)
+{
+    int64_t last = max_step();
+    int nkeys = 0;
+
+    for (int i = 0; i < nrecs; i++) {
+        int known = 0;
+        if (recs[i].kind != SM_RECORD_METRIC)
+            continue;
+        for (int k = 0; expect_keys[k]; k++)
+            known |= strcmp(recs[i].key, expect_keys[k]) == 0;
+        if (!known)
+            fprintf(stderr, "unexpected key %s\n", recs[i].key);
+        CHECK(known);
+        CHECK(is_rounded(recs[i].value));
+        CHECK(recs[i].timestamp_ms >= t0 && recs[i].timestamp_ms <= t1);
+    }
+    for (int k = 0; expect_keys[k]; k++) {
+        int64_t want = 0, prev_ts = 0;
+        nkeys++;
+        for (int i = 0; i < nrecs; i++) {
+            const sm_record *r = &recs[i];
+            if (r->kind != SM_RECORD_METRIC || strcmp(r->key, expect_keys[k]) != 0)
+                continue;
+            CHECK_EQ_INT(r->step, want); /* 0, 1, 2, ... in order, no gap */
+            CHECK(r->timestamp_ms >= prev_ts);
+            prev_ts = r->timestamp_ms;
+            want++;
+            if (strstr(r->key, "node_memory_usage_megabytes"))
+                CHECK_NEAR(r->value, 8388.5, 1e-9);
+            if (strstr(r->key, "node_memory_usage_percentage"))
+                CHECK_NEAR(r->value, 50.0, 1e-9);
+            if (strstr(r->key, "node_cpu_") || strstr(r->key, "network_"))
+                CHECK_NEAR(r->value, 0.0, 1e-9);
+        }
+        CHECK_EQ_INT(want, last + 1); /* every key in every window */
+    }
+    CHECK_EQ_INT(nkeys, 8);
+    *last_step = last;
+}
+
+static sm_monitor *queue_monitor(double interval, int samples)
+{
+    sm_monitor *m = sm_monitor_new();
+    CHECK(m != NULL);
+    if (!m)
+        exit(1);
+    CHECK_EQ_INT(sm_monitor_use_queue(m), 0);
+    if (interval > 0)
+        CHECK_EQ_INT(sm_monitor_set_interval(m, interval), 0);
+    if (samples > 0)
+        CHECK_EQ_INT(sm_monitor_set_samples(m, samples), 0);
+    return m;
+}
+
+/* The main run: 0.05 s x 2, several windows, stop, drain. */
+static void test_windows(void)
+{
+    char err[256];
+    sm_monitor *m;
+    int64_t t0, t1, last = -1;
+    int before_stop, rc, metrics_after_stop = 0;
+
+    reset_env(fixture);
+    nrecs = 0;
+    m = queue_monitor(0.05, 2);
+    CHECK_EQ_INT(sm_monitor_drain(m, recs, 4, 0), -EINVAL); /* not started */
+    t0 = wall_ms();
+    rc = sm_monitor_start(m, err, sizeof err);
+    CHECK_EQ_INT(rc, 0);
+    if (rc != 0) {
+        fprintf(stderr, "start: %s\n", err);
+        sm_monitor_free(m);
+        return;
+    }
+    CHECK_NEAR(sm_monitor_interval(m), 0.05, 1e-12);
+    CHECK_EQ_INT(sm_monitor_samples(m), 2);
+    CHECK_EQ_INT(sm_monitor_collectors(m), 1);
+    CHECK_EQ_INT(sm_monitor_start(m, err, sizeof err), -EALREADY);
+    CHECK_EQ_INT(sm_monitor_set_interval(m, 1), -EBUSY);
+
+    /* wait (bounded) until three windows have been logged */
+    for (int i = 0; i < 400 && max_step() < 2; i++)
+        drain_some(m, 0.05);
+    CHECK(max_step() >= 2);
+    before_stop = nrecs;
+
+    CHECK_EQ_INT(sm_monitor_stop(m), 0);
+    CHECK_EQ_INT(sm_monitor_stop(m), 0); /* idempotent */
+    t1 = wall_ms();
+    CHECK_EQ_INT(drain_all(m), -EPIPE);
+    CHECK_EQ_INT(sm_monitor_drain(m, recs, 4, 0), -EPIPE); /* and stays over */
+
+    /* the stop logged the last partial window (the final sample) */
+    for (int i = before_stop; i < nrecs; i++)
+        metrics_after_stop += recs[i].kind == SM_RECORD_METRIC;
+    CHECK(metrics_after_stop >= 8);
+
+    check_series(t0, t1, &last);
+    CHECK(last >= 2);
+
+    /* start tags (contract §5) */
+    CHECK_EQ_STR(tag("scopemeter.rank0.node"), "unknown");
+    CHECK_EQ_STR(tag("scopemeter.interval_s"), "0.05");
+    CHECK_EQ_STR(tag("scopemeter.samples"), "2");
+    CHECK_EQ_STR(tag("scopemeter.collectors"), "1");
+    CHECK(tag("scopemeter.rank0.gpu") != NULL);
+    CHECK(tag("scopemeter.rank0.cgroup") != NULL);
+    CHECK(tag("scopemeter.skipped") == NULL);
+    /* tags come first, before any point */
+    CHECK(recs[0].kind == SM_RECORD_TAG);
+    CHECK_EQ_INT(sm_monitor_dropped(m), 0);
+    sm_monitor_free(m);
+}
+
+/* A run shorter than one window: interval 10 s, stopped at once.  The stop
+ * wakes the thread at once and the partial window (one sample) is logged. */
+static void test_partial_window(void)
+{
+    char err[256];
+    sm_monitor *m;
+    int64_t t0, t1, last = -1;
+
+    reset_env(fixture);
+    setenv("NODE_NAME", "gpu-node-1", 1);
+    nrecs = 0;
+    m = queue_monitor(10, 1);
+    t0 = wall_ms();
+    CHECK_EQ_INT(sm_monitor_start(m, err, sizeof err), 0);
+    CHECK_EQ_INT(sm_monitor_stop(m), 0);
+    t1 = wall_ms();
+    CHECK_EQ_INT(drain_all(m), -EPIPE);
+    CHECK_EQ_INT(max_step(), 0);
+    CHECK_EQ_STR(tag("scopemeter.rank0.node"), "gpu-node-1");
+    CHECK_EQ_STR(tag("scopemeter.interval_s"), "10");
+    /* node-scope keys carry the node tier; the others never do */
+    {
+        int node_tier = 0, net = 0;
+        for (int i = 0; i < nrecs; i++) {
+            if (recs[i].kind != SM_RECORD_METRIC)
+                continue;
+            CHECK(recs[i].timestamp_ms >= t0 && recs[i].timestamp_ms <= t1);
+            if (strcmp(recs[i].key, "system/node_memory_usage_megabytes/gpu-node-1/rank0") == 0)
+                node_tier++;
+            if (strcmp(recs[i].key, "system/network_receive_megabytes/rank0") == 0)
+                net++;
+        }
+        CHECK_EQ_INT(node_tier, 1);
+        CHECK_EQ_INT(net, 1);
+    }
+    (void)last;
+    sm_monitor_free(m);
+}
+
+/* contract §4: who collects */
+static void test_who_collects(void)
+{
+    char err[256];
+    sm_monitor *m;
+    int rc;
+
+    /* default: rank 0 only */
+    reset_env(fixture);
+    setenv("RANK", "1", 1);
+    setenv("LOCAL_RANK", "0", 1);
+    setenv("WORLD_SIZE", "2", 1);
+    m = queue_monitor(0, 0);
+    rc = sm_monitor_start(m, err, sizeof err);
+    CHECK_EQ_INT(rc, SM_NOT_COLLECTING);
+    CHECK(strstr(err, "rank 1") != NULL);
+    CHECK_EQ_INT(sm_monitor_drain(m, recs, 4, 0), -EPIPE); /* no stream */
+    CHECK_EQ_INT(sm_monitor_stop(m), 0);
+    sm_monitor_free(m);
+
+    /* all_workers: local rank != 0 does not collect */
+    setenv("RANK", "3", 1);
+    setenv("LOCAL_RANK", "1", 1);
+    setenv("WORLD_SIZE", "4", 1);
+    setenv("LOCAL_WORLD_SIZE", "2", 1);
+    m = queue_monitor(0, 0);
+    CHECK_EQ_INT(sm_monitor_set_all_workers(m, 1), 0);
+    rc = sm_monitor_start(m, err, sizeof err);
+    CHECK_EQ_INT(rc, SM_NOT_COLLECTING);
+    CHECK(strstr(err, "local rank 1") != NULL);
+    sm_monitor_free(m);
+
+    /* all_workers: local rank 0 of the second pod collects; n = 4 / 2 */
+    setenv("RANK", "2", 1);
+    setenv("LOCAL_RANK", "0", 1);
+    nrecs = 0;
+    m = queue_monitor(10, 1);
+    CHECK_EQ_INT(sm_monitor_set_all_workers(m, 1), 0);
+    rc = sm_monitor_start(m, err, sizeof err);
+    CHECK_EQ_INT(rc, 0);
+    CHECK_EQ_INT(sm_monitor_collectors(m), 2);
+    CHECK_EQ_INT(sm_monitor_stop(m), 0);
+    CHECK_EQ_INT(drain_all(m), -EPIPE);
+    CHECK_EQ_STR(tag("scopemeter.rank2.node"), "unknown");
+    CHECK_EQ_STR(tag("scopemeter.collectors"), "2");
+    {
+        int rank2 = 0;
+        for (int i = 0; i < nrecs; i++)
+            rank2 += recs[i].kind == SM_RECORD_METRIC && strstr(recs[i].key, "/rank2") != NULL;
+        CHECK_EQ_INT(rank2, 8);
+    }
+    sm_monitor_free(m);
+
+    /* a missing LOCAL_RANK counts as 0: the worst case is duplication */
+    unsetenv("LOCAL_RANK");
+    setenv("RANK", "5", 1);
+    setenv("WORLD_SIZE", "6", 1);
+    unsetenv("LOCAL_WORLD_SIZE");
+    m = queue_monitor(10, 1);
+    CHECK_EQ_INT(sm_monitor_set_all_workers(m, 1), 0);
+    CHECK_EQ_INT(sm_monitor_start(m, err, sizeof err), 0);
+    CHECK_EQ_INT(sm_monitor_collectors(m), 6);
+    sm_monitor_free(m); /* free stops */
+}
+
+/* contract §4: write-load cap */
+static void test_cap(void)
+{
+    char err[256];
+    sm_monitor *m;
+
+    /* 32 pods: period >= 10 * ceil(32/4) = 80 s; samples kept, interval raised */
+    reset_env(fixture);
+    setenv("RANK", "0", 1);
+    setenv("WORLD_SIZE", "32", 1);
+    setenv("LOCAL_WORLD_SIZE", "1", 1);
+    nrecs = 0;
+    m = queue_monitor(0.5, 2);
+    CHECK_EQ_INT(sm_monitor_set_all_workers(m, 1), 0);
+    CHECK_EQ_INT(sm_monitor_start(m, err, sizeof err), 0);
+    CHECK_EQ_INT(sm_monitor_collectors(m), 32);
+    CHECK_NEAR(sm_monitor_interval(m), 10.0 * 8 / 2, 1e-9);
+    CHECK_EQ_INT(sm_monitor_samples(m), 2);
+    CHECK_EQ_INT(sm_monitor_stop(m), 0);
+    CHECK_EQ_INT(drain_all(m), -EPIPE);
+    CHECK_EQ_STR(tag("scopemeter.interval_s"), "40");
+    CHECK_EQ_STR(tag("scopemeter.samples"), "2");
+    CHECK_EQ_STR(tag("scopemeter.collectors"), "32");
+    sm_monitor_free(m);
+
+    /* a longer user period is kept: 8 pods -> 20 s minimum, user asks 30 s */
+    setenv("WORLD_SIZE", "8", 1);
+    m = queue_monitor(30, 1);
+    CHECK_EQ_INT(sm_monitor_set_all_workers(m, 1), 0);
+    CHECK_EQ_INT(sm_monitor_start(m, err, sizeof err), 0);
+    CHECK_NEAR(sm_monitor_interval(m), 30.0, 1e-9);
+    sm_monitor_free(m);
+
+    /* 8 pods with the default 10 s: raised to 20 s (the seed's smoke run) */
+    m = queue_monitor(0, 0);
+    CHECK_EQ_INT(sm_monitor_set_all_workers(m, 1), 0);
+    CHECK_EQ_INT(sm_monitor_start(m, err, sizeof err), 0);
+    CHECK_NEAR(sm_monitor_interval(m), 20.0, 1e-9);
+    CHECK_EQ_INT(sm_monitor_samples(m), 1);
+    sm_monitor_free(m);
+
+    /* 4 collectors: no cap; without all_workers n = 1 whatever the world */
+    setenv("WORLD_SIZE", "4", 1);
+    m = queue_monitor(0, 0);
+    CHECK_EQ_INT(sm_monitor_set_all_workers(m, 1), 0);
+    CHECK_EQ_INT(sm_monitor_start(m, err, sizeof err), 0);
+    CHECK_NEAR(sm_monitor_interval(m), 10.0, 1e-9);
+    sm_monitor_free(m);
+    setenv("WORLD_SIZE", "64", 1);
+    m = queue_monitor(0, 0);
+    CHECK_EQ_INT(sm_monitor_start(m, err, sizeof err), 0);
+    CHECK_EQ_INT(sm_monitor_collectors(m), 1);
+    CHECK_NEAR(sm_monitor_interval(m), 10.0, 1e-9);
+    sm_monitor_free(m);
+}
+
+static void start_free(double set_interval, int set_samples, double *interval, int *samples)
+{
+    char err[256];
+    sm_monitor *m = queue_monitor(set_interval, set_samples);
+    CHECK_EQ_INT(sm_monitor_start(m, err, sizeof err), 0);
+    *interval = sm_monitor_interval(m);
+    *samples = sm_monitor_samples(m);
+    sm_monitor_free(m);
+}
+
+/* explicit setters > SCOPEMETER_* > MLFLOW_SYSTEM_METRICS_* > 10 s x 1 */
+static void test_config(void)
+{
+    double iv;
+    int s;
+
+    reset_env(fixture);
+    start_free(0, 0, &iv, &s);
+    CHECK_NEAR(iv, 10.0, 1e-12);
+    CHECK_EQ_INT(s, 1);
+
+    setenv("MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL", "3", 1);
+    setenv("MLFLOW_SYSTEM_METRICS_SAMPLES_BEFORE_LOGGING", "4", 1);
+    start_free(0, 0, &iv, &s);
+    CHECK_NEAR(iv, 3.0, 1e-12);
+    CHECK_EQ_INT(s, 4);
+
+    setenv("SCOPEMETER_INTERVAL", "0.5", 1);
+    setenv("SCOPEMETER_SAMPLES", "2", 1);
+    start_free(0, 0, &iv, &s);
+    CHECK_NEAR(iv, 0.5, 1e-12);
+    CHECK_EQ_INT(s, 2);
+
+    start_free(7, 3, &iv, &s);
+    CHECK_NEAR(iv, 7.0, 1e-12);
+    CHECK_EQ_INT(s, 3);
+
+    /* an unusable value is said and skipped: the next source applies */
+    setenv("SCOPEMETER_INTERVAL", "fast", 1);
+    setenv("SCOPEMETER_SAMPLES", "2.5", 1);
+    start_free(0, 0, &iv, &s);
+    CHECK_NEAR(iv, 3.0, 1e-12);
+    CHECK_EQ_INT(s, 4);
+
+    /* setters check their range */
+    {
+        sm_monitor *m = sm_monitor_new();
+        CHECK_EQ_INT(sm_monitor_set_interval(m, 0.001), -EINVAL);
+        CHECK_EQ_INT(sm_monitor_set_interval(m, NAN), -EINVAL);
+        CHECK_EQ_INT(sm_monitor_set_interval(m, -1), 0); /* <= 0: environment */
+        CHECK_EQ_INT(sm_monitor_set_samples(m, 1000000), -EINVAL);
+        CHECK_EQ_INT(sm_monitor_set_stop_timeout(m, -1), -EINVAL);
+        sm_monitor_free(m);
+    }
+}
+
+static void test_errors(void)
+{
+    char err[256];
+    sm_monitor *m;
+    char missing[1100];
+
+    /* no sink configured */
+    reset_env(fixture);
+    m = sm_monitor_new();
+    CHECK_EQ_INT(sm_monitor_start(m, err, sizeof err), -EINVAL);
+    CHECK(strstr(err, "sink") != NULL);
+    CHECK_EQ_INT(sm_monitor_stop(m), 0); /* never started: nothing to stop */
+    sm_monitor_free(m);
+
+    /* nothing can be read: no collector starts -> -ENODATA, one line, and
+     * the scopemeter.skipped tag for the binding to log */
+    snprintf(missing, sizeof missing, "%s/does-not-exist", fixture);
+    reset_env(missing);
+    nrecs = 0;
+    m = queue_monitor(0, 0);
+    CHECK_EQ_INT(sm_monitor_start(m, err, sizeof err), -ENODATA);
+    CHECK(strstr(err, "nothing to record") != NULL);
+    CHECK_EQ_INT(drain_all(m), -EPIPE);
+    CHECK(tag("scopemeter.skipped") != NULL);
+    CHECK_EQ_INT(sm_monitor_stop(m), 0);
+    sm_monitor_free(m);
+
+    /* a stop timeout of 0 cannot wait for the thread: -ETIMEDOUT, the thread
+     * is left behind and frees the monitor itself when it is done */
+    reset_env(fixture);
+    m = queue_monitor(10, 1);
+    CHECK_EQ_INT(sm_monitor_set_stop_timeout(m, 0), 0);
+    CHECK_EQ_INT(sm_monitor_start(m, err, sizeof err), 0);
+    CHECK_EQ_INT(sm_monitor_stop(m), -ETIMEDOUT);
+    CHECK_EQ_INT(sm_monitor_stop(m), -ETIMEDOUT); /* idempotent, same answer */
+    sm_monitor_free(m);
+    sleep_s(0.3); /* let the left-behind thread finish before the leak check */
+}
+
+/* Values move: network counters are the latest cumulative value and never
+ * go down; memory is a window mean within the values written. */
+static int copy_file(const char *from, const char *to)
+{
+    char buf[8192];
+    FILE *f = fopen(from, "rb"), *g = fopen(to, "wb");
+    size_t n;
+    int rc = 0;
+
+    if (!f || !g)
+        rc = -1;
+    while (rc == 0 && (n = fread(buf, 1, sizeof buf, f)) > 0)
+        if (fwrite(buf, 1, n, g) != n)
+            rc = -1;
+    if (f)
+        fclose(f);
+    if (g && fclose(g) != 0)
+        rc = -1;
+    return rc;
+}
+
+static void write_file(const char *path, const char *text, int in_place)
+{
+    /* in place: same inode, same length, so the collector's open descriptor
+     * sees the new content on its next pread */
+    FILE *f = fopen(path, in_place ? "r+b" : "wb");
+    if (!f)
+        return;
+    fputs(text, f);
+    fclose(f);
+}
+
+static void net_text(char *out, size_t len, unsigned long long rx)
+{
+    snprintf(out, len,
+             "Inter-|   Receive                                                |  Transmit\n"
+             " face |bytes    packets errs drop fifo frame compressed multicast|bytes    "
+             "packets errs drop fifo colls carrier compressed\n"
+             "  eth0: %015llu  98765    0    0    0     0          0         0 98765432   "
+             "87654    0    0    0     0       0          0\n",
+             rx);
+}
+
+static void mem_text(char *out, size_t len, const char *avail)
+{
+    snprintf(out, len,
+             "MemTotal:       16384000 kB\nMemFree:         4096000 kB\n"
+             "MemAvailable:    %s kB\n",
+             avail);
+}
+
+static void test_moving_values(void)
+{
+    static const char *files[] = {"proc/stat", "proc/self/cgroup", "proc/self/mountinfo",
+                                  "proc/net/dev", "proc/meminfo", NULL};
+    static const char *dirs[] = {"proc", "proc/net", "proc/self"};
+    char tmpl[] = "/tmp/sm-monitor-XXXXXX";
+    char *dir = mkdtemp(tmpl);
+    char p1[1200], p2[1200], netdev[1200], meminfo[1200], text[512];
+    char err[256];
+    sm_monitor *m;
+    const unsigned long long rx0 = 1000000000ULL;
+    unsigned long long rx = rx0;
+    double prev = -1;
+    int ok = 1, windows;
+
+    CHECK(dir != NULL);
+    if (!dir)
+        return;
+    for (int i = 0; i < 3; i++) {
+        snprintf(p1, sizeof p1, "%s/%s", dir, dirs[i]);
+        mkdir(p1, 0755);
+    }
+    for (int i = 0; i < 3; i++) { /* the unchanging files */
+        snprintf(p1, sizeof p1, "%s/%s", fixture, files[i]);
+        snprintf(p2, sizeof p2, "%s/%s", dir, files[i]);
+        ok &= copy_file(p1, p2) == 0;
+    }
+    CHECK(ok);
+    snprintf(netdev, sizeof netdev, "%s/proc/net/dev", dir);
+    snprintf(meminfo, sizeof meminfo, "%s/proc/meminfo", dir);
+    net_text(text, sizeof text, rx);
+    write_file(netdev, text, 0);
+    mem_text(text, sizeof text, "8192000");
+    write_file(meminfo, text, 0);
+
+    reset_env(dir);
+    nrecs = 0;
+    m = queue_monitor(0.02, 3);
+    CHECK_EQ_INT(sm_monitor_start(m, err, sizeof err), 0);
+    for (int i = 0; i < 2000 && max_step() < 4; i++) {
+        rx += 250000; /* +0.25 MB */
+        net_text(text, sizeof text, rx);
+        write_file(netdev, text, 1);
+        /* MemAvailable alternates: used is 50 % or 75 % of MemTotal */
+        mem_text(text, sizeof text, i % 2 ? "8192000" : "4096000");
+        write_file(meminfo, text, 1);
+        drain_some(m, 0.005);
+    }
+    CHECK_EQ_INT(sm_monitor_stop(m), 0);
+    CHECK_EQ_INT(drain_all(m), -EPIPE);
+    windows = (int)max_step() + 1;
+    CHECK(windows >= 5);
+    for (int i = 0; i < nrecs; i++) {
+        const sm_record *r = &recs[i];
+        if (r->kind != SM_RECORD_METRIC)
+            continue;
+        CHECK(is_rounded(r->value));
+        if (strcmp(r->key, "system/network_receive_megabytes/rank0") == 0) {
+            CHECK(r->value >= prev); /* cumulative since start: never decreases */
+            CHECK(r->value <= (double)(rx - rx0) / 1e6 + 0.05);
+            prev = r->value;
+        }
+        if (strcmp(r->key, "system/node_memory_usage_percentage/rank0") == 0)
+            /* a window mean of 50 % and 75 % samples lies between them */
+            CHECK(r->value >= 50.0 - 1e-9 && r->value <= 75.0 + 1e-9);
+    }
+    CHECK(prev > 0); /* the counter moved */
+    sm_monitor_free(m);
+    for (int i = 0; files[i]; i++) {
+        snprintf(p2, sizeof p2, "%s/%s", dir, files[i]);
+        unlink(p2);
+    }
+    for (int i = 2; i >= 0; i--) {
+        snprintf(p1, sizeof p1, "%s/%s", dir, dirs[i]);
+        rmdir(p1);
+    }
+    rmdir(dir);
+}
+
+/* A forked child (a data-loader worker) that stops or frees the parent's
+ * monitor returns at once and touches nothing of the parent's. */
+static void test_fork(void)
+{
+    char err[256];
+    sm_monitor *m;
+    pid_t pid;
+    int status = -1;
+
+    reset_env(fixture);
+    m = queue_monitor(10, 1);
+    CHECK_EQ_INT(sm_monitor_start(m, err, sizeof err), 0);
+    pid = fork();
+    if (pid == 0) {
+        int rc = sm_monitor_stop(m);
+        sm_monitor_free(m);
+        _exit(rc == 0 ? 0 : 3);
+    }
+    CHECK(pid > 0);
+    if (pid > 0)
+        CHECK_EQ_INT(waitpid(pid, &status, 0), pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    nrecs = 0;
+    CHECK_EQ_INT(sm_monitor_stop(m), 0); /* the parent's monitor still stops normally */
+    CHECK_EQ_INT(drain_all(m), -EPIPE);
+    CHECK_EQ_INT(max_step(), 0);
+    sm_monitor_free(m);
+}
+
+struct drainer {
+    sm_monitor *m;
+    int rc, metrics, tags;
+};
+
+static void *drain_thread(void *arg)
+{
+    struct drainer *d = arg;
+    sm_record buf[64];
+    int rc;
+
+    while ((rc = sm_monitor_drain(d->m, buf, 64, 0.2)) >= 0)
+        for (int i = 0; i < rc; i++) {
+            d->metrics += buf[i].kind == SM_RECORD_METRIC;
+            d->tags += buf[i].kind == SM_RECORD_TAG;
+        }
+    d->rc = rc;
+    return NULL;
+}
+
+static void *stop_thread(void *arg)
+{
+    return (void *)(intptr_t)sm_monitor_stop(arg);
+}
+
+/* The binding's pattern: a drain thread runs until -EPIPE while another
+ * thread stops; two stops at once both return 0 and the last window comes
+ * once. */
+static void test_concurrent_stop(void)
+{
+    char err[256];
+    sm_monitor *m;
+    struct drainer d = {0};
+    pthread_t td, ts;
+    void *trc = (void *)1;
+
+    reset_env(fixture);
+    m = queue_monitor(0.02, 1);
+    CHECK_EQ_INT(sm_monitor_start(m, err, sizeof err), 0);
+    d.m = m;
+    CHECK_EQ_INT(pthread_create(&td, NULL, drain_thread, &d), 0);
+    sleep_s(0.1);
+    CHECK_EQ_INT(pthread_create(&ts, NULL, stop_thread, m), 0);
+    CHECK_EQ_INT(sm_monitor_stop(m), 0);
+    pthread_join(ts, &trc);
+    CHECK(trc == NULL); /* the other stop returned 0 too */
+    pthread_join(td, NULL);
+    CHECK_EQ_INT(d.rc, -EPIPE);
+    CHECK(d.metrics >= 8); /* at least the final window */
+    CHECK_EQ_INT(d.metrics % 8, 0); /* whole windows of 8 points */
+    /* start tags: node, gpu, cgroup, interval_s, samples, collectors */
+    CHECK_EQ_INT(d.tags, 6);
+    sm_monitor_free(m);
+}
+
+int main(void)
+{
+    const char *fx = getenv("SM_FIXTURES");
+
+    snprintf(fixture, sizeof fixture, "%s/monitor-basic", fx ? fx : "tests/fixtures");
+    test_windows();
+    test_partial_window();
+    test_who_collects();
+    test_cap();
+    test_config();
+    test_errors();
+    test_moving_values();
+    test_fork();
+    test_concurrent_stop();
+    return CHECK_DONE();
+}

@@ -1,0 +1,234 @@
+/*
+ * test_ring.c — the bounded ring between the sampling thread and a sink:
+ * overflow drops the oldest and counts it, peek/consume never removes a
+ * record that was not peeked (even when the producer overwrote some while
+ * the consumer shipped), close ends the stream with -EPIPE once drained, and
+ * a timed wait returns on timeout and wakes on a push from another thread.
+ * The queue sink on top of it is checked at the end.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+#include "sink.h"
+
+static sm_record rec(int64_t step)
+{
+    sm_record r;
+
+    memset(&r, 0, sizeof r);
+    r.kind = SM_RECORD_METRIC;
+    snprintf(r.key, sizeof r.key, "system/k/rank0");
+    r.value = (double)step;
+    r.step = step;
+    return r;
+}
+
+static void push_range(sm_ring *r, int64_t from, int64_t to)
+{
+    for (int64_t i = from; i < to; i++) {
+        sm_record x = rec(i);
+        sm_ring_push(r, &x, 1);
+    }
+}
+
+static void test_fifo_and_overflow(void)
+{
+    sm_ring r;
+    sm_record out[16];
+    sm_record batch[6];
+    int n;
+
+    CHECK_EQ_INT(sm_ring_init(&r, 4), 0);
+    push_range(&r, 0, 3);
+    CHECK_EQ_INT(sm_ring_len(&r), 3);
+    CHECK_EQ_INT(sm_ring_dropped(&r), 0);
+    push_range(&r, 3, 7); /* 7 pushed into 4 slots: 0,1,2 dropped */
+    CHECK_EQ_INT(sm_ring_len(&r), 4);
+    CHECK_EQ_INT(sm_ring_dropped(&r), 3);
+    n = sm_ring_pop(&r, out, 16, 0);
+    CHECK_EQ_INT(n, 4);
+    for (int i = 0; i < n; i++)
+        CHECK_EQ_INT(out[i].step, 3 + i); /* the newest four, oldest first */
+    CHECK_EQ_INT(sm_ring_pop(&r, out, 16, 0), 0); /* empty, no wait */
+
+    /* one push larger than the ring keeps its last cap records */
+    for (int i = 0; i < 6; i++)
+        batch[i] = rec(100 + i);
+    sm_ring_push(&r, batch, 6);
+    CHECK_EQ_INT(sm_ring_dropped(&r), 5);
+    n = sm_ring_pop(&r, out, 2, 0); /* cap smaller than what is there */
+    CHECK_EQ_INT(n, 2);
+    CHECK_EQ_INT(out[0].step, 102);
+    CHECK_EQ_INT(out[1].step, 103);
+    CHECK_EQ_INT(sm_ring_len(&r), 2);
+    sm_ring_destroy(&r);
+}
+
+static void test_peek_consume(void)
+{
+    sm_ring r;
+    sm_record out[8];
+    int n;
+
+    CHECK_EQ_INT(sm_ring_init(&r, 4), 0);
+    push_range(&r, 0, 3);
+    n = sm_ring_peek(&r, out, 8, 0);
+    CHECK_EQ_INT(n, 3);
+    CHECK_EQ_INT(sm_ring_len(&r), 3); /* peek removes nothing */
+    n = sm_ring_peek(&r, out, 2, 0);
+    CHECK_EQ_INT(n, 2);
+    CHECK_EQ_INT(out[0].step, 0);
+    sm_ring_consume(&r, 2);
+    CHECK_EQ_INT(sm_ring_len(&r), 1);
+    n = sm_ring_peek(&r, out, 8, 0);
+    CHECK_EQ_INT(n, 1);
+    CHECK_EQ_INT(out[0].step, 2);
+
+    /* the producer overflows while the consumer ships what it peeked:
+     * peeked {2}, then 3..6 pushed into 4 slots drops 2 (peeked) -> consume(1)
+     * must not remove 3, which was never shipped */
+    push_range(&r, 3, 7);
+    CHECK_EQ_INT(sm_ring_dropped(&r), 1);
+    sm_ring_consume(&r, 1);
+    CHECK_EQ_INT(sm_ring_len(&r), 4);
+    n = sm_ring_peek(&r, out, 8, 0);
+    CHECK_EQ_INT(n, 4);
+    CHECK_EQ_INT(out[0].step, 3);
+
+    /* peeked 3..6, then two more pushed drop 3 and 4: consume(4) removes only
+     * 5 and 6, leaving the two new ones */
+    push_range(&r, 7, 9);
+    sm_ring_consume(&r, 4);
+    CHECK_EQ_INT(sm_ring_len(&r), 2);
+    n = sm_ring_peek(&r, out, 8, 0);
+    CHECK_EQ_INT(n, 2);
+    CHECK_EQ_INT(out[0].step, 7);
+    CHECK_EQ_INT(out[1].step, 8);
+    sm_ring_destroy(&r);
+}
+
+static void test_close(void)
+{
+    sm_ring r;
+    sm_record out[8];
+    sm_record x = rec(42);
+
+    CHECK_EQ_INT(sm_ring_init(&r, 8), 0);
+    push_range(&r, 0, 2);
+    sm_ring_close(&r);
+    CHECK_EQ_INT(sm_ring_pop(&r, out, 8, 1.0), 2); /* what was queued is still drained */
+    CHECK_EQ_INT(sm_ring_pop(&r, out, 8, 1.0), -EPIPE); /* then the stream is over */
+    CHECK_EQ_INT(sm_ring_peek(&r, out, 8, 0), -EPIPE);
+    sm_ring_push(&r, &x, 1); /* after close: dropped, not queued */
+    CHECK_EQ_INT(sm_ring_len(&r), 0);
+    CHECK_EQ_INT(sm_ring_dropped(&r), 1);
+    CHECK_EQ_INT(sm_ring_pop(&r, out, 0, 0), -EINVAL);
+    sm_ring_destroy(&r);
+    CHECK_EQ_INT(sm_ring_init(&r, 0), -EINVAL);
+}
+
+struct later {
+    sm_ring *r;
+    int close;
+};
+
+static void *push_later(void *arg)
+{
+    struct later *l = arg;
+    struct timespec ts = {0, 50 * 1000 * 1000};
+    sm_record x = rec(7);
+
+    nanosleep(&ts, NULL);
+    if (l->close)
+        sm_ring_close(l->r);
+    else
+        sm_ring_push(l->r, &x, 1);
+    return NULL;
+}
+
+static void test_timed_wait(void)
+{
+    sm_ring r;
+    sm_record out[4];
+    pthread_t t;
+    struct later l;
+    double t0, dt;
+    int n;
+
+    CHECK_EQ_INT(sm_ring_init(&r, 4), 0);
+    /* nothing comes: returns 0 after about the timeout (lower bound only) */
+    t0 = sm_now_mono();
+    CHECK_EQ_INT(sm_ring_peek(&r, out, 4, 0.1), 0);
+    dt = sm_now_mono() - t0;
+    CHECK(dt >= 0.09);
+
+    /* a push from another thread wakes the waiter; the long timeout is a
+     * bound, not a wait */
+    l.r = &r;
+    l.close = 0;
+    CHECK_EQ_INT(pthread_create(&t, NULL, push_later, &l), 0);
+    n = sm_ring_pop(&r, out, 4, 60.0);
+    pthread_join(t, NULL);
+    CHECK_EQ_INT(n, 1);
+    CHECK_EQ_INT(out[0].step, 7);
+
+    /* close from another thread wakes the waiter with -EPIPE */
+    l.close = 1;
+    CHECK_EQ_INT(pthread_create(&t, NULL, push_later, &l), 0);
+    n = sm_ring_pop(&r, out, 4, 60.0);
+    pthread_join(t, NULL);
+    CHECK_EQ_INT(n, -EPIPE);
+    sm_ring_destroy(&r);
+}
+
+static void test_queue_sink(void)
+{
+    sm_sink *s = NULL;
+    sm_record in[3], out[8];
+
+    CHECK_EQ_INT(sm_sink_queue_new(2, &s), 0);
+    if (!s)
+        return;
+    CHECK_EQ_STR(s->ops->name, "queue");
+    for (int i = 0; i < 3; i++)
+        in[i] = rec(i);
+    s->ops->push(s, in, 3);
+    CHECK_EQ_INT(s->ops->dropped(s), 1);
+    CHECK_EQ_INT(sm_sink_queue_drain(s, out, 8, 0), 2);
+    CHECK_EQ_INT(out[0].step, 1);
+    s->ops->push(s, in, 1);
+    CHECK_EQ_INT(s->ops->flush(s, sm_now_mono() + 1), 0); /* closes, does not wait */
+    CHECK_EQ_INT(sm_sink_queue_drain(s, out, 8, 0), 1);
+    CHECK_EQ_INT(sm_sink_queue_drain(s, out, 8, 5.0), -EPIPE);
+    CHECK_EQ_INT(sm_sink_queue_drain(s, out, 0, 0), -EINVAL);
+    s->ops->close(s);
+}
+
+static void test_clock(void)
+{
+    struct timespec ts;
+    int64_t ms = sm_now_ms();
+
+    CHECK(ms > 1600000000000LL); /* after 2020: wall clock in ms, not s */
+    sm_mono_timespec(12.5, &ts);
+    CHECK_EQ_INT(ts.tv_sec, 12);
+    CHECK_EQ_INT(ts.tv_nsec, 500000000);
+    sm_mono_timespec(-1, &ts);
+    CHECK_EQ_INT(ts.tv_sec, 0);
+    CHECK(sm_now_mono() > 0);
+}
+
+int main(void)
+{
+    test_fifo_and_overflow();
+    test_peek_consume();
+    test_close();
+    test_timed_wait();
+    test_queue_sink();
+    test_clock();
+    return CHECK_DONE();
+}

@@ -1,0 +1,415 @@
+/*
+ * fakenvml.c — a fake libnvidia-ml.so.1 for the GPU collector's tests.
+ *
+ * No CI machine has a GPU, so the tests load this library through
+ * SCOPEMETER_NVML_LIBRARY.  It implements the NVML entry points coll_gpu.c
+ * resolves, with the documented ABI (layouts, return codes, the versioned
+ * memory struct's tag), written here independently of src/nvml.h so that a
+ * layout mistake in one does not hide in the other.  Values and failures are
+ * chosen per test through environment variables read at nvmlInit_v2 (not per
+ * call, so the benchmark's lower bound is not inflated by getenv):
+ *
+ *   FAKE_NVML_INIT_FAIL=rc         nvmlInit_v2 returns rc
+ *   FAKE_NVML_COUNT_FAIL=rc        nvmlDeviceGetCount_v2 returns rc
+ *   FAKE_NVML_DEVICES=n            devices (default 1, at most 16)
+ *   FAKE_NVML_DRIVER=ver           nvmlSystemGetDriverVersion (default 550.54.15)
+ *   per device i:
+ *   FAKE_NVML_UUID_i               default GPU-f4ce000i-0000-4000-8000-00000000000i
+ *   FAKE_NVML_MEM_TOTAL_i          bytes (default 80 GiB)
+ *   FAKE_NVML_MEM_USED_i           bytes allocated (default 20 GiB + i GB)
+ *   FAKE_NVML_MEM_RESERVED_i       bytes reserved by the driver (default 512 MiB);
+ *                                  v1 reports used + reserved, v2 used alone
+ *   FAKE_NVML_UTIL_i               percent (default 40 + i)
+ *   FAKE_NVML_POWER_i              mW (default 150000 + 1000 i)
+ *   FAKE_NVML_LIMIT_i              enforced limit, mW (default 300000)
+ *   FAKE_NVML_FAIL_<CALL>_i=rc     CALL one of HANDLE MEM MEMV2 UTIL POWER LIMIT UUID
+ *   FAKE_NVML_FAIL_TIMES_i=n       the scripted failures of device i stop after n
+ *                                  (a transient error that recovers)
+ *   FAKE_NVML_LOST_AFTER_i=n       after n successful queries of device i (MEM,
+ *                                  MEMV2, UTIL, POWER, LIMIT), every call on it
+ *                                  answers GPU_IS_LOST (0: lost from the start)
+ *   FAKE_NVML_MIG_i=k              k MIG instances on device i, UUIDs
+ *                                  FAKE_NVML_MIG_UUID_i_j, default
+ *                                  MIG-f4ce000i-000j-4000-8000-000000000000
+ *
+ * Built twice: the full library, and with -DFAKE_NVML_MINIMAL, an old or
+ * stripped NVML without nvmlDeviceGetMemoryInfo_v2, nvmlDeviceGetUtilizationRates,
+ * nvmlDeviceGetEnforcedPowerLimit, nvmlSystemGetDriverVersion, nvmlDeviceGetUUID
+ * and the MIG calls.  fake_nvml_init_refs() lets an in-process test check
+ * that every nvmlInit_v2 was matched by nvmlShutdown.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define API __attribute__((visibility("default")))
+
+typedef int nvml_rc;
+enum {
+    OK = 0,
+    E_UNINITIALIZED = 1,
+    E_INVALID_ARGUMENT = 2,
+    E_NOT_SUPPORTED = 3,
+    E_NOT_FOUND = 6,
+    E_INSUFFICIENT_SIZE = 7,
+    E_GPU_IS_LOST = 15,
+    E_ARGUMENT_VERSION_MISMATCH = 25,
+};
+
+struct mem_v1 {
+    unsigned long long total, free, used;
+};
+struct mem_v2 {
+    unsigned int version;
+    unsigned long long total, reserved, free, used;
+};
+struct util {
+    unsigned int gpu, memory;
+};
+_Static_assert(sizeof(struct mem_v2) == 40, "nvmlMemory_v2_t is 40 bytes on LP64");
+
+#define MAX_DEV 16
+#define MAX_MIG 7
+
+enum call { C_HANDLE, C_MEM, C_MEMV2, C_UTIL, C_POWER, C_LIMIT, C_UUID, C_N };
+static const char *const call_name[C_N] = {"HANDLE", "MEM",   "MEMV2", "UTIL",
+                                           "POWER",  "LIMIT", "UUID"};
+
+struct mig {
+    int dev;
+    char uuid[96];
+};
+
+struct dev {
+    char uuid[96];
+    unsigned long long total, used, reserved;
+    unsigned int util, power, limit;
+    int fail[C_N];
+    long fail_times; /* -1: for ever */
+    long lost_after; /* -1: never */
+    long queries;
+    int nmig;
+    struct mig mig[MAX_MIG];
+};
+
+static int refs;
+static int init_fail, count_fail;
+static unsigned int ndev;
+static char driver[80];
+static struct dev devs[MAX_DEV];
+
+static const char *env_i(const char *name, int i, int j)
+{
+    char key[64];
+
+    if (j >= 0)
+        snprintf(key, sizeof key, "%s_%d_%d", name, i, j);
+    else if (i >= 0)
+        snprintf(key, sizeof key, "%s_%d", name, i);
+    else
+        snprintf(key, sizeof key, "%s", name);
+    return getenv(key);
+}
+
+static unsigned long long num(const char *name, int i, unsigned long long def)
+{
+    const char *v = env_i(name, i, -1);
+    return v && *v ? strtoull(v, NULL, 10) : def;
+}
+
+static void configure(void)
+{
+    const char *v;
+
+    init_fail = (int)num("FAKE_NVML_INIT_FAIL", -1, 0);
+    count_fail = (int)num("FAKE_NVML_COUNT_FAIL", -1, 0);
+    ndev = (unsigned int)num("FAKE_NVML_DEVICES", -1, 1);
+    if (ndev > MAX_DEV)
+        ndev = MAX_DEV;
+    v = getenv("FAKE_NVML_DRIVER");
+    snprintf(driver, sizeof driver, "%s", v ? v : "550.54.15");
+    for (int i = 0; i < MAX_DEV; i++) {
+        struct dev *d = &devs[i];
+        memset(d, 0, sizeof *d);
+        v = env_i("FAKE_NVML_UUID", i, -1);
+        if (v)
+            snprintf(d->uuid, sizeof d->uuid, "%s", v);
+        else
+            snprintf(d->uuid, sizeof d->uuid, "GPU-f4ce%04d-0000-4000-8000-%012d", i, i);
+        d->total = num("FAKE_NVML_MEM_TOTAL", i, 85899345920ull);
+        d->used = num("FAKE_NVML_MEM_USED", i, 21474836480ull + 1000000000ull * (unsigned)i);
+        d->reserved = num("FAKE_NVML_MEM_RESERVED", i, 536870912ull);
+        d->util = (unsigned int)num("FAKE_NVML_UTIL", i, 40u + (unsigned)i);
+        d->power = (unsigned int)num("FAKE_NVML_POWER", i, 150000u + 1000u * (unsigned)i);
+        d->limit = (unsigned int)num("FAKE_NVML_LIMIT", i, 300000u);
+        for (int c = 0; c < C_N; c++) {
+            char name[40];
+            snprintf(name, sizeof name, "FAKE_NVML_FAIL_%s", call_name[c]);
+            d->fail[c] = (int)num(name, i, 0);
+        }
+        v = env_i("FAKE_NVML_FAIL_TIMES", i, -1);
+        d->fail_times = v && *v ? strtol(v, NULL, 10) : -1;
+        v = env_i("FAKE_NVML_LOST_AFTER", i, -1);
+        d->lost_after = v && *v ? strtol(v, NULL, 10) : -1;
+        d->nmig = (int)num("FAKE_NVML_MIG", i, 0);
+        if (d->nmig > MAX_MIG)
+            d->nmig = MAX_MIG;
+        for (int j = 0; j < d->nmig; j++) {
+            d->mig[j].dev = i;
+            v = env_i("FAKE_NVML_MIG_UUID", i, j);
+            if (v)
+                snprintf(d->mig[j].uuid, sizeof d->mig[j].uuid, "%s", v);
+            else
+                snprintf(d->mig[j].uuid, sizeof d->mig[j].uuid,
+                         "MIG-f4ce%04d-%04d-4000-8000-000000000000", i, j);
+        }
+    }
+}
+
+/* The handle is the address of the device's record. */
+static struct dev *dev_of(void *h)
+{
+    for (unsigned int i = 0; i < ndev; i++)
+        if (h == &devs[i])
+            return &devs[i];
+    return NULL;
+}
+
+static int is_lost(const struct dev *d)
+{
+    return d->lost_after >= 0 && d->queries >= d->lost_after;
+}
+
+/* Common prologue of a device query: state, handle, scripted failure. */
+static nvml_rc query(void *h, enum call c, struct dev **out)
+{
+    struct dev *d;
+
+    if (refs <= 0)
+        return E_UNINITIALIZED;
+    d = dev_of(h);
+    if (!d)
+        return E_INVALID_ARGUMENT;
+    if (is_lost(d))
+        return E_GPU_IS_LOST;
+    if (d->fail[c] && d->fail_times != 0) {
+        if (d->fail_times > 0)
+            d->fail_times--;
+        return d->fail[c];
+    }
+    if (c != C_UUID)
+        __atomic_fetch_add(&d->queries, 1, __ATOMIC_RELAXED);
+    *out = d;
+    return OK;
+}
+
+API const char *nvmlErrorString(nvml_rc rc)
+{
+    switch (rc) {
+    case 0: return "fake NVML: Success";
+    case 1: return "fake NVML: Uninitialized";
+    case 2: return "fake NVML: Invalid Argument";
+    case 3: return "fake NVML: Not Supported";
+    case 4: return "fake NVML: Insufficient Permissions";
+    case 6: return "fake NVML: Not Found";
+    case 7: return "fake NVML: Insufficient Size";
+    case 9: return "fake NVML: Driver Not Loaded";
+    case 10: return "fake NVML: Timeout";
+    case 15: return "fake NVML: GPU is lost";
+    case 18: return "fake NVML: RM has detected an NVML/RM version mismatch.";
+    case 25: return "fake NVML: Argument version mismatch";
+    default: return "fake NVML: Unknown Error";
+    }
+}
+
+API nvml_rc nvmlInit_v2(void)
+{
+    if (refs == 0)
+        configure();
+    if (init_fail)
+        return init_fail;
+    refs++;
+    return OK;
+}
+
+API nvml_rc nvmlShutdown(void)
+{
+    if (refs <= 0)
+        return E_UNINITIALIZED;
+    refs--;
+    return OK;
+}
+
+API int fake_nvml_init_refs(void)
+{
+    return refs;
+}
+
+API nvml_rc nvmlDeviceGetCount_v2(unsigned int *count)
+{
+    if (refs <= 0)
+        return E_UNINITIALIZED;
+    if (!count)
+        return E_INVALID_ARGUMENT;
+    if (count_fail)
+        return count_fail;
+    *count = ndev;
+    return OK;
+}
+
+API nvml_rc nvmlDeviceGetHandleByIndex_v2(unsigned int index, void **handle)
+{
+    if (refs <= 0)
+        return E_UNINITIALIZED;
+    if (!handle || index >= ndev)
+        return E_INVALID_ARGUMENT;
+    if (devs[index].fail[C_HANDLE])
+        return devs[index].fail[C_HANDLE];
+    *handle = &devs[index];
+    return OK;
+}
+
+API nvml_rc nvmlDeviceGetMemoryInfo(void *h, struct mem_v1 *m)
+{
+    struct dev *d = NULL;
+    nvml_rc rc = m ? query(h, C_MEM, &d) : E_INVALID_ARGUMENT;
+
+    if (rc != OK)
+        return rc;
+    m->total = d->total;
+    m->used = d->used + d->reserved; /* v1 counts the reserve as used */
+    m->free = d->total - m->used;
+    return OK;
+}
+
+API nvml_rc nvmlDeviceGetPowerUsage(void *h, unsigned int *mw)
+{
+    struct dev *d = NULL;
+    nvml_rc rc = mw ? query(h, C_POWER, &d) : E_INVALID_ARGUMENT;
+
+    if (rc != OK)
+        return rc;
+    *mw = d->power;
+    return OK;
+}
+
+#ifndef FAKE_NVML_MINIMAL
+API nvml_rc nvmlDeviceGetMemoryInfo_v2(void *h, struct mem_v2 *m)
+{
+    struct dev *d = NULL;
+    nvml_rc rc;
+
+    if (!m)
+        return E_INVALID_ARGUMENT;
+    /* NVML_STRUCT_VERSION(Memory, 2): size in the low bits, 2 in the top byte */
+    if (m->version != (unsigned int)(sizeof(struct mem_v2) | (2u << 24)))
+        return E_ARGUMENT_VERSION_MISMATCH;
+    rc = query(h, C_MEMV2, &d);
+    if (rc != OK)
+        return rc;
+    m->total = d->total;
+    m->reserved = d->reserved;
+    m->used = d->used;
+    m->free = d->total - d->used - d->reserved;
+    return OK;
+}
+
+API nvml_rc nvmlDeviceGetUtilizationRates(void *h, struct util *u)
+{
+    struct dev *d = NULL;
+    nvml_rc rc = u ? query(h, C_UTIL, &d) : E_INVALID_ARGUMENT;
+
+    if (rc != OK)
+        return rc;
+    u->gpu = d->util;
+    u->memory = d->util / 2;
+    return OK;
+}
+
+API nvml_rc nvmlDeviceGetEnforcedPowerLimit(void *h, unsigned int *mw)
+{
+    struct dev *d = NULL;
+    nvml_rc rc = mw ? query(h, C_LIMIT, &d) : E_INVALID_ARGUMENT;
+
+    if (rc != OK)
+        return rc;
+    *mw = d->limit;
+    return OK;
+}
+
+API nvml_rc nvmlSystemGetDriverVersion(char *buf, unsigned int len)
+{
+    if (refs <= 0)
+        return E_UNINITIALIZED;
+    if (!buf)
+        return E_INVALID_ARGUMENT;
+    if (len < strlen(driver) + 1)
+        return E_INSUFFICIENT_SIZE;
+    memcpy(buf, driver, strlen(driver) + 1);
+    return OK;
+}
+
+static struct mig *mig_of(void *h)
+{
+    for (unsigned int i = 0; i < ndev; i++)
+        for (int j = 0; j < devs[i].nmig; j++)
+            if (h == &devs[i].mig[j])
+                return &devs[i].mig[j];
+    return NULL;
+}
+
+static nvml_rc copy_uuid(const char *uuid, char *buf, unsigned int len)
+{
+    if (!buf)
+        return E_INVALID_ARGUMENT;
+    if (len < strlen(uuid) + 1)
+        return E_INSUFFICIENT_SIZE;
+    memcpy(buf, uuid, strlen(uuid) + 1);
+    return OK;
+}
+
+API nvml_rc nvmlDeviceGetUUID(void *h, char *buf, unsigned int len)
+{
+    struct dev *d = NULL;
+    struct mig *m;
+    nvml_rc rc;
+
+    if (refs <= 0)
+        return E_UNINITIALIZED;
+    m = mig_of(h);
+    if (m)
+        return is_lost(&devs[m->dev]) ? E_GPU_IS_LOST : copy_uuid(m->uuid, buf, len);
+    rc = query(h, C_UUID, &d);
+    return rc != OK ? rc : copy_uuid(d->uuid, buf, len);
+}
+
+API nvml_rc nvmlDeviceGetMaxMigDeviceCount(void *h, unsigned int *count)
+{
+    struct dev *d;
+
+    if (refs <= 0)
+        return E_UNINITIALIZED;
+    d = dev_of(h);
+    if (!d || !count)
+        return E_INVALID_ARGUMENT;
+    if (d->nmig == 0)
+        return E_NOT_SUPPORTED; /* MIG mode off */
+    *count = MAX_MIG;
+    return OK;
+}
+
+API nvml_rc nvmlDeviceGetMigDeviceHandleByIndex(void *h, unsigned int index, void **mig)
+{
+    struct dev *d;
+
+    if (refs <= 0)
+        return E_UNINITIALIZED;
+    d = dev_of(h);
+    if (!d || !mig || index >= MAX_MIG)
+        return E_INVALID_ARGUMENT;
+    if (index >= (unsigned int)d->nmig)
+        return E_NOT_FOUND; /* an empty slot */
+    *mig = &d->mig[index];
+    return OK;
+}
+#endif /* FAKE_NVML_MINIMAL */

@@ -1,0 +1,232 @@
+"""Helpers of the Python-front tests (test_python_front, test_torchrun,
+test_pods_netns, test_ray): real cgroups with limits, network namespaces,
+reading a run back from MLflow, and the series the contract names.
+
+Kernel isolation is real, not simulated: a "pod" here is a memory + CPU cgroup
+with limits (cgroup v1 controllers, or cgroup v2 where that is what the host
+has) and, where asked, its own network namespace (`ip netns`).
+"""
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER = os.path.join(HERE, "pyfront_worker.py")
+
+# contract §2: the series of a CPU worker, by scope
+NODE = ["node_cpu_utilization_percentage", "node_memory_usage_megabytes",
+        "node_memory_usage_percentage"]
+ROOTFS = ["rootfs_usage_megabytes", "rootfs_usage_percentage", "rootfs_available_megabytes"]
+NETWORK = ["network_receive_megabytes", "network_transmit_megabytes"]
+CONTAINER = ["container_memory_usage_megabytes", "container_memory_usage_percentage",
+             "container_cpu_utilization_percentage"]
+
+
+def expected_keys(rank, node=None, container=True):
+    """The 11 (or 8 without a limit) non-GPU keys of one collecting rank."""
+    tier = f"/{node}" if node else ""
+    keys = {f"system/{k}{tier}/rank{rank}" for k in NODE + ROOTFS}
+    keys |= {f"system/{k}/rank{rank}" for k in NETWORK}
+    if container:
+        keys |= {f"system/{k}/rank{rank}" for k in CONTAINER}
+    return keys
+
+
+def python_env(**extra):
+    """A clean environment (no launcher / MLflow variables from the shell)."""
+    from conftest import clean_env
+    env = clean_env(**extra)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+# ---- reading a run back --------------------------------------------------------
+
+
+def read_run(tracking_uri, run_id):
+    """(metrics: {key: [(step, value, timestamp)]}, tags: {key: value})"""
+    from mlflow.tracking import MlflowClient
+    c = MlflowClient(tracking_uri=tracking_uri)
+    run = c.get_run(run_id)
+    metrics = {}
+    for key in run.data.metrics:
+        hist = c.get_metric_history(run_id, key)
+        metrics[key] = sorted((m.step, m.value, m.timestamp) for m in hist)
+    return metrics, dict(run.data.tags)
+
+
+def system_keys(metrics):
+    return {k for k in metrics if k.startswith("system/")}
+
+
+def new_run(tracking_uri, name="scopemeter-test"):
+    from mlflow.tracking import MlflowClient
+    c = MlflowClient(tracking_uri=tracking_uri)
+    exp = c.get_experiment_by_name(name)
+    exp_id = exp.experiment_id if exp else c.create_experiment(name)
+    return c.create_run(exp_id).info.run_id
+
+
+# ---- cgroups -------------------------------------------------------------------------
+
+
+def _v1_mounts():
+    """{controller: mount point} of the cgroup v1 hierarchies."""
+    out = {}
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            fields = left.split()
+            rf = right.split()
+            if len(rf) < 3 or rf[0] != "cgroup":
+                continue
+            for opt in rf[2].split(","):
+                if opt in ("memory", "cpu", "cpuacct"):
+                    out.setdefault(opt, fields[4])
+    return out
+
+
+def _v2_root():
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            if right.split()[:1] == ["cgroup2"]:
+                mp = left.split()[4]
+                ctrls = os.path.join(mp, "cgroup.controllers")
+                if os.path.exists(ctrls) and "memory" in open(ctrls).read().split():
+                    return mp
+    return None
+
+
+def cgroups_usable():
+    if os.geteuid() != 0:
+        return "needs root to create cgroups"
+    v1 = _v1_mounts()
+    if "memory" in v1 and "cpu" in v1:
+        return None
+    if _v2_root():
+        return None
+    return "no writable cgroup hierarchy with the memory and cpu controllers"
+
+
+class Pod:
+    """A memory + CPU limited cgroup (v1: one directory per hierarchy of
+    memory, cpu, cpuacct; v2: one directory).  `wrap(cmd)` runs a command
+    inside it (the shell writes its own pid into cgroup.procs, then execs, so
+    the command and its children start inside)."""
+
+    def __init__(self, name, mem_bytes, cpu_cores):
+        self.name = f"scopemeter-test-{name}-{uuid.uuid4().hex[:6]}"
+        self.mem_bytes = int(mem_bytes)
+        self.cpu_cores = float(cpu_cores)
+        self.dirs = []
+        v1 = _v1_mounts()
+        if "memory" in v1 and "cpu" in v1:
+            self.version = 1
+            for mp in dict.fromkeys(v1[c] for c in ("memory", "cpu", "cpuacct") if c in v1):
+                d = os.path.join(mp, self.name)
+                os.mkdir(d)
+                self.dirs.append(d)
+            mem = os.path.join(v1["memory"], self.name)
+            cpu = os.path.join(v1["cpu"], self.name)
+            _write(os.path.join(mem, "memory.limit_in_bytes"), self.mem_bytes)
+            _write(os.path.join(cpu, "cpu.cfs_period_us"), 100000)
+            _write(os.path.join(cpu, "cpu.cfs_quota_us"), int(self.cpu_cores * 100000))
+        else:
+            self.version = 2
+            root = _v2_root()
+            for c in ("+memory", "+cpu"):
+                try:
+                    _write(os.path.join(root, "cgroup.subtree_control"), c)
+                except OSError:
+                    pass
+            d = os.path.join(root, self.name)
+            os.mkdir(d)
+            self.dirs.append(d)
+            _write(os.path.join(d, "memory.max"), self.mem_bytes)
+            _write(os.path.join(d, "cpu.max"), f"{int(self.cpu_cores * 100000)} 100000")
+
+    def procs_files(self):
+        return [os.path.join(d, "cgroup.procs") for d in self.dirs]
+
+    def wrap(self, cmd):
+        files = " ".join(f"'{p}'" for p in self.procs_files())
+        script = f'for f in {files}; do echo $$ > "$f"; done; exec "$@"'
+        return ["sh", "-c", script, "sh"] + list(cmd)
+
+    def cleanup(self):
+        for d in self.dirs:
+            procs = os.path.join(d, "cgroup.procs")
+            deadline = time.time() + 20
+            while time.time() < deadline:
+                try:
+                    pids = open(procs).read().split()
+                except OSError:
+                    break
+                if not pids:
+                    break
+                for p in pids:  # stragglers of a failed test: ours, by pid
+                    try:
+                        os.kill(int(p), 9)
+                    except (ProcessLookupError, ValueError):
+                        pass
+                time.sleep(0.2)
+            for _ in range(50):
+                try:
+                    os.rmdir(d)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.2)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.cleanup()
+
+
+def _write(path, value):
+    with open(path, "w") as f:
+        f.write(str(value))
+
+
+# ---- network namespaces ----------------------------------------------------------
+
+
+def netns_usable():
+    if os.geteuid() != 0:
+        return "needs root for ip netns"
+    for tool in ("ip", "nsenter"):
+        if not shutil.which(tool):
+            return f"{tool} not installed (iproute2, util-linux)"
+    return None
+
+
+class Netns:
+    def __init__(self, name):
+        self.name = f"smtest-{name}-{uuid.uuid4().hex[:6]}"
+        subprocess.run(["ip", "netns", "add", self.name], check=True)
+        subprocess.run(["ip", "-n", self.name, "link", "set", "lo", "up"], check=True)
+
+    def wrap(self, cmd):
+        # nsenter, not `ip netns exec`: the latter remounts /sys for the new
+        # namespace, which hides /sys/fs/cgroup from the process.
+        return ["nsenter", f"--net=/var/run/netns/{self.name}"] + list(cmd)
+
+    def cleanup(self):
+        subprocess.run(["ip", "netns", "del", self.name], check=False)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.cleanup()
+
+
+def worker_cmd(*args):
+    return [sys.executable, WORKER] + [str(a) for a in args]

@@ -1,0 +1,110 @@
+"""runread — what `scopemeter run` tests share: running the CLI, and reading
+a run back through MLflow's REST API (urllib; no MLflow client import, which
+costs seconds per test)."""
+import json
+import os
+import re
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+import uuid
+
+from conftest import clean_env
+
+API = "/api/2.0/mlflow/"
+
+
+def rest(uri, endpoint, body=None, params=None):
+    url = uri + API + endpoint
+    if params:
+        url += "?" + urllib.parse.urlencode(params)
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method="POST" if data else "GET",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read() or b"{}")
+
+
+def get_run(uri, run_id):
+    return rest(uri, "runs/get", params={"run_id": run_id})["run"]
+
+
+def tags_of(run):
+    return {t["key"]: t["value"] for t in run["data"].get("tags", [])}
+
+
+def history(uri, run_id, key):
+    """Every point of one key, in step order: [(step, timestamp, value)]."""
+    out, token = [], None
+    while True:
+        params = {"run_id": run_id, "metric_key": key, "max_results": 25000}
+        if token:
+            params["page_token"] = token
+        r = rest(uri, "metrics/get-history", params=params)
+        out += [(m["step"], m["timestamp"], m["value"]) for m in r.get("metrics", [])]
+        token = r.get("next_page_token")
+        if not token:
+            break
+    return sorted(out)
+
+
+def histories(uri, run_id):
+    """{key: [(step, timestamp, value)]} for every metric of the run."""
+    run = get_run(uri, run_id)
+    return {m["key"]: history(uri, run_id, m["key"]) for m in run["data"].get("metrics", [])}
+
+
+def new_experiment():
+    return f"sm-run-{uuid.uuid4().hex[:12]}"
+
+
+def new_run(uri, experiment_id="0"):
+    r = rest(uri, "runs/create", {"experiment_id": experiment_id,
+                                  "start_time": int(time.time() * 1000)})
+    return r["run"]["info"]["run_id"]
+
+
+def run_cli(binary, args, env=None, timeout=120, **kw):
+    """`scopemeter run ARGS`; returns the CompletedProcess plus .run_id (the
+    run it said it created, else None) and .took (seconds)."""
+    e = clean_env(**(env or {}))
+    t0 = time.monotonic()
+    p = subprocess.run([binary, "run", *args], env=e, capture_output=True, text=True,
+                       timeout=timeout, **kw)
+    p.took = time.monotonic() - t0
+    m = re.search(r"created run ([0-9a-f]+)", p.stderr)
+    p.run_id = m.group(1) if m else None
+    return p
+
+
+def start_cli(binary, args, env=None, **kw):
+    e = clean_env(**(env or {}))
+    return subprocess.Popen([binary, "run", *args], env=e, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kw)
+
+
+def sm_lines(stderr):
+    return [line for line in stderr.splitlines() if line.startswith("scopemeter")]
+
+
+def probe_keys(probe_json, env=None):
+    """The series this host has, by the probe (same environment)."""
+    return {s["key"] for s in probe_json(env=env)["series"]}
+
+
+def assert_steps_contiguous(hist):
+    """Every key: steps 0..n-1 once each, timestamps not decreasing with the
+    step (order preserved); returns n for each key."""
+    counts = {}
+    for key, pts in hist.items():
+        steps = [s for s, _, _ in pts]
+        assert steps == list(range(len(steps))), (key, steps)
+        ts = [t for _, t, _ in pts]
+        assert ts == sorted(ts), (key, ts)
+        counts[key] = len(steps)
+    return counts
+
+
+def environ_path():
+    return os.environ.get("PATH", "/usr/bin:/bin")

@@ -1,0 +1,257 @@
+"""The cgroup fixture machines (tests/fixtures/cg-*) through `scopemeter probe
+--json --interval 0` with SCOPEMETER_SYSROOT: exact series keys, exact values
+computed here by hand from the numbers in each fixture's files, the cgroup
+object, the run tag and the lines in notes.  The end tags (oom_kill, peaks,
+throttling), which probe does not show, come from tests/c/cg_driver run on
+the same fixture.
+
+With --interval 0 every rate is a delta of the same file read twice: node
+CPU, network and container CPU are 0.0 (docs/cgroup.md).
+"""
+import os
+import subprocess
+
+import pytest
+
+from conftest import FIXTURES, ROOT, clean_env
+
+GiB = 1 << 30
+# proc/meminfo of every cg-* fixture: MemTotal 503 GiB, MemAvailable 400000000 kB
+MEMTOTAL_KB = 503 * 1024 * 1024
+MEMAVAIL_KB = 400000000
+
+NODE_AND_POD = {
+    "system/node_cpu_utilization_percentage/rank0": 0.0,
+    "system/node_memory_usage_megabytes/rank0": (MEMTOTAL_KB - MEMAVAIL_KB) * 1024 / 1e6,
+    "system/node_memory_usage_percentage/rank0": 100.0 * (MEMTOTAL_KB - MEMAVAIL_KB) / MEMTOTAL_KB,
+    "system/network_receive_megabytes/rank0": 0.0,
+    "system/network_transmit_megabytes/rank0": 0.0,
+}
+ROOTFS = {  # statvfs of the fixture directory: present, values not asserted
+    "system/rootfs_usage_megabytes/rank0",
+    "system/rootfs_usage_percentage/rank0",
+    "system/rootfs_available_megabytes/rank0",
+}
+MEM_MB = "system/container_memory_usage_megabytes/rank0"
+MEM_PCT = "system/container_memory_usage_percentage/rank0"
+CPU_PCT = "system/container_cpu_utilization_percentage/rank0"
+
+GPU_NOTE = "no /dev/nvidia device: gpu_* series absent (normal on CPU workers)"
+NODE_NOTE = ("no node name (SCOPEMETER_NODE_NAME, NODE_NAME, SLURMD_NODENAME unset): "
+             "node tag 'unknown', keys without the node tier")
+MEM_ONLY_NOTE = ("cgroup: memory limit only, no CPU limit: "
+                 "container_cpu_utilization_percentage absent")
+CPU_ONLY_NOTE = "cgroup: CPU limit only, no memory limit: container_memory_* absent"
+
+
+def fx(name):
+    return os.path.join(FIXTURES, name)
+
+
+def ws(usage, inactive):
+    return max(0, usage - inactive)
+
+
+# name -> what probe must say.  Values are from the fixture's own files.
+CASES = {
+    "cg-k8s-v2-cgroupns": dict(
+        container={MEM_MB: ws(30000000000, 5000000000) / 1e6,
+                   MEM_PCT: 100.0 * ws(30000000000, 5000000000) / (56 * GiB),
+                   CPU_PCT: 0.0},
+        version=2, dir="sys/fs/cgroup", limiting_dir="sys/fs/cgroup",
+        cpu_limiting_dir="sys/fs/cgroup", memory_limit_bytes=56 * GiB,
+        cpu_limit_cores=1600000 / 100000,
+        why="v2 cgroup /, memory limit 56.0 GiB at /, cpu limit 16.0 cores (quota) at /",
+        tag="v2 / mem=56.0GiB cpu=16.0", note=None,
+        end={"oom_kill": "0", "mem_peak_sampled_mb": "25000.0", "memory_peak_mb": "32000.0",
+             "cpu_throttled_periods": "0", "cpu_throttled_s": "0.0"}),
+    "cg-docker-v1-hostns": dict(
+        # total_inactive_file (hierarchical), not inactive_file (299)
+        container={MEM_MB: ws(1500000000, 300000000) / 1e6,
+                   MEM_PCT: 100.0 * ws(1500000000, 300000000) / (2 * GiB),
+                   CPU_PCT: 0.0},
+        version=1, dir="sys/fs/cgroup/memory", limiting_dir="sys/fs/cgroup/memory",
+        cpu_limiting_dir="sys/fs/cgroup/cpu,cpuacct", memory_limit_bytes=2 * GiB,
+        cpu_limit_cores=150000 / 100000,
+        why="v1 cgroup /docker/3f1e5a9b2c7d (mount root /docker/3f1e5a9b2c7d), memory limit "
+            "2.0 GiB at /docker/3f1e5a9b2c7d, cpu limit 1.5 cores (quota) at /docker/3f1e5a9b2c7d",
+        tag="v1 /docker/3f1e5a9b2c7d mem=2.0GiB cpu=1.5", note=None,
+        end={"oom_kill": "0", "mem_peak_sampled_mb": "1200.0", "memory_peak_mb": "1900.0",
+             "cpu_throttled_periods": "0", "cpu_throttled_s": "0.0"}),
+    "cg-hybrid": dict(
+        container={MEM_MB: ws(3000000000, 1000000000) / 1e6,
+                   MEM_PCT: 100.0 * ws(3000000000, 1000000000) / (8 * GiB)},
+        version=1, dir="sys/fs/cgroup/memory/user.slice/user-1000.slice/session-3.scope",
+        limiting_dir="sys/fs/cgroup/memory/user.slice/user-1000.slice",
+        cpu_limiting_dir=None, memory_limit_bytes=8 * GiB, cpu_limit_cores=None,
+        why="v1 cgroup /user.slice/user-1000.slice/session-3.scope, memory limit 8.0 GiB at "
+            "/user.slice/user-1000.slice, no cpu limit",
+        tag="v1 /user.slice/user-1000.slice/session-3.scope mem=8.0GiB", note=MEM_ONLY_NOTE,
+        end={"oom_kill": "0", "mem_peak_sampled_mb": "2000.0", "memory_peak_mb": "4000.0"}),
+    "cg-slurm-v2": dict(
+        container={MEM_MB: ws(9000000000, 1000000000) / 1e6,
+                   MEM_PCT: 100.0 * ws(9000000000, 1000000000) / (16 * GiB),
+                   CPU_PCT: 0.0},
+        version=2, dir="sys/fs/cgroup/system.slice/slurmstepd.scope/job_12/step_0/user/task_0",
+        limiting_dir="sys/fs/cgroup/system.slice/slurmstepd.scope/job_12",
+        cpu_limiting_dir="sys/fs/cgroup/system.slice/slurmstepd.scope/job_12/step_0/user/task_0",
+        memory_limit_bytes=16 * GiB, cpu_limit_cores=4.0,  # cpuset 0-3 of 16 CPUs
+        why="v2 cgroup /system.slice/slurmstepd.scope/job_12/step_0/user/task_0, memory limit "
+            "16.0 GiB at /system.slice/slurmstepd.scope/job_12, cpu limit 4.0 cores (cpuset: 4 "
+            "of 16 CPUs) at /system.slice/slurmstepd.scope/job_12/step_0/user/task_0",
+        tag="v2 /system.slice/slurmstepd.scope/job_12/step_0/user/task_0 mem=16.0GiB cpu=4.0",
+        note=None,
+        # no quota: no throttling tags
+        end={"oom_kill": "0", "mem_peak_sampled_mb": "8000.0", "memory_peak_mb": "12000.0"}),
+    "cg-bare-host": dict(
+        container={}, version=2,
+        dir="sys/fs/cgroup/user.slice/user-1000.slice/session-2.scope", limiting_dir=None,
+        cpu_limiting_dir=None, memory_limit_bytes=None, cpu_limit_cores=None,
+        why="v2 cgroup /user.slice/user-1000.slice/session-2.scope, no memory limit, "
+            "no cpu limit",
+        tag="none: no limit",
+        note="no cgroup limit (v2 cgroup /user.slice/user-1000.slice/session-2.scope, "
+             "no memory limit, no cpu limit): container_* absent",
+        end=None),
+    "cg-cpu-only": dict(
+        container={CPU_PCT: 0.0}, version=2, dir="sys/fs/cgroup", limiting_dir=None,
+        cpu_limiting_dir="sys/fs/cgroup", memory_limit_bytes=None,
+        cpu_limit_cores=250000 / 100000,
+        why="v2 cgroup /, no memory limit, cpu limit 2.5 cores (quota) at /",
+        tag="v2 / cpu=2.5", note=CPU_ONLY_NOTE,
+        end={"cpu_throttled_periods": "0", "cpu_throttled_s": "0.0"}),
+    "cg-mem-above-total": dict(
+        container={}, version=2, dir="sys/fs/cgroup", limiting_dir=None, cpu_limiting_dir=None,
+        memory_limit_bytes=None, cpu_limit_cores=None,
+        why="v2 cgroup /, no memory limit (600.0 GiB at / is not below MemTotal 503.0 GiB), "
+            "no cpu limit",
+        tag="none: no limit",
+        note="no cgroup limit (v2 cgroup /, no memory limit (600.0 GiB at / is not below "
+             "MemTotal 503.0 GiB), no cpu limit): container_* absent",
+        end=None),
+    "cg-systemd-slice": dict(
+        container={MEM_MB: ws(20000000000, 4000000000) / 1e6,
+                   MEM_PCT: 100.0 * ws(20000000000, 4000000000) / (32 * GiB),
+                   CPU_PCT: 0.0},
+        version=2, dir="sys/fs/cgroup/training.slice/trainer.service",
+        limiting_dir="sys/fs/cgroup/training.slice", cpu_limiting_dir="sys/fs/cgroup/training.slice",
+        memory_limit_bytes=32 * GiB, cpu_limit_cores=400000 / 100000,
+        why="v2 cgroup /training.slice/trainer.service, memory limit 32.0 GiB at "
+            "/training.slice, cpu limit 4.0 cores (quota) at /training.slice",
+        tag="v2 /training.slice/trainer.service mem=32.0GiB cpu=4.0", note=None,
+        end={"oom_kill": "0", "mem_peak_sampled_mb": "16000.0",
+             "cpu_throttled_periods": "0", "cpu_throttled_s": "0.0"}),
+    "cg-escaped-mount": dict(
+        container={MEM_MB: ws(600000000, 100000000) / 1e6,
+                   MEM_PCT: 100.0 * ws(600000000, 100000000) / GiB},
+        version=2, dir="sys/fs/cgroup/my cgroup/task 1",
+        limiting_dir="sys/fs/cgroup/my cgroup/task 1", cpu_limiting_dir=None,
+        memory_limit_bytes=GiB, cpu_limit_cores=None,
+        why="v2 cgroup /batch job/task 1 (mount root /batch job), memory limit 1.0 GiB at "
+            "/batch job/task 1, no cpu limit",
+        tag="v2 /batch job/task 1 mem=1.0GiB", note=MEM_ONLY_NOTE,
+        end={"mem_peak_sampled_mb": "500.0"}),
+}
+
+NOT_FOUND = {
+    "cg-deleted": "the process's cgroup /kubepods/pod1/ctr was deleted "
+                  "(/proc/self/cgroup says so)",
+    "cg-outside-root": "cgroup /docker/xyz is not under the mount root /docker/abc of "
+                       "/sys/fs/cgroup/memory: not visible",
+}
+
+
+def check_common(out, name):
+    assert out["rank"] == 0 and out["node"] is None
+    keys = {s["key"] for s in out["series"]}
+    for s in out["series"]:
+        assert s["value"] == round(s["raw"], 1), s
+    vals = {s["key"]: s["raw"] for s in out["series"]}
+    for k, v in NODE_AND_POD.items():
+        assert vals[k] == pytest.approx(v, rel=1e-12, abs=1e-12), (name, k)
+    assert ROOTFS <= keys
+    assert GPU_NOTE in out["notes"] and NODE_NOTE in out["notes"]
+    return keys, vals
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_fixture(probe_json, name):
+    want = CASES[name]
+    root = fx(name)
+    out = probe_json(sysroot=root)
+    keys, vals = check_common(out, name)
+
+    # exactly these series: node, rootfs, network, and the container ones
+    assert keys == set(NODE_AND_POD) | ROOTFS | set(want["container"]), name
+    for k, v in want["container"].items():
+        assert vals[k] == pytest.approx(v, rel=1e-12, abs=1e-12), (name, k)
+        s = next(s for s in out["series"] if s["key"] == k)
+        assert s["scope"] == "container" and s["upstream"] == k.split("/")[1]
+        assert s["unit"] == ("MB" if k == MEM_MB else "percent")
+
+    cg = out["cgroup"]
+
+    def full(rel):
+        return None if rel is None else os.path.join(root, rel)
+
+    assert cg == {
+        "found": True,
+        "version": want["version"],
+        "dir": full(want["dir"]),
+        "limiting_dir": full(want["limiting_dir"]),
+        "cpu_limiting_dir": full(want["cpu_limiting_dir"]),
+        "memory_limit_bytes": want["memory_limit_bytes"],
+        "cpu_limit_cores": want["cpu_limit_cores"],
+        "why": want["why"],
+        "tag": want["tag"],
+    }
+    assert out["tags"]["scopemeter.rank0.cgroup"] == want["tag"]
+    container_notes = [n for n in out["notes"] if "container" in n or "cgroup" in n]
+    assert container_notes == ([want["note"]] if want["note"] else [])
+    # the container collector's lines are informational: nothing on stderr
+    assert "container" not in out["_stderr"]
+
+
+@pytest.mark.parametrize("name", sorted(NOT_FOUND))
+def test_fixture_not_found(probe_json, name):
+    out = probe_json(sysroot=fx(name))
+    keys, _ = check_common(out, name)
+    assert keys == set(NODE_AND_POD) | ROOTFS
+    why = NOT_FOUND[name]
+    assert out["cgroup"] == {
+        "found": False, "version": None, "dir": None, "limiting_dir": None,
+        "cpu_limiting_dir": None, "memory_limit_bytes": None, "cpu_limit_cores": None,
+        "why": why, "tag": "none: " + why,
+    }
+    assert out["tags"]["scopemeter.rank0.cgroup"] == "none: " + why
+    assert f"cgroup: {why}; container_* dropped" in out["notes"]
+
+
+def cg_driver():
+    build = os.environ.get("SCOPEMETER_BUILD")
+    if not build and os.environ.get("SCOPEMETER_BIN"):
+        build = os.path.dirname(os.path.dirname(os.environ["SCOPEMETER_BIN"]))
+    path = os.path.join(build or os.path.join(ROOT, "build"), "tests", "cg_driver")
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"cg_driver not built at {path} (meson compile builds it)")
+    return path
+
+
+def drive(commands, sysroot=None, preexec_fn=None):
+    """Runs cg_driver with commands on stdin; returns its output lines."""
+    env = clean_env(SCOPEMETER_SYSROOT=sysroot)
+    p = subprocess.run([cg_driver()], input="".join(c + "\n" for c in commands), env=env,
+                       capture_output=True, text=True, timeout=120, preexec_fn=preexec_fn)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.splitlines()
+
+
+def parse_tags(lines):
+    return {ln.split(" ", 2)[1]: ln.split(" ", 2)[2] for ln in lines if ln.startswith("tag ")}
+
+
+@pytest.mark.parametrize("name", sorted(n for n in CASES if CASES[n]["end"] is not None))
+def test_fixture_end_tags(name):
+    lines = drive(["sample", "tags end"], sysroot=fx(name))
+    assert lines[0] == "open 0" and lines[1] == "status " + CASES[name]["tag"]
+    assert parse_tags(lines) == CASES[name]["end"]

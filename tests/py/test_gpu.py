@@ -1,0 +1,502 @@
+"""The GPU collector (contract §2 GPU rows, §5 gpu tag, §6 GPU lines) through
+`scopemeter probe --json`, against the fake NVML of tests/fakenvml loaded via
+SCOPEMETER_NVML_LIBRARY, in a fake machine under SCOPEMETER_SYSROOT.
+
+No machine of CI has a GPU: tests/gpu/compare_nvidia_smi.sh is the check on
+a real one (docs/gpu.md says whether it has been run).  What the fake
+answers is scripted per test by its FAKE_NVML_* variables (fakenvml.c).
+"""
+import os
+
+import pytest
+
+from conftest import ROOT
+
+# Defaults of the fake (fakenvml.c): 80 GiB per device, 20 GiB + i GB used
+# (v2; v1 adds the 512 MiB reserve), utilization 40 + i %, power
+# 150 + i W against an enforced limit of 300 W, driver 550.54.15.
+TOTAL = 85899345920
+RESERVED = 536870912
+
+
+def used(i):
+    return 21474836480 + 1000000000 * i
+
+
+def expected(i, mem_used=None, total=TOTAL, util=None, mw=None, limit_mw=300000):
+    mem_used = used(i) if mem_used is None else mem_used
+    util = 40 + i if util is None else util
+    mw = 150000 + 1000 * i if mw is None else mw
+    return {
+        f"gpu_{i}_memory_usage_percentage": 100.0 * mem_used / total,
+        f"gpu_{i}_memory_usage_megabytes": mem_used / 1e6,
+        f"gpu_{i}_utilization_percentage": float(util),
+        f"gpu_{i}_power_usage_watts": mw / 1000.0,
+        f"gpu_{i}_power_usage_percentage": 100.0 * mw / limit_mw,
+    }
+
+
+def fake_dir():
+    build = os.environ.get("SCOPEMETER_BUILD")
+    if not build and os.environ.get("SCOPEMETER_BIN"):
+        build = os.path.dirname(os.path.dirname(os.environ["SCOPEMETER_BIN"]))
+    build = build or os.path.join(ROOT, "build")
+    d = os.path.join(build, "tests", "fakenvml")
+    if not os.path.exists(os.path.join(d, "libnvidia-ml.so.1")):
+        pytest.fail(f"fake NVML not built in {d} (meson compile builds it)")
+    return d
+
+
+@pytest.fixture
+def lib():
+    d = fake_dir()
+    return {
+        "full": os.path.join(d, "libnvidia-ml.so.1"),
+        "minimal": os.path.join(d, "libnvidia-ml-minimal.so"),
+        "notnvml": os.path.join(d, "libnotnvml.so"),
+    }
+
+
+def write(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+
+
+@pytest.fixture
+def machine(tmp_path):
+    """A minimal fake machine; dev_nodes() adds /dev entries as plain files
+    (the collector only looks at their names)."""
+    root = tmp_path / "root"
+    write(str(root / "proc/stat"), "cpu  100 0 100 1000 10 0 0 0 0 0\ncpu0 100 0 100 1000 10 0 0 0 0 0\n")
+    write(str(root / "proc/meminfo"),
+          "MemTotal:       16384000 kB\nMemFree:         4096000 kB\n"
+          "MemAvailable:    8192000 kB\n")
+    write(str(root / "proc/net/dev"),
+          "Inter-|   Receive                                                |  Transmit\n"
+          " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets "
+          "errs drop fifo colls carrier compressed\n"
+          "    lo:    1000      10    0    0    0     0          0         0     1000      10"
+          "    0    0    0     0       0          0\n")
+    write(str(root / "proc/self/cgroup"), "0::/\n")
+    write(str(root / "proc/self/mountinfo"),
+          "30 1 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime - cgroup2 cgroup2 rw\n")
+    os.makedirs(root / "dev", exist_ok=True)
+
+    class M:
+        path = root
+
+        @staticmethod
+        def dev_nodes(*names):
+            for n in names:
+                (root / "dev" / n).write_text("")
+            return root
+    return M
+
+
+def gpu_series(out):
+    return {s["upstream"]: s for s in out["series"] if s["scope"] == "gpu"}
+
+
+def gpu_notes(out):
+    return [n for n in out["notes"] if "gpu" in n or "GPU" in n or "NVML" in n or "nvidia" in n]
+
+
+def assert_values(series, want):
+    assert sorted(series) == sorted(want)
+    for k, v in want.items():
+        assert series[k]["raw"] == pytest.approx(v, rel=1e-12), k
+        assert series[k]["value"] == round(v * 10) / 10, k
+        assert series[k]["key"] == f"system/{k}/rank0"  # gpu_ keeps its name, no node tier
+
+
+def assert_status(out, status):
+    assert out["gpu"] == status
+    assert out["tags"]["scopemeter.rank0.gpu"] == status
+
+
+# ---- which GPUs ---------------------------------------------------------------
+
+def test_no_device_node_is_informational(machine, lib, probe_json):
+    # nvidiactl / nvidia-uvm are not GPUs; NVIDIA_VISIBLE_DEVICES=all is what
+    # base images set on CPU workers too, and must not count.
+    root = machine.dev_nodes("nvidiactl", "nvidia-uvm", "nvidia-caps")
+    out = probe_json(sysroot=root, env={"SCOPEMETER_NVML_LIBRARY": lib["full"],
+                                        "NVIDIA_VISIBLE_DEVICES": "all"})
+    assert_status(out, "none: no /dev/nvidia device")
+    assert gpu_series(out) == {}
+    assert "no /dev/nvidia device: gpu_* series absent (normal on CPU workers)" in out["notes"]
+    assert "warning" not in out["_stderr"]
+
+
+def test_no_device_node_does_not_load_nvml(machine, probe_json):
+    # without a device the library is not even opened: a missing one is fine
+    out = probe_json(sysroot=machine.path,
+                     env={"SCOPEMETER_NVML_LIBRARY": "/nonexistent/libnvidia-ml.so.1"})
+    assert_status(out, "none: no /dev/nvidia device")
+
+
+def test_several_devices_exact_values(machine, lib, probe_json):
+    root = machine.dev_nodes("nvidia0", "nvidia1", "nvidia2", "nvidiactl")
+    out = probe_json(sysroot=root, env={"SCOPEMETER_NVML_LIBRARY": lib["full"],
+                                        "FAKE_NVML_DEVICES": "3",
+                                        "FAKE_NVML_MEM_USED_2": "1000000000",
+                                        "FAKE_NVML_MEM_TOTAL_2": "4000000000",
+                                        "FAKE_NVML_UTIL_2": "0",
+                                        "FAKE_NVML_POWER_2": "73240",
+                                        "FAKE_NVML_LIMIT_2": "250000"})
+    assert_status(out, "nvml 550.54.15, 3 devices")
+    s = gpu_series(out)
+    want = {**expected(0), **expected(1),
+            **expected(2, mem_used=1000000000, total=4000000000, util=0, mw=73240,
+                       limit_mw=250000)}
+    assert_values(s, want)
+    # memory through the versioned v2 call (the fake rejects a wrong tag), so
+    # "used" excludes the driver's reserve, as nvidia-smi shows it
+    assert s["gpu_0_memory_usage_megabytes"]["source"] == "nvmlDeviceGetMemoryInfo_v2"
+    assert s["gpu_0_memory_usage_megabytes"]["unit"] == "MB"
+    assert s["gpu_0_power_usage_watts"]["unit"] == "W"
+    assert s["gpu_0_utilization_percentage"]["unit"] == "percent"
+    assert gpu_notes(out) == []
+    assert "warning" not in out["_stderr"]
+
+
+def test_one_device_status_and_node_tier(machine, lib, probe_json):
+    root = machine.dev_nodes("nvidia3")
+    out = probe_json(sysroot=root, env={"SCOPEMETER_NVML_LIBRARY": lib["full"],
+                                        "FAKE_NVML_DRIVER": "535.104.05",
+                                        "NODE_NAME": "gpu-node-1", "RANK": "2",
+                                        "WORLD_SIZE": "4"})
+    assert out["gpu"] == "nvml 535.104.05, 1 device"
+    assert out["tags"]["scopemeter.rank2.gpu"] == "nvml 535.104.05, 1 device"
+    keys = sorted(s["key"] for s in out["series"] if s["scope"] == "gpu")
+    # never the node tier for gpu_*; always the rank
+    assert keys == sorted(f"system/{k}/rank2" for k in expected(0))
+
+
+@pytest.mark.parametrize("visible,indices", [
+    ("2,0", [0, 2]),
+    ("1", [1]),
+    (" 2 , 1 ", [1, 2]),          # blanks around entries are ignored
+    ("1,1", [1]),                 # a repeated entry is logged once
+    ("1,7,0", [1]),               # 7 is no device: the list ends there (CUDA)
+    ("0,2,-1,1", [0, 2]),         # CUDA's own documented example
+])
+def test_cuda_visible_devices_by_index(machine, lib, probe_json, visible, indices):
+    root = machine.dev_nodes("nvidia0", "nvidia1", "nvidia2")
+    out = probe_json(sysroot=root, env={"SCOPEMETER_NVML_LIBRARY": lib["full"],
+                                        "FAKE_NVML_DEVICES": "3",
+                                        "CUDA_VISIBLE_DEVICES": visible})
+    n = len(indices)
+    assert_status(out, f"nvml 550.54.15, {n} device{'s' if n > 1 else ''}")
+    want = {}
+    for i in indices:
+        want.update(expected(i))
+    assert_values(gpu_series(out), want)
+    notes = " ".join(gpu_notes(out))
+    assert f"narrows the logged GPUs to NVML index {', '.join(map(str, indices))} (of 3)" in notes
+
+
+def test_cuda_visible_devices_invalid_entry_is_said(machine, lib, probe_json):
+    root = machine.dev_nodes("nvidia0")
+    out = probe_json(sysroot=root, env={"SCOPEMETER_NVML_LIBRARY": lib["full"],
+                                        "FAKE_NVML_DEVICES": "3",
+                                        "CUDA_VISIBLE_DEVICES": "1,7,0"})
+    assert ("gpu: CUDA_VISIBLE_DEVICES='1,7,0' narrows the logged GPUs to NVML index 1 (of 3); "
+            "its entry '7' names no device and ends the list, as in CUDA" in out["notes"])
+    out = probe_json(sysroot=root, env={"SCOPEMETER_NVML_LIBRARY": lib["full"],
+                                        "FAKE_NVML_DEVICES": "2",
+                                        "CUDA_VISIBLE_DEVICES": "1,0,x"})
+    assert ("gpu: CUDA_VISIBLE_DEVICES entry 'x' names no device and ends the list, as in CUDA"
+            in out["notes"])
+
+
+UUID0 = "GPU-8932aaaa-d72c-4106-c12f-000000000000"
+UUID1 = "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6"
+
+
+@pytest.mark.parametrize("visible,indices", [
+    (UUID1, [1]),
+    ("GPU-8932f", [1]),               # a unique prefix, as CUDA allows
+    (f"{UUID1},0", [0, 1]),           # UUIDs and indices mixed
+    (f"GPU-8932a,{UUID1}", [0, 1]),
+])
+def test_cuda_visible_devices_by_uuid(machine, lib, probe_json, visible, indices):
+    root = machine.dev_nodes("nvidia0", "nvidia1")
+    out = probe_json(sysroot=root, env={"SCOPEMETER_NVML_LIBRARY": lib["full"],
+                                        "FAKE_NVML_DEVICES": "3",
+                                        "FAKE_NVML_UUID_0": UUID0, "FAKE_NVML_UUID_1": UUID1,
+                                        "CUDA_VISIBLE_DEVICES": visible})
+    want = {}
+    for i in indices:
+        want.update(expected(i))
+    assert_values(gpu_series(out), want)
+
+
+@pytest.mark.parametrize("visible", ["GPU-8932", "GPU-ffff", "MIG-ffff"])
+def test_cuda_visible_devices_uuid_ambiguous_or_unknown(machine, lib, probe_json, visible):
+    # an ambiguous prefix is no device in CUDA either; nothing is left
+    root = machine.dev_nodes("nvidia0")
+    out = probe_json(sysroot=root, env={"SCOPEMETER_NVML_LIBRARY": lib["full"],
+                                        "FAKE_NVML_DEVICES": "2",
+                                        "FAKE_NVML_UUID_0": UUID0, "FAKE_NVML_UUID_1": UUID1,
+                                        "CUDA_VISIBLE_DEVICES": visible})
+    assert_status(out, "none: CUDA_VISIBLE_DEVICES selects no device")
+    assert gpu_series(out) == {}
+    assert any(n.startswith(f"CUDA_VISIBLE_DEVICES='{visible}' names none of the 2 NVML devices")
+               and n.endswith("gpu_* series absent") for n in out["notes"])
+    assert "warning" not in out["_stderr"]
+
+
+@pytest.mark.parametrize("visible", ["", "-1", "NoDevFiles", " ", "none"])
+def test_cuda_visible_devices_hides_everything(machine, probe_json, visible):
+    # CUDA shows no device; NVML is not even loaded (the path does not exist)
+    root = machine.dev_nodes("nvidia0")
+    out = probe_json(sysroot=root, env={"SCOPEMETER_NVML_LIBRARY": "/nonexistent/libnvidia-ml.so.1",
+                                        "CUDA_VISIBLE_DEVICES": visible})
+    assert_status(out, "none: CUDA_VISIBLE_DEVICES selects no device")
+    assert gpu_series(out) == {}
+    assert (f"CUDA_VISIBLE_DEVICES='{visible}' gives this process no GPU: gpu_* series absent"
+            in out["notes"])
+
+
+def test_cuda_visible_devices_mig_maps_to_parent(machine, lib, probe_json):
+    root = machine.dev_nodes("nvidia0", "nvidia1")
+    env = {"SCOPEMETER_NVML_LIBRARY": lib["full"], "FAKE_NVML_DEVICES": "2",
+           "FAKE_NVML_MIG_1": "2"}
+    # current form: MIG-<uuid of the instance> (fake default for GPU 1, slot 1)
+    out = probe_json(sysroot=root, env={**env,
+                                        "CUDA_VISIBLE_DEVICES": "MIG-f4ce0001-0001"})
+    assert_values(gpu_series(out), expected(1))
+    assert any("a MIG instance is logged as its whole parent GPU" in n for n in out["notes"])
+    # pre-470 form: MIG-GPU-<parent uuid>/<gi>/<ci>
+    out = probe_json(sysroot=root, env={
+        **env, "CUDA_VISIBLE_DEVICES": "MIG-GPU-f4ce0000-0000-4000-8000-000000000000/1/0"})
+    assert_values(gpu_series(out), expected(0))
+
+
+# ---- metrics dropped, devices lost ----------------------------------------------
+
+def test_missing_optional_symbols_drop_their_metrics(machine, lib, probe_json):
+    # an NVML without _v2 memory, utilization, enforced limit, driver version
+    # or UUIDs: what it has is still logged
+    root = machine.dev_nodes("nvidia0")
+    out = probe_json(sysroot=root, env={"SCOPEMETER_NVML_LIBRARY": lib["minimal"]})
+    assert_status(out, "nvml (driver version unknown), 1 device")
+    s = gpu_series(out)
+    v1_used = used(0) + RESERVED  # v1's "used" includes the reserve
+    assert_values(s, {
+        "gpu_0_memory_usage_percentage": 100.0 * v1_used / TOTAL,
+        "gpu_0_memory_usage_megabytes": v1_used / 1e6,
+        "gpu_0_power_usage_watts": 150.0,
+    })
+    assert s["gpu_0_memory_usage_megabytes"]["source"] == "nvmlDeviceGetMemoryInfo"
+    assert ("gpu: NVML lacks nvmlDeviceGetUtilizationRates: gpu_*_utilization_percentage dropped; "
+            "NVML lacks nvmlDeviceGetEnforcedPowerLimit: gpu_*_power_usage_percentage dropped"
+            in out["notes"])
+
+
+def test_minimal_nvml_cannot_match_uuids(machine, lib, probe_json):
+    root = machine.dev_nodes("nvidia0")
+    out = probe_json(sysroot=root, env={"SCOPEMETER_NVML_LIBRARY": lib["minimal"],
+                                        "FAKE_NVML_DEVICES": "2",
+                                        "CUDA_VISIBLE_DEVICES": "1,GPU-f4ce0000"})
+    assert sorted(gpu_series(out)) == ["gpu_1_memory_usage_megabytes",
+                                       "gpu_1_memory_usage_percentage",
+                                       "gpu_1_power_usage_watts"]
+    # the selection comes first; the line is at most 319 characters, a cut marked "..."
+    (note,) = [n for n in out["notes"] if n.startswith("gpu: ")]
+    assert note.startswith(
+        "gpu: CUDA_VISIBLE_DEVICES='1,GPU-f4ce0000' narrows the logged GPUs to NVML index 1 "
+        "(of 2); its entry 'GPU-f4ce0000' names no device (NVML lacks nvmlDeviceGetUUID) and "
+        "ends the list, as in CUDA; NVML lacks nvmlDeviceGetUtilizationRates: ")
+    assert note.endswith("...") and len(note) == 319
+    out = probe_json(sysroot=root, env={"SCOPEMETER_NVML_LIBRARY": lib["minimal"],
+                                        "FAKE_NVML_DEVICES": "2",
+                                        "CUDA_VISIBLE_DEVICES": "GPU-f4ce0000"})
+    assert_status(out, "none: CUDA_VISIBLE_DEVICES selects no device")
+    assert ("CUDA_VISIBLE_DEVICES='GPU-f4ce0000' names none of the 2 NVML devices "
+            "(NVML lacks nvmlDeviceGetUUID): gpu_* series absent" in out["notes"])
+
+
+def test_not_supported_and_no_permission_drop_one_metric(machine, lib, probe_json):
+    root = machine.dev_nodes("nvidia0", "nvidia1")
+    out = probe_json(sysroot=root, env={"SCOPEMETER_NVML_LIBRARY": lib["full"],
+                                        "FAKE_NVML_DEVICES": "2",
+                                        "FAKE_NVML_FAIL_POWER_0": "3",   # NOT_SUPPORTED
+                                        "FAKE_NVML_FAIL_LIMIT_1": "4",   # NO_PERMISSION
+                                        "FAKE_NVML_FAIL_UTIL_1": "3"})
+    assert_status(out, "nvml 550.54.15, 2 devices")
+    want = {**expected(0), **expected(1)}
+    for k in ("gpu_0_power_usage_watts", "gpu_0_power_usage_percentage",
+              "gpu_1_power_usage_percentage", "gpu_1_utilization_percentage"):
+        del want[k]
+    assert_values(gpu_series(out), want)
+    assert ("gpu: gpu_1_utilization_percentage dropped: nvmlDeviceGetUtilizationRates "
+            "says fake NVML: Not Supported; gpu_0_power_usage_* dropped: nvmlDeviceGetPowerUsage "
+            "says fake NVML: Not Supported; gpu_1_power_usage_percentage dropped: "
+            "nvmlDeviceGetEnforcedPowerLimit says fake NVML: Insufficient Permissions"
+            in out["notes"])
+
+
+def test_same_drop_on_many_devices_is_one_clause(machine, lib, probe_json):
+    # eight GPUs without power readings (some vGPU / consumer boards): one
+    # clause, not eight, so the line stays readable
+    root = machine.dev_nodes(*[f"nvidia{i}" for i in range(8)])
+    env = {"SCOPEMETER_NVML_LIBRARY": lib["full"], "FAKE_NVML_DEVICES": "8"}
+    env.update({f"FAKE_NVML_FAIL_POWER_{i}": "3" for i in range(8)})
+    out = probe_json(sysroot=root, env=env)
+    assert_status(out, "nvml 550.54.15, 8 devices")
+    assert ("gpu: gpu_{0,1,2,3,4,5,6,7}_power_usage_* dropped: nvmlDeviceGetPowerUsage says "
+            "fake NVML: Not Supported" in out["notes"])
+    assert len(gpu_series(out)) == 8 * 3
+
+
+def test_memory_v2_version_mismatch_falls_back_to_v1(machine, lib, probe_json):
+    root = machine.dev_nodes("nvidia0")
+    out = probe_json(sysroot=root, env={"SCOPEMETER_NVML_LIBRARY": lib["full"],
+                                        "FAKE_NVML_FAIL_MEMV2_0": "25"})
+    s = gpu_series(out)
+    assert s["gpu_0_memory_usage_megabytes"]["source"] == "nvmlDeviceGetMemoryInfo"
+    assert s["gpu_0_memory_usage_megabytes"]["raw"] == pytest.approx((used(0) + RESERVED) / 1e6)
+
+
+def test_device_lost_at_open(machine, lib, probe_json):
+    root = machine.dev_nodes("nvidia0", "nvidia1")
+    out = probe_json(sysroot=root, env={"SCOPEMETER_NVML_LIBRARY": lib["full"],
+                                        "FAKE_NVML_DEVICES": "2",
+                                        "FAKE_NVML_LOST_AFTER_1": "0"})
+    assert_status(out, "nvml 550.54.15, 1 device")
+    assert_values(gpu_series(out), expected(0))
+    assert ("gpu: GPU 1 lost (nvmlDeviceGetMemoryInfo_v2: fake NVML: GPU is lost): "
+            "gpu_1_* dropped" in out["notes"])
+
+
+def test_device_lost_at_handle(machine, lib, probe_json):
+    root = machine.dev_nodes("nvidia0")
+    out = probe_json(sysroot=root, env={"SCOPEMETER_NVML_LIBRARY": lib["full"],
+                                        "FAKE_NVML_DEVICES": "2",
+                                        "FAKE_NVML_FAIL_HANDLE_0": "15"})
+    assert_status(out, "nvml 550.54.15, 1 device")
+    assert_values(gpu_series(out), expected(1))
+    assert ("gpu: GPU 0 lost (nvmlDeviceGetHandleByIndex_v2: fake NVML: GPU is lost): "
+            "gpu_0_* dropped" in out["notes"])
+
+
+def test_device_lost_during_the_sample(machine, lib, probe_json):
+    # the open makes 4 queries per device (memory, utilization, power,
+    # limit); the 5th, in the probe's sample, finds GPU 1 lost
+    root = machine.dev_nodes("nvidia0")
+    out = probe_json(sysroot=root, env={"SCOPEMETER_NVML_LIBRARY": lib["full"],
+                                        "FAKE_NVML_DEVICES": "2",
+                                        "FAKE_NVML_LOST_AFTER_1": "4"})
+    assert_status(out, "nvml 550.54.15, 2 devices")  # decided at open
+    assert_values(gpu_series(out), expected(0))
+    lines = [l for l in out["_stderr"].splitlines() if "GPU 1" in l]
+    assert lines == ["scopemeter: warning: gpu: GPU 1 lost (nvmlDeviceGetMemoryInfo_v2: "
+                     "fake NVML: GPU is lost): gpu_1_* series stop"]
+
+
+def test_every_device_lost_is_a_warning(machine, lib, probe_json):
+    root = machine.dev_nodes("nvidia0")
+    out = probe_json(sysroot=root, env={"SCOPEMETER_NVML_LIBRARY": lib["full"],
+                                        "FAKE_NVML_LOST_AFTER_0": "0"})
+    assert_status(out, "unavailable: GPU 0 lost (nvmlDeviceGetMemoryInfo_v2: fake NVML: "
+                       "GPU is lost): gpu_0_* dropped")
+    assert gpu_series(out) == {}
+
+
+# ---- the library itself fails ---------------------------------------------------
+
+def test_library_missing_is_a_warning(machine, probe_json):
+    root = machine.dev_nodes("nvidia0")
+    missing = "/nonexistent/libnvidia-ml.so.1"
+    out = probe_json(sysroot=root, env={"SCOPEMETER_NVML_LIBRARY": missing})
+    err = f"{missing}: cannot open shared object file: No such file or directory"
+    assert_status(out, f"unavailable: {err}")
+    assert gpu_series(out) == {}
+    assert (f"/dev/nvidia0 exists but NVML cannot be loaded ({err}): gpu_* series absent"
+            in out["notes"])
+
+
+def test_library_that_is_not_nvml(machine, lib, probe_json):
+    root = machine.dev_nodes("nvidia0")
+    out = probe_json(sysroot=root, env={"SCOPEMETER_NVML_LIBRARY": lib["notnvml"]})
+    err = f"{lib['notnvml']}: undefined symbol: nvmlInit_v2"
+    assert_status(out, f"unavailable: {err}")
+    assert gpu_series(out) == {}
+    assert (f"{lib['notnvml']} is not a usable NVML ({err}): gpu_* series absent"
+            in out["notes"])
+
+
+def test_init_failure_carries_nvml_text(machine, lib, probe_json):
+    root = machine.dev_nodes("nvidia0")
+    out = probe_json(sysroot=root, env={"SCOPEMETER_NVML_LIBRARY": lib["full"],
+                                        "FAKE_NVML_INIT_FAIL": "9"})  # DRIVER_NOT_LOADED
+    # the text is the library's own (nvmlErrorString), marked "fake NVML:"
+    assert_status(out, "unavailable: fake NVML: Driver Not Loaded")
+    assert gpu_series(out) == {}
+    assert ("/dev/nvidia0 exists but NVML init failed: fake NVML: Driver Not Loaded; "
+            "gpu_* series absent" in out["notes"])
+
+
+def test_count_failure_carries_nvml_text(machine, lib, probe_json):
+    root = machine.dev_nodes("nvidia0")
+    out = probe_json(sysroot=root, env={"SCOPEMETER_NVML_LIBRARY": lib["full"],
+                                        "FAKE_NVML_COUNT_FAIL": "18"})
+    assert_status(out, "unavailable: fake NVML: RM has detected an NVML/RM version mismatch.")
+
+
+def test_nvml_with_no_device(machine, lib, probe_json):
+    root = machine.dev_nodes("nvidia0")
+    out = probe_json(sysroot=root, env={"SCOPEMETER_NVML_LIBRARY": lib["full"],
+                                        "FAKE_NVML_DEVICES": "0"})
+    assert_status(out, "unavailable: NVML reports no device")
+    assert "/dev/nvidia0 exists but NVML reports no device: gpu_* series absent" in out["notes"]
+
+
+def test_text_probe_shows_gpu_status(machine, lib, scopemeter_bin):
+    import subprocess
+    from conftest import clean_env
+    root = machine.dev_nodes("nvidia0")
+    env = clean_env(SCOPEMETER_SYSROOT=str(root), SCOPEMETER_NVML_LIBRARY=lib["full"],
+                    FAKE_NVML_DEVICES="2")
+    p = subprocess.run([scopemeter_bin, "probe", "--interval", "0"], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "gpu: nvml 550.54.15, 2 devices" in p.stdout.splitlines()
+    assert "system/gpu_1_power_usage_watts/rank0" in p.stdout
+
+
+# ---- end to end: `scopemeter run` into a real MLflow server ---------------------
+
+def test_run_records_gpu_series_and_tag(machine, lib, scopemeter_bin, mlflow_server):
+    # CUDA_VISIBLE_DEVICES=1,0 on a 3-GPU host: gpu_0 and gpu_1 are recorded,
+    # gpu_2 never; GPU 1 is lost after 12 queries (4 at open, then 4 per
+    # sample: the third sample finds it lost), so its keys stop early while
+    # gpu_0 goes on; the run itself is unaffected.
+    from runread import get_run, histories, run_cli, tags_of
+    root = machine.dev_nodes("nvidia0", "nvidia1", "nvidia2")
+    p = run_cli(scopemeter_bin, ["--interval", "0.5", "--", "sleep", "3"],
+                env={"MLFLOW_TRACKING_URI": mlflow_server, "SCOPEMETER_SYSROOT": str(root),
+                     "SCOPEMETER_NVML_LIBRARY": lib["full"], "FAKE_NVML_DEVICES": "3",
+                     "FAKE_NVML_LOST_AFTER_1": "12", "CUDA_VISIBLE_DEVICES": "1,0"})
+    assert p.returncode == 0, p.stderr
+    assert p.run_id, p.stderr
+    run = get_run(mlflow_server, p.run_id)
+    assert run["info"]["status"] == "FINISHED"
+    assert tags_of(run)["scopemeter.rank0.gpu"] == "nvml 550.54.15, 2 devices"
+
+    hist = histories(mlflow_server, p.run_id)
+    gpu = {k: v for k, v in hist.items() if k.startswith("system/gpu_")}
+    assert set(gpu) == {f"system/{k}/rank0" for k in {**expected(0), **expected(1)}}
+    for k, v in expected(0).items():
+        assert {val for _, _, val in gpu[f"system/{k}/rank0"]} == {round(v * 10) / 10}, k
+    for k, v in expected(1).items():
+        assert {val for _, _, val in gpu[f"system/{k}/rank0"]} == {round(v * 10) / 10}, k
+    n0 = len(gpu["system/gpu_0_utilization_percentage/rank0"])
+    n1 = len(gpu["system/gpu_1_utilization_percentage/rank0"])
+    assert 1 <= n1 < n0, (n0, n1)
+    lost = [l for l in p.stderr.splitlines() if "GPU 1 lost" in l]
+    assert lost == ["scopemeter: warning: gpu: GPU 1 lost (nvmlDeviceGetMemoryInfo_v2: "
+                    "fake NVML: GPU is lost): gpu_1_* series stop"], p.stderr

@@ -1,0 +1,201 @@
+"""`scopemeter plan`: the preflight of contract §7 for a table of jobs, the
+seed's two examples among them (8 GPU workers on 4 nodes -> 128 series,
+128 charts, 34 sections; 16 workers on 4 nodes -> 256 series), through both
+--json and the text output; bad input exits 2 with one line.  The last test
+checks the bytes-per-row assumption against MLflow's own sqlite store.
+"""
+import json
+import math
+import os
+import subprocess
+
+import pytest
+
+from conftest import clean_env
+
+
+def plan(scopemeter_bin, *args, check=True):
+    p = subprocess.run([scopemeter_bin, "plan", *args], env=clean_env(),
+                       capture_output=True, text=True, timeout=30)
+    if check:
+        assert p.returncode == 0, p.stderr
+    return p
+
+
+def plan_json(scopemeter_bin, *args):
+    return json.loads(plan(scopemeter_bin, *args, "--json").stdout)
+
+
+def expected(workers, per_pod=1, nodes=None, gpus=0, all_workers=False, interval=10.0,
+             samples=1, limits=True):
+    """The rules of contract §2/§4 written out independently of plan.c."""
+    pods = math.ceil(workers / per_pod)
+    nodes = nodes or pods
+    n = pods if all_workers else 1
+    period = interval * samples
+    if n > 4 and period < 10 * math.ceil(n / 4):
+        period = 10 * math.ceil(n / 4)
+        interval = period / samples
+    per = 3 + 3 + 2 + 5 * gpus + (3 if limits else 0)
+    series = n * per
+    sections = 6 * min(nodes, n) + (per - 6)
+    rows_h = series * 3600 / period
+    return dict(collectors=n, interval_s=interval, samples=samples, period_s=period,
+                series_per_collector=per, series=series, charts=series, sections=sections,
+                rows_per_hour=rows_h, bytes_per_day=rows_h * 24 * 433)
+
+
+# (args, expected(**kw), a few literal numbers where the seed gives them)
+CASES = [
+    # the seed's smoke run: 8 GPU workers, 2 per node on 4 nodes, all workers
+    (["--workers", "8", "--nodes", "4", "--gpus-per-worker", "1", "--all-workers"],
+     dict(workers=8, nodes=4, gpus=1, all_workers=True),
+     dict(series=128, charts=128, sections=34, interval_s=20.0, collectors=8)),
+    # the seed's 16 workers on 4 nodes: 256 series (and charts)
+    (["--workers", "16", "--nodes", "4", "--gpus-per-worker", "1", "--all-workers"],
+     dict(workers=16, nodes=4, gpus=1, all_workers=True),
+     dict(series=256, charts=256, sections=34, interval_s=40.0, collectors=16)),
+    # same job, default: rank 0 only
+    (["--workers", "8", "--nodes", "4", "--gpus-per-worker", "1"],
+     dict(workers=8, nodes=4, gpus=1),
+     dict(series=16, sections=16, collectors=1, interval_s=10.0, rows_per_hour=5760)),
+    # CPU workers, 2 ranks in one pod: the pod's local rank 0 only -> 11 series (seed: 22 -> 11)
+    (["--workers", "2", "--workers-per-pod", "2", "--all-workers"],
+     dict(workers=2, per_pod=2, all_workers=True),
+     dict(series=11, collectors=1, sections=11)),
+    # CPU workers, 2 pods on one node: 22 series; node sections (2) on one node
+    (["--workers", "2", "--nodes", "1", "--all-workers"],
+     dict(workers=2, nodes=1, all_workers=True),
+     dict(series=22, sections=11)),
+    # uneven spread: 8 pods on 3 nodes (3/2/3 in the seed): 6 x 3 + 10
+    (["--workers", "8", "--nodes", "3", "--gpus-per-worker", "1", "--all-workers"],
+     dict(workers=8, nodes=3, gpus=1, all_workers=True),
+     dict(sections=28)),
+    # nodes unknown: one per pod assumed (the most sections)
+    (["--workers", "8", "--gpus-per-worker", "1", "--all-workers"],
+     dict(workers=8, gpus=1, all_workers=True),
+     dict(sections=6 * 8 + 10)),
+    # 32 pods: period >= 80 s, samples kept, interval raised
+    (["--workers", "32", "--all-workers", "--samples", "2", "--interval", "5"],
+     dict(workers=32, all_workers=True, samples=2, interval=5.0),
+     dict(interval_s=40.0, period_s=80.0, samples=2)),
+    # a longer user period is kept
+    (["--workers", "8", "--all-workers", "--interval", "30"],
+     dict(workers=8, all_workers=True, interval=30.0),
+     dict(interval_s=30.0)),
+    # 3 samples per point under the cap: the interval becomes 20 s / 3
+    (["--workers", "8", "--all-workers", "--samples", "3", "--interval", "2"],
+     dict(workers=8, all_workers=True, samples=3, interval=2.0),
+     dict(period_s=20.0, interval_s=20.0 / 3)),
+    # 3 samples at the default interval: 30 s is already above the cap's 20 s
+    (["--workers", "8", "--all-workers", "--samples", "3"],
+     dict(workers=8, all_workers=True, samples=3),
+     dict(period_s=30.0, interval_s=10.0)),
+    # 4 collectors: no cap
+    (["--workers", "16", "--workers-per-pod", "4", "--all-workers", "--interval", "1"],
+     dict(workers=16, per_pod=4, all_workers=True, interval=1.0),
+     dict(collectors=4, interval_s=1.0)),
+    # no container limits, 8 GPUs per pod
+    (["--workers", "8", "--workers-per-pod", "8", "--gpus-per-worker", "8",
+      "--no-container-limits", "--all-workers"],
+     dict(workers=8, per_pod=8, gpus=8, limits=False, all_workers=True),
+     dict(series_per_collector=48, series=48)),
+    # --one-worker after --all-workers: the last one wins
+    (["--workers", "8", "--all-workers", "--one-worker"],
+     dict(workers=8), dict(collectors=1)),
+]
+
+
+@pytest.mark.parametrize("args,kw,literal", CASES)
+def test_plan_json(scopemeter_bin, args, kw, literal):
+    got = plan_json(scopemeter_bin, *args)
+    want = expected(**kw)
+    for k, v in want.items():
+        assert got[k] == pytest.approx(v), (k, got)
+    for k, v in literal.items():
+        assert got[k] == pytest.approx(v), (k, got)
+    assert got["bytes_per_row"] == 433
+    assert got["charts"] == got["series"]
+    assert got["capped"] == (got["interval_s"] > kw.get("interval", 10.0))
+
+
+def test_plan_text_seed_example(scopemeter_bin):
+    out = plan(scopemeter_bin, "--workers", "8", "--nodes", "4", "--gpus-per-worker", "1",
+               "--all-workers").stdout
+    lines = {line.split()[0]: line for line in out.splitlines() if line.strip()}
+    assert "8 (all workers" in lines["collectors"]
+    assert "20 s x 1 sample" in lines["interval"] and "write-load cap" in lines["interval"]
+    assert "16 per collector" in lines["series"]
+    assert "128 in total" in out
+    assert lines["charts"].split()[1] == "128"
+    assert lines["sections"].split()[1] == "34"
+    assert "6 x 4 nodes = 24" in lines["sections"]
+    assert lines["rows/hour"].split()[1] == "23040"
+    # 23040 rows/h x 24 x 433 bytes = 239.4 MB
+    assert "239.4 MB" in lines["bytes/day"] and "433 bytes per row" in lines["bytes/day"]
+
+
+def test_plan_text_one_worker_shows_all_workers_cost(scopemeter_bin):
+    out = plan(scopemeter_bin, "--workers", "16", "--nodes", "4", "--gpus-per-worker", "1").stdout
+    assert "rank 0 only" in out
+    assert "with --all-workers: 16 collectors, 256 series and charts, 34 sections" in out
+
+
+def test_plan_assumed_nodes_said(scopemeter_bin):
+    out = plan(scopemeter_bin, "--workers", "4", "--all-workers").stdout
+    assert "assumed one per pod" in out
+    got = plan_json(scopemeter_bin, "--workers", "4", "--all-workers")
+    assert got["nodes_assumed"] is True and got["nodes"] == 4
+
+
+@pytest.mark.parametrize("args,msg", [
+    ([], "--workers is required"),
+    (["--workers", "0"], "--workers"),
+    (["--workers", "x"], "--workers"),
+    (["--workers", "4", "--nodes", "5"], "every node hosts at least one pod"),
+    (["--workers", "4", "--workers-per-pod", "2", "--nodes", "3"], "2 pods"),
+    (["--workers", "2", "--workers-per-pod", "3"], "workers per pod"),
+    (["--workers", "4", "--interval", "0"], "--interval"),
+    (["--workers", "4", "--interval", "0.001"], "interval"),
+    (["--workers", "4", "--gpus-per-worker", "65"], "GPUs"),
+    (["--workers", "4", "--bogus"], "unknown option"),
+])
+def test_plan_bad_input(scopemeter_bin, args, msg):
+    p = plan(scopemeter_bin, *args, check=False)
+    assert p.returncode == 2
+    assert msg in p.stderr
+    assert p.stdout == ""
+
+
+def test_plan_help(scopemeter_bin):
+    p = plan(scopemeter_bin, "--help")
+    assert "--workers-per-pod" in p.stdout and "docs/plan.md" in p.stdout
+
+
+def test_bytes_per_row_against_mlflow_sqlite(tmp_path):
+    """The plan assumes 433 bytes per row (the seed's backend).  MLflow's own
+    sqlite store, measured here with keys of scopemeter's length, must be of
+    the same order, or the assumption needs a new look."""
+    mlflow = pytest.importorskip("mlflow")
+    from mlflow.entities import Metric
+    from mlflow.tracking import MlflowClient
+
+    db = tmp_path / "m.db"
+    client = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    run = client.create_run(client.create_experiment("plan-bytes"))
+    keys = [f"system/node_memory_usage_percentage/gpu-node-{i % 4 + 1}/rank{i}" for i in range(8)]
+    keys += [f"system/gpu_0_utilization_percentage/rank{i}" for i in range(8)]
+
+    def log(steps, start):
+        for s0 in range(start, start + steps, 50):
+            batch = [Metric(k, 12.3 + s, 1700000000000 + s * 10000, s)
+                     for s in range(s0, s0 + 50) for k in keys]
+            client.log_batch(run.info.run_id, metrics=batch)
+
+    log(50, 0)  # tables and indexes exist, the file has its first pages
+    before = os.path.getsize(db)
+    log(500, 50)
+    rows = 500 * len(keys)
+    per_row = (os.path.getsize(db) - before) / rows
+    print(f"MLflow {mlflow.__version__} sqlite: {per_row:.0f} bytes per metric row")
+    assert 100 < per_row < 1500, per_row

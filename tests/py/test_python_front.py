@@ -1,0 +1,326 @@
+"""The Python front (issue 4): scopemeter.enable_system_metrics() through
+MLflow's own client, its guard rails, stop order, exit paths and plan().
+
+Each test runs real training processes (tests/py/pyfront_worker.py or a short
+script) against a real tracking store: a sqlite file (MLflow's embedded
+default kind of store) or the real `mlflow server` of conftest; container_*
+series come from a real cgroup with limits (pyfront_util.Pod).
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from pyfront_util import (Pod, cgroups_usable, expected_keys, new_run, python_env, read_run,
+                          system_keys, worker_cmd)
+
+
+def sqlite_uri(tmp_path):
+    return f"sqlite:///{tmp_path}/mlflow.db"
+
+
+def run_worker(args, env, wrap=None, timeout=240):
+    cmd = worker_cmd(*args)
+    if wrap:
+        cmd = wrap(cmd)
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    return p
+
+
+def report_of(stdout):
+    for line in stdout.splitlines():
+        if line.startswith("REPORT "):
+            return json.loads(line[len("REPORT "):])
+    raise AssertionError(f"worker printed no REPORT line:\n{stdout}")
+
+
+def sm_lines(stderr):
+    return [ln for ln in stderr.splitlines() if ln.startswith("scopemeter:")]
+
+
+@pytest.fixture
+def pod():
+    why = cgroups_usable()
+    if why:
+        pytest.skip(why)
+    p = Pod("front", mem_bytes=2 << 30, cpu_cores=1.5)
+    yield p
+    p.cleanup()
+
+
+def test_import_loads_no_psutil_pynvml_or_mlflow():
+    code = ("import sys, scopemeter; "
+            "bad = [m for m in ('psutil', 'pynvml', 'mlflow') if m in sys.modules]; "
+            "print(bad); assert not bad, bad; "
+            "assert callable(scopemeter.enable_system_metrics)")
+    p = subprocess.run([sys.executable, "-c", code], env=python_env(), capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_extension_uses_the_limited_api():
+    code = "import scopemeter._native as n; print(n.__file__)"
+    p = subprocess.run([sys.executable, "-c", code], env=python_env(), capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip().endswith(".abi3.so"), p.stdout
+
+
+def test_no_run_is_one_line_and_no_exception(tmp_path):
+    code = textwrap.dedent("""
+        import scopemeter
+        r = scopemeter.enable_system_metrics()
+        print("RESULT", r)
+        scopemeter.disable_system_metrics()
+    """)
+    env = python_env(MLFLOW_TRACKING_URI=sqlite_uri(tmp_path))
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=120, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "RESULT False" in p.stdout
+    lines = sm_lines(p.stderr)
+    assert len(lines) == 1, p.stderr
+    assert "no active MLflow run" in lines[0]
+    assert "Traceback" not in p.stderr
+
+
+def test_records_into_a_sqlite_store_and_ignores_a_second_call(tmp_path):
+    uri = sqlite_uri(tmp_path)
+    run_id = new_run(uri)
+    env = python_env(MLFLOW_TRACKING_URI=uri, MLFLOW_RUN_ID=run_id)
+    p = run_worker(["--interval", "0.5", "--seconds", "2.2", "--enable-twice"], env)
+    assert p.returncode == 0, p.stderr
+    rep = report_of(p.stdout)
+    assert rep["enabled"] is True and rep["enabled_again"] is True
+    again = [ln for ln in sm_lines(p.stderr) if "already being recorded" in ln]
+    assert len(again) == 1, p.stderr
+
+    metrics, tags = read_run(uri, run_id)
+    have_limit = tags.get("scopemeter.rank0.cgroup", "").startswith("v")
+    assert system_keys(metrics) == expected_keys(0, container=have_limit)
+    for key, hist in metrics.items():
+        steps = [s for s, _, _ in hist]
+        # one thread wrote each key: steps 0, 1, 2, ... without duplicates;
+        # 2.2 s at 0.5 s gives 4 full windows and the partial one of the stop
+        assert steps == list(range(len(steps))), (key, steps)
+        assert len(steps) >= 4, (key, steps)
+        for _, v, ts in hist:
+            assert round(v, 1) == v and ts > 1e12
+    assert tags["scopemeter.interval_s"] == "0.5"
+    assert tags["scopemeter.samples"] == "1"
+    assert tags["scopemeter.collectors"] == "1"
+    assert tags["scopemeter.rank0.node"] == "unknown"
+
+
+def test_records_through_a_tracking_server(mlflow_server):
+    run_id = new_run(mlflow_server)
+    env = python_env(MLFLOW_TRACKING_URI=mlflow_server, MLFLOW_RUN_ID=run_id)
+    p = run_worker(["--interval", "0.5", "--seconds", "1.5"], env)
+    assert p.returncode == 0, p.stderr
+    metrics, tags = read_run(mlflow_server, run_id)
+    assert expected_keys(0, container=False) <= system_keys(metrics)
+    assert all(len(h) >= 2 for h in metrics.values())
+    assert tags["scopemeter.rank0.node"] == "unknown"
+
+
+def test_mlflow_env_var_is_removed_and_mlflow_monitor_never_writes(tmp_path):
+    uri = sqlite_uri(tmp_path)
+    # MLflow's own monitor samples every second here, so within the 4 s of
+    # training it would write its first unprefixed window.
+    base = dict(MLFLOW_TRACKING_URI=uri, MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING="true",
+                MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL="1")
+
+    # Control: without scopemeter the variable really starts MLflow's monitor
+    # here (otherwise the assertion below would prove nothing).
+    control = new_run(uri)
+    code = textwrap.dedent("""
+        import time, mlflow
+        with mlflow.start_run(run_id=%r):
+            time.sleep(4)
+    """ % control)
+    p = subprocess.run([sys.executable, "-c", code], env=python_env(**base),
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    metrics, _ = read_run(uri, control)
+    assert "system/cpu_utilization_percentage" in metrics, sorted(metrics)
+
+    run_id = new_run(uri)
+    env = python_env(MLFLOW_RUN_ID=run_id, **base)
+    p = run_worker(["--interval", "1", "--seconds", "4", "--child-env-check"], env)
+    assert p.returncode == 0, p.stderr
+    rep = report_of(p.stdout)
+    assert rep["env_var_left"] is False
+    assert rep["child_env"] == "None"
+    lines = sm_lines(p.stderr)
+    assert sum("MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING" in ln for ln in lines) == 1, p.stderr
+    metrics, _ = read_run(uri, run_id)
+    assert "system/cpu_utilization_percentage" not in metrics
+    unprefixed = [k for k in metrics if k.startswith("system/") and "/rank" not in k]
+    assert unprefixed == [], unprefixed
+    assert expected_keys(0, container=False) <= system_keys(metrics)
+
+
+def test_variable_set_but_run_opened_after_the_call(tmp_path):
+    """enable() with MLFLOW_RUN_ID before start_run(run_id=...): the variable
+    is gone by the time MLflow looks, so its monitor never starts."""
+    uri = sqlite_uri(tmp_path)
+    run_id = new_run(uri)
+    code = textwrap.dedent("""
+        import time, mlflow, scopemeter
+        scopemeter.enable_system_metrics(interval=1)
+        with mlflow.start_run(run_id=%r):
+            time.sleep(3)
+    """ % run_id)
+    env = python_env(MLFLOW_TRACKING_URI=uri, MLFLOW_RUN_ID=run_id,
+                     MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING="true",
+                     MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL="1")
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    metrics, _ = read_run(uri, run_id)
+    assert [k for k in metrics if "/rank" not in k] == []
+    assert expected_keys(0, container=False) <= system_keys(metrics)
+
+
+def test_late_call_warns_that_the_beginning_was_not_recorded(tmp_path):
+    uri = sqlite_uri(tmp_path)
+    code = textwrap.dedent("""
+        import time, mlflow, scopemeter
+        with mlflow.start_run():
+            time.sleep(%s)
+            scopemeter.enable_system_metrics(interval=0.5)
+            time.sleep(0.6)
+    """)
+    env = python_env(MLFLOW_TRACKING_URI=uri)
+    late = subprocess.run([sys.executable, "-c", code % "2.0"], env=env, capture_output=True,
+                          text=True, timeout=120)
+    early = subprocess.run([sys.executable, "-c", code % "0"], env=env, capture_output=True,
+                           text=True, timeout=120)
+    assert late.returncode == 0 and early.returncode == 0, late.stderr + early.stderr
+    assert sum("was not recorded" in ln for ln in sm_lines(late.stderr)) == 1, late.stderr
+    assert not any("was not recorded" in ln for ln in sm_lines(early.stderr)), early.stderr
+
+
+def test_sweeps_each_run_stopped_cleanly(tmp_path, pod):
+    """A sweep in one process: runs in `with` blocks stop at each block's end
+    (mlflow.end_run); a new run enabled while the previous one is still open
+    (nested) stops the previous monitor first.  Either way the previous run
+    has its end tags and no point after the next run's first."""
+    uri = sqlite_uri(tmp_path)
+    code = textwrap.dedent("""
+        import json, time, mlflow, scopemeter
+        ids = []
+        for i in range(2):                       # a sweep: one run per block
+            with mlflow.start_run() as run:
+                ids.append(run.info.run_id)
+                scopemeter.enable_system_metrics(interval=0.5)
+                time.sleep(1.2)
+        outer = mlflow.start_run()               # then: nested runs
+        ids.append(outer.info.run_id)
+        scopemeter.enable_system_metrics(interval=0.5)
+        time.sleep(1.2)
+        with mlflow.start_run(nested=True) as inner:
+            ids.append(inner.info.run_id)
+            scopemeter.enable_system_metrics(interval=0.5)
+            time.sleep(1.2)
+        mlflow.end_run()
+        print("IDS " + json.dumps(ids))
+    """)
+    p = subprocess.run(pod.wrap([sys.executable, "-c", code]), env=python_env(
+        MLFLOW_TRACKING_URI=uri), capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stderr
+    ids = json.loads(p.stdout.split("IDS ", 1)[1])
+    replaced = [ln for ln in sm_lines(p.stderr) if "replaces run" in ln]
+    assert len(replaced) == 1 and ids[2] in replaced[0], p.stderr
+    runs = [read_run(uri, i) for i in ids]
+    for m, t in runs:
+        assert system_keys(m) == expected_keys(0)
+        assert "scopemeter.rank0.mem_peak_sampled_mb" in t, sorted(t)
+        assert all(len(h) >= 2 for k, h in m.items() if k.startswith("system/"))
+    for (ma, _), (mb, _) in zip(runs, runs[1:]):
+        last_a = max(ts for k, h in ma.items() if k.startswith("system/") for _, _, ts in h)
+        first_b = min(ts for k, h in mb.items() if k.startswith("system/") for _, _, ts in h)
+        assert last_a <= first_b
+
+
+def test_training_that_raises_still_gets_end_tags(tmp_path, pod):
+    uri = sqlite_uri(tmp_path)
+    run_id = new_run(uri)
+    env = python_env(MLFLOW_TRACKING_URI=uri, MLFLOW_RUN_ID=run_id)
+    p = run_worker(["--interval", "0.5", "--seconds", "1", "--raise-after"], env,
+                   wrap=pod.wrap)
+    assert p.returncode != 0 and "training failed on purpose" in p.stderr
+    metrics, tags = read_run(uri, run_id)
+    assert system_keys(metrics) == expected_keys(0)
+    assert tags["scopemeter.rank0.cgroup"].startswith("v")
+    assert "mem=2.0GiB" in tags["scopemeter.rank0.cgroup"], tags["scopemeter.rank0.cgroup"]
+    assert float(tags["scopemeter.rank0.mem_peak_sampled_mb"]) > 0
+    # the kernel's OOM kill counter (v1 memory.oom_control since 4.13, v2
+    # memory.events): the tag is there exactly when the counter is
+    oom_file = [os.path.join(d, f) for d in pod.dirs for f in ("memory.oom_control",
+                                                               "memory.events")
+                if os.path.exists(os.path.join(d, f))]
+    if any("oom_kill " in open(f).read() for f in oom_file):
+        assert tags["scopemeter.rank0.oom_kill"] == "0", sorted(tags)
+
+
+def test_sigterm_still_flushes_what_it_had(tmp_path, pod):
+    """A 60 s interval: no window is complete when SIGTERM comes, so every
+    point in the run is the partial window that the SIGTERM path logged."""
+    uri = sqlite_uri(tmp_path)
+    run_id = new_run(uri)
+    env = python_env(MLFLOW_TRACKING_URI=uri, MLFLOW_RUN_ID=run_id)
+    proc = subprocess.Popen(pod.wrap(worker_cmd("--interval", "60", "--wait-sigterm")), env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        for line in proc.stdout:
+            if line.strip() == "READY" or time.time() > deadline:
+                break
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    # killed by SIGTERM (the default action is re-raised after the flush)
+    assert proc.returncode == -signal.SIGTERM, (proc.returncode, err)
+    metrics, tags = read_run(uri, run_id)
+    assert system_keys(metrics) == expected_keys(0), err
+    assert all(len(h) == 1 and h[0][0] == 0 for h in metrics.values())
+    assert "scopemeter.rank0.mem_peak_sampled_mb" in tags
+
+
+def test_plan_matches_the_cli(scopemeter_bin):
+    import scopemeter
+    cases = [
+        dict(workers=8, workers_per_pod=1, all_workers=True),
+        dict(workers=16, workers_per_pod=2, nodes=4, gpus_per_worker=1, all_workers=True,
+             interval=5, samples=2),
+        dict(workers=4, workers_per_pod=4, all_workers=False, container_limits=False),
+    ]
+    for c in cases:
+        args = [scopemeter_bin, "plan", "--json", "--workers", str(c["workers"]),
+                "--workers-per-pod", str(c["workers_per_pod"])]
+        if "nodes" in c:
+            args += ["--nodes", str(c["nodes"])]
+        if "gpus_per_worker" in c:
+            args += ["--gpus-per-worker", str(c["gpus_per_worker"])]
+        if "interval" in c:
+            args += ["--interval", str(c["interval"]), "--samples", str(c["samples"])]
+        args.append("--all-workers" if c["all_workers"] else "--one-worker")
+        if c.get("container_limits") is False:
+            args.append("--no-container-limits")
+        cli = json.loads(subprocess.run(args, capture_output=True, text=True, check=True,
+                                        timeout=30).stdout)
+        py = scopemeter.plan(**c)
+        for k, v in py.items():
+            assert cli[k] == pytest.approx(v), (c, k, cli[k], v)
+    assert scopemeter.plan(workers=8, all_workers=True)["interval_s"] == 20.0
+    with pytest.raises(ValueError):
+        scopemeter.plan(workers=0)

@@ -1,0 +1,328 @@
+"""`scopemeter run -- CMD` against a real `mlflow server` (issue 3, contract
+§4–§7): the run it creates or attaches to, the exact keys, steps, tags and
+point counts read back through MLflow's REST API, CMD's exit status and
+signals, the environment CMD sees, ranks sharing one run, and what happens
+without a tracking server."""
+import json
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from conftest import clean_env
+from faultproxy import FaultProxy
+from runread import (assert_steps_contiguous, get_run, histories, new_experiment, new_run,
+                     probe_keys, run_cli, sm_lines, start_cli, tags_of)
+
+START_TAGS = {"node", "gpu", "cgroup"}
+
+
+def expected_keys(probe_json):
+    keys = probe_keys(probe_json)
+    assert keys and all(k.endswith("/rank0") for k in keys)
+    return keys
+
+
+def test_sleep5_interval1_exact_keys_steps_tags(scopemeter_bin, mlflow_server, probe_json):
+    exp = new_experiment()
+    p = run_cli(scopemeter_bin, ["--interval", "1", "--", "sleep", "5"],
+                env={"MLFLOW_TRACKING_URI": mlflow_server, "MLFLOW_EXPERIMENT_NAME": exp})
+    assert p.returncode == 0, p.stderr
+    assert p.run_id, p.stderr
+    run = get_run(mlflow_server, p.run_id)
+    assert run["info"]["status"] == "FINISHED"
+    assert run["info"]["end_time"] >= run["info"]["start_time"]
+
+    hist = histories(mlflow_server, p.run_id)
+    assert set(hist) == expected_keys(probe_json)
+    counts = assert_steps_contiguous(hist)
+    # 5 whole windows in 5 s, plus the last partial one at stop: every key
+    # has the same number of points, one per step
+    n = set(counts.values())
+    assert len(n) == 1, counts
+    n = n.pop()
+    assert 5 <= n <= 7, counts
+    # one timestamp per step, shared by every key of that window
+    by_step = {}
+    for pts in hist.values():
+        for step, ts, _ in pts:
+            by_step.setdefault(step, set()).add(ts)
+    assert all(len(v) == 1 for v in by_step.values()), by_step
+
+    tags = tags_of(run)
+    for t in START_TAGS:
+        assert f"scopemeter.rank0.{t}" in tags
+    assert tags["scopemeter.rank0.node"] == "unknown"
+    assert tags["scopemeter.interval_s"] == "1"
+    assert tags["scopemeter.samples"] == "1"
+    assert tags["scopemeter.collectors"] == "1"
+    assert tags["mlflow.source.name"] == "sleep"
+    assert "scopemeter.skipped" not in tags
+    assert not any(k.startswith("scopemeter.rank1") for k in tags)
+    # the run is in the experiment named by MLFLOW_EXPERIMENT_NAME
+    assert run["info"]["experiment_id"] != "0"
+
+
+def test_child_exit_status_propagates_and_run_failed(scopemeter_bin, mlflow_server):
+    p = run_cli(scopemeter_bin, ["--interval", "0.5", "--", "sh", "-c", "sleep 1; exit 3"],
+                env={"MLFLOW_TRACKING_URI": mlflow_server})
+    assert p.returncode == 3, p.stderr
+    run = get_run(mlflow_server, p.run_id)
+    assert run["info"]["status"] == "FAILED"
+    hist = histories(mlflow_server, p.run_id)
+    assert hist and min(len(v) for v in hist.values()) >= 1
+
+
+def test_two_second_command_logs_the_partial_window(scopemeter_bin, mlflow_server, probe_json):
+    p = run_cli(scopemeter_bin, ["--interval", "10", "--", "sleep", "2"],
+                env={"MLFLOW_TRACKING_URI": mlflow_server})
+    assert p.returncode == 0, p.stderr
+    hist = histories(mlflow_server, p.run_id)
+    assert set(hist) == expected_keys(probe_json)
+    assert all([s for s, _, _ in pts] == [0] for pts in hist.values()), hist
+    assert get_run(mlflow_server, p.run_id)["info"]["status"] == "FINISHED"
+
+
+def test_system_metrics_variable_removed_and_run_exported(scopemeter_bin, mlflow_server):
+    script = ("import os, json; print(json.dumps({k: os.environ.get(k) for k in "
+              "('MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING', 'MLFLOW_RUN_ID', 'MLFLOW_TRACKING_URI')}))")
+    p = run_cli(scopemeter_bin, ["--interval", "5", "--", sys.executable, "-c", script],
+                env={"MLFLOW_TRACKING_URI": mlflow_server,
+                     "MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING": "true"})
+    assert p.returncode == 0, p.stderr
+    seen = json.loads(p.stdout.strip().splitlines()[-1])
+    assert seen["MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING"] is None
+    assert seen["MLFLOW_RUN_ID"] == p.run_id
+    assert seen["MLFLOW_TRACKING_URI"] == mlflow_server
+    removed = [l for l in sm_lines(p.stderr) if "MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING" in l]
+    assert len(removed) == 1, p.stderr
+
+
+def test_cmd_own_mlflow_logging_lands_in_the_same_run(scopemeter_bin, mlflow_server):
+    script = ("import mlflow\n"
+              "with mlflow.start_run() as r:\n"
+              "    mlflow.log_metric('loss', 0.5, step=0)\n"
+              "    print('RUN', r.info.run_id)\n")
+    p = run_cli(scopemeter_bin, ["--interval", "1", "--", sys.executable, "-c", script],
+                env={"MLFLOW_TRACKING_URI": mlflow_server}, timeout=180)
+    assert p.returncode == 0, p.stderr
+    assert re.findall(r"RUN ([0-9a-f]+)", p.stdout) == [p.run_id], p.stdout
+    hist = histories(mlflow_server, p.run_id)
+    assert "loss" in hist and any(k.startswith("system/") for k in hist)
+
+
+def test_sigterm_is_forwarded_and_run_killed(scopemeter_bin, mlflow_server):
+    script = ("import signal, sys, time\n"
+              "def h(s, f):\n"
+              "    print('child got SIGTERM', flush=True); sys.exit(7)\n"
+              "signal.signal(signal.SIGTERM, h)\n"
+              "print('ready', flush=True)\n"
+              "time.sleep(60)\n")
+    proc = start_cli(scopemeter_bin, ["--interval", "0.5", "--", sys.executable, "-c", script],
+                     env={"MLFLOW_TRACKING_URI": mlflow_server})
+    assert proc.stdout.readline().strip() == "ready"
+    time.sleep(1)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert "child got SIGTERM" in out, err
+    assert proc.returncode == 7, err
+    run_id = [l for l in err.splitlines() if "created run" in l][0].split()[3]
+    assert get_run(mlflow_server, run_id)["info"]["status"] == "KILLED"
+    assert histories(mlflow_server, run_id)
+
+
+def test_child_killed_by_signal_exits_128_plus_n(scopemeter_bin, mlflow_server):
+    p = run_cli(scopemeter_bin, ["--interval", "5", "--", "sh", "-c", "kill -KILL $$"],
+                env={"MLFLOW_TRACKING_URI": mlflow_server})
+    assert p.returncode == 128 + signal.SIGKILL, p.stderr
+    assert get_run(mlflow_server, p.run_id)["info"]["status"] == "KILLED"
+
+
+def test_attach_to_a_given_run_which_it_does_not_end(scopemeter_bin, mlflow_server):
+    run_id = new_run(mlflow_server)
+    # MLFLOW_RUN_ID from the environment
+    p = run_cli(scopemeter_bin, ["--interval", "0.5", "--", "sleep", "1"],
+                env={"MLFLOW_TRACKING_URI": mlflow_server, "MLFLOW_RUN_ID": run_id})
+    assert p.returncode == 0 and p.run_id is None, p.stderr
+    assert get_run(mlflow_server, run_id)["info"]["status"] == "RUNNING"
+    assert histories(mlflow_server, run_id)
+    # --run-id wins over the environment
+    other = new_run(mlflow_server)
+    p = run_cli(scopemeter_bin, ["--run-id", other, "--interval", "5", "--", "true"],
+                env={"MLFLOW_TRACKING_URI": mlflow_server, "MLFLOW_RUN_ID": run_id})
+    assert p.returncode == 0, p.stderr
+    assert histories(mlflow_server, other)
+
+
+def test_unknown_run_id_still_runs_cmd_and_keeps_points(scopemeter_bin, mlflow_server, tmp_path):
+    jsonl = tmp_path / "points.jsonl"
+    p = run_cli(scopemeter_bin, ["--run-id", "0" * 32, "--interval", "0.5", "--jsonl",
+                                 str(jsonl), "--", "sh", "-c", "sleep 1; exit 4"],
+                env={"MLFLOW_TRACKING_URI": mlflow_server})
+    assert p.returncode == 4
+    assert any("does not exist" in l for l in sm_lines(p.stderr)), p.stderr
+    recs = [json.loads(l) for l in jsonl.read_text().splitlines()]
+    assert any(r["kind"] == "metric" for r in recs)
+
+
+def test_experiment_flag_creates_the_experiment(scopemeter_bin, mlflow_server):
+    exp = new_experiment()
+    p = run_cli(scopemeter_bin, ["--experiment", exp, "--interval", "5", "--", "true"],
+                env={"MLFLOW_TRACKING_URI": mlflow_server,
+                     "MLFLOW_EXPERIMENT_NAME": "not-this-one"})
+    assert p.returncode == 0, p.stderr
+    run = get_run(mlflow_server, p.run_id)
+    from runread import rest
+    e = rest(mlflow_server, "experiments/get", params={"experiment_id": run["info"]["experiment_id"]})
+    assert e["experiment"]["name"] == exp
+
+
+def test_tracking_uri_with_a_path_prefix(scopemeter_bin, mlflow_server):
+    proxy = FaultProxy(mlflow_server, prefix="/mlflow")
+    try:
+        for uri in (proxy.uri, proxy.uri + "/"):
+            p = run_cli(scopemeter_bin, ["--interval", "0.5", "--", "sleep", "1"],
+                        env={"MLFLOW_TRACKING_URI": uri})
+            assert p.returncode == 0, p.stderr
+            assert p.run_id, p.stderr
+            assert histories(mlflow_server, p.run_id)
+        paths = {r.path.split("?")[0] for r in proxy.log()}
+        assert "/mlflow/api/2.0/mlflow/runs/log-batch" in paths, paths
+        assert all(r.status != 404 for r in proxy.log())
+    finally:
+        proxy.close()
+
+
+def test_no_tracking_uri_says_so_and_writes_jsonl(scopemeter_bin, tmp_path):
+    p = run_cli(scopemeter_bin, ["--interval", "0.5", "--", "sh", "-c", "sleep 1; exit 2"],
+                cwd=tmp_path)
+    assert p.returncode == 2
+    lines = sm_lines(p.stderr)
+    assert any("MLFLOW_TRACKING_URI is not set" in l for l in lines), p.stderr
+    files = list(tmp_path.glob("scopemeter-rank0-*.jsonl"))
+    assert len(files) == 1, lines
+    assert any(files[0].name in l for l in lines)
+    recs = [json.loads(l) for l in files[0].read_text().splitlines()]
+    metrics = [r for r in recs if r["kind"] == "metric"]
+    tags = {r["key"] for r in recs if r["kind"] == "tag"}
+    assert metrics and {"scopemeter.rank0.node", "scopemeter.interval_s"} <= tags
+    assert any(f"{len(recs)} records written" in l for l in lines), lines
+
+
+def test_non_http_tracking_uri_says_so(scopemeter_bin, tmp_path):
+    p = run_cli(scopemeter_bin, ["--interval", "5", "--jsonl", str(tmp_path / "x.jsonl"), "--",
+                                 "true"], env={"MLFLOW_TRACKING_URI": "sqlite:///mlflow.db"},
+                cwd=tmp_path)
+    assert p.returncode == 0
+    assert any("not an http(s) tracking server" in l for l in sm_lines(p.stderr)), p.stderr
+    assert (tmp_path / "x.jsonl").stat().st_size > 0
+
+
+def test_cmd_not_found_is_127(scopemeter_bin, tmp_path):
+    p = run_cli(scopemeter_bin, ["--interval", "5", "--", "/nonexistent/cmd"], cwd=tmp_path)
+    assert p.returncode == 127
+    assert any("cannot run /nonexistent/cmd" in l for l in sm_lines(p.stderr))
+
+
+def test_usage_errors_are_2(scopemeter_bin):
+    for args in ([], ["--interval", "0", "--", "true"], ["--run-id", "x", "--experiment", "y",
+                                                         "--", "true"], ["--bogus", "--", "true"]):
+        p = run_cli(scopemeter_bin, args)
+        assert p.returncode == 2, (args, p.stderr)
+
+
+# ---- several ranks, one run ------------------------------------------------------
+
+def rank_env(uri, rank, local_rank, world, local_world, job):
+    e = {"MLFLOW_TRACKING_URI": uri, "RANK": rank, "LOCAL_RANK": local_rank,
+         "WORLD_SIZE": world, "LOCAL_WORLD_SIZE": local_world}
+    if job:
+        e["TORCHELASTIC_RUN_ID"] = job
+    return e
+
+
+PRINT_RUN = "import os; print(os.environ.get('MLFLOW_RUN_ID'))"
+
+
+def launch_ranks(binary, uri, local_world, job, cwd, extra=()):
+    procs = [start_cli(binary, ["--all-workers", "--interval", "0.5", *extra, "--",
+                                sys.executable, "-c", "import time; time.sleep(1.5); " + PRINT_RUN],
+                       env=rank_env(uri, r, r % local_world, 2, local_world, job), cwd=cwd)
+             for r in range(2)]
+    return [(p,) + p.communicate(timeout=120) for p in procs]
+
+
+def test_all_workers_two_local_ranks_share_one_run(scopemeter_bin, mlflow_server, tmp_path):
+    res = launch_ranks(scopemeter_bin, mlflow_server, 2, uuid.uuid4().hex, tmp_path)
+    for p, out, err in res:
+        assert p.returncode == 0, err
+    run_ids = [out.strip().splitlines()[-1] for _, out, _ in res]
+    assert run_ids[0] == run_ids[1] != "None", res
+    # LOCAL_RANK=1 collects nothing, and says why
+    assert any("does not collect" in l for l in sm_lines(res[1][2])), res[1][2]
+    hist = histories(mlflow_server, run_ids[0])
+    assert hist and all(k.endswith("/rank0") for k in hist), sorted(hist)
+    assert not list(tmp_path.glob("*.jsonl"))
+    tags = tags_of(get_run(mlflow_server, run_ids[0]))
+    assert "scopemeter.rank0.node" in tags
+    assert not any(k.startswith("scopemeter.rank1.") for k in tags)
+    assert tags["scopemeter.collectors"] == "1"
+    assert get_run(mlflow_server, run_ids[0])["info"]["status"] == "FINISHED"
+
+
+def test_all_workers_two_pods_both_collect_into_one_run(scopemeter_bin, mlflow_server, tmp_path):
+    res = launch_ranks(scopemeter_bin, mlflow_server, 1, uuid.uuid4().hex, tmp_path)
+    for p, out, err in res:
+        assert p.returncode == 0, err
+    run_ids = {out.strip().splitlines()[-1] for _, out, _ in res}
+    assert len(run_ids) == 1, res
+    run_id = run_ids.pop()
+    hist = histories(mlflow_server, run_id)
+    r0 = {k[:-len("/rank0")] for k in hist if k.endswith("/rank0")}
+    r1 = {k[:-len("/rank1")] for k in hist if k.endswith("/rank1")}
+    assert r0 and r0 == r1, sorted(hist)
+    tags = tags_of(get_run(mlflow_server, run_id))
+    assert "scopemeter.rank0.node" in tags and "scopemeter.rank1.node" in tags
+    assert tags["scopemeter.collectors"] == "2"
+
+
+def test_rank_without_a_job_id_or_run_id_says_so_and_runs_cmd(scopemeter_bin, mlflow_server,
+                                                               tmp_path):
+    p = run_cli(scopemeter_bin, ["--all-workers", "--interval", "5", "--", sys.executable, "-c",
+                                 PRINT_RUN],
+                env=rank_env(mlflow_server, 1, 0, 2, 1, None), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "None"
+    assert any("set MLFLOW_RUN_ID" in l for l in sm_lines(p.stderr)), p.stderr
+    # it collects (its pod's local rank 0) into a local file: nothing lost silently
+    assert list(tmp_path.glob("scopemeter-rank1-*.jsonl"))
+
+
+def test_torchrun_no_python_ranks_share_one_run(scopemeter_bin, mlflow_server, tmp_path):
+    runner = shutil.which("torchrun")
+    if not runner:
+        try:
+            import torch.distributed.run  # noqa: F401
+        except ImportError:
+            pytest.skip("torch not installed (pip install torch==2.13.0)")
+        head = [sys.executable, "-m", "torch.distributed.run"]
+    else:
+        head = [runner]
+    cmd = head + ["--nproc-per-node", "2", "--no-python", scopemeter_bin, "run", "--all-workers",
+                  "--interval", "0.5", "--", sys.executable, "-c",
+                  "import os, time; time.sleep(1); print('RUN', os.environ['RANK'], "
+                  "os.environ['MLFLOW_RUN_ID'])"]
+    p = subprocess.run(cmd, env=clean_env(MLFLOW_TRACKING_URI=mlflow_server, OMP_NUM_THREADS=1),
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-4000:]
+    runs = dict(re.findall(r"RUN (\d+) ([0-9a-f]+)", p.stdout))
+    assert set(runs) == {"0", "1"} and len(set(runs.values())) == 1, p.stdout
+    run_id = runs["0"]
+    hist = histories(mlflow_server, run_id)
+    assert hist and all(k.endswith("/rank0") for k in hist)
+    assert get_run(mlflow_server, run_id)["info"]["status"] == "FINISHED"
