@@ -53,6 +53,7 @@ struct run_opts {
     int samples;
     double stop_timeout;       /* < 0: the monitor's default */
     double startup_timeout;
+    int buffer_points;         /* 0: the monitor's default (one hour) */
     char **cmd;
 };
 
@@ -84,7 +85,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: scopemeter run [--run-id ID | --experiment NAME] [--all-workers]\n"
             "                      [--interval S] [--samples K] [--stop-timeout S]\n"
-            "                      [--startup-timeout S] [--jsonl PATH] -- CMD [ARGS...]\n"
+            "                      [--startup-timeout S] [--buffer-points N] [--jsonl PATH]\n"
+            "                      -- CMD [ARGS...]\n"
             "\n"
             "Records system metrics into an MLflow run while CMD runs and exits with CMD's\n"
             "status.  Tracking server: MLFLOW_TRACKING_URI (http:// or https://).  Run:\n"
@@ -100,11 +102,13 @@ static void usage(FILE *f)
             "  --samples K          samples averaged per logged point (default 1)\n"
             "  --stop-timeout S     bound on stopping and flushing after CMD exits (default 30)\n"
             "  --startup-timeout S  bound on talking to the server before CMD starts (default 15)\n"
+            "  --buffer-points N    points kept while the server is unreachable (default: one\n"
+            "                       hour of points; the oldest go first)\n"
             "  --jsonl PATH         where points go when there is no http(s) tracking URI\n"
             "                       or no run (default ./scopemeter-rankN-PID.jsonl)\n"
             "\n"
-            "Under torchrun: torchrun --no-python ... scopemeter run --all-workers -- python train.py\n"
-            "(ranks share one run; see docs/cli.md).\n");
+            "Under torchrun (ranks share one run; see docs/cli.md):\n"
+            "  torchrun --no-python ... scopemeter run --all-workers -- python train.py\n");
 }
 
 /* --opt VALUE or --opt=VALUE */
@@ -169,6 +173,11 @@ static int parse(int argc, char **argv, struct run_opts *o)
         } else if ((v = opt_value(argc, argv, &i, "--stop-timeout"))) {
             if (cli_parse_seconds(v, &o->stop_timeout) < 0) {
                 fprintf(stderr, "scopemeter run: --stop-timeout wants seconds >= 0\n");
+                return -1;
+            }
+        } else if ((v = opt_value(argc, argv, &i, "--buffer-points"))) {
+            if (cli_parse_int(v, &o->buffer_points) < 0 || o->buffer_points < 1) {
+                fprintf(stderr, "scopemeter run: --buffer-points wants a whole number >= 1\n");
                 return -1;
             }
         } else if ((v = opt_value(argc, argv, &i, "--startup-timeout"))) {
@@ -594,6 +603,25 @@ int cmd_run(int argc, char **argv)
     memset(&st, 0, sizeof st);
     st.sfd = -1;
 
+    /* the monitor's settings first: a bad value is a usage error, found
+     * before a run is created */
+    m = sm_monitor_new();
+    if (!m) {
+        fprintf(stderr, "scopemeter: out of memory\n");
+        return 125;
+    }
+    if ((o.interval > 0 && sm_monitor_set_interval(m, o.interval) < 0) ||
+        (o.samples > 0 && sm_monitor_set_samples(m, o.samples) < 0) ||
+        (o.stop_timeout >= 0 && sm_monitor_set_stop_timeout(m, o.stop_timeout) < 0)) {
+        fprintf(stderr, "scopemeter run: --interval, --samples or --stop-timeout out of range "
+                "(interval 0.01..86400 s, samples 1..100000, stop timeout 0..86400 s)\n");
+        sm_monitor_free(m);
+        return 2;
+    }
+    sm_monitor_set_all_workers(m, o.all_workers);
+    if (o.buffer_points > 0)
+        sm_monitor_set_buffer_points(m, (size_t)o.buffer_points);
+
     /* 1. signals: blocked before any thread starts, so every thread inherits
      * the mask and only the signalfd sees them */
     signal_set(&fwd);
@@ -602,6 +630,7 @@ int cmd_run(int argc, char **argv)
     if (st.sfd < 0) {
         fprintf(stderr, "scopemeter: signalfd: %s\n", strerror(errno));
         pthread_sigmask(SIG_SETMASK, &orig, NULL);
+        sm_monitor_free(m);
         return 125;
     }
     sm_identity_from_env(&st.id);
@@ -627,40 +656,29 @@ int cmd_run(int argc, char **argv)
         goto stopped_early;
 
     /* 3. the monitor */
-    m = sm_monitor_new();
-    if (!m) {
-        fprintf(stderr, "scopemeter: out of memory; CMD runs without recording\n");
-    } else {
-        if (o.interval > 0)
-            sm_monitor_set_interval(m, o.interval);
-        if (o.samples > 0)
-            sm_monitor_set_samples(m, o.samples);
-        if (o.stop_timeout >= 0)
-            sm_monitor_set_stop_timeout(m, o.stop_timeout);
-        sm_monitor_set_all_workers(m, o.all_workers);
-        if (st.run_id[0])
-            rc = sm_monitor_set_run(m, st.uri, st.run_id);
-        else
-            rc = sm_monitor_use_queue(m);
-        if (rc == 0)
-            rc = sm_monitor_start(m, err, sizeof err);
-        if (rc == 0) {
-            collecting = 1;
-            if (!st.run_id[0]) {
-                /* nothing is lost silently: no run, so a local file */
-                st.m = m;
-                if (jsonl_open(&st) < 0)
-                    st.m = NULL;
-                else
-                    fprintf(stderr, "scopemeter: no MLflow run to record into: points go to %s "
-                            "(one JSON record per line)\n", st.jsonl_path);
-            }
-        } else if (rc < 0) {
-            fprintf(stderr, "scopemeter: not recording: %s\n",
-                    err[0] ? err : strerror(-rc));
+    if (st.run_id[0])
+        rc = sm_monitor_set_run(m, st.uri, st.run_id);
+    else
+        rc = sm_monitor_use_queue(m);
+    err[0] = '\0';
+    if (rc == 0)
+        rc = sm_monitor_start(m, err, sizeof err);
+    if (rc == 0) {
+        collecting = 1;
+        if (!st.run_id[0]) {
+            /* nothing is lost silently: no run, so a local file */
+            st.m = m;
+            if (jsonl_open(&st) < 0)
+                st.m = NULL;
+            else
+                fprintf(stderr, "scopemeter: no MLflow run to record into: points go to %s "
+                        "(one JSON record per line)\n", st.jsonl_path);
         }
-        /* SM_NOT_COLLECTING: the monitor said why in one line */
+    } else if (rc < 0 && rc != -ENODATA) {
+        /* (-ENODATA: nothing to record; the monitor said so and tagged it) */
+        fprintf(stderr, "scopemeter: not recording: %s\n", err[0] ? err : strerror(-rc));
     }
+    /* SM_NOT_COLLECTING: the monitor said why in one line */
 
     /* 4. CMD */
     if (child_env(&st) < 0) {
@@ -698,7 +716,7 @@ stopped_early:
 
 stop:
     /* 5. stop (bounded), end the run */
-    if (m && collecting)
+    if (collecting)
         sm_monitor_stop(m);
     if (st.m)
         jsonl_close(&st);
@@ -711,9 +729,9 @@ stop:
             t = 1;
         if (exit_code == 0)
             run_status = "FINISHED";
-        else if (forwarded_term ||
-                 (WIFSIGNALED(status) && (WTERMSIG(status) == SIGKILL || terminating(WTERMSIG(status)))))
-            run_status = "KILLED";
+        else if (forwarded_term || (WIFSIGNALED(status) && (WTERMSIG(status) == SIGKILL ||
+                                                            terminating(WTERMSIG(status)))))
+            run_status = "KILLED"; /* a crash (SIGSEGV, SIGABRT) is FAILED */
         else
             run_status = "FAILED";
         rc = sm_mlflow_end_run(st.uri, st.run_id, run_status, t, err, sizeof err);

@@ -47,15 +47,26 @@ struct ctl {
     char why[400];
 };
 
+/* Lowest memory limit that was not counted for being >= MemTotal (why line). */
+struct mem_walk {
+    uint64_t ignored;
+    char ignored_path[SM_PATH_MAX];
+};
+
+/* Everything resolution needs, on the heap: the callers' stacks may be small. */
 struct work {
     char *cg, *mi;
     size_t cglen, milen;
     struct ctl c[C_N];
+    struct mem_walk mw;
     char buf[8192];
     char lvl[SM_PATH_MAX];
     char dir[SM_PATH_MAX];
     char tmp[SM_PATH_MAX];
     char point[SM_PATH_MAX];
+    char quota_lvl[SM_PATH_MAX];   /* rel of the level with the lowest quota, "" none */
+    char cpuset_dir[SM_PATH_MAX];
+    char cpuset_path[SM_PATH_MAX];
 };
 
 /* snprintf that says whether it fit; callers treat truncation as an error
@@ -202,7 +213,8 @@ static int locate(const sm_ctx *ctx, struct work *w, struct ctl *c, const char *
     c->path[e.path_len] = '\0';
     if (e.deleted) {
         c->err = -ENOENT;
-        fmt(c->why, sizeof c->why, "the process's cgroup %s was deleted (/proc/self/cgroup says so)", c->path);
+        fmt(c->why, sizeof c->why,
+            "the process's cgroup %s was deleted (/proc/self/cgroup says so)", c->path);
         return c->err;
     }
 
@@ -219,7 +231,9 @@ static int locate(const sm_ctx *ctx, struct work *w, struct ctl *c, const char *
             sm_unescape_octal(m.root, m.root_len, root, sizeof w->tmp) < 0 || root[0] != '/' ||
             w->point[0] != '/') {
             c->err = -EINVAL;
-            fmt(c->why, sizeof c->why, "cannot parse /proc/self/mountinfo line %d (bad escape)",
+            c->version = 0; /* an earlier mount may have set it: not found, not half-found */
+            fmt(c->why, sizeof c->why,
+                "cannot parse /proc/self/mountinfo line %d (mount point or root)",
                 line_of(w->mi, pos - 1));
             return c->err;
         }
@@ -271,6 +285,8 @@ static int level_up(char *lvl)
     if (strcmp(lvl, "/") == 0)
         return 0;
     slash = strrchr(lvl, '/');
+    if (!slash) /* not a path ("" or relative): nothing above it */
+        return 0;
     if (slash == lvl)
         lvl[1] = '\0';
     else
@@ -311,10 +327,6 @@ static void cores_str(char *out, size_t cap, double v)
 }
 
 /* ---- memory: the lowest limit from the own level up to the mount point ---- */
-struct mem_walk {
-    uint64_t ignored;        /* lowest limit ignored for being >= MemTotal */
-    char ignored_path[SM_PATH_MAX];
-};
 
 static int walk_memory(const sm_ctx *ctx, struct work *w, sm_cgroup *cg, struct mem_walk *mw)
 {
@@ -561,16 +573,13 @@ static void set_none(sm_cgroup *cg, int rc)
 int sm_cgroup_resolve(const sm_ctx *ctx, sm_cgroup *cg)
 {
     struct work *w;
-    struct mem_walk mw;
-    char quota_lvl[SM_PATH_MAX] = "", cpuset_dir[SM_PATH_MAX] = "",
-         cpuset_path[SM_PATH_MAX] = "", s1[64], s2[64], suffix[96] = "";
+    char s1[64], s2[64], suffix[96] = "";
     struct ctl *mc, *cc, *ac;
     unsigned aff = 0, allowed = 0;
     const char *cap_by = NULL;
     int rc;
 
     memset(cg, 0, sizeof *cg);
-    memset(&mw, 0, sizeof mw);
     w = calloc(1, sizeof *w);
     if (!w) {
         fmt(cg->why, sizeof cg->why, "out of memory");
@@ -610,12 +619,12 @@ int sm_cgroup_resolve(const sm_ctx *ctx, sm_cgroup *cg)
     fmt(cg->cpu_dir, sizeof cg->cpu_dir, "%s", cc->dir);
     fmt(cg->cpuacct_dir, sizeof cg->cpuacct_dir, "%s", ac->version ? ac->dir : "");
 
-    if (mc->version && (rc = walk_memory(ctx, w, cg, &mw)) < 0)
+    if (mc->version && (rc = walk_memory(ctx, w, cg, &w->mw)) < 0)
         goto out;
-    if (cc->version && (rc = walk_quota(ctx, w, cg, quota_lvl, sizeof quota_lvl)) < 0)
+    if (cc->version && (rc = walk_quota(ctx, w, cg, w->quota_lvl, sizeof w->quota_lvl)) < 0)
         goto out;
-    if ((rc = walk_cpuset(ctx, w, cg, cpuset_dir, sizeof cpuset_dir, cpuset_path,
-                          sizeof cpuset_path)) < 0)
+    if ((rc = walk_cpuset(ctx, w, cg, w->cpuset_dir, sizeof w->cpuset_dir, w->cpuset_path,
+                          sizeof w->cpuset_path)) < 0)
         goto out;
     cg->host_cpus = host_cpus(ctx, w);
     if (!ctx->sysroot[0])
@@ -641,10 +650,10 @@ int sm_cgroup_resolve(const sm_ctx *ctx, sm_cgroup *cg)
     if (cg->cpu_cores > 0) {
         if (!cap_by) {
             fmt(cg->cpu_limit_dir, sizeof cg->cpu_limit_dir, "%s", cg->cpu_quota_dir);
-            level_path(cc, quota_lvl, cg->cpu_limit_path, sizeof cg->cpu_limit_path);
+            level_path(cc, w->quota_lvl, cg->cpu_limit_path, sizeof cg->cpu_limit_path);
         } else if (strcmp(cap_by, "cpuset") == 0) {
-            fmt(cg->cpu_limit_dir, sizeof cg->cpu_limit_dir, "%s", cpuset_dir);
-            fmt(cg->cpu_limit_path, sizeof cg->cpu_limit_path, "%s", cpuset_path);
+            fmt(cg->cpu_limit_dir, sizeof cg->cpu_limit_dir, "%s", w->cpuset_dir);
+            fmt(cg->cpu_limit_path, sizeof cg->cpu_limit_path, "%s", w->cpuset_path);
         } else {
             fmt(cg->cpu_limit_dir, sizeof cg->cpu_limit_dir, "%s", cc->dir);
             fmt(cg->cpu_limit_path, sizeof cg->cpu_limit_path, "%s", cc->path);
@@ -654,8 +663,8 @@ int sm_cgroup_resolve(const sm_ctx *ctx, sm_cgroup *cg)
          * hierarchies show the same path (always true when combined), else
          * the own cpuacct directory. */
         if (ac->version) {
-            if (quota_lvl[0] && strcmp(ac->rel, cc->rel) == 0)
-                level_dir(ac, quota_lvl, cg->cpu_usage_dir, sizeof cg->cpu_usage_dir);
+            if (w->quota_lvl[0] && strcmp(ac->rel, cc->rel) == 0)
+                level_dir(ac, w->quota_lvl, cg->cpu_usage_dir, sizeof cg->cpu_usage_dir);
             else
                 fmt(cg->cpu_usage_dir, sizeof cg->cpu_usage_dir, "%s", ac->dir);
         }
@@ -675,11 +684,11 @@ int sm_cgroup_resolve(const sm_ctx *ctx, sm_cgroup *cg)
         app(cg->why, sizeof cg->why, ", memory limit %s at %s", s1, cg->mem_limit_path);
     } else {
         app(cg->why, sizeof cg->why, ", no memory limit");
-        if (mw.ignored) {
-            gib(s1, sizeof s1, mw.ignored, " ");
+        if (w->mw.ignored) {
+            gib(s1, sizeof s1, w->mw.ignored, " ");
             gib(s2, sizeof s2, ctx->mem_total, " ");
             app(cg->why, sizeof cg->why, " (%s at %s is not below MemTotal %s)", s1,
-                mw.ignored_path, s2);
+                w->mw.ignored_path, s2);
         }
     }
     if (!cc->version) {

@@ -764,6 +764,13 @@ int sm_monitor_stop(sm_monitor *m)
     if (dropped > 0)
         sm_log(SM_WARN, "%llu points dropped during the run (buffer full or refused; oldest first)",
                (unsigned long long)dropped);
+    /* The process's own account, one line: what a reader can check against
+     * the run (tests/soak counts every rank's points against it).  Read
+     * under mu: a thread left behind may still be finishing. */
+    pthread_mutex_lock(&m->mu);
+    sm_log(SM_INFO, "logged %lld windows (%llu points), dropped %llu", (long long)m->step,
+           (unsigned long long)m->points_logged, (unsigned long long)dropped);
+    pthread_mutex_unlock(&m->mu);
 
     /* 3. detach: close the collectors and the REST sink; the queue stays for
      * the binding's last drains until sm_monitor_free() */

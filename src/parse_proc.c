@@ -151,6 +151,10 @@ int sm_parse_meminfo(const char *buf, size_t len, uint64_t *total, uint64_t *ava
     if (seen[1]) {
         *available = v[1];
     } else if (seen[2]) {
+        /* each term fits u64 after "kB" scaling, their sum need not: a
+         * wrapped sum would read as a small, wrong value */
+        if (v[3] > UINT64_MAX - v[2] || v[4] > UINT64_MAX - v[2] - v[3])
+            return -ERANGE;
         *available = v[2] + v[3] + v[4];
         *estimated = 1;
     } else {

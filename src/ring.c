@@ -137,16 +137,20 @@ int sm_ring_peek(sm_ring *r, sm_record *out, size_t cap, double timeout_s)
     return rc;
 }
 
-void sm_ring_consume(sm_ring *r, size_t n)
+size_t sm_ring_consume(sm_ring *r, size_t n)
 {
     uint64_t end;
+    size_t removed = 0;
 
     pthread_mutex_lock(&r->mu);
     end = r->peek_seq + n; /* one past the last record peeked */
-    if (end > r->head_seq) /* some of them may have been overwritten since */
-        remove_head(r, (size_t)(end - r->head_seq));
+    if (end > r->head_seq) { /* some of them may have been overwritten since */
+        removed = (size_t)(end - r->head_seq);
+        remove_head(r, removed);
+    }
     r->peek_seq = r->head_seq;
     pthread_mutex_unlock(&r->mu);
+    return removed;
 }
 
 int sm_ring_pop(sm_ring *r, sm_record *out, size_t cap, double timeout_s)

@@ -41,8 +41,10 @@ SM_HIDDEN void sm_ring_push(sm_ring *r, const sm_record *recs, size_t n);
  * (<= 0: no wait) for at least one.  Returns the count, 0 on timeout, -EPIPE
  * when closed and empty. */
 SM_HIDDEN int sm_ring_peek(sm_ring *r, sm_record *out, size_t cap, double timeout_s);
-/* Removes the n oldest records (after a successful peek+ship). */
-SM_HIDDEN void sm_ring_consume(sm_ring *r, size_t n);
+/* Removes the n oldest records (after a successful peek+ship).  Returns how
+ * many it removed: fewer than n when the producer overwrote some of them
+ * since the peek (already counted in dropped). */
+SM_HIDDEN size_t sm_ring_consume(sm_ring *r, size_t n);
 /* peek + consume in one step (the queue sink). */
 SM_HIDDEN int sm_ring_pop(sm_ring *r, sm_record *out, size_t cap, double timeout_s);
 SM_HIDDEN void sm_ring_close(sm_ring *r);

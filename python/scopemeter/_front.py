@@ -26,6 +26,7 @@ Lines go to stderr, one per event, prefixed "scopemeter:" like the engine's.
 import atexit
 import math
 import os
+import re
 import signal
 import sys
 import threading
@@ -130,7 +131,6 @@ class _Session:
         from mlflow.tracking import MlflowClient
 
         client = MlflowClient(tracking_uri=self.tracking_uri)
-        self._check_late_start(client)
         pending = []          # chunks taken from the queue, not yet accepted
         failures = 0
         while True:
@@ -161,8 +161,12 @@ class _Session:
                 delay = min(_BACKOFF_MAX, 0.5 * (2 ** min(failures, 8)))
                 if self.deadline is not None:
                     delay = min(delay, max(0.0, self.deadline - time.monotonic()), 1.0)
-                self.wake.wait(delay)
+                if self.wake.wait(delay):
+                    self.wake.clear()  # stop() cut a long backoff short; retries go on <= 1/s
                 continue
+            if self.late_check is not None:  # once the store answers, never before
+                self._check_late_start(client)
+                self.late_check = None
             if failures:
                 _log(f"MLflow accepts points of run {self.run_id} again after {failures} failed "
                      "attempts")
@@ -225,9 +229,14 @@ class _Session:
                  warn=True)
 
 
+# userinfo of a URL ("http://user:password@host"): MLflow's exception texts
+# name the request URL, and a tracking URI may carry credentials there
+_USERINFO = re.compile(r"(?<=://)[^/\s@]+@")
+
+
 def _short(exc):
     text = str(exc).strip().splitlines()
-    return (text[0] if text else type(exc).__name__)[:300]
+    return _USERINFO.sub("***@", text[0] if text else type(exc).__name__)[:300]
 
 
 def _process_start_ms():

@@ -486,6 +486,11 @@ static void describe_error(sm_rest *r, const char *endpoint, sm_rest_result *res
     if (code || message) {
         snprintf(res->msg, sizeof res->msg, "%s: HTTP %ld %s: %.300s", ep, res->http,
                  code ? code : "", message ? message : "");
+        /* the server's text goes into one log line (contract §6): MLflow's
+         * messages can hold newlines (a database error with its SQL) */
+        for (char *c = res->msg; *c; c++)
+            if ((unsigned char)*c < 32 || *c == 127)
+                *c = ' ';
         return;
     }
     /* not MLflow's JSON (a proxy's HTML page): the first printable bytes */
@@ -593,8 +598,12 @@ int sm_rest_once(sm_rest *r, const char *method, const char *endpoint, const cha
         default:
             break;
         }
-        snprintf(res->msg, sizeof res->msg, "%s on %.200s: %.200s", ep, r->shown,
-                 r->errbuf[0] ? r->errbuf : curl_easy_strerror(cc));
+        if (cc == CURLE_WRITE_ERROR) /* on_body refused it: over RESP_MAX (or no memory) */
+            snprintf(res->msg, sizeof res->msg, "%s on %.200s: reply not read: larger than "
+                     "%u MiB (or out of memory)", ep, r->shown, RESP_MAX >> 20);
+        else
+            snprintf(res->msg, sizeof res->msg, "%s on %.200s: %.200s", ep, r->shown,
+                     r->errbuf[0] ? r->errbuf : curl_easy_strerror(cc));
         return res->outcome;
     }
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &res->http);

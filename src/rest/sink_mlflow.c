@@ -35,6 +35,7 @@
 
 #define BACKOFF_BASE_S 1.0
 #define BACKOFF_CAP_S 30.0
+#define BACKOFF_FLUSH_CAP_S 2.0
 
 typedef struct mlsink {
     sm_sink base;
@@ -57,6 +58,7 @@ typedef struct mlsink {
     uint64_t seed;
     int attempt;
     double outage_since;      /* monotonic time of the first failure, 0 when healthy */
+    uint64_t dropped_before;  /* ring drops when the outage began */
     uint64_t dropped_said;    /* ring drops already reported */
     char last_refusal[64];    /* error_code of the last refusal already printed */
 
@@ -64,6 +66,9 @@ typedef struct mlsink {
     atomic_ullong delivered;
     atomic_ullong refused;
     atomic_ullong nonfinite;
+    /* Records the ring overwrote while their POST was in flight and that the
+     * server then took: the ring counted them as dropped, but they landed. */
+    atomic_ullong rescued;
 } mlsink;
 
 /* ---- JSON of one batch --------------------------------------------------------- */
@@ -200,20 +205,10 @@ out:
 
 /* ---- the shipping thread -------------------------------------------------------- */
 
-/* Sleeps up to secs, waking early on abort or when a flush begins (so the
- * queued points get one more try right away). */
-static void wait_backoff(mlsink *s, double secs)
+/* Records the ring overwrote that never reached the server. */
+static uint64_t lost(mlsink *s)
 {
-    double until = sm_now_mono() + secs;
-    struct timespec ts;
-    int flushing;
-
-    sm_mono_timespec(until, &ts);
-    pthread_mutex_lock(&s->mu);
-    flushing = s->flushing;
-    while (!atomic_load(&s->abort) && s->flushing == flushing && sm_now_mono() < until)
-        pthread_cond_timedwait(&s->cv, &s->mu, &ts);
-    pthread_mutex_unlock(&s->mu);
+    return sm_ring_dropped(&s->ring) - atomic_load(&s->rescued);
 }
 
 static void report_drops(mlsink *s)
@@ -229,10 +224,33 @@ static void report_drops(mlsink *s)
     }
 }
 
+/* Sleeps up to secs, waking early on abort or when a flush begins (so the
+ * queued points get one more try right away).  Looks at the ring once a
+ * second, so the first overflow is said when it happens. */
+static void wait_backoff(mlsink *s, double secs)
+{
+    double until = sm_now_mono() + secs;
+    struct timespec ts;
+    int flushing;
+
+    pthread_mutex_lock(&s->mu);
+    flushing = s->flushing;
+    while (!atomic_load(&s->abort) && s->flushing == flushing && sm_now_mono() < until) {
+        double slice = sm_now_mono() + 1.0;
+        sm_mono_timespec(slice < until ? slice : until, &ts);
+        pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+        pthread_mutex_unlock(&s->mu);
+        report_drops(s);
+        pthread_mutex_lock(&s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
 static void on_failure(mlsink *s, const sm_rest_result *res)
 {
     if (s->outage_since == 0) {
         s->outage_since = sm_now_mono();
+        s->dropped_before = lost(s);
         sm_log(SM_WARN, "cannot deliver to MLflow (%s); points wait in the buffer "
                "(%zu points) and are retried%s", res->msg, s->cap,
                res->retry_after >= 0 ? ", honouring Retry-After" : " with backoff");
@@ -243,7 +261,7 @@ static void on_failure(mlsink *s, const sm_rest_result *res)
 static void on_success(mlsink *s)
 {
     if (s->outage_since > 0) {
-        uint64_t d = sm_ring_dropped(&s->ring);
+        uint64_t d = lost(s) - s->dropped_before;
         if (d)
             sm_log(SM_INFO, "MLflow reachable again after %.0f s; %llu oldest points were "
                    "dropped because the buffer was full",
@@ -256,9 +274,11 @@ static void on_success(mlsink *s)
     s->attempt = 0;
 }
 
-static void on_refused(mlsink *s, const sm_rest_result *res, size_t n)
+/* n records refused; `counted` of them still in the ring (the others were
+ * overwritten meanwhile and are counted as dropped by the ring already). */
+static void on_refused(mlsink *s, const sm_rest_result *res, size_t n, size_t counted)
 {
-    atomic_fetch_add(&s->refused, n);
+    atomic_fetch_add(&s->refused, counted);
     /* one line per kind of refusal: a run that was deleted refuses every
      * batch, and a line per window would flood the training log */
     if (strcmp(s->last_refusal, res->error_code[0] ? res->error_code : "?") != 0) {
@@ -269,17 +289,26 @@ static void on_refused(mlsink *s, const sm_rest_result *res, size_t n)
     }
 }
 
+/* Past the flush deadline: nothing more is tried (flush is about to abort). */
+static int past_deadline(mlsink *s)
+{
+    long long d = atomic_load(&s->deadline_ms);
+
+    return d > 0 && sm_now_mono() * 1000.0 >= (double)d;
+}
+
 static void *ship_main(void *arg)
 {
     mlsink *s = arg;
 
     for (;;) {
         sm_rest_result res;
-        size_t used = 0, len = 0;
+        size_t used = 0, len = 0, removed;
         char *body = NULL;
         int n, outcome;
+        double cap;
 
-        if (atomic_load(&s->abort))
+        if (atomic_load(&s->abort) || past_deadline(s))
             break;
         n = sm_ring_peek(&s->ring, s->batch, SM_MLFLOW_MAX_ENTITIES, 0.5);
         if (n == -EPIPE)
@@ -298,21 +327,24 @@ static void *ship_main(void *arg)
         free(body);
         switch (outcome) {
         case SM_REST_OK:
-            sm_ring_consume(&s->ring, used);
+            removed = sm_ring_consume(&s->ring, used);
+            atomic_fetch_add(&s->rescued, used - removed); /* delivered after all */
             atomic_fetch_add(&s->delivered, used);
             on_success(s);
             break;
         case SM_REST_REFUSED:
-            sm_ring_consume(&s->ring, used);
-            on_refused(s, &res, used);
+            removed = sm_ring_consume(&s->ring, used);
+            on_refused(s, &res, used, removed);
             on_success(s); /* the server answered: not an outage */
             break;
         case SM_REST_ABORTED:
             break;
         default: /* SM_REST_RETRY, SM_REST_FAILED */
             on_failure(s, &res);
-            wait_backoff(s, sm_rest_backoff(s->attempt++, res.retry_after, BACKOFF_BASE_S,
-                                            BACKOFF_CAP_S, &s->seed));
+            /* while stopping, a server that comes back is used within 2 s */
+            cap = atomic_load(&s->deadline_ms) > 0 ? BACKOFF_FLUSH_CAP_S : BACKOFF_CAP_S;
+            wait_backoff(s, sm_rest_backoff(s->attempt++, res.retry_after, BACKOFF_BASE_S, cap,
+                                            &s->seed));
             break;
         }
         sm_rest_result_clear(&res);
@@ -374,7 +406,8 @@ static int ml_flush(sm_sink *base, double deadline)
     /* buffer overflow and refusals were said when they happened; the
      * monitor reports their total (dropped()) after this */
     if (nonfinite > 1)
-        sm_log(SM_INFO, "%llu non-finite values were skipped in all", (unsigned long long)nonfinite);
+        sm_log(SM_INFO, "%llu non-finite values were skipped in all",
+               (unsigned long long)nonfinite);
     if (!done || left) {
         sm_log(SM_WARN, "stop deadline reached: %zu points not delivered to MLflow at %s",
                left, s->rest.shown);
@@ -387,7 +420,7 @@ static uint64_t ml_dropped(sm_sink *base)
 {
     mlsink *s = base->impl;
 
-    return sm_ring_dropped(&s->ring) + atomic_load(&s->refused);
+    return lost(s) + atomic_load(&s->refused);
 }
 
 static void ml_close(sm_sink *base)
@@ -457,6 +490,7 @@ int sm_sink_mlflow_new(const char *uri, const char *run_id, size_t cap, char *er
     atomic_init(&s->delivered, 0);
     atomic_init(&s->refused, 0);
     atomic_init(&s->nonfinite, 0);
+    atomic_init(&s->rescued, 0);
     if ((rc = -pthread_mutex_init(&s->mu, NULL)) < 0) {
         free(s);
         return rc;

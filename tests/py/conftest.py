@@ -32,6 +32,11 @@ _LEAKY = (
     "MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING", "MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL",
     "MLFLOW_SYSTEM_METRICS_SAMPLES_BEFORE_LOGGING", "MLFLOW_TRACKING_TOKEN",
     "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD",
+    # `scopemeter run` (job ids name a shared run; TLS and proxies change requests)
+    "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "SLURM_STEP_ID", "MLFLOW_EXPERIMENT_ID",
+    "MLFLOW_TRACKING_INSECURE_TLS", "MLFLOW_TRACKING_SERVER_CERT_PATH",
+    "MLFLOW_TRACKING_CLIENT_CERT_PATH", "MLFLOW_HTTP_REQUEST_TIMEOUT", "http_proxy", "https_proxy",
+    "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY",
 )
 
 
@@ -72,10 +77,12 @@ def probe_json(scopemeter_bin):
     return run
 
 
-def start_mlflow_server(tmpdir, port=None):
-    """Starts `mlflow server` on loopback; returns (process, uri)."""
+def start_mlflow_server(tmpdir, port=None, db=None):
+    """Starts `mlflow server` on loopback; returns (process, uri).  db: the
+    sqlite file (default tmpdir/mlflow.db; elsewhere, e.g. on a small
+    filesystem that fills up, while the log stays in tmpdir)."""
     port = port or free_port()
-    db = os.path.join(tmpdir, "mlflow.db")
+    db = db or os.path.join(tmpdir, "mlflow.db")
     art = os.path.join(tmpdir, "artifacts")
     os.makedirs(art, exist_ok=True)
     log = open(os.path.join(tmpdir, "server.log"), "ab")

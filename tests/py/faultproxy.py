@@ -17,9 +17,13 @@ Faults (``set_fault``):
   hang                    read the request and never answer (until ``set_fault``
                           changes the mode or the proxy stops)
   slow                    wait ``delay`` seconds, then forward
-``down()`` closes the listening socket (connections are refused) and ``up()``
-opens it again on the same port.  ``match`` limits a fault to paths that
-contain it (e.g. "runs/log-batch").
+  reply                   answer ``code`` with ``body`` (bytes), or with ``size``
+                          bytes of filler, to the next ``count`` matching
+                          requests, then pass: oversized or malformed replies
+``down()`` closes the listening socket (connections are refused, kept-alive
+ones are cut) and ``up()`` opens it again on the same port.  ``match`` limits
+a fault to paths that contain it (e.g. "runs/log-batch").  ``prefix="/mlflow"``
+serves the server under a path prefix, as a reverse proxy would.
 
 It also works as a forward proxy: a request in absolute form
 ("POST http://host:port/api/... HTTP/1.1", what libcurl sends through
@@ -57,7 +61,8 @@ class Request:
 
     def __init__(self, method, path, auth, proxied, body):
         self.t = time.time()
-        self.method, self.path, self.auth, self.proxied, self.body = method, path, auth, proxied, body
+        self.method, self.path, self.auth = method, path, auth
+        self.proxied, self.body = proxied, body
         self.status = None
         self.fault = None
 
@@ -83,6 +88,7 @@ class FaultProxy:
         self.requests = []
         self.mode, self.match, self.code, self.count, self.retry_after, self.delay = (
             "pass", None, 0, 0, None, 0.0)
+        self.body, self.size = b"", 0
         self.generation = 0
         self._conns = set()
         self._server = None
@@ -95,9 +101,11 @@ class FaultProxy:
     def uri(self):
         return f"{'https' if self.tls else 'http'}://{LOOPBACK}:{self.port}{self.prefix}"
 
-    def set_fault(self, mode="pass", match=None, code=500, count=1, retry_after=None, delay=0.0):
+    def set_fault(self, mode="pass", match=None, code=500, count=1, retry_after=None, delay=0.0,
+                  body=b"", size=0):
         with self.cond:
             self.mode, self.match, self.code, self.count = mode, match, code, count
+            self.body, self.size = body, size
             self.retry_after, self.delay = retry_after, delay
             self.generation += 1
             self.cond.notify_all()  # releases hanging requests
@@ -196,12 +204,13 @@ class FaultProxy:
                     mode, match = proxy.mode, proxy.match
                     applies = match is None or match in path
                     gen = proxy.generation
-                    if applies and mode == "status" and proxy.count > 0:
+                    if applies and mode in ("status", "reply") and proxy.count > 0:
                         proxy.count -= 1
                         code, retry_after = proxy.code, proxy.retry_after
+                        reply_body, reply_size = proxy.body, proxy.size
                         if proxy.count == 0:
                             proxy.mode = "pass"
-                    elif applies and mode == "status":
+                    elif applies and mode in ("status", "reply"):
                         mode = "pass"
                     delay = proxy.delay
                 if applies and mode == "hang":
@@ -223,6 +232,24 @@ class FaultProxy:
                         self.send_header("Retry-After", str(retry_after))
                     self.end_headers()
                     self.wfile.write(out)
+                    return
+                if applies and mode == "reply":
+                    req.fault = f"reply {code}"
+                    req.status = code
+                    size = len(reply_body) if reply_body else reply_size
+                    self.send_response(code)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(size))
+                    self.end_headers()
+                    try:
+                        if reply_body:
+                            self.wfile.write(reply_body)
+                        else:  # filler in 1 MiB writes: a client may stop reading
+                            chunk = b" " * (1 << 20)
+                            for off in range(0, size, len(chunk)):
+                                self.wfile.write(chunk[:min(len(chunk), size - off)])
+                    except OSError:
+                        self.close_connection = True
                     return
                 if applies and mode == "slow":
                     req.fault = f"slow {delay}"

@@ -6,10 +6,13 @@ Kernel isolation is real, not simulated: a "pod" here is a memory + CPU cgroup
 with limits (cgroup v1 controllers, or cgroup v2 where that is what the host
 has) and, where asked, its own network namespace (`ip netns`).
 """
+import atexit
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 
@@ -35,15 +38,66 @@ def expected_keys(rank, node=None, container=True):
     return keys
 
 
+_STAGED = []
+
+
+def staged_package():
+    """Where `import scopemeter` comes from: with SCOPEMETER_BUILD (tests/run
+    sets it to the meson build dir), a package assembled from this tree's
+    python/scopemeter/*.py and the extension just built there, so the tests
+    exercise the working tree, not an older `pip install .`; otherwise None
+    (the installed package)."""
+    if _STAGED:
+        return _STAGED[0]
+    build = os.environ.get("SCOPEMETER_BUILD")
+    ext = os.path.join(build, "python", "_native.abi3.so") if build else ""
+    if not ext or not os.path.exists(ext):
+        _STAGED.append(None)
+        return None
+    root = tempfile.mkdtemp(prefix="scopemeter-pkg-")
+    pkg = os.path.join(root, "scopemeter")
+    os.mkdir(pkg)
+    src = os.path.join(os.path.dirname(os.path.dirname(HERE)), "python", "scopemeter")
+    for name in os.listdir(src):
+        if name.endswith(".py"):
+            shutil.copy(os.path.join(src, name), pkg)
+    os.symlink(os.path.abspath(ext), os.path.join(pkg, "_native.abi3.so"))
+    _STAGED.append(root)
+    atexit.register(shutil.rmtree, root, True)
+    return root
+
+
 def python_env(**extra):
     """A clean environment (no launcher / MLflow variables from the shell)."""
     from conftest import clean_env
     env = clean_env(**extra)
     env["PYTHONUNBUFFERED"] = "1"
+    root = staged_package()
+    if root:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     return env
 
 
 # ---- reading a run back --------------------------------------------------------
+
+
+def cgroup_limits(tag):
+    """(memory limit in bytes, CPU cores) read back from a
+    scopemeter.rankN.cgroup tag such as "v1 /pod mem=512MiB cpu=0.5" or
+    "v2 /x mem=56.0GiB cpu=16"; None for what the tag does not carry.
+    Tolerance: the tag rounds (0.1 GiB, 1 MiB)."""
+    units = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+    mem = re.search(r"\bmem=([0-9.]+)\s*(B|KiB|MiB|GiB|TiB)\b", tag)
+    cpu = re.search(r"\bcpu=([0-9.]+)\b", tag)
+    return (float(mem.group(1)) * units[mem.group(2)] if mem else None,
+            float(cpu.group(1)) if cpu else None)
+
+
+def assert_limits(tag, mem_bytes, cpu_cores):
+    mem, cpu = cgroup_limits(tag)
+    assert tag.startswith("v"), tag
+    assert mem is not None and abs(mem - mem_bytes) <= 0.05 * (1 << 30), (tag, mem_bytes)
+    assert cpu is not None and abs(cpu - cpu_cores) < 0.051, (tag, cpu_cores)
 
 
 def read_run(tracking_uri, run_id):

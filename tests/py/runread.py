@@ -2,7 +2,6 @@
 a run back through MLflow's REST API (urllib; no MLflow client import, which
 costs seconds per test)."""
 import json
-import os
 import re
 import subprocess
 import time
@@ -104,7 +103,3 @@ def assert_steps_contiguous(hist):
         assert ts == sorted(ts), (key, ts)
         counts[key] = len(steps)
     return counts
-
-
-def environ_path():
-    return os.environ.get("PATH", "/usr/bin:/bin")

@@ -134,7 +134,8 @@ CASES = {
                    MEM_PCT: 100.0 * ws(20000000000, 4000000000) / (32 * GiB),
                    CPU_PCT: 0.0},
         version=2, dir="sys/fs/cgroup/training.slice/trainer.service",
-        limiting_dir="sys/fs/cgroup/training.slice", cpu_limiting_dir="sys/fs/cgroup/training.slice",
+        limiting_dir="sys/fs/cgroup/training.slice",
+        cpu_limiting_dir="sys/fs/cgroup/training.slice",
         memory_limit_bytes=32 * GiB, cpu_limit_cores=400000 / 100000,
         why="v2 cgroup /training.slice/trainer.service, memory limit 32.0 GiB at "
             "/training.slice, cpu limit 4.0 cores (quota) at /training.slice",

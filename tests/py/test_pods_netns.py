@@ -19,8 +19,8 @@ import time
 
 import pytest
 
-from pyfront_util import (Netns, Pod, cgroups_usable, expected_keys, netns_usable, new_run,
-                          python_env, read_run, system_keys, worker_cmd)
+from pyfront_util import (Netns, Pod, assert_limits, cgroups_usable, expected_keys,
+                          netns_usable, new_run, python_env, read_run, system_keys, worker_cmd)
 
 NODE = "test-node-a"
 
@@ -92,8 +92,7 @@ def test_two_pods_on_one_node(tmp_path):
 
     # container_* against each cgroup's own limit
     for rank, mem, cpu, _ in spec:
-        cg = tags[f"scopemeter.rank{rank}.cgroup"]
-        assert f"mem={mem / 2**30:.1f}GiB" in cg and f"cpu={cpu:.1f}" in cg, cg
+        assert_limits(tags[f"scopemeter.rank{rank}.cgroup"], mem, cpu)
         used = metrics[f"system/container_memory_usage_megabytes/rank{rank}"]
         pct = metrics[f"system/container_memory_usage_percentage/rank{rank}"]
         for (s1, mb_used, _), (s2, p, _) in zip(used, pct):

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import clean_env, have
+from conftest import clean_env
 from faultproxy import FaultProxy
 from runread import (assert_steps_contiguous, get_run, histories, new_run, run_cli, sm_lines,
                      start_cli, tags_of)
@@ -44,6 +44,20 @@ def sink_test_binary(scopemeter_bin):
 def metrics_in(body):
     """(key, step) of every metric in a log-batch body."""
     return {(m["key"], m["step"]) for m in json.loads(body or b"{}").get("metrics", [])}
+
+
+def records_in(body):
+    """Metrics as ("metric", key, step) and tags as ("tag", key, value)."""
+    b = json.loads(body or b"{}")
+    return ({("metric", m["key"], m["step"]) for m in b.get("metrics", [])} |
+            {("tag", t["key"], t["value"]) for t in b.get("tags", [])})
+
+
+def records_of_run(uri, run_id):
+    hist = histories(uri, run_id)
+    tags = tags_of(get_run(uri, run_id))
+    return ({("metric", k, s) for k, pts in hist.items() for s, _, _ in pts} |
+            {("tag", k, v) for k, v in tags.items()})
 
 
 # ---- the sink alone ----------------------------------------------------------------
@@ -103,6 +117,37 @@ def test_server_down_then_back_every_point_lands_in_order(scopemeter_bin, mlflow
     assert shipped == sorted(shipped)
 
 
+def test_buffer_overflow_drops_the_oldest_and_says_how_many(scopemeter_bin, mlflow_server,
+                                                             proxy):
+    """A 256-point buffer, 8 series every 0.05 s, 3 s of outage: the oldest
+    queued points go, the count is said, what remains lands in order."""
+    proc = start_cli(scopemeter_bin, ["--interval", "0.05", "--buffer-points", "256", "--",
+                                      "sleep", "6"],
+                     env={"MLFLOW_TRACKING_URI": proxy.uri})
+    wait_batches(proxy, 2)
+    proxy.down()
+    time.sleep(3)
+    proxy.up()
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    lines = sm_lines(err)
+    assert any("full while MLflow is unreachable" in l for l in lines), err
+    back = [l for l in lines if "reachable again" in l]
+    assert back and re.search(r"(\d+) oldest points were dropped", back[0]), lines
+    dropped = int(re.search(r"(\d+) oldest points were dropped", back[0]).group(1))
+    total = [l for l in lines if "points dropped during the run" in l]
+    assert total and int(re.search(r"(\d+) points dropped", total[0]).group(1)) >= dropped > 0
+    run_id = re.search(r"created run (\w+)", err).group(1)
+    hist = histories(mlflow_server, run_id)
+    for key, pts in hist.items():
+        steps = [s for s, _, _ in pts]
+        assert steps == sorted(set(steps)), key  # order kept, no duplicates
+        gaps = [b - a for a, b in zip(steps, steps[1:]) if b - a > 1]
+        assert len(gaps) == 1, (key, gaps)  # one hole: the oldest points of the outage
+    landed = sum(len(p) for p in hist.values())
+    assert landed + dropped >= max(max(s for s, _, _ in p) + 1 for p in hist.values()) * len(hist)
+
+
 def test_500s_are_retried_with_the_same_points(scopemeter_bin, mlflow_server, proxy):
     proxy.set_fault("status", match=LOG_BATCH, code=500, count=3)
     p = run_cli(scopemeter_bin, ["--interval", "0.5", "--", "sleep", "3"],
@@ -112,8 +157,8 @@ def test_500s_are_retried_with_the_same_points(scopemeter_bin, mlflow_server, pr
     assert [r.status for r in batches[:4]] == [500, 500, 500, 200], batches
     # a retry carries the same points as the refused attempt (and more when
     # windows queued up meanwhile), oldest first
-    first = metrics_in(batches[0].body)
-    assert first and first <= metrics_in(batches[3].body)
+    first = records_in(batches[0].body)
+    assert first and first <= records_in(batches[3].body)
     assert any("HTTP 500" in l for l in sm_lines(p.stderr)), p.stderr
     hist = histories(mlflow_server, p.run_id)
     counts = assert_steps_contiguous(hist)
@@ -163,15 +208,15 @@ def test_400_is_not_retried_and_the_message_is_shown(scopemeter_bin, mlflow_serv
     assert "INVALID_PARAMETER_VALUE" in refused_lines[0]
     assert "faultproxy: injected HTTP 400" in refused_lines[0]
     batches = proxy.log(LOG_BATCH)
-    refused = metrics_in(batches[0].body)
+    refused = records_in(batches[0].body)  # the start tags and what came with them
     assert batches[0].status == 400 and refused
-    # never sent again
-    later = set().union(*(metrics_in(r.body) for r in batches[1:]))
+    # never sent again, never in the run; everything after it landed
+    later = set().union(*(records_in(r.body) for r in batches[1:]))
     assert not (refused & later)
-    hist = histories(mlflow_server, p.run_id)
-    landed = {(k, s) for k, pts in hist.items() for s, _, _ in pts}
+    landed = records_of_run(mlflow_server, p.run_id)
     assert not (refused & landed)
     assert later and later <= landed
+    assert any(r[0] == "metric" for r in later)
     assert any("points dropped" in l for l in sm_lines(p.stderr)), p.stderr
 
 
@@ -191,18 +236,20 @@ def all_run_text(uri, run_id):
     return json.dumps(run) + json.dumps(histories(uri, run_id))
 
 
-def test_bearer_token_sent_and_never_shown(scopemeter_bin, mlflow_server, proxy):
+def test_bearer_token_sent_and_never_shown(scopemeter_bin, mlflow_server, proxy, tmp_path):
     p = run_cli(scopemeter_bin, ["--interval", "0.5", "--", "sleep", "1"],
-                env={"MLFLOW_TRACKING_URI": proxy.uri, "MLFLOW_TRACKING_TOKEN": TOKEN})
+                env={"MLFLOW_TRACKING_URI": proxy.uri, "MLFLOW_TRACKING_TOKEN": TOKEN,
+                     "HOME": str(tmp_path)})  # no ~/.mlflow/credentials of the developer
     assert p.returncode == 0, p.stderr
     auths = {r.auth for r in proxy.log()}
     assert auths == {f"Bearer {TOKEN}"}, auths
     assert_no_secret(TOKEN, p.stdout, p.stderr, all_run_text(mlflow_server, p.run_id))
 
 
-def test_basic_auth_wins_over_token_as_in_mlflow(scopemeter_bin, mlflow_server, proxy):
+def test_basic_auth_wins_over_token_as_in_mlflow(scopemeter_bin, mlflow_server, proxy, tmp_path):
     p = run_cli(scopemeter_bin, ["--interval", "0.5", "--", "sleep", "1"],
                 env={"MLFLOW_TRACKING_URI": proxy.uri, "MLFLOW_TRACKING_TOKEN": TOKEN,
+                     "HOME": str(tmp_path),
                      "MLFLOW_TRACKING_USERNAME": USER, "MLFLOW_TRACKING_PASSWORD": PASSWORD})
     assert p.returncode == 0, p.stderr
     want = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
@@ -266,25 +313,56 @@ def test_http_proxy_from_the_environment(scopemeter_bin, mlflow_server, proxy):
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
-    if not have("openssl"):
-        pytest.skip("openssl not installed")
+    """A CA, a server certificate for 127.0.0.1 and a client certificate,
+    made with `cryptography` (an MLflow dependency, so nothing extra)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
     d = tmp_path_factory.mktemp("pki")
+    now = datetime.datetime.now(datetime.timezone.utc)
 
-    def ssl(*args):
-        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
+    def name(cn):
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
 
-    ssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=sm test CA",
-        "-keyout", "ca.key", "-out", "ca.pem")
-    (d / "san.cnf").write_text("subjectAltName=IP:127.0.0.1\n")
-    for name, cn in (("server", "127.0.0.1"), ("client", "sm client")):
-        ssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={cn}", "-keyout",
-            f"{name}.key", "-out", f"{name}.csr")
-        ssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-            "-CAcreateserial", "-days", "2", "-out", f"{name}.pem",
-            *(["-extfile", "san.cnf"] if name == "server" else []))
+    def pem_key(k):
+        return k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                               serialization.NoEncryption())
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = (x509.CertificateBuilder().subject_name(name("sm test CA")).issuer_name(name("sm test CA"))
+          .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+          .not_valid_before(now - datetime.timedelta(hours=1))
+          .not_valid_after(now + datetime.timedelta(days=2))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False),
+                         critical=True)
+          .sign(ca_key, hashes.SHA256()))
+    (d / "ca.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+
+    def leaf(cn, usage, san=None):
+        key = ec.generate_private_key(ec.SECP256R1())
+        b = (x509.CertificateBuilder().subject_name(name(cn)).issuer_name(ca.subject)
+             .public_key(key.public_key()).serial_number(x509.random_serial_number())
+             .not_valid_before(now - datetime.timedelta(hours=1))
+             .not_valid_after(now + datetime.timedelta(days=2))
+             .add_extension(x509.ExtendedKeyUsage([usage]), critical=False))
+        if san:
+            b = b.add_extension(x509.SubjectAlternativeName(san), critical=False)
+        return key, b.sign(ca_key, hashes.SHA256())
+
+    skey, scert = leaf("127.0.0.1", ExtendedKeyUsageOID.SERVER_AUTH,
+                       [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+    (d / "server.pem").write_bytes(scert.public_bytes(serialization.Encoding.PEM))
+    (d / "server.key").write_bytes(pem_key(skey))
+    ckey, ccert = leaf("sm client", ExtendedKeyUsageOID.CLIENT_AUTH)
     # MLFLOW_TRACKING_CLIENT_CERT_PATH is one PEM with certificate and key
-    (d / "client-bundle.pem").write_text((d / "client.pem").read_text() +
-                                         (d / "client.key").read_text())
+    (d / "client-bundle.pem").write_bytes(ccert.public_bytes(serialization.Encoding.PEM) +
+                                          pem_key(ckey))
     return d
 
 
@@ -375,24 +453,27 @@ def test_long_outage_does_not_stall_training(scopemeter_bin, mlflow_server, prox
     is another process; neither should slow the loop."""
     script = tmp_path / "stepper.py"
     script.write_text(STEPPER)
-    means = {}
-    for case in ("server up", "server down"):
+    times = {"server up": [], "server down": []}
+    # alternating, twice each, so a neighbour's load on the shared machine
+    # hits both cases alike
+    for case in ("server up", "server down", "server up", "server down"):
         run_id = new_run(mlflow_server)
         if case == "server down":
             proxy.down()
         p = run_cli(scopemeter_bin, ["--run-id", run_id, "--interval", "0.2", "--stop-timeout",
                                      "2", "--startup-timeout", "1", "--", sys.executable,
-                                     str(script), "60"],
+                                     str(script), "80"],
                     env={"MLFLOW_TRACKING_URI": proxy.uri}, timeout=300)
         proxy.up()
         assert p.returncode == 0, p.stderr
         t = step_times(p.stdout)
-        assert len(t) == 60
-        means[case] = sum(t) / len(t)
+        assert len(t) == 80
+        times[case] += t
         if case == "server down":
             assert any("cannot deliver" in l for l in sm_lines(p.stderr)), p.stderr
         else:
             assert histories(mlflow_server, run_id)
+    means = {k: sum(v) / len(v) for k, v in times.items()}
     ratio = means["server down"] / means["server up"]
     print(f"mean step time: server up {means['server up'] * 1e3:.2f} ms, "
-          f"server down {means['server down'] * 1e3:.2f} ms, ratio {ratio:.3f}")
+          f"server down {means['server down'] * 1e3:.2f} ms, ratio down/up {ratio:.3f}")

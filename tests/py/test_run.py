@@ -17,7 +17,7 @@ import pytest
 from conftest import clean_env
 from faultproxy import FaultProxy
 from runread import (assert_steps_contiguous, get_run, histories, new_experiment, new_run,
-                     probe_keys, run_cli, sm_lines, start_cli, tags_of)
+                     probe_keys, rest, run_cli, sm_lines, start_cli, tags_of)
 
 START_TAGS = {"node", "gpu", "cgroup"}
 
@@ -177,8 +177,8 @@ def test_experiment_flag_creates_the_experiment(scopemeter_bin, mlflow_server):
                      "MLFLOW_EXPERIMENT_NAME": "not-this-one"})
     assert p.returncode == 0, p.stderr
     run = get_run(mlflow_server, p.run_id)
-    from runread import rest
-    e = rest(mlflow_server, "experiments/get", params={"experiment_id": run["info"]["experiment_id"]})
+    e = rest(mlflow_server, "experiments/get",
+             params={"experiment_id": run["info"]["experiment_id"]})
     assert e["experiment"]["name"] == exp
 
 

@@ -17,6 +17,7 @@ import json
 import os
 import re
 import subprocess
+import urllib.request
 
 import pytest
 
@@ -133,3 +134,18 @@ def test_run_against_mlflow(scopemeter_bin, request, tmp_path):
                          env, tmp_path)
     _assert_clean(p, vglog)
     assert p.returncode == 0, p.stderr
+    # the shipping path really ran under memcheck: points landed in the run
+    exp = _api(mlflow_server, "experiments/get-by-name?experiment_name=valgrind-run")
+    runs = _api(mlflow_server, "runs/search",
+                {"experiment_ids": [exp["experiment"]["experiment_id"]]})["runs"]
+    assert len(runs) == 1, runs
+    keys = [m["key"] for m in runs[0]["data"].get("metrics", [])]
+    assert any(k.startswith("system/") for k in keys), (keys, p.stderr)
+
+
+def _api(uri, endpoint, body=None):
+    req = urllib.request.Request(f"{uri}/api/2.0/mlflow/{endpoint}",
+                                 data=json.dumps(body).encode() if body is not None else None,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())

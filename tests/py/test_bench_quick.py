@@ -1,0 +1,149 @@
+"""The benchmark harness (bench/run, issue 6) in quick mode, once: it proves the
+harness still runs end to end against this build — every table and every row
+printed, every number finite (and positive where it is a cost, a rate or a
+count).  No timing thresholds: quick-mode numbers are not results (few
+repetitions, short spans, a shared CI machine); the figures come from the full
+run in bench/README.md.  The targets table must be there with a verdict per
+row, whatever the verdicts are.
+"""
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+RUN = os.path.join(ROOT, "bench", "run")
+
+TITLES = [
+    "1. CPU per full sample",
+    "2. CPU per logging window",
+    "2b. Context for table 2",
+    "4. W&B system monitor",
+    "5. Resident memory added",
+    "3. Training throughput",
+    "6. Stop latency",
+    "7. Write load at scale",
+    "Targets",
+]
+ROWS = [
+    "floor: pread kept fds + statvfs", "scopemeter C collectors",
+    "MLflow CPU+Disk+Network monitors", "psutil bare calls (4)",
+    "MLflow SystemMetricsMonitor", "scopemeter, Python front", "scopemeter run (CLI process)",
+    "W&B (in-process + wandb-core)", "log_batch, 8 metrics", "get_run",
+    "pure Python (GIL-bound)", "torch CPU MLP", "torchrun 2 procs, DDP (all_workers)",
+    "disable_system_metrics(timeout=5)", "mlflow.end_run()", "run.finish() (offline)",
+]
+
+
+def finite(x):
+    return isinstance(x, (int, float)) and math.isfinite(x)
+
+
+def positive(x):
+    return finite(x) and x > 0
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory):
+    build = os.environ.get("SCOPEMETER_BUILD") or os.path.join(ROOT, "build")
+    out = tmp_path_factory.mktemp("bench") / "quick.json"
+    p = subprocess.run([sys.executable, RUN, "--quick", "--no-install", "--build", build,
+                        "--json", str(out)], capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-5000:]
+    with open(out) as f:
+        data = json.load(f)
+    return p.stdout, data
+
+
+def test_every_table_and_row_is_printed(bench):
+    text, data = bench
+    assert not data["errors"], data["errors"]
+    for t in TITLES:
+        assert t in text, f"table {t!r} missing:\n{text}"
+    for r in ROWS:
+        assert r in text, f"row {r!r} missing:\n{text}"
+    for n in (1, 4, 8, 16, 64):
+        assert any(line.split()[:1] == [str(n)] for line in text.splitlines()), n
+    assert "FAILED" not in text
+
+
+def test_sample_cost_numbers(bench):
+    _, data = bench
+    r = data["results"]["1"]
+    for k in ("floor", "scopemeter", "mlflow", "psutil"):
+        assert positive(r["us_per_sample"][k]["median"]), (k, r["us_per_sample"][k])
+    for k in ("scopemeter", "mlflow", "psutil"):
+        assert positive(r["ratio_to_floor"][k]["median"]), k
+    assert r["series_per_sample"] >= 8
+
+
+def test_window_cost_memory_and_wandb_numbers(bench):
+    _, data = bench
+    per = data["results"]["2"]["ms_per_window"]
+    wandb = data["wandb_skipped"] is None
+    for iv in ("10", "1"):
+        for v in ("mlflow", "scopemeter", "cli") + (("wandb",) if wandb else ()):
+            vals = per[f"{v}@{iv}"]
+            assert vals and all(finite(x) for x in vals), (v, iv, vals)
+            # a monitor that ran spent some CPU; the CLI's figure is a
+            # difference of two runs, finite is all that can be asked
+            if v != "cli":
+                assert all(x > 0 for x in vals), (v, iv, vals)
+    for k in ("log_batch_8", "get_run"):
+        assert positive(data["results"]["2b"][k]["median"]), k
+    mem = data["results"]["5"]
+    for k in ("mlflow", "scopemeter") + (("wandb",) if wandb else ()):
+        assert all(finite(x) for x in mem[k]), (k, mem[k])
+    assert all(positive(x) for x in mem["none_rss"] + mem["cli_rss"])
+    if wandb:
+        for key, vals in data["results"]["4"].items():
+            assert all(finite(x) and x >= 0 for x in vals), (key, vals)
+    else:
+        assert data["wandb_skipped"]  # the reason is printed in the W&B rows
+
+
+def test_throughput_numbers(bench):
+    _, data = bench
+    rounds = data["results"]["3"]["rounds"]
+    assert set(rounds) == {"py", "torch", "torchrun"}
+    for loop, rs in rounds.items():
+        assert rs, loop
+        for r in rs:
+            for v in ("none", "none2", "mlflow", "scopemeter"):
+                assert positive(r[v]), (loop, v, r)
+
+
+def test_stop_latency_numbers(bench):
+    _, data = bench
+    r = data["results"]["6"]
+    for v in ("scopemeter", "cli", "mlflow"):
+        assert r["healthy"][v] and all(positive(x) for x in r["healthy"][v]), (v, r["healthy"])
+    # scopemeter's stop is bounded by its timeout: never capped by the harness
+    assert r["hung"]["scopemeter"] and all(positive(x) for x in r["hung"]["scopemeter"])
+    for v in ("cli", "mlflow"):  # may be capped (None): then "> cap" is printed
+        assert r["hung"][v], v
+
+
+def test_scale_numbers(bench):
+    _, data = bench
+    r = data["results"]["7"]
+    assert sorted(int(n) for n in r) == [1, 4, 8, 16, 64]
+    for n, row in r.items():
+        assert row["collectors"] == int(n), row
+        assert positive(row["interval_s"]) and row["samples"] >= 1, row
+        assert positive(row["plan"]["rows_per_hour"]), row
+        assert finite(row["rows_per_hour"]), row
+
+
+def test_targets_table_has_a_verdict_per_row(bench):
+    text, data = bench
+    names = [t["measurement"] for t in data["targets"]]
+    for prefix in ("1 ", "2 ", "3 ", "6 ", "7 "):
+        assert any(n.startswith(prefix) for n in names), (prefix, names)
+    for t in data["targets"]:
+        assert isinstance(t["met"], bool), t
+        assert t["measurement"] in text
