@@ -39,7 +39,7 @@ SM_EXTERN const char *sm_version(void);
  * Identity: who this process is in a distributed job (contract §4).
  * Read from the launcher's environment: torchrun / Ray Train (RANK,
  * LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE), Slurm (SLURM_PROCID,
- * SLURM_LOCALID, SLURM_NTASKS, SLURM_NTASKS_PER_NODE), Open MPI
+ * SLURM_LOCALID, SLURM_NTASKS, SLURM_NTASKS_PER_NODE or SLURM_TASKS_PER_NODE), Open MPI
  * (OMPI_COMM_WORLD_*), MPICH/PMI (PMI_RANK, PMI_SIZE).  Node name from
  * SCOPEMETER_NODE_NAME, NODE_NAME, SLURMD_NODENAME; empty when unknown.
  * ------------------------------------------------------------------------- */

@@ -16,7 +16,8 @@
 
 #include "internal.h"
 
-/* Strict non-negative integer; leading digits of Slurm's "2(x3)" count. */
+/* Strict non-negative integer; with allow_suffix the leading count of
+ * Slurm's "2(x3)" or "2,1" is taken. */
 static int env_int(const char *name, int *out, int allow_suffix)
 {
     const char *s = getenv(name);
@@ -29,7 +30,7 @@ static int env_int(const char *name, int *out, int allow_suffix)
     v = strtol(s, &end, 10);
     if (errno || end == s || v < 0 || v > INT_MAX)
         return 0;
-    if (*end && !(allow_suffix && *end == '('))
+    if (*end && !(allow_suffix && (*end == '(' || *end == ',')))
         return 0;
     *out = (int)v;
     return 1;
@@ -38,14 +39,19 @@ static int env_int(const char *name, int *out, int allow_suffix)
 struct launcher {
     const char *name;
     const char *rank, *local_rank, *world, *local_world;
+    const char *local_world_alt; /* read when local_world is unset */
 };
 
+/* Slurm sets SLURM_NTASKS_PER_NODE only with --ntasks-per-node; it always sets
+ * SLURM_TASKS_PER_NODE, "8(x4)" or "8,7" (sbatch(1), srun(1)), whose first
+ * count is this node's when the nodes are filled evenly. */
 static const struct launcher launchers[] = {
-    {"torchrun", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"},
-    {"slurm", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS", "SLURM_NTASKS_PER_NODE"},
+    {"torchrun", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", NULL},
+    {"slurm", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS", "SLURM_NTASKS_PER_NODE",
+     "SLURM_TASKS_PER_NODE"},
     {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_SIZE",
-     "OMPI_COMM_WORLD_LOCAL_SIZE"},
-    {"pmi", "PMI_RANK", "MPI_LOCALRANKID", "PMI_SIZE", "MPI_LOCALNRANKS"},
+     "OMPI_COMM_WORLD_LOCAL_SIZE", NULL},
+    {"pmi", "PMI_RANK", "MPI_LOCALRANKID", "PMI_SIZE", "MPI_LOCALNRANKS", NULL},
 };
 
 int sm_identity_from_env(sm_identity *id)
@@ -70,7 +76,10 @@ int sm_identity_from_env(sm_identity *id)
             id->local_rank = 0; /* missing counts as 0: worst case duplication */
         if (!env_int(l->world, &id->world_size, 0) || id->world_size < 1)
             id->world_size = 1;
-        if (!env_int(l->local_world, &id->local_world_size, 1) || id->local_world_size < 1)
+        if (!env_int(l->local_world, &id->local_world_size, 1) &&
+            !(l->local_world_alt && env_int(l->local_world_alt, &id->local_world_size, 1)))
+            id->local_world_size = 1;
+        if (id->local_world_size < 1)
             id->local_world_size = 1;
         if (id->world_size <= id->rank)
             id->world_size = id->rank + 1;

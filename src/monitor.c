@@ -96,6 +96,7 @@ struct sm_monitor {
     /* sampling state: the thread's while it runs, start's/stop's otherwise */
     int64_t step;          /* next window's step */
     int window_n;          /* samples in the current window */
+    double last_sample;    /* monotonic time of the last sample (baseline included) */
     uint64_t points_logged;
     int late_key_logged, nonfinite_logged;
 
@@ -324,6 +325,7 @@ static void take_sample(sm_monitor *m)
 
     p->n = 0;
     p->nonfinite = 0;
+    m->last_sample = sm_now_mono();
     sm_collset_sample(&m->set, p);
     for (size_t i = 0; i < p->n; i++) {
         struct slot *s = find_slot(m, i, p->v[i].key);
@@ -384,6 +386,7 @@ static void *sampling_thread(void *arg)
 {
     sm_monitor *m = arg;
     double next = sm_now_mono() + m->interval;
+    sm_tags end = {0};
     int orphan;
 
     pthread_mutex_lock(&m->mu);
@@ -407,14 +410,21 @@ static void *sampling_thread(void *arg)
     }
     pthread_mutex_unlock(&m->mu);
 
-    /* stop asked: the final sample, the last partial window, the end tags */
-    take_sample(m);
+    /* stop asked: the final sample, the last partial window, the end tags.
+     * A final sample a few milliseconds after a scheduled one would log a
+     * rate over no time (0 % CPU): it is taken only when enough time has
+     * passed, or when nothing at all has been sampled since the baseline
+     * (so a run shorter than one interval still has points). */
+    if ((m->window_n == 0 && m->points_logged == 0) ||
+        sm_now_mono() - m->last_sample >= (m->interval / 2 < 1.0 ? m->interval / 2 : 1.0))
+        take_sample(m);
+    /* end tags read cgroup files: outside mu, so that stop's bounded wait
+     * (which needs mu back) returns on time even if a read blocks */
+    sm_collset_tags(&m->set, SM_TAGS_END, &end);
     pthread_mutex_lock(&m->mu);
     if (!m->orphaned) {
-        sm_tags end = {0};
         if (m->window_n > 0)
             emit_window(m);
-        sm_collset_tags(&m->set, SM_TAGS_END, &end);
         if (m->points_logged == 0) {
             char why[200];
             const char *extra[3] = {"scopemeter.skipped", why, NULL};
@@ -437,11 +447,6 @@ static void *sampling_thread(void *arg)
 
 /* ---- start ---------------------------------------------------------------------- */
 
-static int ceil_div(int a, int b)
-{
-    return (a + b - 1) / b;
-}
-
 /* Closes what start opened when start does not end with a running thread. */
 static void start_cleanup(sm_monitor *m)
 {
@@ -449,6 +454,8 @@ static void start_cleanup(sm_monitor *m)
         sm_collset_close(&m->set);
     m->set_open = 0;
 }
+
+#define SKIP_FLUSH_S 2.0
 
 /* Start could not produce a single series: one line, and the reason as the
  * scopemeter.skipped tag when a sink can take it (contract §5, §6). */
@@ -472,10 +479,12 @@ static int skip(sm_monitor *m, const char *why, char *err, size_t errlen)
     else
         rc = m->factory(m->uri, m->run_id, cap, ferr, sizeof ferr, &m->sink);
     if (rc == 0 && m->sink) {
+        /* start runs before training: never hold it for the whole stop
+         * timeout on a tag (a server that is down would cost 30 s) */
+        double bound = m->stop_timeout < SKIP_FLUSH_S ? m->stop_timeout : SKIP_FLUSH_S;
         push_tags(m, NULL, extra);
-        if (m->sink->ops->flush(m->sink, sm_now_mono() + m->stop_timeout) < 0)
-            sm_log(SM_WARN, "could not deliver the scopemeter.skipped tag within %g s",
-                   m->stop_timeout);
+        if (m->sink->ops->flush(m->sink, sm_now_mono() + bound) < 0)
+            sm_log(SM_WARN, "could not deliver the scopemeter.skipped tag within %g s", bound);
         if (!m->use_queue) { /* the queue stays for the binding to drain */
             m->sink->ops->close(m->sink);
             m->sink = NULL;
@@ -529,7 +538,7 @@ int sm_monitor_start(sm_monitor *m, char *err, size_t errlen)
     const char *extra[9];
     sigset_t all, old;
     int rc, attached, pt;
-    double period, min_period;
+    double period, capped;
     char dummy[1];
 
     if (!err || errlen == 0) {
@@ -565,24 +574,16 @@ int sm_monitor_start(sm_monitor *m, char *err, size_t errlen)
     }
 
     /* collectors n and the write-load cap (contract §4) */
-    m->collectors = 1;
-    if (m->all_workers) {
-        int lws = m->ctx.id.local_world_size > 0 ? m->ctx.id.local_world_size : 1;
-        m->collectors = ceil_div(m->ctx.id.world_size > 0 ? m->ctx.id.world_size : 1, lws);
-        if (m->collectors < 1)
-            m->collectors = 1;
-    }
+    m->collectors = sm_collectors_of(m->ctx.id.world_size, m->ctx.id.local_world_size,
+                                     m->all_workers);
     period = m->interval * m->samples;
-    if (m->collectors > 4) {
-        min_period = 10.0 * ceil_div(m->collectors, 4);
-        if (period < min_period) {
-            double was = m->interval;
-            m->interval = min_period / m->samples; /* keep samples, raise the interval */
-            sm_log(SM_INFO, "write-load cap: %d collectors > 4, logging period raised from %g s to "
-                   "%g s (interval %g s -> %g s x %d sample%s)", m->collectors, period, min_period,
-                   was, m->interval, m->samples, m->samples == 1 ? "" : "s");
-            period = min_period;
-        }
+    capped = sm_capped_interval(m->collectors, m->interval, m->samples);
+    if (capped != m->interval) {
+        sm_log(SM_INFO, "write-load cap: %d collectors > 4, logging period raised from %g s to "
+               "%g s (interval %g s -> %g s x %d sample%s)", m->collectors, period,
+               capped * m->samples, m->interval, capped, m->samples, m->samples == 1 ? "" : "s");
+        m->interval = capped;
+        period = capped * m->samples;
     }
 
     m->pts = calloc(1, sizeof *m->pts);
@@ -605,6 +606,7 @@ int sm_monitor_start(sm_monitor *m, char *err, size_t errlen)
     /* the baseline: its keys decide the series; its values are not logged
      * (the first window's points cover the time from here on) */
     m->pts->n = 0;
+    m->last_sample = sm_now_mono();
     sm_collset_sample(&m->set, m->pts);
     if (m->pts->n == 0)
         return skip(m, "the first sample produced no value (see the lines above)", err, errlen);

@@ -31,6 +31,32 @@ static int ceil_div(int a, int b)
     return (int)(((long long)a + b - 1) / b);
 }
 
+/* Contract §4, shared by the monitor and the plan so the two never disagree:
+ * one collector by default; with all_workers one per pod (world size / local
+ * world size). */
+int sm_collectors_of(int world_size, int local_world_size, int all_workers)
+{
+    int n;
+
+    if (!all_workers)
+        return 1;
+    n = ceil_div(world_size > 0 ? world_size : 1, local_world_size > 0 ? local_world_size : 1);
+    return n < 1 ? 1 : n;
+}
+
+/* The write-load cap: with more than four collectors the logging period
+ * (interval x samples) is at least 10 x ceil(n/4) s; a longer period is kept.
+ * Raises the interval, keeps the samples. */
+double sm_capped_interval(int collectors, double interval, int samples)
+{
+    double min_period;
+
+    if (collectors <= 4 || samples < 1)
+        return interval;
+    min_period = 10.0 * ceil_div(collectors, 4);
+    return interval * samples < min_period ? min_period / samples : interval;
+}
+
 int sm_plan_compute(const sm_plan_input *in, sm_plan *out, char *err, size_t errlen)
 {
     char dummy[1];
@@ -81,16 +107,9 @@ int sm_plan_compute(const sm_plan_input *in, sm_plan *out, char *err, size_t err
         return -EINVAL;
     }
 
-    /* contract §4: one collector by default; with all_workers one per pod */
-    out->collectors = in->all_workers ? pods : 1;
+    out->collectors = sm_collectors_of(in->workers, per_pod, in->all_workers);
+    interval = sm_capped_interval(out->collectors, interval, samples);
     period = interval * samples;
-    if (out->collectors > 4) {
-        double min_period = 10.0 * ceil_div(out->collectors, 4);
-        if (period < min_period) { /* raise the interval, keep samples */
-            interval = min_period / samples;
-            period = min_period;
-        }
-    }
     out->interval_s = interval;
     out->samples = samples;
     out->period_s = period;

@@ -6,7 +6,7 @@
 
 static const char *vars[] = {
     "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "SLURM_PROCID", "SLURM_LOCALID",
-    "SLURM_NTASKS", "SLURM_NTASKS_PER_NODE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+    "SLURM_NTASKS", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
     "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE",
     "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "SCOPEMETER_NODE_NAME", "NODE_NAME", "SLURMD_NODENAME",
 };
@@ -58,6 +58,18 @@ int main(void)
     CHECK_EQ_INT(id.local_rank, 2);
     CHECK_EQ_INT(id.world_size, 16);
     CHECK_EQ_INT(id.local_world_size, 4);
+    /* sbatch -N4 -n32 sets only SLURM_TASKS_PER_NODE */
+    unsetenv("SLURM_NTASKS_PER_NODE");
+    setenv("SLURM_TASKS_PER_NODE", "8(x4)", 1);
+    sm_identity_from_env(&id);
+    CHECK_EQ_INT(id.local_world_size, 8);
+    setenv("SLURM_TASKS_PER_NODE", "3,2", 1);
+    sm_identity_from_env(&id);
+    CHECK_EQ_INT(id.local_world_size, 3);
+    /* the explicit per-node count wins */
+    setenv("SLURM_NTASKS_PER_NODE", "2", 1);
+    sm_identity_from_env(&id);
+    CHECK_EQ_INT(id.local_world_size, 2);
 
     clear();
     setenv("OMPI_COMM_WORLD_RANK", "5", 1);
