@@ -26,11 +26,14 @@ Lines go to stderr, one per event, prefixed "scopemeter:" like the engine's.
 import atexit
 import math
 import os
+import pathlib
 import re
 import signal
 import sys
 import threading
 import time
+import urllib.parse
+import urllib.request
 
 from . import _native
 
@@ -86,15 +89,32 @@ def _permanent(exc):
     return 400 <= code < 500 and code != 429
 
 
+# Tracking URIs without a scheme that are not paths: MLflow resolves them to
+# remote stores (mlflow/tracking/registry.py, get_store_builder).
+_BARE_STORES = frozenset(("databricks", "databricks-uc", "uc"))
+
+
 def _absolute_uri(uri):
-    """A relative sqlite:/// or plain path URI, pinned to today's directory
-    (the user's code may chdir later; the pump thread must keep the store)."""
+    """A relative local store -- sqlite:///relative, file:relative or a plain
+    relative path -- pinned to today's directory (the user's code may chdir
+    later; the pump thread must keep the store).  Every other URI is MLflow's
+    to resolve and is returned unchanged: any other scheme (http, postgresql,
+    databricks://profile, ...) and the bare databricks / databricks-uc / uc."""
+    if not uri or uri in _BARE_STORES:
+        return uri
     if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
         path = uri[len("sqlite:///"):]
         if path and not path.startswith(":memory:"):
             return "sqlite:///" + os.path.abspath(path)
-    if "://" not in uri and ":" not in uri[:2]:
+        return uri
+    parsed = urllib.parse.urlparse(uri)
+    if parsed.scheme == "":
         return os.path.abspath(uri)
+    if parsed.scheme == "file" and not parsed.netloc and parsed.path and \
+            not parsed.path.startswith("/"):
+        # MLflow reads file:x as the path url2pathname(x) (mlflow/utils/file_utils.py)
+        path = urllib.request.url2pathname(parsed.path)
+        return pathlib.Path(os.path.abspath(path)).as_uri()
     return uri
 
 
