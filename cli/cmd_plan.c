@@ -31,7 +31,8 @@ static void plan_usage(FILE *f)
             "  --workers-per-pod P    processes per pod / container (local world size; default 1)\n"
             "  --nodes N              nodes the pods land on (default: one per pod, the most\n"
             "                         UI sections the job can show)\n"
-            "  --gpus-per-worker G    GPUs each collecting process logs (default 0)\n"
+            "  --gpus-per-worker G    GPUs per worker (default 0); a pod's collector logs all\n"
+            "                         the pod's GPUs: workers per pod x G\n"
             "  --interval S           seconds between samples (default 10)\n"
             "  --samples K            samples per logged point (default 1)\n"
             "  --all-workers          every pod's local rank 0 collects\n"
@@ -80,6 +81,7 @@ static int print_json(const sm_plan_input *in, int nodes_given, const sm_plan *p
     json_object_set_new(root, "samples", json_integer(p->samples));
     json_object_set_new(root, "period_s", json_real(p->period_s));
     json_object_set_new(root, "capped", json_boolean(p->interval_s > asked_interval));
+    json_object_set_new(root, "gpus_per_collector", json_integer(p->gpus_per_collector));
     json_object_set_new(root, "series_per_collector", json_integer(p->series_per_collector));
     json_object_set_new(root, "series", json_integer(p->series));
     json_object_set_new(root, "charts", json_integer(p->charts));
@@ -120,7 +122,7 @@ static void print_text(const sm_plan_input *in, int nodes_given, const sm_plan *
                asked_interval);
     printf("\n");
     printf("series       %d per collector (node 3, rootfs 3, network 2, gpu %d, container %d)\n",
-           p->series_per_collector, 5 * in->gpus_per_worker, in->container_limits ? 3 : 0);
+           p->series_per_collector, 5 * p->gpus_per_collector, in->container_limits ? 3 : 0);
     printf("             %d in total\n", p->series);
     printf("charts       %d (MLflow draws one chart per series)\n", p->charts);
     printf("sections     %d (node_*/rootfs_*: 6 x %d node%s = %d; other series: %d)\n", p->sections,

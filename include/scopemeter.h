@@ -102,7 +102,8 @@ SM_EXTERN size_t sm_probe_series_count(const sm_probe *p);
 SM_EXTERN int sm_probe_series(const sm_probe *p, size_t i, sm_series_info *out);
 SM_EXTERN void sm_probe_cgroup(const sm_probe *p, sm_cgroup_info *out);
 SM_EXTERN const sm_identity *sm_probe_identity(const sm_probe *p);
-/* which mode would collect this rank: "default+all_workers", "all_workers", "none" */
+/* which mode would collect this rank: "default,all_workers" (rank 0), "all_workers" (a
+ * pod's local rank 0), "default" (rank 0 with a local rank != 0), "none" */
 SM_EXTERN const char *sm_probe_collect_mode(const sm_probe *p);
 SM_EXTERN const char *sm_probe_gpu_status(const sm_probe *p); /* the .gpu tag value */
 SM_EXTERN size_t sm_probe_note_count(const sm_probe *p);
@@ -187,7 +188,7 @@ typedef struct sm_plan_input {
     int workers;            /* world size, >= 1 */
     int workers_per_pod;    /* local world size, >= 1 */
     int nodes;              /* >= 1 */
-    int gpus_per_worker;    /* GPUs each collecting pod logs, >= 0 */
+    int gpus_per_worker;    /* GPUs per worker, >= 0 (a pod shows workers_per_pod x this) */
     int all_workers;        /* 0: rank 0 only */
     double interval_s;      /* <= 0: default 10 */
     int samples;            /* <= 0: default 1 */
@@ -199,6 +200,7 @@ typedef struct sm_plan {
     double interval_s;        /* effective, after the write-load cap */
     int samples;
     double period_s;          /* interval x samples */
+    int gpus_per_collector;   /* GPUs one collector logs: the pod's, workers_per_pod x G */
     int series_per_collector;
     int series;               /* = charts */
     int charts;

@@ -73,6 +73,8 @@ static const char *const gpu_keys[GPU_MAX][M_COUNT] = {
     GPU_KEYS(60), GPU_KEYS(61), GPU_KEYS(62), GPU_KEYS(63),
 };
 _Static_assert(sizeof gpu_keys / sizeof gpu_keys[0] == GPU_MAX, "one key row per index");
+_Static_assert(GPU_MAX * M_COUNT + 16 <= SM_POINTS_MAX,
+               "a sample of every GPU and the other collectors fits sm_points");
 static const char *const unit[M_COUNT] = {"percent", "MB", "percent", "W", "percent"};
 
 struct gpu_dev {

@@ -92,7 +92,8 @@ typedef struct sm_point {
     int agg;            /* enum sm_agg: window mean, or latest (counters) */
 } sm_point;
 
-#define SM_POINTS_MAX 256
+/* every series of one sample: 11 + 5 per GPU, up to 64 GPUs (coll_gpu.c asserts it) */
+#define SM_POINTS_MAX 384
 typedef struct sm_points {
     size_t n;
     size_t nonfinite;   /* values skipped because NaN/inf is not JSON */

@@ -114,7 +114,12 @@ int sm_plan_compute(const sm_plan_input *in, sm_plan *out, char *err, size_t err
     out->samples = samples;
     out->period_s = period;
 
-    out->series_per_collector = NODE_SERIES + ROOTFS_SERIES + NETWORK_SERIES + GPU_SERIES * gpus +
+    /* The collecting rank (a pod's local rank 0) logs every GPU of its
+     * container: under torchrun and Ray the pod's workers share one container
+     * and CUDA_VISIBLE_DEVICES is not narrowed per rank (docs/plan.md). */
+    out->gpus_per_collector = gpus * per_pod;
+    out->series_per_collector = NODE_SERIES + ROOTFS_SERIES + NETWORK_SERIES +
+                                GPU_SERIES * out->gpus_per_collector +
                                 (in->container_limits ? CONTAINER_SERIES : 0);
     out->series = out->collectors * out->series_per_collector;
     out->charts = out->series; /* MLflow draws one chart per series */

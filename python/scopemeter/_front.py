@@ -33,12 +33,12 @@ import sys
 import threading
 import time
 import urllib.parse
-import urllib.request
 
 from . import _native
 
 STOP_TIMEOUT = 30.0          # contract §6: the stop bound
 SIGTERM_STOP_TIMEOUT = 10.0  # inside a launcher's / kubelet's grace period
+_ENGINE_MAX_TIMEOUT = 86400.0  # the largest stop timeout the C engine takes (monitor.c)
 _MAX_METRICS = 1000          # MLflow's log_batch limits
 _MAX_TAGS = 100
 _MAX_ENTITIES = 1000
@@ -112,8 +112,9 @@ def _absolute_uri(uri):
         return os.path.abspath(uri)
     if parsed.scheme == "file" and not parsed.netloc and parsed.path and \
             not parsed.path.startswith("/"):
-        # MLflow reads file:x as the path url2pathname(x) (mlflow/utils/file_utils.py)
-        path = urllib.request.url2pathname(parsed.path)
+        # MLflow reads file:x as the path url2pathname(x), which is unquote(x)
+        # on POSIX (mlflow/utils/file_utils.py, local_file_uri_to_path)
+        path = urllib.parse.unquote(parsed.path)
         return pathlib.Path(os.path.abspath(path)).as_uri()
     return uri
 
@@ -132,6 +133,7 @@ class _Session:
         self.wake = threading.Event()  # stop() hurries a pump waiting to retry
         self.late_check = None        # (start_time_ms or None, period_s)
         self.lost = 0                 # records the pump could not deliver
+        self.drain_errors = 0         # drain() calls that raised (said once)
         self.enabled_ms = int(time.time() * 1000)
         self.hook = None              # our entry in MLflow's registry (run end)
 
@@ -155,12 +157,25 @@ class _Session:
         failures = 0
         while True:
             if not pending:
-                records = self.mon.drain(1.0)    # waits with the GIL released
-                if records is None:              # stopped and empty: the stream is over
-                    break
-                if not records:
+                try:
+                    records = self.mon.drain(1.0)    # waits with the GIL released
+                    if records is None:              # stopped and empty: the stream is over
+                        break
+                    if not records:
+                        continue
+                    pending = _chunks(records, Metric, RunTag)
+                except Exception as e:
+                    # what one drain took is lost; the thread goes on (the
+                    # next windows still reach the run), one line the first time
+                    self.drain_errors += 1
+                    if self.drain_errors == 1:
+                        _log(f"taking records of run {self.run_id} from the queue failed: "
+                             f"{type(e).__name__}: {_short(e)}; those are lost, logging goes on",
+                             warn=True)
+                    if self.deadline is not None and time.monotonic() >= self.deadline:
+                        return
+                    self.wake.wait(0.1)  # a drain that keeps failing must not spin
                     continue
-                pending = _chunks(records, Metric, RunTag)
             metrics, tags = pending[0]
             try:
                 self._log_batch(client, metrics, tags)
@@ -233,16 +248,24 @@ class _Session:
             monitors.pop(self.run_id, None)
         t0 = time.monotonic()
         self.deadline = t0 + timeout
+        engine_in_time = True
         try:
-            self.mon.stop()  # releases the GIL; the pump keeps shipping meanwhile
+            # the engine's own stop gets the same bound (it waits for the
+            # sampling thread's last window and end tags); it releases the GIL
+            # and the pump keeps shipping meanwhile.  False: the engine hit
+            # the bound and said so in one line.
+            # (rounded to the millisecond, so its line says "3 s", not "2.99999 s")
+            left = round(max(0.0, self.deadline - time.monotonic()), 3)
+            engine_in_time = self.mon.stop(min(left, _ENGINE_MAX_TIMEOUT)) is not False
         except Exception as e:
             _log(f"stopping the monitor of run {self.run_id}: {e}", warn=True)
         self.wake.set()
         if self.thread is not None:
             self.thread.join(max(0.0, self.deadline - time.monotonic()))
             if self.thread.is_alive():
-                _log(f"stop: the last points of run {self.run_id} were not delivered to MLflow "
-                     f"within {timeout:g} s; going on without them", warn=True)
+                if engine_in_time:  # past the bound: one line, not two
+                    _log(f"stop: the last points of run {self.run_id} were not delivered to "
+                         f"MLflow within {timeout:g} s; going on without them", warn=True)
                 return
         if self.lost:
             _log(f"{self.lost} records of run {self.run_id} could not be delivered to MLflow",
@@ -259,13 +282,21 @@ def _short(exc):
     return _USERINFO.sub("***@", text[0] if text else type(exc).__name__)[:300]
 
 
+def _sysroot():
+    """SCOPEMETER_SYSROOT without trailing slashes ("" for none or "/"), the
+    prefix of every absolute path read, as the engine takes it (contract §7,
+    src/collectors.c sm_ctx_init)."""
+    return (os.environ.get("SCOPEMETER_SYSROOT") or "").rstrip("/")
+
+
 def _process_start_ms():
     """This process's start (epoch ms) from /proc/self/stat and /proc/stat."""
+    root = _sysroot()
     try:
-        with open("/proc/self/stat") as f:
+        with open(root + "/proc/self/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
         ticks = int(fields[19])  # field 22 of proc(5), counted after "(comm)"
-        with open("/proc/stat") as f:
+        with open(root + "/proc/stat") as f:
             btime = next(int(ln.split()[1]) for ln in f if ln.startswith("btime "))
         return int((btime + ticks / os.sysconf("SC_CLK_TCK")) * 1000)
     except Exception:

@@ -5,7 +5,7 @@
  *
  * What it exposes, and nothing more:
  *   Monitor      a sm_monitor with the pull queue (sm_monitor_use_queue):
- *                start(), drain(timeout, cap), stop(), interval / samples /
+ *                start(), drain(timeout, cap), stop(timeout), interval / samples /
  *                collectors / dropped.  The sampling thread is the C engine's
  *                and never touches Python; drain() and stop() release the GIL
  *                while they wait, so training threads run meanwhile.
@@ -34,6 +34,7 @@ typedef struct {
     sm_monitor *m;
     sm_record *buf;   /* drain buffer, DRAIN_CAP_MAX records, lazily allocated */
     int draining;     /* one drainer at a time (checked under the GIL) */
+    int stopping;     /* stop() calls under way (counted under the GIL) */
     int started;
 } MonitorObject;
 
@@ -152,14 +153,35 @@ static PyObject *Monitor_start(PyObject *self_, PyObject *Py_UNUSED(ignored))
     return PyUnicode_FromString(rc == SM_NOT_COLLECTING ? "not collecting" : "collecting");
 }
 
+/* A C string of the engine as str.  Keys and tag values carry bytes from
+ * outside (node names from the environment, cgroup paths, values cut at a
+ * byte limit) that need not be UTF-8: an invalid byte becomes U+FFFD rather
+ * than an exception, which would lose every record of the drain. */
+static PyObject *text_of(const char *s, size_t cap)
+{
+    size_t n = strnlen(s, cap);
+
+    return PyUnicode_DecodeUTF8(s, (Py_ssize_t)n, "replace");
+}
+
 /* One record as a tuple: (kind, key, value, timestamp_ms, step), value a
  * float for metrics and a str for tags. */
 static PyObject *record_tuple(const sm_record *r)
 {
+    PyObject *key = text_of(r->key, sizeof r->key), *value;
+
+    if (!key)
+        return NULL;
     if (r->kind == SM_RECORD_TAG)
-        return Py_BuildValue("(iss" "LL)", r->kind, r->key, r->text,
-                             (long long)r->timestamp_ms, (long long)r->step);
-    return Py_BuildValue("(isd" "LL)", r->kind, r->key, r->value, (long long)r->timestamp_ms,
+        value = text_of(r->text, sizeof r->text);
+    else
+        value = PyFloat_FromDouble(r->value);
+    if (!value) {
+        Py_DECREF(key);
+        return NULL;
+    }
+    /* "N" steals key and value */
+    return Py_BuildValue("(iNNLL)", r->kind, key, value, (long long)r->timestamp_ms,
                          (long long)r->step);
 }
 
@@ -217,19 +239,40 @@ static PyObject *Monitor_drain(PyObject *self_, PyObject *args, PyObject *kw)
     return list;
 }
 
-/* stop() -> True, or False when the stop timeout was hit (one line said so).
- * Stop sampling, last partial window, end tags; the records stay queued for
- * drain(), which returns None after the last one. */
-static PyObject *Monitor_stop(PyObject *self_, PyObject *Py_UNUSED(ignored))
+/* stop(timeout=None) -> True, or False when the stop timeout was hit (one
+ * line said so).  Stop sampling, last partial window, end tags; the records
+ * stay queued for drain(), which returns None after the last one.  timeout:
+ * this stop's bound in seconds (sm_monitor_set_stop_timeout, which the engine
+ * takes after start too); None keeps the one given to Monitor(). */
+static PyObject *Monitor_stop(PyObject *self_, PyObject *args, PyObject *kw)
 {
     MonitorObject *self = (MonitorObject *)self_;
+    static char *kwlist[] = {"timeout", NULL};
+    PyObject *timeout = Py_None;
     int rc;
 
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O", kwlist, &timeout))
+        return NULL;
     if (check_monitor(self) < 0)
         return NULL;
+    /* A stop already under way on another thread keeps its bound: the engine
+     * reads the timeout while it stops, so it is not written meanwhile. */
+    if (timeout != Py_None && !self->stopping) {
+        double t = PyFloat_AsDouble(timeout);
+
+        if (t == -1.0 && PyErr_Occurred())
+            return NULL;
+        if (sm_monitor_set_stop_timeout(self->m, t) < 0) {
+            PyErr_Format(PyExc_ValueError, "stop timeout must be between 0 and 86400 s, not %R",
+                         timeout);
+            return NULL;
+        }
+    }
+    self->stopping++;
     Py_BEGIN_ALLOW_THREADS
     rc = sm_monitor_stop(self->m);
     Py_END_ALLOW_THREADS
+    self->stopping--;
     if (rc < 0 && rc != -ETIMEDOUT)
         return raise_errno(rc, "stop", NULL);
     return PyBool_FromLong(rc == 0);
@@ -277,8 +320,9 @@ static PyMethodDef Monitor_methods[] = {
     {"drain", (PyCFunction)(void (*)(void))Monitor_drain, METH_VARARGS | METH_KEYWORDS,
      "drain(timeout=1.0, cap=1000) -> list of (kind, key, value, timestamp_ms, step), "
      "or None once stopped and empty.  Releases the GIL while waiting."},
-    {"stop", Monitor_stop, METH_NOARGS,
-     "stop() -> bool: stop sampling, log the last window and end tags; False on timeout."},
+    {"stop", (PyCFunction)(void (*)(void))Monitor_stop, METH_VARARGS | METH_KEYWORDS,
+     "stop(timeout=None) -> bool: stop sampling, log the last window and end tags, within "
+     "timeout seconds (None: the Monitor's stop_timeout); False on timeout."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -408,7 +452,17 @@ static PyObject *mod_series_name(PyObject *Py_UNUSED(mod), PyObject *args)
 
     if (!PyArg_ParseTuple(args, "si|z", &key, &rank, &node))
         return NULL;
+    if (rank < 0) {
+        PyErr_Format(PyExc_ValueError, "rank must be >= 0, not %d", rank);
+        return NULL;
+    }
     rc = sm_series_name(key, rank, node, out, sizeof out);
+    if (rc == -ENOSPC) {
+        PyErr_Format(PyExc_ValueError, "the series name of %R for rank %d with a node name of "
+                     "%d bytes is longer than %d bytes", PyTuple_GetItem(args, 0), rank,
+                     node ? (int)strlen(node) : 0, (int)sizeof out - 1);
+        return NULL;
+    }
     if (rc < 0) {
         PyErr_Format(PyExc_ValueError, "no naming rule covers %R", PyTuple_GetItem(args, 0));
         return NULL;

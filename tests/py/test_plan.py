@@ -36,7 +36,8 @@ def expected(workers, per_pod=1, nodes=None, gpus=0, all_workers=False, interval
     if n > 4 and period < 10 * math.ceil(n / 4):
         period = 10 * math.ceil(n / 4)
         interval = period / samples
-    per = 3 + 3 + 2 + 5 * gpus + (3 if limits else 0)
+    # the pod's local rank 0 logs every GPU of the pod: per_pod x gpus
+    per = 3 + 3 + 2 + 5 * gpus * per_pod + (3 if limits else 0)
     series = n * per
     sections = 6 * min(nodes, n) + (per - 6)
     rows_h = series * 3600 / period
@@ -95,11 +96,11 @@ CASES = [
     (["--workers", "16", "--workers-per-pod", "4", "--all-workers", "--interval", "1"],
      dict(workers=16, per_pod=4, all_workers=True, interval=1.0),
      dict(collectors=4, interval_s=1.0)),
-    # no container limits, 8 GPUs per pod
-    (["--workers", "8", "--workers-per-pod", "8", "--gpus-per-worker", "8",
+    # no container limits, 8 workers of 1 GPU in one pod: its collector logs 8 GPUs
+    (["--workers", "8", "--workers-per-pod", "8", "--gpus-per-worker", "1",
       "--no-container-limits", "--all-workers"],
-     dict(workers=8, per_pod=8, gpus=8, limits=False, all_workers=True),
-     dict(series_per_collector=48, series=48)),
+     dict(workers=8, per_pod=8, gpus=1, limits=False, all_workers=True),
+     dict(series_per_collector=48, series=48, gpus_per_collector=8)),
     # --one-worker after --all-workers: the last one wins
     (["--workers", "8", "--all-workers", "--one-worker"],
      dict(workers=8), dict(collectors=1)),
