@@ -135,7 +135,9 @@ SM_EXTERN sm_monitor *sm_monitor_new(void);
 SM_EXTERN int sm_monitor_set_interval(sm_monitor *m, double seconds);
 SM_EXTERN int sm_monitor_set_samples(sm_monitor *m, int samples);
 SM_EXTERN int sm_monitor_set_all_workers(sm_monitor *m, int on);
-SM_EXTERN int sm_monitor_set_stop_timeout(sm_monitor *m, double seconds); /* default 30 */
+/* Stop bound, 0..86400 s, default 30; unlike the other settings it may also
+ * be set after start, from the thread that then stops (not during a stop). */
+SM_EXTERN int sm_monitor_set_stop_timeout(sm_monitor *m, double seconds);
 /* Points kept while the server is unreachable; default: one hour. */
 SM_EXTERN int sm_monitor_set_buffer_points(sm_monitor *m, size_t points);
 /* REST sink: tracking URI (http:// or https://) and run id. */

@@ -250,11 +250,11 @@ class _Session:
         self.deadline = t0 + timeout
         engine_in_time = True
         try:
-            # the engine's own stop gets the same bound (it waits for the
-            # sampling thread's last window and end tags); it releases the GIL
-            # and the pump keeps shipping meanwhile.  False: the engine hit
-            # the bound and said so in one line.
-            # (rounded to the millisecond, so its line says "3 s", not "2.99999 s")
+            # The engine's own stop gets what is left of the bound (it waits
+            # for the sampling thread's last window and end tags), rounded to
+            # the millisecond so its line says "3 s", not "2.99999 s".  It
+            # releases the GIL; the pump keeps shipping meanwhile.  False: the
+            # engine hit the bound and said so in one line.
             left = round(max(0.0, self.deadline - time.monotonic()), 3)
             engine_in_time = self.mon.stop(min(left, _ENGINE_MAX_TIMEOUT)) is not False
         except Exception as e:
@@ -561,7 +561,7 @@ def plan(workers=1, workers_per_pod=1, nodes=None, gpus_per_worker=0, all_worker
     costs for a job, computed by the same C function as the CLI.
 
     Returns a dict: collectors, interval_s (effective, after the write-load
-    cap), samples, period_s, series_per_collector, series, charts, sections,
+    cap), samples, period_s, gpus_per_collector, series_per_collector, series, charts, sections,
     rows_per_hour, bytes_per_row, bytes_per_day.  Raises ValueError for an
     impossible job (this is a planning tool, not the training path).
     nodes=None means one node per pod, as the CLI assumes without --nodes.

@@ -397,6 +397,7 @@ static PyObject *mod_plan(PyObject *Py_UNUSED(mod), PyObject *args, PyObject *kw
         dict_set(d, "interval_s", PyFloat_FromDouble(out.interval_s)) < 0 ||
         dict_set(d, "samples", PyLong_FromLong(out.samples)) < 0 ||
         dict_set(d, "period_s", PyFloat_FromDouble(out.period_s)) < 0 ||
+        dict_set(d, "gpus_per_collector", PyLong_FromLong(out.gpus_per_collector)) < 0 ||
         dict_set(d, "series_per_collector", PyLong_FromLong(out.series_per_collector)) < 0 ||
         dict_set(d, "series", PyLong_FromLong(out.series)) < 0 ||
         dict_set(d, "charts", PyLong_FromLong(out.charts)) < 0 ||
