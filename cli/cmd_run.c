@@ -5,7 +5,8 @@
  *
  *   1. block the signals to forward (and SIGCHLD) before any thread exists,
  *      and read them from a signalfd: no work in signal handlers, and the
- *      monitor's threads never see them;
+ *      monitor's threads never see them; SIGCHLD gets its default action
+ *      and SIGPIPE is ignored (CMD gets back the dispositions it was given);
  *   2. find the run: --run-id, MLFLOW_RUN_ID, the job's run (ranks > 0 of a
  *      multi-process job find the run rank 0 created by its job id), or
  *      create one (--experiment, MLFLOW_EXPERIMENT_NAME, MLFLOW_EXPERIMENT_ID,
@@ -65,6 +66,7 @@ struct run_state {
     sm_identity id;
     int sfd;                   /* signalfd */
     int pending_sig;           /* a terminating signal that came before CMD started */
+    struct sigaction old_chld, old_pipe; /* the dispositions we were given, CMD's */
 
     /* JSONL fallback */
     sm_monitor *m;
@@ -257,6 +259,21 @@ static int job_key(char *out, size_t len)
     return 0;
 }
 
+/* A restart of the same job: torchelastic counts its restarts in
+ * TORCHELASTIC_RESTART_COUNT (0 on the first attempt). */
+static int restarted(void)
+{
+    const char *v = getenv("TORCHELASTIC_RESTART_COUNT");
+    char *end;
+    long n;
+
+    if (!v || !*v)
+        return 0;
+    errno = 0;
+    n = strtol(v, &end, 10);
+    return !errno && *end == '\0' && n > 0;
+}
+
 /* A run id the key must not break in a search filter. */
 static int quotable(const char *s)
 {
@@ -311,7 +328,8 @@ static void resolve_run(struct run_state *st, const struct run_opts *o)
     }
 
     if (st->id.world_size > 1 && st->id.rank != 0) {
-        /* the run rank 0 created (or is creating) for this job */
+        /* the newest RUNNING run with the job's tag: the one rank 0 created
+         * (or is creating) for this job */
         double deadline = mono() + t, pause = 0.25;
         if (!have_job) {
             fprintf(stderr, "scopemeter: rank %d of %d: no run to share — set MLFLOW_RUN_ID "
@@ -336,8 +354,10 @@ static void resolve_run(struct run_state *st, const struct run_opts *o)
         return;
     }
 
-    if (have_job && st->id.world_size > 1) {
-        /* a restarted job (torchelastic restarts) continues its run */
+    if (have_job && st->id.world_size > 1 && restarted()) {
+        /* a torchelastic restart of this job continues the job's run while
+         * it is RUNNING.  A first attempt never does: the job id repeats
+         * across jobs (a fixed --rdzv-id), and two jobs must not mix. */
         rc = sm_mlflow_find_run(st->uri, exp_id, JOB_TAG, job, st->run_id, sizeof st->run_id, t,
                                 err, sizeof err);
         if (rc == 0) {
@@ -500,10 +520,13 @@ static int child_env(struct run_state *st)
     return 0;
 }
 
-/* fork + execvpe; the child gets the original signal mask back, and dies
- * with us (PR_SET_PDEATHSIG) so a SIGKILLed scopemeter leaves no orphan
- * training.  Exec failures come back over a close-on-exec pipe. */
-static pid_t spawn(char **cmd, char **env, const sigset_t *orig, int *exec_errno)
+/* fork + execvpe; the child gets the original signal mask and the SIGCHLD
+ * and SIGPIPE dispositions back (an ignored signal stays ignored across
+ * exec, signal(7)), and dies with us (PR_SET_PDEATHSIG) so a SIGKILLed
+ * scopemeter leaves no orphan training.  Exec failures come back over a
+ * close-on-exec pipe. */
+static pid_t spawn(char **cmd, char **env, const struct run_state *st, const sigset_t *orig,
+                   int *exec_errno)
 {
     int p[2];
     pid_t parent = getpid(), pid;
@@ -525,6 +548,8 @@ static pid_t spawn(char **cmd, char **env, const sigset_t *orig, int *exec_errno
     if (pid == 0) {
         /* async-signal-safe calls only: other threads existed at fork */
         close(p[0]);
+        sigaction(SIGCHLD, &st->old_chld, NULL);
+        sigaction(SIGPIPE, &st->old_pipe, NULL);
         sigprocmask(SIG_SETMASK, orig, NULL);
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent) /* the parent died before prctl */
@@ -545,6 +570,27 @@ static pid_t spawn(char **cmd, char **env, const sigset_t *orig, int *exec_errno
     return pid;
 }
 
+/* 1 when the child is gone (*status set), else 0.  ECHILD: it was reaped
+ * without us (SIGCHLD ignored or SA_NOCLDWAIT after all — cmd_run resets
+ * both, so only if something else in this process undid that): its status
+ * is lost, which is said, and counts as a failure. */
+static int reaped(pid_t child, int *status, int flags)
+{
+    pid_t w;
+
+    while ((w = waitpid(child, status, flags)) < 0 && errno == EINTR)
+        ;
+    if (w == child)
+        return 1;
+    if (w < 0 && errno == ECHILD) {
+        fprintf(stderr, "scopemeter: CMD (pid %ld) was reaped elsewhere; its exit status is "
+                "lost\n", (long)child);
+        *status = 1 << 8; /* exit 1 */
+        return 1;
+    }
+    return 0;
+}
+
 /* Waits for the child, forwarding signals.  Returns the wait status;
  * *forwarded_term is set when a terminating signal was passed on. */
 static int wait_child(struct run_state *st, pid_t child, int *forwarded_term)
@@ -558,19 +604,16 @@ static int wait_child(struct run_state *st, pid_t child, int *forwarded_term)
     for (;;) {
         struct signalfd_siginfo si;
         ssize_t n = read(st->sfd, &si, sizeof si);
-        pid_t w;
 
         if (n != (ssize_t)sizeof si) {
             if (n < 0 && errno == EINTR)
                 continue;
             /* the signalfd broke: plain wait (no forwarding possible) */
-            while ((w = waitpid(child, &status, 0)) < 0 && errno == EINTR)
-                ;
+            reaped(child, &status, 0);
             return status;
         }
         if (si.ssi_signo == SIGCHLD) {
-            w = waitpid(child, &status, WNOHANG);
-            if (w == child)
+            if (reaped(child, &status, WNOHANG))
                 return status;
             continue;
         }
@@ -623,13 +666,28 @@ int cmd_run(int argc, char **argv)
         sm_monitor_set_buffer_points(m, (size_t)o.buffer_points);
 
     /* 1. signals: blocked before any thread starts, so every thread inherits
-     * the mask and only the signalfd sees them */
+     * the mask and only the signalfd sees them.  Two inherited dispositions
+     * would break that, so they are set here and given back to CMD (spawn):
+     *  - SIGCHLD ignored (or SA_NOCLDWAIT): the kernel reaps CMD itself and
+     *    sends no SIGCHLD (waitpid(2) NOTES), so we would wait forever;
+     *  - SIGPIPE default: one line to a closed stderr pipe (`| head`) would
+     *    kill scopemeter, and PR_SET_PDEATHSIG then the training.  Ignored,
+     *    a write fails with EPIPE instead.  It stays ignored until exit, so
+     *    a last line cannot turn CMD's status into 141. */
+    {
+        struct sigaction dfl = {.sa_handler = SIG_DFL}, ign = {.sa_handler = SIG_IGN};
+        sigemptyset(&dfl.sa_mask);
+        sigemptyset(&ign.sa_mask);
+        sigaction(SIGCHLD, &dfl, &st.old_chld);
+        sigaction(SIGPIPE, &ign, &st.old_pipe);
+    }
     signal_set(&fwd);
     pthread_sigmask(SIG_BLOCK, &fwd, &orig);
     st.sfd = signalfd(-1, &fwd, SFD_CLOEXEC);
     if (st.sfd < 0) {
         fprintf(stderr, "scopemeter: signalfd: %s\n", strerror(errno));
         pthread_sigmask(SIG_SETMASK, &orig, NULL);
+        sigaction(SIGCHLD, &st.old_chld, NULL);
         sm_monitor_free(m);
         return 125;
     }
@@ -687,7 +745,7 @@ int cmd_run(int argc, char **argv)
         exit_code = 125;
         goto stop;
     }
-    child = spawn(o.cmd, st.env, &orig, &exec_errno);
+    child = spawn(o.cmd, st.env, &st, &orig, &exec_errno);
     if (child < 0) {
         fprintf(stderr, "scopemeter: cannot start %s: %s\n", o.cmd[0], strerror(exec_errno));
         exit_code = 125;
@@ -745,5 +803,6 @@ stop:
     free(st.env_uri);
     close(st.sfd);
     pthread_sigmask(SIG_SETMASK, &orig, NULL);
+    sigaction(SIGCHLD, &st.old_chld, NULL);
     return exit_code;
 }

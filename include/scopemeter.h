@@ -230,6 +230,9 @@ SM_EXTERN int sm_plan_compute(const sm_plan_input *in, sm_plan *out, char *err, 
  *   -EEXIST     it exists already (create)
  *   -EACCES     HTTP 401/403
  *   -EPROTO     any other refusal (the server's message is in err)
+ *   -EIO        a local failure, or a TLS or URL problem (libcurl's message)
+ *   -ENOSPC     an id does not fit the caller's buffer
+ *   -ENOMEM     out of memory
  *   -EINVAL     a bad argument (not an http(s) URI, not a run id, ...)
  * with one line in err (never a credential).
  * ------------------------------------------------------------------------- */
@@ -247,7 +250,7 @@ SM_EXTERN int sm_mlflow_create_run(const char *tracking_uri, const char *experim
                                    char *run_id_out, size_t run_id_len, double timeout_s,
                                    char *err, size_t errlen);
 
-/* The oldest active run of experiment_id whose tag `tag_key` equals
+/* The newest RUNNING run of experiment_id whose tag `tag_key` equals
  * `tag_value` (runs/search); -ENOENT when there is none yet. */
 SM_EXTERN int sm_mlflow_find_run(const char *tracking_uri, const char *experiment_id,
                                  const char *tag_key, const char *tag_value, char *run_id_out,

@@ -116,6 +116,7 @@ int sm_mlflow_experiment(const char *uri, const char *name, const char *id, char
             json_decref(req);
             req = json_pack("{s:s}", "name", name);
             if (!req) {
+                snprintf(err, errlen, "out of memory");
                 rc = -ENOMEM;
                 goto out;
             }
@@ -139,6 +140,7 @@ int sm_mlflow_experiment(const char *uri, const char *name, const char *id, char
         if ((rc = open_rest(&r, uri, err, errlen)) < 0)
             return rc;
         if (sm_rest_escape(&r, id, esc, sizeof esc) < 0) {
+            snprintf(err, errlen, "experiment id too long");
             rc = -EINVAL;
             goto out;
         }
@@ -201,6 +203,7 @@ int sm_mlflow_create_run(const char *uri, const char *experiment_id, const char 
     jtags = json_array();
     if (!req || !jtags) {
         json_decref(jtags);
+        snprintf(err, errlen, "out of memory");
         rc = -ENOMEM;
         goto out;
     }
@@ -251,16 +254,20 @@ int sm_mlflow_find_run(const char *uri, const char *experiment_id, const char *t
         snprintf(err, errlen, "run search: a tag key or value that cannot be quoted");
         return -EINVAL;
     }
-    if ((size_t)snprintf(filter, sizeof filter, "tags.`%s` = '%s'", tag_key, tag_value) >=
-        sizeof filter) {
+    /* RUNNING only, newest first: the finished runs of earlier jobs that
+     * carried the same tag (a fixed torchrun --rdzv-id) are not this job's */
+    if ((size_t)snprintf(filter, sizeof filter,
+                         "tags.`%s` = '%s' AND attributes.status = 'RUNNING'", tag_key,
+                         tag_value) >= sizeof filter) {
         snprintf(err, errlen, "run search: tag too long");
         return -EINVAL;
     }
     if ((rc = open_rest(&r, uri, err, errlen)) < 0)
         return rc;
     req = json_pack("{s:[s], s:s, s:i, s:[s]}", "experiment_ids", experiment_id, "filter",
-                    filter, "max_results", 1, "order_by", "attributes.start_time ASC");
+                    filter, "max_results", 1, "order_by", "attributes.start_time DESC");
     if (!req) {
+        snprintf(err, errlen, "run search: a tag that is not UTF-8 (or out of memory)");
         rc = -ENOMEM;
         goto out;
     }
@@ -271,7 +278,7 @@ int sm_mlflow_find_run(const char *uri, const char *experiment_id, const char *t
         goto out;
     runs = json_object_get(resp, "runs");
     if (!json_array_size(runs)) {
-        snprintf(err, errlen, "no run with tag %.100s=%.200s yet", tag_key, tag_value);
+        snprintf(err, errlen, "no RUNNING run with tag %.100s=%.200s yet", tag_key, tag_value);
         rc = -ENOENT;
         goto out;
     }
@@ -325,12 +332,30 @@ out:
     return rc;
 }
 
+/* POST req (consumed) to endpoint, no answer wanted. */
+static int post_json(const char *uri, const char *endpoint, json_t *req, double timeout_s,
+                     char *err, size_t errlen)
+{
+    sm_rest r;
+    int rc;
+
+    if (!req) {
+        snprintf(err, errlen, "%s: out of memory", endpoint);
+        return -ENOMEM;
+    }
+    if ((rc = open_rest(&r, uri, err, errlen)) == 0) {
+        rc = to_errno(&r, sm_rest_call(&r, "POST", endpoint, req, NULL, deadline_of(timeout_s),
+                                       err, errlen));
+        sm_rest_free(&r);
+    }
+    json_decref(req);
+    return rc;
+}
+
 int sm_mlflow_set_tag(const char *uri, const char *run_id, const char *key, const char *value,
                       double timeout_s, char *err, size_t errlen)
 {
-    sm_rest r;
     json_t *req;
-    int rc;
 
     if (!sm_mlflow_valid_run_id(run_id) || !key || !value) {
         snprintf(err, errlen, "set-tag: bad run id, key or value");
@@ -341,40 +366,19 @@ int sm_mlflow_set_tag(const char *uri, const char *run_id, const char *key, cons
         snprintf(err, errlen, "set-tag: key or value is not valid UTF-8");
         return -EINVAL;
     }
-    if ((rc = open_rest(&r, uri, err, errlen)) < 0) {
-        json_decref(req);
-        return rc;
-    }
-    rc = to_errno(&r, sm_rest_call(&r, "POST", "runs/set-tag", req, NULL, deadline_of(timeout_s),
-                                   err, errlen));
-    json_decref(req);
-    sm_rest_free(&r);
-    return rc;
+    return post_json(uri, "runs/set-tag", req, timeout_s, err, errlen);
 }
 
 int sm_mlflow_end_run(const char *uri, const char *run_id, const char *status, double timeout_s,
                       char *err, size_t errlen)
 {
-    sm_rest r;
-    json_t *req;
-    int rc;
-
     if (!sm_mlflow_valid_run_id(run_id) || !status ||
         (strcmp(status, "FINISHED") && strcmp(status, "FAILED") && strcmp(status, "KILLED"))) {
         snprintf(err, errlen, "end run: bad run id or status (FINISHED, FAILED or KILLED)");
         return -EINVAL;
     }
-    req = json_pack("{s:s, s:s, s:I}", "run_id", run_id, "status", status, "end_time",
-                    (json_int_t)sm_now_ms());
-    if (!req)
-        return -ENOMEM;
-    if ((rc = open_rest(&r, uri, err, errlen)) < 0) {
-        json_decref(req);
-        return rc;
-    }
-    rc = to_errno(&r, sm_rest_call(&r, "POST", "runs/update", req, NULL, deadline_of(timeout_s),
-                                   err, errlen));
-    json_decref(req);
-    sm_rest_free(&r);
-    return rc;
+    return post_json(uri, "runs/update",
+                     json_pack("{s:s, s:s, s:I}", "run_id", run_id, "status", status, "end_time",
+                               (json_int_t)sm_now_ms()),
+                     timeout_s, err, errlen);
 }

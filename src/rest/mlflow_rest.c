@@ -212,14 +212,13 @@ static int b64(const unsigned char *in, size_t n, char *out, size_t outlen)
 
 /* The Authorization header line, or NULL when no credentials are set.
  * Returns -ENOMEM on allocation failure. */
-static int auth_header(char **out, char *kind, size_t kindlen)
+static int auth_header(char **out)
 {
     char *user = NULL, *pass = NULL, *plain = NULL, *hdr = NULL, *enc = NULL;
     const char *token = env_nonempty("MLFLOW_TRACKING_TOKEN");
     int rc = 0;
 
     *out = NULL;
-    snprintf(kind, kindlen, "none");
     if (env_nonempty("MLFLOW_TRACKING_USERNAME"))
         user = strdup(getenv("MLFLOW_TRACKING_USERNAME"));
     if (env_nonempty("MLFLOW_TRACKING_PASSWORD"))
@@ -239,7 +238,6 @@ static int auth_header(char **out, char *kind, size_t kindlen)
         snprintf(plain, n + 1, "%s:%s", user, pass);
         b64((const unsigned char *)plain, n, enc, elen);
         snprintf(hdr, elen + 32, "Authorization: Basic %s", enc);
-        snprintf(kind, kindlen, "basic");
     } else if (token) {
         size_t n = strlen(token) + 32;
         hdr = malloc(n);
@@ -248,7 +246,6 @@ static int auth_header(char **out, char *kind, size_t kindlen)
             goto out;
         }
         snprintf(hdr, n, "Authorization: Bearer %s", token);
-        snprintf(kind, kindlen, "bearer");
     }
     *out = hdr;
     hdr = NULL;
@@ -389,7 +386,7 @@ int sm_rest_init(sm_rest *r, const char *uri, char *err, size_t errlen)
         snprintf(err, errlen, "libcurl initialisation failed");
         goto fail;
     }
-    rc = auth_header(&auth, r->auth_kind, sizeof r->auth_kind);
+    rc = auth_header(&auth);
     if (rc < 0)
         goto nomem;
     r->h = curl_easy_init();
@@ -470,7 +467,8 @@ static int retryable_status(long s)
 
 /* One line from MLflow's error body {"error_code": .., "message": ..}, or
  * the start of a non-JSON body. */
-static void describe_error(sm_rest *r, const char *endpoint, sm_rest_result *res)
+static void describe_error(const char *endpoint, const char *body, size_t len,
+                           sm_rest_result *res)
 {
     const char *code = NULL, *message = NULL;
     char ep[96], snippet[200];
@@ -494,13 +492,32 @@ static void describe_error(sm_rest *r, const char *endpoint, sm_rest_result *res
         return;
     }
     /* not MLflow's JSON (a proxy's HTML page): the first printable bytes */
-    for (i = 0; r->resp && i < r->resp_len && o < sizeof snippet - 1 && o < 120; i++) {
-        unsigned char c = (unsigned char)r->resp[i];
+    for (i = 0; body && i < len && o < sizeof snippet - 1 && o < 120; i++) {
+        unsigned char c = (unsigned char)body[i];
         snippet[o++] = (c >= 32 && c < 127) ? (char)c : ' ';
     }
     snippet[o] = '\0';
     snprintf(res->msg, sizeof res->msg, "%s: HTTP %ld%s%s", ep, res->http, o ? ": " : "",
              snippet);
+}
+
+/* What the server answered, without the transfer (the fuzz target calls it
+ * on arbitrary bytes): http status and body in, outcome, parsed body and
+ * error line out. */
+void sm_rest_parse_reply(const char *endpoint, long http, const char *body, size_t len,
+                         sm_rest_result *res)
+{
+    res->http = http;
+    if (len) {
+        json_error_t je;
+        res->body = json_loadb(body, len, 0, &je);
+    }
+    if (http >= 200 && http < 300) {
+        res->outcome = SM_REST_OK;
+        return;
+    }
+    describe_error(endpoint, body, len, res);
+    res->outcome = retryable_status(http) ? SM_REST_RETRY : SM_REST_REFUSED;
 }
 
 int sm_rest_once(sm_rest *r, const char *method, const char *endpoint, const char *body,
@@ -509,6 +526,7 @@ int sm_rest_once(sm_rest *r, const char *method, const char *endpoint, const cha
     char url[sizeof r->base + 512], ep[96];
     CURLcode cc;
     CURL *h = r->h;
+    long http = 0;
     int post = strcmp(method, "POST") == 0;
 
     memset(res, 0, sizeof *res);
@@ -606,18 +624,9 @@ int sm_rest_once(sm_rest *r, const char *method, const char *endpoint, const cha
                      r->errbuf[0] ? r->errbuf : curl_easy_strerror(cc));
         return res->outcome;
     }
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &res->http);
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &http);
     res->retry_after = r->retry_after;
-    if (r->resp_len) {
-        json_error_t je;
-        res->body = json_loadb(r->resp, r->resp_len, 0, &je);
-    }
-    if (res->http >= 200 && res->http < 300) {
-        res->outcome = SM_REST_OK;
-        return res->outcome;
-    }
-    describe_error(r, endpoint, res);
-    res->outcome = retryable_status(res->http) ? SM_REST_RETRY : SM_REST_REFUSED;
+    sm_rest_parse_reply(endpoint, http, r->resp, r->resp_len, res);
     return res->outcome;
 }
 

@@ -44,7 +44,6 @@ typedef struct sm_rest {
     char shown[512];          /* the same, redacted, for messages */
     CURL *h;
     struct curl_slist *headers; /* Content-Type, Expect:, Authorization (secret) */
-    char auth_kind[16];       /* "basic", "bearer" or "none" (safe to print) */
     int insecure;
     char *ca_path, *client_cert, *proxy;
     long connect_timeout_s;
@@ -97,6 +96,15 @@ SM_HIDDEN void sm_rest_free(sm_rest *r);
 SM_HIDDEN int sm_rest_once(sm_rest *r, const char *method, const char *endpoint,
                            const char *body, size_t body_len, sm_rest_result *res);
 SM_HIDDEN void sm_rest_result_clear(sm_rest_result *res);
+
+/* The reply part of sm_rest_once(), pure: parses body (len bytes, not
+ * NUL-terminated; NULL when len is 0) as JSON into res->body, and sets
+ * res->http, res->outcome and, for a non-2xx status, res->msg and
+ * res->error_code (one line, from MLflow's error JSON or the start of the
+ * body).  res starts cleared (zeroed, or sm_rest_result_clear); the caller
+ * clears it after. */
+SM_HIDDEN void sm_rest_parse_reply(const char *endpoint, long http, const char *body,
+                                   size_t len, sm_rest_result *res);
 
 /* Retry loop for one-off calls (CLI helpers): repeats SM_REST_RETRY outcomes
  * with backoff until the monotonic deadline.  Returns the last outcome; on

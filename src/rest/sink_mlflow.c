@@ -63,7 +63,6 @@ typedef struct mlsink {
     char last_refusal[64];    /* error_code of the last refusal already printed */
 
     /* counters (atomic: read by dropped() from the monitor's thread) */
-    atomic_ullong delivered;
     atomic_ullong refused;
     atomic_ullong nonfinite;
     /* Records the ring overwrote while their POST was in flight and that the
@@ -329,7 +328,6 @@ static void *ship_main(void *arg)
         case SM_REST_OK:
             removed = sm_ring_consume(&s->ring, used);
             atomic_fetch_add(&s->rescued, used - removed); /* delivered after all */
-            atomic_fetch_add(&s->delivered, used);
             on_success(s);
             break;
         case SM_REST_REFUSED:
@@ -487,7 +485,6 @@ int sm_sink_mlflow_new(const char *uri, const char *run_id, size_t cap, char *er
     s->seed = sm_rest_seed(s);
     atomic_init(&s->abort, 0);
     atomic_init(&s->deadline_ms, 0);
-    atomic_init(&s->delivered, 0);
     atomic_init(&s->refused, 0);
     atomic_init(&s->nonfinite, 0);
     atomic_init(&s->rescued, 0);

@@ -92,6 +92,48 @@ static void test_run_id_rule(void)
     CHECK(!sm_mlflow_valid_run_id(NULL));
 }
 
+/* sm_rest_parse_reply: what sm_rest_once makes of an answer */
+static void test_parse_reply(void)
+{
+    static const char ok[] = "{\"run\": {\"info\": {\"run_id\": \"abc\"}}}";
+    static const char refused[] = "{\"error_code\": \"INVALID_PARAMETER_VALUE\", "
+                                  "\"message\": \"bad\\nSQL: SELECT 1\"}";
+    static const char html[] = "<html>\r\n<b>502</b> Bad Gateway</html>";
+    sm_rest_result res;
+
+    memset(&res, 0, sizeof res);
+    sm_rest_parse_reply("runs/get?run_id=abc", 200, ok, sizeof ok - 1, &res);
+    CHECK_EQ_INT(res.outcome, SM_REST_OK);
+    CHECK_EQ_INT((int)res.http, 200);
+    CHECK_EQ_STR(json_string_value(json_object_get(
+                     json_object_get(json_object_get(res.body, "run"), "info"), "run_id")),
+                 "abc");
+    CHECK_EQ_STR(res.msg, "");
+    sm_rest_result_clear(&res);
+
+    /* MLflow's refusal: its error_code, one line (the newline in the
+     * message is blanked), the query left out */
+    sm_rest_parse_reply("runs/get?run_id=abc", 400, refused, sizeof refused - 1, &res);
+    CHECK_EQ_INT(res.outcome, SM_REST_REFUSED);
+    CHECK_EQ_STR(res.error_code, "INVALID_PARAMETER_VALUE");
+    CHECK_EQ_STR(res.msg, "runs/get: HTTP 400 INVALID_PARAMETER_VALUE: bad SQL: SELECT 1");
+    sm_rest_result_clear(&res);
+
+    /* a proxy's page: retried, its first printable bytes said */
+    sm_rest_parse_reply("runs/log-batch", 502, html, sizeof html - 1, &res);
+    CHECK_EQ_INT(res.outcome, SM_REST_RETRY);
+    CHECK(res.body == NULL);
+    CHECK_EQ_STR(res.error_code, "");
+    CHECK_EQ_STR(res.msg, "runs/log-batch: HTTP 502: <html>  <b>502</b> Bad Gateway</html>");
+    sm_rest_result_clear(&res);
+
+    /* no body at all */
+    sm_rest_parse_reply("runs/update", 429, NULL, 0, &res);
+    CHECK_EQ_INT(res.outcome, SM_REST_RETRY);
+    CHECK_EQ_STR(res.msg, "runs/update: HTTP 429");
+    sm_rest_result_clear(&res);
+}
+
 static void metric(sm_record *r, const char *key, double v, int64_t step)
 {
     memset(r, 0, sizeof *r);
@@ -191,6 +233,15 @@ static int ship_to_server(const char *uri)
     CHECK_EQ_INT(rc, 0);
     CHECK_EQ_INT(s->ops->dropped(s), 0);
     s->ops->close(s);
+    /* set-tag and update share one POST helper: success, a missing run,
+     * a bad status (refused before any request) */
+    rc = sm_mlflow_set_tag(uri, run_id, "scopemeter.test.set_tag", "yes", 30, err, sizeof err);
+    CHECK_EQ_INT(rc, 0);
+    rc = sm_mlflow_set_tag(uri, "0123456789abcdef0123456789abcdef", "k", "v", 30, err,
+                           sizeof err);
+    CHECK_EQ_INT(rc, -ENOENT);
+    rc = sm_mlflow_end_run(uri, run_id, "RUNNING", 30, err, sizeof err);
+    CHECK_EQ_INT(rc, -EINVAL);
     rc = sm_mlflow_end_run(uri, run_id, "FINISHED", 30, err, sizeof err);
     CHECK_EQ_INT(rc, 0);
     printf("run_id=%s\n", run_id);
@@ -206,6 +257,7 @@ int main(void)
     test_redact();
     test_backoff();
     test_run_id_rule();
+    test_parse_reply();
     flush_gives_up("closed port", closed_port());
     fd = silent_listener(&port);
     CHECK(fd >= 0);

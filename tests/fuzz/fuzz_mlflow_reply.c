@@ -1,19 +1,18 @@
 /*
  * fuzz_mlflow_reply.c — libFuzzer target for what scopemeter takes from an
  * MLflow server's reply: the Retry-After header value
- * (sm_rest_parse_retry_after) and the JSON body, loaded exactly as
- * sm_rest_once() loads it (json_loadb, flags 0) and read through every
- * accessor chain mlflow_api.c and the sink use (experiment.experiment_id,
- * run.info.run_id / status / lifecycle_stage, runs[0].info.run_id,
- * error_code, message).
+ * (sm_rest_parse_retry_after) and the body through sm_rest_parse_reply(),
+ * the reply half of sm_rest_once(): once as a 2xx answer, whose parsed body
+ * is then read through every accessor chain mlflow_api.c and the sink use
+ * (experiment.experiment_id, run.info.run_id / status / lifecycle_stage,
+ * runs[0].info.run_id, error_code, message), and once as an error status,
+ * which builds the error line (describe_error) that goes to stderr: it must
+ * be one NUL-terminated line without control characters.
  *
  * Input: the first line is the Retry-After value (at most 255 bytes, as
- * on_header() accepts), the rest is the body.
- *
- * Limitation (see docs/hardening.md): sm_rest_once() parses the body and
- * builds the error line inline, after curl_easy_perform(); that part
- * (describe_error) is only reachable through a real transfer, so it is
- * covered by the REST tests against servers, not here.
+ * on_header() accepts), the rest is the body.  The error status is picked
+ * from the body's length, so the retried and the refused statuses are both
+ * reached with the same corpus.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -37,8 +36,10 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     size_t hl = nl ? (size_t)(nl - buf) : size;
     const char *body = nl ? nl + 1 : buf + size;
     size_t blen = size - (size_t)(body - buf);
-    json_error_t je;
+    static const long statuses[] = {400, 404, 429, 503, 302};
+    sm_rest_result res;
     json_t *root, *run_info;
+    long http;
 
     if (hl < 256) {
         char v[256];
@@ -50,7 +51,30 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
             abort();
     }
 
-    root = json_loadb(body, blen, 0, &je);
+    /* an error answer: the outcome and the one-line message */
+    http = statuses[blen % (sizeof statuses / sizeof statuses[0])];
+    memset(&res, 0, sizeof res);
+    sm_rest_parse_reply("runs/get?run_id=0123abc", http, blen ? body : NULL, blen, &res);
+    if (res.http != http ||
+        res.outcome != (http == 429 || http >= 500 ? SM_REST_RETRY : SM_REST_REFUSED))
+        abort();
+    if (!memchr(res.msg, '\0', sizeof res.msg) || !memchr(res.error_code, '\0',
+                                                         sizeof res.error_code))
+        abort();
+    if (strncmp(res.msg, "runs/get: HTTP ", 15) != 0) /* the query never shows */
+        abort();
+    for (const char *c = res.msg; *c; c++)
+        if ((unsigned char)*c < 32 || *c == 127)
+            abort();
+    sm_rest_result_clear(&res);
+
+    /* a 2xx answer: the body as the callers read it */
+    memset(&res, 0, sizeof res);
+    sm_rest_parse_reply("runs/get", 200, blen ? body : NULL, blen, &res);
+    if (res.outcome != SM_REST_OK || res.msg[0])
+        abort();
+    root = res.body;
+    res.body = NULL;
     if (!root)
         return 0;
     read_str(json_object_get(json_object_get(root, "experiment"), "experiment_id"));
