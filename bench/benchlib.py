@@ -10,6 +10,7 @@ import json
 import math
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -139,9 +140,11 @@ def load_conftest():
 def pyfront_dir(build):
     """A directory to put on PYTHONPATH so `import scopemeter` loads this
     checkout's Python front with the extension built in `build`: the package's
-    .py files and build/python/_native*.so linked side by side under
-    build/bench-pyfront/scopemeter.  None when the extension is not built (the
-    harness then uses an installed scopemeter, if any)."""
+    .py files and build/python/_native*.so copied side by side under
+    build/bench-pyfront/scopemeter.  Copied, not linked, when the harness
+    starts: an edit of python/scopemeter during a 20-minute run must not mix
+    new Python with the extension built before it.  None when the extension
+    is not built (the harness then uses an installed scopemeter, if any)."""
     ext_dir = os.path.join(build, "python")
     try:
         exts = [f for f in os.listdir(ext_dir) if f.startswith("_native") and f.endswith(".so")]
@@ -151,20 +154,14 @@ def pyfront_dir(build):
         return None
     top = os.path.join(build, "bench-pyfront")
     pkg = os.path.join(top, "scopemeter")
-    os.makedirs(pkg, exist_ok=True)
+    shutil.rmtree(pkg, ignore_errors=True)
+    os.makedirs(pkg)
     src = os.path.join(ROOT, "python", "scopemeter")
-    wanted = {f: os.path.join(src, f) for f in os.listdir(src) if f.endswith(".py")}
-    wanted.update({f: os.path.join(ext_dir, f) for f in exts})
-    for name, target in wanted.items():
-        link = os.path.join(pkg, name)
-        if os.path.islink(link) and os.readlink(link) == target:
-            continue
-        if os.path.lexists(link):
-            os.unlink(link)
-        os.symlink(target, link)
-    for name in os.listdir(pkg):  # files the package no longer has
-        if name not in wanted and os.path.islink(os.path.join(pkg, name)):
-            os.unlink(os.path.join(pkg, name))
+    for f in os.listdir(src):
+        if f.endswith(".py"):
+            shutil.copy2(os.path.join(src, f), pkg)
+    for f in exts:
+        shutil.copy2(os.path.join(ext_dir, f), pkg)
     return top
 
 
