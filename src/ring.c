@@ -117,10 +117,12 @@ static void remove_head(sm_ring *r, size_t n)
     r->head_seq += n;
 }
 
-int sm_ring_peek(sm_ring *r, sm_record *out, size_t cap, double timeout_s)
+/* peek and pop: wait for records, copy up to cap, and remove them too when
+ * `remove` (pop) — one body so the two cannot drift apart. */
+static int take(sm_ring *r, sm_record *out, size_t cap, double timeout_s, int remove)
 {
     int rc;
-    size_t n = 0;
+    size_t n;
 
     if (cap == 0)
         return -EINVAL;
@@ -130,11 +132,18 @@ int sm_ring_peek(sm_ring *r, sm_record *out, size_t cap, double timeout_s)
     rc = wait_records(r, timeout_s);
     if (rc > 0) {
         n = copy_out(r, out, cap);
+        if (remove)
+            remove_head(r, n);
         r->peek_seq = r->head_seq;
         rc = (int)n;
     }
     pthread_mutex_unlock(&r->mu);
     return rc;
+}
+
+int sm_ring_peek(sm_ring *r, sm_record *out, size_t cap, double timeout_s)
+{
+    return take(r, out, cap, timeout_s, 0);
 }
 
 size_t sm_ring_consume(sm_ring *r, size_t n)
@@ -155,23 +164,7 @@ size_t sm_ring_consume(sm_ring *r, size_t n)
 
 int sm_ring_pop(sm_ring *r, sm_record *out, size_t cap, double timeout_s)
 {
-    int rc;
-    size_t n;
-
-    if (cap == 0)
-        return -EINVAL;
-    if (cap > INT32_MAX)
-        cap = INT32_MAX;
-    pthread_mutex_lock(&r->mu);
-    rc = wait_records(r, timeout_s);
-    if (rc > 0) {
-        n = copy_out(r, out, cap);
-        remove_head(r, n);
-        r->peek_seq = r->head_seq;
-        rc = (int)n;
-    }
-    pthread_mutex_unlock(&r->mu);
-    return rc;
+    return take(r, out, cap, timeout_s, 1);
 }
 
 void sm_ring_close(sm_ring *r)
