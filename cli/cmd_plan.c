@@ -1,5 +1,5 @@
 /*
- * cmd_plan.c — `scopemeter plan`: the preflight of contract §7.  Before a
+ * cmd_plan.c — `scopemeter plan`: the preflight (docs/design.md §8).  Before a
  * user turns on every worker they see what it costs: collectors, the
  * effective interval after the write-load cap, series (= charts, MLflow draws
  * one per series), UI sections, rows per hour and bytes per day.  The
@@ -129,7 +129,7 @@ static void print_text(const sm_plan_input *in, int nodes_given, const sm_plan *
            node_hosts, node_hosts == 1 ? "" : "s", 6 * node_hosts, other);
     printf("rows/hour    %.0f\n", p->rows_per_hour);
     human_bytes(p->bytes_per_day, bytes, sizeof bytes);
-    printf("bytes/day    %s (at %.0f bytes per row, the seed's measurement; docs/plan.md)\n", bytes,
+    printf("bytes/day    %s (at %.0f bytes per row, a measured backend; docs/plan.md)\n", bytes,
            p->bytes_per_row);
     if (!in->all_workers && pods > 1) {
         sm_plan_input all = *in;

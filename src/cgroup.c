@@ -1,6 +1,6 @@
 /*
  * cgroup.c — finding this process's cgroup and the limits that bind it
- * (contract §3; ../shared/spec/cgroup.md; docs/cgroup.md has every decision).
+ * (docs/design.md §1; docs/cgroup.md has the rules and every decision).
  *
  *   1. /proc/self/cgroup gives the cgroup path per hierarchy; mountinfo gives
  *      where each hierarchy is mounted and which part of it (the mount root).
@@ -315,7 +315,7 @@ static void gib(char *out, size_t cap, uint64_t bytes, const char *sep)
         fmt(out, cap, "%.0f%sMiB", (double)bytes / 1048576.0, sep);
 }
 
-/* 16 -> "16.0", 2.5 -> "2.5", 0.25 -> "0.25" (contract §5 writes cpu=16.0) */
+/* 16 -> "16.0", 2.5 -> "2.5", 0.25 -> "0.25" (docs/design.md §3 writes cpu=16.0) */
 static void cores_str(char *out, size_t cap, double v)
 {
     size_t n;
@@ -711,7 +711,7 @@ int sm_cgroup_resolve(const sm_ctx *ctx, sm_cgroup *cg)
         app(cg->why, sizeof cg->why, ", no cpu limit");
     }
 
-    /* tag (contract §5): "v2 /path mem=56.0GiB cpu=16", "v2 /path cpu=2.5"
+    /* tag (docs/design.md §3): "v2 /path mem=56.0GiB cpu=16", "v2 /path cpu=2.5"
      * for a CPU-only limit, "none: no limit" */
     if (cg->mem_limit) {
         gib(s1, sizeof s1, cg->mem_limit, "");

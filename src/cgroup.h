@@ -1,6 +1,6 @@
 /*
- * cgroup.h — locating this process's cgroup and its limits (contract §3,
- * ../shared/spec/cgroup.md, docs/cgroup.md).  Implemented in cgroup.c; the
+ * cgroup.h — locating this process's cgroup and its limits (docs/design.md §1,
+ * docs/cgroup.md).  Implemented in cgroup.c; the
  * pure text parsers it uses are in parse_cgroup.c.
  *
  * Every *_dir below carries the sysroot prefix (it is opened as is); every

@@ -1,6 +1,6 @@
 /*
  * coll_container.c — the container_* series, measured against the cgroup's
- * own limits (contract §2-§3, §5; docs/cgroup.md).
+ * own limits (docs/design.md §1, §3; docs/cgroup.md).
  *
  *   container_memory_usage_megabytes    working set at the limiting level:
  *                                       usage − inactive_file, floored at 0

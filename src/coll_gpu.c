@@ -1,5 +1,5 @@
 /*
- * coll_gpu.c — gpu_<i>_* series (contract §2) from NVML, loaded at run time.
+ * coll_gpu.c — gpu_<i>_* series (docs/design.md §1) from NVML, loaded at run time.
  *
  * Why dlopen: the engine links libc, pthreads and libdl only, so the same
  * build runs on CPU workers and on GPU nodes; NVML (libnvidia-ml.so.1) is
@@ -8,7 +8,7 @@
  * is a real path: SCOPEMETER_SYSROOT does not apply to it (a library must be
  * loadable by this process, not laid out in a fake tree).
  *
- * Which GPUs (contract §2, docs/gpu.md):
+ * Which GPUs (docs/design.md §1, docs/gpu.md):
  *   1. Assigned at all: a /dev/nvidia[0-9]* node exists (through the
  *      sysroot).  NVIDIA_VISIBLE_DEVICES is not looked at: base images set
  *      it to "all" on CPU workers too.  No node: absent, informational.
@@ -17,7 +17,7 @@
  *      invalid entry, so "", "-1" and Slurm's "NoDevFiles" mean no device.
  *   3. The key index i is the NVML index.
  *
- * Failure policy (contract §6): library not loadable or not NVML, init or
+ * Failure policy (docs/design.md §6): library not loadable or not NVML, init or
  * device count failing: one warning, gpu_* absent, the tag says why with
  * NVML's own text.  A missing optional entry point or NOT_SUPPORTED /
  * NO_PERMISSION drops that one metric of that device; GPU_IS_LOST drops the

@@ -2,7 +2,7 @@
  * collectors.c — the table of collectors and the set that drives them.
  * Adding a collector is one new file and one row below.
  *
- * Failure policy (contract §6): a collector that cannot open is dropped with
+ * Failure policy (docs/design.md §6): a collector that cannot open is dropped with
  * one line naming the file; one whose sample fails drops its points for that
  * sample, with one line per failure streak (a file that vanishes and comes
  * back resumes by itself, and says so).

@@ -1,12 +1,12 @@
 /*
  * identity.c — rank, local rank, world sizes and node name from the
- * launcher's environment (contract §4), in the contract's order of
+ * launcher's environment (docs/design.md §4), in this order of
  * preference: torchrun / Ray Train, Slurm, Open MPI, MPICH/PMI.
  *
  * Node name: SCOPEMETER_NODE_NAME, NODE_NAME (Kubernetes downward API
  * spec.nodeName), SLURMD_NODENAME.  Never a pod IP, a Ray node IP, a hostname
- * inside Kubernetes or LOCAL_RANK: those look like nodes and are not (seed,
- * "노드 식별").
+ * inside Kubernetes or LOCAL_RANK: those look like nodes and are not
+ * (docs/design.md §2).
  */
 #include <errno.h>
 #include <limits.h>

@@ -77,7 +77,7 @@ typedef struct sm_notes {
 SM_HIDDEN void sm_note(sm_notes *notes, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* ---- plan.c: contract §4, shared by the monitor and sm_plan_compute -------- */
+/* ---- plan.c: docs/design.md §4-§5, shared by the monitor and sm_plan_compute -------- */
 SM_HIDDEN int sm_collectors_of(int world_size, int local_world_size, int all_workers);
 SM_HIDDEN double sm_capped_interval(int collectors, double interval, int samples);
 

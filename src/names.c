@@ -1,5 +1,5 @@
 /*
- * names.c — the naming rule of contract §2, a pure function of
+ * names.c — the naming rule of docs/design.md §2, a pure function of
  * (upstream key, rank, node).
  *
  * MLflow's own monitor logs every key under one "system/" prefix although they

@@ -1,7 +1,7 @@
 /*
- * plan.c — sm_plan_compute: the preflight of contract §7.  Turning on every
- * worker multiplies series, charts and rows; the seed asks that a user see
- * those numbers before deciding, not in a log line after.  Everything here
+ * plan.c — sm_plan_compute: the preflight (docs/design.md §8).  Turning on
+ * every worker multiplies series, charts and rows; a user should see those
+ * numbers before deciding, not in a log line after.  Everything here
  * is arithmetic on the rules the monitor applies (collectors, write-load
  * cap, series per collector, how MLflow's UI groups keys); docs/plan.md
  * derives each number.
@@ -13,16 +13,16 @@
 
 #include "internal.h"
 
-/* Series each collecting process logs, by scope (contract §2). */
+/* Series each collecting process logs, by scope (docs/design.md §1). */
 #define NODE_SERIES 3      /* node_cpu_utilization_percentage, node_memory_usage_{megabytes,percentage} */
 #define ROOTFS_SERIES 3    /* rootfs_usage_{megabytes,percentage}, rootfs_available_megabytes */
 #define NETWORK_SERIES 2   /* network_{receive,transmit}_megabytes */
 #define GPU_SERIES 5       /* per GPU: memory %, memory MB, utilization, power W, power % */
 #define CONTAINER_SERIES 3 /* container_memory_usage_{megabytes,percentage}, container_cpu_... */
 
-/* Bytes one metric row costs the tracking store: the seed's measurement on
- * its MLflow backend ("행당 약 433바이트", 16 ranks x 16 series at 10 s =
- * about 914 MB a day).  docs/plan.md says what it covers and how the tests
+/* Bytes one metric row costs the tracking store, as measured on a
+ * production MLflow backend (16 ranks x 16 series at 10 s = about 914 MB a
+ * day).  docs/plan.md says what it covers and how the tests
  * compare it with MLflow's own sqlite store. */
 #define BYTES_PER_ROW 433.0
 
@@ -31,7 +31,7 @@ static int ceil_div(int a, int b)
     return (int)(((long long)a + b - 1) / b);
 }
 
-/* Contract §4, shared by the monitor and the plan so the two never disagree:
+/* docs/design.md §4, shared by the monitor and the plan so they never disagree:
  * one collector by default; with all_workers one per pod (world size / local
  * world size). */
 int sm_collectors_of(int world_size, int local_world_size, int all_workers)

@@ -250,7 +250,7 @@ static void memory_v1_fallback(void)
     free(p);
 }
 
-/* The three lines of contract §6 differ in kind: no device is SM_ABSENT
+/* The three GPU lines of docs/design.md §6 differ in kind: no device is SM_ABSENT
  * (informational), a library or NVML failure is negative (a warning).  A
  * failed open leaves NVML shut down and unloaded. */
 static void three_lines(void)

@@ -2,7 +2,7 @@
  * test_monitor.c — the sampling engine end to end on a fake machine
  * (tests/fixtures/monitor-basic through SCOPEMETER_SYSROOT) with the queue
  * sink: windows, steps, rounding, timestamps, start and end tags, the last
- * partial window at stop, who collects (contract §4), the write-load cap,
+ * partial window at stop, who collects (docs/design.md §4), the write-load cap,
  * configuration precedence, the skipped tag, the stop timeout and a forked
  * child's stop.  No timing thresholds: waits are for conditions, with
  * generous bounds.
@@ -225,7 +225,7 @@ static void test_windows(void)
     check_series(t0, t1, &last);
     CHECK(last >= 2);
 
-    /* start tags (contract §5) */
+    /* start tags (docs/design.md §3) */
     CHECK_EQ_STR(tag("scopemeter.rank0.node"), "unknown");
     CHECK_EQ_STR(tag("scopemeter.interval_s"), "0.05");
     CHECK_EQ_STR(tag("scopemeter.samples"), "2");
@@ -278,7 +278,7 @@ static void test_partial_window(void)
     sm_monitor_free(m);
 }
 
-/* contract §4: who collects */
+/* docs/design.md §4: who collects */
 static void test_who_collects(void)
 {
     char err[256];
@@ -343,7 +343,7 @@ static void test_who_collects(void)
     sm_monitor_free(m); /* free stops */
 }
 
-/* contract §4: write-load cap */
+/* docs/design.md §5: write-load cap */
 static void test_cap(void)
 {
     char err[256];
@@ -376,7 +376,7 @@ static void test_cap(void)
     CHECK_NEAR(sm_monitor_interval(m), 30.0, 1e-9);
     sm_monitor_free(m);
 
-    /* 8 pods with the default 10 s: raised to 20 s (the seed's smoke run) */
+    /* 8 pods with the default 10 s: raised to 20 s (the reference run of docs/plan.md) */
     m = queue_monitor(0, 0);
     CHECK_EQ_INT(sm_monitor_set_all_workers(m, 1), 0);
     CHECK_EQ_INT(sm_monitor_start(m, err, sizeof err), 0);

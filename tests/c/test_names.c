@@ -1,4 +1,4 @@
-/* test_names.c — the naming rule of contract §2. */
+/* test_names.c — the naming rule of docs/design.md §2. */
 #include <errno.h>
 
 #include "check.h"

@@ -2,7 +2,9 @@
 a run back through MLflow's REST API (urllib; no MLflow client import, which
 costs seconds per test)."""
 import json
+import os
 import re
+import select
 import subprocess
 import time
 import urllib.parse
@@ -81,6 +83,46 @@ def start_cli(binary, args, env=None, **kw):
     e = clean_env(**(env or {}))
     return subprocess.Popen([binary, "run", *args], env=e, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, **kw)
+
+
+def read_bytes(stream, n, timeout=60):
+    """Up to n bytes of a child's pipe (fewer at end of file), waited for at
+    most `timeout` seconds: a child that stops writing fails the test with what
+    it did write, instead of blocking it in read() forever."""
+    fd = stream.fileno()
+    deadline = time.monotonic() + timeout
+    buf = bytearray()
+    while len(buf) < n:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AssertionError(f"{n} bytes not read within {timeout} s; got {bytes(buf)!r}")
+        if select.select([fd], [], [], left)[0]:
+            b = os.read(fd, n - len(buf))
+            if not b:
+                break
+            buf += b
+    return bytes(buf)
+
+
+def read_line(stream, timeout=60):
+    """One line of a child's pipe (text), waited for at most `timeout` seconds
+    instead of an unbounded readline(); "" at end of file.  It reads the
+    descriptor itself, a byte at a time, so nothing is left in a Python buffer:
+    select() stays true to what is unread, and a later read_line() or
+    communicate() gets the rest."""
+    fd = stream.fileno()
+    deadline = time.monotonic() + timeout
+    buf = bytearray()
+    while not buf.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AssertionError(f"no whole line within {timeout} s; got {bytes(buf)!r}")
+        if select.select([fd], [], [], left)[0]:
+            b = os.read(fd, 1)
+            if not b:
+                break
+            buf += b
+    return buf.decode(errors="replace")
 
 
 def sm_lines(stderr):

@@ -1,4 +1,4 @@
-"""The benchmark harness (bench/run, issue 6) in quick mode, once: it proves the
+"""The benchmark harness (bench/run, bench/README.md) in quick mode, once: it proves the
 harness still runs end to end against this build — every table and every row
 printed, every number finite (and positive where it is a cost, a rate or a
 count).  No timing thresholds: quick-mode numbers are not results (few
@@ -17,6 +17,10 @@ import pytest
 from conftest import ROOT
 
 RUN = os.path.join(ROOT, "bench", "run")
+
+# the module's fixture runs bench/run once, bounded at 900 s; the first test
+# pays for it
+pytestmark = [pytest.mark.bench, pytest.mark.timeout(960)]
 
 TITLES = [
     "1. CPU per full sample",

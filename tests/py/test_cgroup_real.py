@@ -24,6 +24,7 @@ import time
 import pytest
 
 from conftest import clean_env, is_root
+from runread import read_line
 from test_fixtures import cg_driver
 
 V1_UNLIMITED = 1 << 62
@@ -295,14 +296,15 @@ def test_removed_cgroup_fails_once_and_resumes():
             proc.stdin.write(c + "\n")
             proc.stdin.flush()
             got = []
+            deadline = time.monotonic() + 60  # a driver that stops answering fails, not hangs
             while True:
-                line = proc.stdout.readline()
+                line = read_line(proc.stdout, max(0.0, deadline - time.monotonic()))
                 assert line, got
                 got.append(line.rstrip("\n"))
                 if line.startswith(until):
                     return got
 
-        start = [proc.stdout.readline().rstrip("\n") for _ in range(4)]
+        start = [read_line(proc.stdout).rstrip("\n") for _ in range(4)]
         assert start[0] == "open 0" and start[3] == "ready", start
         assert cmd("sample", "sample ")[-1] == "sample 0 "
         # move the driver out, remove its cgroup under the open descriptors

@@ -1,4 +1,4 @@
-"""Brief fuzzing of every parser of outside input (issue 7, item 1).
+"""Brief fuzzing of every parser of outside input (docs/hardening.md).
 
 Runs tests/fuzz/run-brief: builds the libFuzzer targets with clang, ASan and
 UBSan in build-fuzz and fuzzes each for SM_FUZZ_SECONDS (the script's default,
@@ -14,6 +14,10 @@ import pytest
 from conftest import ROOT
 
 SCRIPT = os.path.join(ROOT, "tests", "fuzz", "run-brief")
+SECONDS = int(os.environ.get("SM_FUZZ_SECONDS", "20"))
+
+# run-brief's own bound below (the build, then every target), with room
+pytestmark = [pytest.mark.fuzz, pytest.mark.timeout(660 + 40 * SECONDS)]
 
 
 def _has_libfuzzer():
@@ -34,7 +38,7 @@ def test_fuzz_brief():
     ok, why = _has_libfuzzer()
     if not ok:
         pytest.skip(why)
-    secs = int(os.environ.get("SM_FUZZ_SECONDS", "20"))
+    secs = SECONDS
     env = dict(os.environ, SM_FUZZ_SECONDS=str(secs))
     # build (first time) + every target's run, with room
     p = subprocess.run([SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True,

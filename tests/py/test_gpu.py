@@ -1,4 +1,4 @@
-"""The GPU collector (contract §2 GPU rows, §5 gpu tag, §6 GPU lines) through
+"""The GPU collector (docs/design.md §1 GPU rows, §3 gpu tag, §6 GPU lines) through
 `scopemeter probe --json`, against the fake NVML of tests/fakenvml loaded via
 SCOPEMETER_NVML_LIBRARY, in a fake machine under SCOPEMETER_SYSROOT.
 

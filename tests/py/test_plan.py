@@ -1,8 +1,9 @@
-"""`scopemeter plan`: the preflight of contract §7 for a table of jobs, the
-seed's two examples among them (8 GPU workers on 4 nodes -> 128 series,
-128 charts, 34 sections; 16 workers on 4 nodes -> 256 series), through both
---json and the text output; bad input exits 2 with one line.  The last test
-checks the bytes-per-row assumption against MLflow's own sqlite store.
+"""`scopemeter plan`: the preflight (docs/design.md §8, docs/plan.md) for a
+table of jobs, docs/plan.md's two reference jobs among them (8 GPU workers
+on 4 nodes -> 128 series, 128 charts, 34 sections; 16 workers on 4 nodes ->
+256 series), through both --json and the text output; bad input exits 2
+with one line.  The last test checks the bytes-per-row assumption against
+MLflow's own sqlite store.
 """
 import json
 import math
@@ -28,7 +29,7 @@ def plan_json(scopemeter_bin, *args):
 
 def expected(workers, per_pod=1, nodes=None, gpus=0, all_workers=False, interval=10.0,
              samples=1, limits=True):
-    """The rules of contract §2/§4 written out independently of plan.c."""
+    """The rules of docs/design.md §1, §4 and §5 written out independently of plan.c."""
     pods = math.ceil(workers / per_pod)
     nodes = nodes or pods
     n = pods if all_workers else 1
@@ -46,13 +47,13 @@ def expected(workers, per_pod=1, nodes=None, gpus=0, all_workers=False, interval
                 rows_per_hour=rows_h, bytes_per_day=rows_h * 24 * 433)
 
 
-# (args, expected(**kw), a few literal numbers where the seed gives them)
+# (args, expected(**kw), a few literal numbers where docs/plan.md gives them)
 CASES = [
-    # the seed's smoke run: 8 GPU workers, 2 per node on 4 nodes, all workers
+    # the reference run of docs/plan.md: 8 GPU workers, 2 per node on 4 nodes, all workers
     (["--workers", "8", "--nodes", "4", "--gpus-per-worker", "1", "--all-workers"],
      dict(workers=8, nodes=4, gpus=1, all_workers=True),
      dict(series=128, charts=128, sections=34, interval_s=20.0, collectors=8)),
-    # the seed's 16 workers on 4 nodes: 256 series (and charts)
+    # 16 workers on 4 nodes (docs/plan.md): 256 series (and charts)
     (["--workers", "16", "--nodes", "4", "--gpus-per-worker", "1", "--all-workers"],
      dict(workers=16, nodes=4, gpus=1, all_workers=True),
      dict(series=256, charts=256, sections=34, interval_s=40.0, collectors=16)),
@@ -60,7 +61,7 @@ CASES = [
     (["--workers", "8", "--nodes", "4", "--gpus-per-worker", "1"],
      dict(workers=8, nodes=4, gpus=1),
      dict(series=16, sections=16, collectors=1, interval_s=10.0, rows_per_hour=5760)),
-    # CPU workers, 2 ranks in one pod: the pod's local rank 0 only -> 11 series (seed: 22 -> 11)
+    # CPU workers, 2 ranks in one pod: the pod's local rank 0 only -> 11 series (22 -> 11)
     (["--workers", "2", "--workers-per-pod", "2", "--all-workers"],
      dict(workers=2, per_pod=2, all_workers=True),
      dict(series=11, collectors=1, sections=11)),
@@ -68,7 +69,7 @@ CASES = [
     (["--workers", "2", "--nodes", "1", "--all-workers"],
      dict(workers=2, nodes=1, all_workers=True),
      dict(series=22, sections=11)),
-    # uneven spread: 8 pods on 3 nodes (3/2/3 in the seed): 6 x 3 + 10
+    # uneven spread: 8 pods on 3 nodes (3/2/3): 6 x 3 + 10
     (["--workers", "8", "--nodes", "3", "--gpus-per-worker", "1", "--all-workers"],
      dict(workers=8, nodes=3, gpus=1, all_workers=True),
      dict(sections=28)),
@@ -120,7 +121,7 @@ def test_plan_json(scopemeter_bin, args, kw, literal):
     assert got["capped"] == (got["interval_s"] > kw.get("interval", 10.0))
 
 
-def test_plan_text_seed_example(scopemeter_bin):
+def test_plan_text_reference_example(scopemeter_bin):
     out = plan(scopemeter_bin, "--workers", "8", "--nodes", "4", "--gpus-per-worker", "1",
                "--all-workers").stdout
     lines = {line.split()[0]: line for line in out.splitlines() if line.strip()}
@@ -174,7 +175,7 @@ def test_plan_help(scopemeter_bin):
 
 
 def test_bytes_per_row_against_mlflow_sqlite(tmp_path):
-    """The plan assumes 433 bytes per row (the seed's backend).  MLflow's own
+    """The plan assumes 433 bytes per row (a measured backend, docs/plan.md).  MLflow's own
     sqlite store, measured here with keys of scopemeter's length, must be of
     the same order, or the assumption needs a new look."""
     mlflow = pytest.importorskip("mlflow")

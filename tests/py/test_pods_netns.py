@@ -1,4 +1,4 @@
-"""Pods on one node (issue 4), with real kernel isolation:
+"""Pods on one node (docs/design.md §2, §4), with real kernel isolation:
 
 - two pods = two network namespaces (ip netns, entered with nsenter) and two
   memory + CPU cgroups with different limits; one rank in each (RANK 0/1,

@@ -1,4 +1,4 @@
-"""Ray Train (issue 4): a TorchTrainer with 2 CPU workers on one local Ray
+"""Ray Train (docs/python.md): a TorchTrainer with 2 CPU workers on one local Ray
 node, inside a real memory + CPU limited cgroup (the pod); the training
 function calls scopemeter.enable_system_metrics(all_workers=True) first
 thing.  Ray Train sets RANK / LOCAL_RANK / WORLD_SIZE / LOCAL_WORLD_SIZE for
@@ -13,6 +13,9 @@ import pytest
 
 from pyfront_util import (CONTAINER, Pod, assert_limits, cgroups_usable, expected_keys, new_run,
                           python_env, read_run, system_keys)
+
+# the driver's own bound (420 s) and the session's mlflow server
+pytestmark = [pytest.mark.launchers, pytest.mark.timeout(600)]
 
 pytest.importorskip("torch", reason="torch not installed (pip install torch==2.13.0)")
 pytest.importorskip("ray.train.torch", reason='Ray Train not installed (pip install "ray[train]")')

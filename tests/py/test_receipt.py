@@ -1,5 +1,5 @@
 """The receipt line and the write-load cap as a collecting worker prints them
-(contract §4: "The effective interval is printed and tagged")."""
+(docs/design.md §5: the effective interval is printed and tagged)."""
 import os
 import re
 import subprocess

@@ -1,8 +1,8 @@
-"""`scopemeter run -- CMD` against a real `mlflow server` (issue 3, contract
-§4–§7): the run it creates or attaches to, the exact keys, steps, tags and
-point counts read back through MLflow's REST API, CMD's exit status and
-signals, the environment CMD sees, ranks sharing one run, and what happens
-without a tracking server."""
+"""`scopemeter run -- CMD` against a real `mlflow server` (docs/cli.md,
+docs/design.md §4-§8): the run it creates or attaches to, the exact keys,
+steps, tags and point counts read back through MLflow's REST API, CMD's exit
+status and signals, the environment CMD sees, ranks sharing one run, and what
+happens without a tracking server."""
 import json
 import re
 import shutil
@@ -17,7 +17,7 @@ import pytest
 from conftest import clean_env
 from faultproxy import FaultProxy
 from runread import (assert_steps_contiguous, get_run, histories, new_experiment, new_run,
-                     probe_keys, rest, run_cli, sm_lines, start_cli, tags_of)
+                     probe_keys, read_line, rest, run_cli, sm_lines, start_cli, tags_of)
 
 START_TAGS = {"node", "gpu", "cgroup"}
 
@@ -125,7 +125,7 @@ def test_sigterm_is_forwarded_and_run_killed(scopemeter_bin, mlflow_server):
               "time.sleep(60)\n")
     proc = start_cli(scopemeter_bin, ["--interval", "0.5", "--", sys.executable, "-c", script],
                      env={"MLFLOW_TRACKING_URI": mlflow_server})
-    assert proc.stdout.readline().strip() == "ready"
+    assert read_line(proc.stdout).strip() == "ready"
     time.sleep(1)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
@@ -303,6 +303,8 @@ def test_rank_without_a_job_id_or_run_id_says_so_and_runs_cmd(scopemeter_bin, ml
     assert list(tmp_path.glob("scopemeter-rank1-*.jsonl"))
 
 
+@pytest.mark.launchers
+@pytest.mark.timeout(480)  # torchrun's own bound (300 s) and the session's mlflow server
 def test_torchrun_no_python_ranks_share_one_run(scopemeter_bin, mlflow_server, tmp_path):
     runner = shutil.which("torchrun")
     if not runner:

@@ -9,7 +9,7 @@ import time
 import uuid
 
 from conftest import clean_env
-from runread import get_run, rest, sm_lines, start_cli
+from runread import get_run, read_bytes, rest, sm_lines, start_cli
 
 SIGPIPE_BIT = 1 << (13 - 1)  # /proc/PID/status SigIgn: bit N-1 for signal N
 SIGCHLD_BIT = 1 << (17 - 1)
@@ -48,7 +48,7 @@ def test_closed_stderr_pipe_does_not_kill_the_run(scopemeter_bin, tmp_path):
                          env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                          cwd=tmp_path)  # Popen restores SIGPIPE to SIG_DFL, as a shell has it
     try:
-        assert p.stderr.read(10) == b"scopemeter"
+        assert read_bytes(p.stderr, 10) == b"scopemeter"
         p.stderr.close()
         rc = p.wait(timeout=60)
     finally:

@@ -1,11 +1,11 @@
-"""torchrun, one pod (issue 4): `torchrun --nproc_per_node=2` inside a real
+"""torchrun, one pod (docs/python.md): `torchrun --nproc_per_node=2` inside a real
 memory + CPU limited cgroup, each rank training a DDP model (gloo, CPU) and
 calling scopemeter.enable_system_metrics() right after opening the run.
 
 - all_workers=True: the pod's local rank 0 collects for it, the second local
   rank collects nothing -> exactly the 11 non-GPU series of rank 0 (22 -> 11);
 - default: rank 0 only -> the same 11 keys, rank 0's, and no rank 1 tag.
-Names are checked key by key against the contract (pyfront_util).
+Names are checked key by key against docs/design.md §2 (pyfront_util).
 """
 import shutil
 import subprocess
@@ -15,6 +15,9 @@ import pytest
 
 from pyfront_util import (CONTAINER, Pod, assert_limits, cgroups_usable, expected_keys, new_run,
                           python_env, read_run, system_keys, worker_cmd)
+
+# torchrun's own bound (300 s) and the session's mlflow server
+pytestmark = [pytest.mark.launchers, pytest.mark.timeout(480)]
 
 torch = pytest.importorskip("torch", reason="torch not installed (pip install torch==2.13.0)")
 

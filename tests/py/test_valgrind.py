@@ -1,4 +1,4 @@
-"""The CLI under valgrind memcheck: zero errors, zero leaks (issue 7, item 2).
+"""The CLI under valgrind memcheck: zero errors, zero leaks (docs/hardening.md).
 
 `scopemeter probe` on the real machine and on a fixture machine, and
 `scopemeter run` against the real MLflow server, each run under
@@ -25,8 +25,14 @@ from conftest import FIXTURES, ROOT, clean_env, have
 
 SUPP = os.path.join(ROOT, "tests", "valgrind.supp")
 
-pytestmark = pytest.mark.skipif(not have("valgrind"),
-                                reason="valgrind not installed (scripts/install-deps installs it)")
+pytestmark = [
+    pytest.mark.valgrind,
+    # one process under memcheck is bounded at 300 s (_valgrind); the last
+    # test may also start the session's mlflow server
+    pytest.mark.timeout(480),
+    pytest.mark.skipif(not have("valgrind"),
+                       reason="valgrind not installed (scripts/install-deps installs it)"),
+]
 
 
 def _valgrind(cmd, env, tmp_path, timeout=300):
