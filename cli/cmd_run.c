@@ -1,7 +1,7 @@
 /*
  * cmd_run.c — `scopemeter run [options] -- CMD ARGS...`: record system
  * metrics into an MLflow run while CMD runs, under the same run as CMD's own
- * MLflow logging, and exit with CMD's status (contract §7, docs/cli.md).
+ * MLflow logging, and exit with CMD's status (docs/design.md §8, docs/cli.md).
  *
  *   1. block the signals to forward (and SIGCHLD) before any thread exists,
  *      and read them from a signalfd: no work in signal handlers, and the
@@ -470,6 +470,8 @@ static void jsonl_close(struct run_state *st)
             fprintf(stderr, "scopemeter: closing %s: %s\n", st->jsonl_path, strerror(errno));
         fprintf(stderr, "scopemeter: %llu records written to %s\n", st->jsonl_records,
                 st->jsonl_path);
+        /* the closing line, as the REST sink prints it: written is delivered */
+        sm_monitor_report(st->m, st->jsonl_records, 0, 0);
     }
     st->jsonl = NULL;
 }
@@ -629,6 +631,36 @@ static int wait_child(struct run_state *st, pid_t child, int *forwarded_term)
 }
 
 /* ---- the command ------------------------------------------------------------------- */
+/* ---- the end of the run ---------------------------------------------------------- */
+#define DEFAULT_STOP_TIMEOUT 30.0 /* the monitor's default (docs/design.md §7) */
+
+/* Ending a run we created gets a fifth of the stop bound (1 to 10 s),
+ * reserved from it: the monitor's stop takes the rest, so the whole stop
+ * holds the bound (docs/rest.md, Stop). */
+static double end_run_reserve(double bound)
+{
+    return bound / 5 < 1 ? 1 : bound / 5 > 10 ? 10 : bound / 5;
+}
+
+static const char *run_status_of(int exit_code, int status, int forwarded_term)
+{
+    if (exit_code == 0)
+        return "FINISHED";
+    if (forwarded_term || (WIFSIGNALED(status) && (WTERMSIG(status) == SIGKILL ||
+                                                   terminating(WTERMSIG(status)))))
+        return "KILLED"; /* a crash (SIGSEGV, SIGABRT) is FAILED */
+    return "FAILED";
+}
+
+static void end_run(const struct run_state *st, const char *run_status, double timeout_s)
+{
+    char err[600];
+
+    if (sm_mlflow_end_run(st->uri, st->run_id, run_status, timeout_s, err, sizeof err) < 0)
+        fprintf(stderr, "scopemeter: could not mark run %s %s: %s\n", st->run_id, run_status,
+                err);
+}
+
 int cmd_run(int argc, char **argv)
 {
     struct run_opts o;
@@ -773,29 +805,20 @@ stopped_early:
     status = st.pending_sig; /* as if killed by it */
 
 stop:
-    /* 5. stop (bounded), end the run */
-    if (collecting)
-        sm_monitor_stop(m);
-    if (st.m)
-        jsonl_close(&st);
-    if (st.owns_run) {
-        const char *run_status;
-        double t = o.stop_timeout >= 0 ? o.stop_timeout : 10;
-        if (t > 10)
-            t = 10;
-        if (t < 1)
-            t = 1;
-        if (exit_code == 0)
-            run_status = "FINISHED";
-        else if (forwarded_term || (WIFSIGNALED(status) && (WTERMSIG(status) == SIGKILL ||
-                                                            terminating(WTERMSIG(status)))))
-            run_status = "KILLED"; /* a crash (SIGSEGV, SIGABRT) is FAILED */
-        else
-            run_status = "FAILED";
-        rc = sm_mlflow_end_run(st.uri, st.run_id, run_status, t, err, sizeof err);
-        if (rc < 0)
-            fprintf(stderr, "scopemeter: could not mark run %s %s: %s\n", st.run_id, run_status,
-                    err);
+    /* 5. stop, then end the run: both within the one stop bound */
+    {
+        double bound = o.stop_timeout >= 0 ? o.stop_timeout : DEFAULT_STOP_TIMEOUT;
+        double reserve = st.owns_run ? end_run_reserve(bound) : 0, t0 = mono();
+
+        if (reserve > 0)
+            sm_monitor_set_stop_timeout(m, bound > reserve ? bound - reserve : 0);
+        if (collecting)
+            sm_monitor_stop(m);
+        if (st.m)
+            jsonl_close(&st);
+        if (st.owns_run)
+            end_run(&st, run_status_of(exit_code, status, forwarded_term),
+                    bound - (mono() - t0) > reserve ? bound - (mono() - t0) : reserve);
     }
     sm_monitor_free(m);
     free(st.env);

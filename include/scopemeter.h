@@ -3,7 +3,7 @@
  *
  * scopemeter records system metrics of a training process into MLflow with
  * names that say what they measure (node_*, rootfs_*, network_*, gpu_i_*,
- * container_*), rank and node in every key.  See docs/ and the contract.
+ * container_*), rank and node in every key.  See docs/design.md.
  *
  * Conventions (as in curl and libuv):
  *   - every symbol starts with sm_ / SM_; handles are opaque;
@@ -36,7 +36,7 @@ extern "C" {
 SM_EXTERN const char *sm_version(void);
 
 /* ---------------------------------------------------------------------------
- * Identity: who this process is in a distributed job (contract §4).
+ * Identity: who this process is in a distributed job (docs/design.md §4).
  * Read from the launcher's environment: torchrun / Ray Train (RANK,
  * LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE), Slurm (SLURM_PROCID,
  * SLURM_LOCALID, SLURM_NTASKS, SLURM_NTASKS_PER_NODE or SLURM_TASKS_PER_NODE), Open MPI
@@ -56,7 +56,7 @@ typedef struct sm_identity {
 SM_EXTERN int sm_identity_from_env(sm_identity *id);
 
 /* ---------------------------------------------------------------------------
- * Names (contract §2): a pure function of (upstream key, rank, node).
+ * Names (docs/design.md §2): a pure function of (upstream key, rank, node).
  * Writes "system/<scoped key>[/NODE]/rankN" into out.  An upstream key of a
  * family no rule covers is -EINVAL; a too-small buffer is -ENOSPC.
  * node may be NULL or "" (no node tier).
@@ -140,13 +140,23 @@ SM_EXTERN int sm_monitor_set_all_workers(sm_monitor *m, int on);
 SM_EXTERN int sm_monitor_set_stop_timeout(sm_monitor *m, double seconds);
 /* Points kept while the server is unreachable; default: one hour. */
 SM_EXTERN int sm_monitor_set_buffer_points(sm_monitor *m, size_t points);
-/* REST sink: tracking URI (http:// or https://) and run id. */
+/* REST sink (libscopemeter.so, src/rest/): tracking URI (http:// or https://)
+ * and run id.  At start the sink checks the run once (runs/get, at most 5 s):
+ * a run that does not exist or is deleted makes sm_monitor_start() return
+ * -ENOENT with a line in err; a server that does not answer is said in one
+ * line and the points wait for it. */
 SM_EXTERN int sm_monitor_set_run(sm_monitor *m, const char *tracking_uri, const char *run_id);
+/* REST sink: extra HTTP headers on every request (e.g. those MLflow's
+ * request-header provider plugins add), a NULL-terminated list of name,
+ * value pairs, copied.  An Authorization header from the environment's
+ * credentials wins over one given here, as in MLflow's client.  Values are
+ * never printed. */
+SM_EXTERN int sm_monitor_set_headers(sm_monitor *m, const char *const *headers);
 /* Pull sink for bindings: records wait in the monitor's bounded queue. */
 SM_EXTERN int sm_monitor_use_queue(sm_monitor *m);
 
 /* Starts the sampling thread.  Returns 0 when collecting, SM_NOT_COLLECTING
- * when this process does not collect under the contract's rules (one line
+ * when this process does not collect under the rules of docs/design.md §4 (one line
  * says why), or a negative error with a line in err.  -ENODATA: nothing to
  * record here (no collector, no value); the monitor printed the line itself
  * (err holds a copy) and pushed the scopemeter.skipped tag, which a queue
@@ -154,7 +164,7 @@ SM_EXTERN int sm_monitor_use_queue(sm_monitor *m);
 #define SM_NOT_COLLECTING 1
 SM_EXTERN int sm_monitor_start(sm_monitor *m, char *err, size_t errlen);
 
-/* Stop in the contract's order: stop sampling, log the last partial window,
+/* Stop in the order of docs/design.md §7: stop sampling, log the last partial window,
  * end tags, flush, detach; bounded by the stop timeout.  Idempotent.
  * Returns 0, or -ETIMEDOUT when the bound was hit (one line said so). */
 SM_EXTERN int sm_monitor_stop(sm_monitor *m);
@@ -178,13 +188,25 @@ typedef struct sm_record {
     int64_t step;
 } sm_record;
 
+/* Records waiting in the pull queue (0 without one). */
+SM_EXTERN size_t sm_monitor_queued(const sm_monitor *m);
+
+/* A binding that delivers the drained records itself prints the closing
+ * line with this, after stop and its last drain: what it delivered, what the
+ * store refused and what it could not deliver before its stop bound; the
+ * monitor adds its own counts (windows, points, tags, buffer overflow).  The
+ * REST sink prints the same line itself.  -EINVAL before stop or without the
+ * queue. */
+SM_EXTERN int sm_monitor_report(sm_monitor *m, uint64_t delivered, uint64_t refused,
+                                uint64_t undelivered);
+
 /* Pull sink: waits up to timeout_s for records, copies at most cap of them.
  * Returns the number copied (> 0), 0 on timeout, or -EPIPE once the monitor
  * has stopped and the queue is empty (the stream is over). */
 SM_EXTERN int sm_monitor_drain(sm_monitor *m, sm_record *out, int cap, double timeout_s);
 
 /* ---------------------------------------------------------------------------
- * Plan: the preflight of contract §7 (what turning on every worker costs).
+ * Plan: the preflight of docs/design.md §8 (docs/plan.md) (what turning on every worker costs).
  * ------------------------------------------------------------------------- */
 typedef struct sm_plan_input {
     int workers;            /* world size, >= 1 */

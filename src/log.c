@@ -1,6 +1,6 @@
 /*
  * log.c — the one line format.  Every failure is one line on stderr with the
- * prefix "scopemeter:" (contract §6), so "why is this series missing" always
+ * prefix "scopemeter:" (docs/design.md §6), so "why is this series missing" always
  * has an answer in the log.  Lines are written with a single write(2) so that
  * lines of concurrent ranks sharing a terminal do not interleave mid-line.
  */
@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "sink.h"
 
 void sm_vlog(int level, const char *fmt, va_list ap)
 {
@@ -64,4 +64,20 @@ void sm_tag_add(sm_tags *t, const char *key, const char *fmt, ...)
     vsnprintf(t->v[t->n].value, sizeof t->v[0].value, fmt, ap);
     va_end(ap);
     t->n++;
+}
+
+void sm_log_summary(int64_t windows, uint64_t points, uint64_t tags, const sm_sink_counts *c)
+{
+    uint64_t lost = c->overflow + c->refused;
+
+    if (lost > 0)
+        sm_log(SM_WARN, "%llu points dropped during the run (buffer full or refused; oldest "
+               "first)", (unsigned long long)lost);
+    /* The process's own account, one line: a reader checks it against the
+     * run (tests/soak counts every rank's points against it). */
+    sm_log(SM_INFO, "logged %lld windows (%llu points, %llu tags): %llu delivered, %llu dropped "
+           "(buffer full), %llu refused, %llu undelivered at stop", (long long)windows,
+           (unsigned long long)points, (unsigned long long)tags,
+           (unsigned long long)c->delivered, (unsigned long long)c->overflow,
+           (unsigned long long)c->refused, (unsigned long long)c->undelivered);
 }

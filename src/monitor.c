@@ -1,8 +1,8 @@
 /*
  * monitor.c — the sampling engine: one pthread per monitor that samples the
  * collectors every `interval` seconds, logs one point per series per window
- * of `samples` samples, and hands the window's records to a sink (contract
- * §2 aggregation, §4 who collects, §5 tags, §6 failure policy).
+ * of `samples` samples, and hands the window's records to a sink (docs/design.md
+ * §1 aggregation, §4 who collects, §3 tags, §6 failure policy, §7 stop).
  *
  * Life of a monitor:
  *   start   resolve interval/samples (setter > SCOPEMETER_* > MLFLOW_* >
@@ -78,6 +78,7 @@ struct sm_monitor {
     int use_queue;
     sm_sink_factory factory;
     char *uri, *run_id;
+    char **headers;        /* NULL-terminated name, value pairs for the sink */
 
     /* resolved at start */
     double interval;
@@ -97,7 +98,7 @@ struct sm_monitor {
     int64_t step;          /* next window's step */
     int window_n;          /* samples in the current window */
     double last_sample;    /* monotonic time of the last sample (baseline included) */
-    uint64_t points_logged;
+    uint64_t points_logged, tags_logged;
     int late_key_logged, nonfinite_logged;
 
     /* the sink; its pointer changes only under mu */
@@ -231,6 +232,53 @@ int sm_monitor_set_sink_factory(sm_monitor *m, sm_sink_factory f, const char *tr
     return 0;
 }
 
+static void free_strv(char **v)
+{
+    for (size_t i = 0; v && v[i]; i++)
+        free(v[i]);
+    free(v);
+}
+
+int sm_monitor_set_sink_headers(sm_monitor *m, const char *const *headers)
+{
+    size_t n = 0;
+    char **v;
+
+    if (!m)
+        return -EINVAL;
+    if (m->state != ST_NEW)
+        return -EBUSY;
+    while (headers && headers[n] && headers[n + 1])
+        n += 2;
+    if (headers && headers[n]) /* a name without a value */
+        return -EINVAL;
+    v = calloc(n + 1, sizeof *v);
+    if (!v)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        if (!(v[i] = strdup(headers[i]))) {
+            free_strv(v);
+            return -ENOMEM;
+        }
+    free_strv(m->headers);
+    m->headers = v;
+    return 0;
+}
+
+/* What a delivering sink is told at start. */
+static sm_sink_config sink_config(const sm_monitor *m, size_t cap)
+{
+    sm_sink_config c = {
+        .tracking_uri = m->uri,
+        .run_id = m->run_id,
+        .headers = (const char *const *)m->headers,
+        .cap = cap,
+        .collectors = m->collectors,
+        .period_s = m->interval * m->samples,
+    };
+    return c;
+}
+
 /* A positive number from the environment, or 0 when unset; a value that is
  * set but unusable is said once and ignored (the next source applies). */
 static double env_number(const char *name, double lo, double hi, int integer)
@@ -301,8 +349,10 @@ static void push_tags(sm_monitor *m, const sm_tags *t, const char *const *extra)
     }
     for (size_t i = 0; extra && extra[i] && extra[i + 1] && n < m->nrecs_cap; i += 2)
         tag_record(&m->recs[n++], extra[i], extra[i + 1], ts);
-    if (n && m->sink)
+    if (n && m->sink) {
         m->sink->ops->push(m->sink, m->recs, n);
+        m->tags_logged += n;
+    }
 }
 
 /* ---- sampling ------------------------------------------------------------------- */
@@ -458,12 +508,12 @@ static void start_cleanup(sm_monitor *m)
 #define SKIP_FLUSH_S 2.0
 
 /* Start could not produce a single series: one line, and the reason as the
- * scopemeter.skipped tag when a sink can take it (contract §5, §6). */
+ * scopemeter.skipped tag when a sink can take it (docs/design.md §3, §6). */
 static int skip(sm_monitor *m, const char *why, char *err, size_t errlen)
 {
     char value[400];
     const char *extra[3] = {"scopemeter.skipped", value, NULL};
-    size_t cap = BUFFER_FLOOR;
+    sm_sink_config cfg = sink_config(m, BUFFER_FLOOR);
     char ferr[256] = "";
     int rc = 0;
 
@@ -475,9 +525,9 @@ static int skip(sm_monitor *m, const char *why, char *err, size_t errlen)
         m->nrecs_cap = m->recs ? TAGS_MAX : 0;
     }
     if (m->use_queue)
-        rc = sm_sink_queue_new(cap, &m->sink);
+        rc = sm_sink_queue_new(cfg.cap, &m->sink);
     else
-        rc = m->factory(m->uri, m->run_id, cap, ferr, sizeof ferr, &m->sink);
+        rc = m->factory(&cfg, ferr, sizeof ferr, &m->sink);
     if (rc == 0 && m->sink) {
         /* start runs before training: never hold it for the whole stop
          * timeout on a tag (a server that is down would cost 30 s) */
@@ -497,7 +547,7 @@ static int skip(sm_monitor *m, const char *why, char *err, size_t errlen)
     return -ENODATA;
 }
 
-/* Whether this process collects (contract §4); why not in `why`. */
+/* Whether this process collects (docs/design.md §4); why not in `why`. */
 static int collects(const sm_monitor *m, char *why, size_t len)
 {
     const sm_identity *id = &m->ctx.id;
@@ -573,7 +623,7 @@ int sm_monitor_start(sm_monitor *m, char *err, size_t errlen)
         return SM_NOT_COLLECTING;
     }
 
-    /* collectors n and the write-load cap (contract §4) */
+    /* collectors n and the write-load cap (docs/design.md §5) */
     m->collectors = sm_collectors_of(m->ctx.id.world_size, m->ctx.id.local_world_size,
                                      m->all_workers);
     period = m->interval * m->samples;
@@ -651,7 +701,8 @@ int sm_monitor_start(sm_monitor *m, char *err, size_t errlen)
         if (rc < 0)
             snprintf(err, errlen, "cannot create the queue: %s", strerror(-rc));
     } else {
-        rc = m->factory(m->uri, m->run_id, buffer_records(m), err, errlen, &m->sink);
+        sm_sink_config cfg = sink_config(m, buffer_records(m));
+        rc = m->factory(&cfg, err, errlen, &m->sink);
         if (rc == 0 && !m->sink)
             rc = -EINVAL;
         if (rc < 0 && !err[0])
@@ -663,7 +714,7 @@ int sm_monitor_start(sm_monitor *m, char *err, size_t errlen)
         return rc;
     }
 
-    /* start tags (contract §5) */
+    /* start tags (docs/design.md §3) */
     sm_collset_tags(&m->set, SM_TAGS_START, &start_tags);
     snprintf(node_key, sizeof node_key, "scopemeter.rank%d.node", m->ctx.id.rank);
     snprintf(v_interval, sizeof v_interval, "%g", m->interval);
@@ -763,16 +814,16 @@ int sm_monitor_stop(sm_monitor *m)
     if (frc < 0)
         rc = -ETIMEDOUT;
     dropped = m->sink->ops->dropped(m->sink);
-    if (dropped > 0)
-        sm_log(SM_WARN, "%llu points dropped during the run (buffer full or refused; oldest first)",
-               (unsigned long long)dropped);
-    /* The process's own account, one line: what a reader can check against
-     * the run (tests/soak counts every rank's points against it).  Read
-     * under mu: a thread left behind may still be finishing. */
-    pthread_mutex_lock(&m->mu);
-    sm_log(SM_INFO, "logged %lld windows (%llu points), dropped %llu", (long long)m->step,
-           (unsigned long long)m->points_logged, (unsigned long long)dropped);
-    pthread_mutex_unlock(&m->mu);
+    /* The closing line, from whoever delivers: a delivering sink's account
+     * here; a queue's binding reports with sm_monitor_report().  Read under
+     * mu: a thread left behind may still be finishing. */
+    if (m->sink->ops->counts) {
+        sm_sink_counts c;
+        m->sink->ops->counts(m->sink, &c);
+        pthread_mutex_lock(&m->mu);
+        sm_log_summary(m->step, m->points_logged, m->tags_logged, &c);
+        pthread_mutex_unlock(&m->mu);
+    }
 
     /* 3. detach: close the collectors and the REST sink; the queue stays for
      * the binding's last drains until sm_monitor_free() */
@@ -809,6 +860,7 @@ static void destroy(sm_monitor *m)
     free(m->recs);
     free(m->uri);
     free(m->run_id);
+    free_strv(m->headers);
     free(m);
 }
 
@@ -856,6 +908,33 @@ uint64_t sm_monitor_dropped(const sm_monitor *m)
     n = mm->sink ? mm->sink->ops->dropped(mm->sink) : mm->dropped_final;
     pthread_mutex_unlock(&mm->mu);
     return n;
+}
+
+size_t sm_monitor_queued(const sm_monitor *m)
+{
+    sm_monitor *mm = (sm_monitor *)m; /* the mutex is not part of the value */
+    size_t n = 0;
+
+    if (!m || !m->use_queue)
+        return 0;
+    pthread_mutex_lock(&mm->mu);
+    if (mm->sink)
+        n = sm_ring_len(mm->sink->impl);
+    pthread_mutex_unlock(&mm->mu);
+    return n;
+}
+
+int sm_monitor_report(sm_monitor *m, uint64_t delivered, uint64_t refused, uint64_t undelivered)
+{
+    sm_sink_counts c = {.delivered = delivered, .refused = refused, .undelivered = undelivered};
+
+    if (!m || !m->use_queue || m->state != ST_STOPPED)
+        return -EINVAL;
+    pthread_mutex_lock(&m->mu);
+    c.overflow = m->sink ? m->sink->ops->dropped(m->sink) : m->dropped_final;
+    sm_log_summary(m->step, m->points_logged, m->tags_logged, &c);
+    pthread_mutex_unlock(&m->mu);
+    return 0;
 }
 
 int sm_monitor_drain(sm_monitor *m, sm_record *out, int cap, double timeout_s)

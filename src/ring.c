@@ -2,10 +2,18 @@
  * ring.c — the bounded FIFO between the sampling thread and a sink's
  * consumer (the REST shipping thread, or a binding draining the queue).
  *
- * Sampling must never wait on the network (contract §6), so push() never
- * blocks on a consumer: when the ring is full the oldest record is
- * overwritten and counted in `dropped`.  The storage is allocated once at
- * init; push and pop copy records and allocate nothing.
+ * Sampling must never wait on the network (docs/design.md §6),
+ * so push() never blocks on a consumer: when the ring is full the oldest
+ * record is overwritten and counted in `dropped`.
+ *
+ * Storage is compact.  A record in the ring is an sm_entry of 24 bytes; its
+ * key and tag text live once in the ring's string table (a run has a fixed
+ * set of series keys and a few dozen tags).  The public sm_record (768 bytes
+ * of key and text) would make an hour's buffer of 131072 records 100 MB, and
+ * a ring touches every page of its storage as its head goes round.  The
+ * table is filled on push (under the lock) and never changes an entry once
+ * published, so a consumer reads the strings of the entries it took without
+ * the lock.  A new string allocates; the same keys every window do not.
  *
  * Consumers that ship before they remove (peek, ship, consume) may see the
  * producer overwrite records they already peeked while shipping: head_seq
@@ -19,29 +27,98 @@
 
 #include "sink.h"
 
+/* ---- string table ------------------------------------------------------------- */
+
+static uint32_t str_hash(const char *s, size_t n)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 16777619u;
+    return h;
+}
+
+/* The id of s (n bytes), adding it when new.  0 when the table is full or
+ * out of memory (id 0 is the empty string, never a key). */
+static uint16_t intern(sm_ring *r, const char *s, size_t n)
+{
+    uint32_t h = str_hash(s, n), mask = SM_RING_HASH - 1;
+    char *copy;
+
+    for (uint32_t i = h & mask;; i = (i + 1) & mask) {
+        uint16_t id = r->hash[i];
+        if (id == 0)
+            break; /* a free bucket: s is new */
+        if (strncmp(r->str[id], s, n) == 0 && r->str[id][n] == '\0')
+            return id;
+    }
+    if (r->nstr >= SM_RING_STRINGS)
+        return 0;
+    copy = malloc(n + 1);
+    if (!copy)
+        return 0;
+    memcpy(copy, s, n);
+    copy[n] = '\0';
+    r->str[r->nstr] = copy;
+    for (uint32_t i = h & mask;; i = (i + 1) & mask)
+        if (r->hash[i] == 0) {
+            r->hash[i] = (uint16_t)r->nstr;
+            break;
+        }
+    return (uint16_t)r->nstr++;
+}
+
+const char *sm_ring_str(const sm_ring *r, uint16_t id)
+{
+    return id < SM_RING_STRINGS && r->str[id] ? r->str[id] : "";
+}
+
+void sm_ring_expand(const sm_ring *r, const sm_entry *e, sm_record *out)
+{
+    const char *k = sm_ring_str(r, e->key);
+
+    memset(out, 0, sizeof *out);
+    out->kind = e->text ? SM_RECORD_TAG : SM_RECORD_METRIC;
+    memcpy(out->key, k, strnlen(k, sizeof out->key - 1));
+    if (e->text) {
+        const char *t = sm_ring_str(r, e->text);
+        memcpy(out->text, t, strnlen(t, sizeof out->text - 1));
+    }
+    out->value = e->value;
+    out->timestamp_ms = e->timestamp_ms;
+    out->step = e->step;
+}
+
+/* ---- the ring ----------------------------------------------------------------- */
+
 int sm_ring_init(sm_ring *r, size_t cap)
 {
-    int rc;
+    int rc = -ENOMEM;
 
     memset(r, 0, sizeof *r);
-    if (cap == 0 || cap > SIZE_MAX / sizeof(sm_record))
+    if (cap == 0 || cap > SIZE_MAX / sizeof(sm_entry))
         return -EINVAL;
     r->buf = calloc(cap, sizeof *r->buf);
-    if (!r->buf)
-        return -ENOMEM;
+    r->str = calloc(SM_RING_STRINGS, sizeof *r->str);
+    r->hash = calloc(SM_RING_HASH, sizeof *r->hash);
+    if (!r->buf || !r->str || !r->hash)
+        goto fail;
+    r->nstr = 1;      /* id 0 (str[0] NULL): no string, "" to readers */
     r->cap = cap;
-    rc = pthread_mutex_init(&r->mu, NULL);
-    if (rc) {
-        free(r->buf);
-        r->buf = NULL;
-        return -rc;
-    }
+    rc = -pthread_mutex_init(&r->mu, NULL);
+    if (rc < 0)
+        goto fail;
     rc = sm_cond_init_mono(&r->cv);
     if (rc < 0) {
         pthread_mutex_destroy(&r->mu);
-        free(r->buf);
-        r->buf = NULL;
+        goto fail;
     }
+    return 0;
+fail:
+    free(r->buf);
+    free(r->str);
+    free(r->hash);
+    memset(r, 0, sizeof *r);
     return rc;
 }
 
@@ -51,9 +128,12 @@ void sm_ring_destroy(sm_ring *r)
         return;
     pthread_cond_destroy(&r->cv);
     pthread_mutex_destroy(&r->mu);
+    for (uint32_t i = 1; i < r->nstr; i++)
+        free(r->str[i]);
+    free(r->str);
+    free(r->hash);
     free(r->buf);
-    r->buf = NULL;
-    r->cap = r->len = r->head = 0;
+    memset(r, 0, sizeof *r);
 }
 
 void sm_ring_push(sm_ring *r, const sm_record *recs, size_t n)
@@ -67,13 +147,23 @@ void sm_ring_push(sm_ring *r, const sm_record *recs, size_t n)
         return;
     }
     for (size_t i = 0; i < n; i++) {
+        const sm_record *x = &recs[i];
+        sm_entry e = {.value = x->value, .timestamp_ms = x->timestamp_ms, .step = x->step};
+
+        e.key = intern(r, x->key, strnlen(x->key, sizeof x->key));
+        if (x->kind == SM_RECORD_TAG)
+            e.text = intern(r, x->text, strnlen(x->text, sizeof x->text));
+        if (e.key == 0 || (x->kind == SM_RECORD_TAG && e.text == 0)) {
+            r->dropped++; /* no room for one more distinct string */
+            continue;
+        }
         if (r->len == r->cap) { /* full: the oldest goes */
             r->head = (r->head + 1) % r->cap;
             r->len--;
             r->head_seq++;
             r->dropped++;
         }
-        r->buf[(r->head + r->len) % r->cap] = recs[i];
+        r->buf[(r->head + r->len) % r->cap] = e;
         r->len++;
     }
     pthread_cond_broadcast(&r->cv);
@@ -81,8 +171,8 @@ void sm_ring_push(sm_ring *r, const sm_record *recs, size_t n)
 }
 
 /* Waits (mutex held) until records are there, the ring is closed, or the
- * timeout passes.  Returns 1 when records are there, 0 on timeout, -EPIPE
- * when closed and empty. */
+ * timeout passes (< 0: no timeout).  Returns 1 when records are there, 0 on
+ * timeout, -EPIPE when closed and empty. */
 static int wait_records(sm_ring *r, double timeout_s)
 {
     double deadline = sm_now_mono() + (timeout_s > 0 ? timeout_s : 0);
@@ -92,20 +182,15 @@ static int wait_records(sm_ring *r, double timeout_s)
     while (r->len == 0) {
         if (r->closed)
             return -EPIPE;
+        if (timeout_s < 0) {
+            pthread_cond_wait(&r->cv, &r->mu);
+            continue;
+        }
         if (!(timeout_s > 0) || sm_now_mono() >= deadline)
             return 0;
         pthread_cond_timedwait(&r->cv, &r->mu, &ts);
     }
     return 1;
-}
-
-static size_t copy_out(sm_ring *r, sm_record *out, size_t cap)
-{
-    size_t n = r->len < cap ? r->len : cap;
-
-    for (size_t i = 0; i < n; i++)
-        out[i] = r->buf[(r->head + i) % r->cap];
-    return n;
 }
 
 static void remove_head(sm_ring *r, size_t n)
@@ -117,9 +202,11 @@ static void remove_head(sm_ring *r, size_t n)
     r->head_seq += n;
 }
 
-/* peek and pop: wait for records, copy up to cap, and remove them too when
- * `remove` (pop) — one body so the two cannot drift apart. */
-static int take(sm_ring *r, sm_record *out, size_t cap, double timeout_s, int remove)
+/* peek and pop: wait for records, copy up to cap (as entries, or expanded to
+ * records), and remove them too when `remove` (pop) — one body so the two
+ * cannot drift apart. */
+static int take(sm_ring *r, sm_entry *ent, sm_record *rec, size_t cap, double timeout_s,
+                int remove)
 {
     int rc;
     size_t n;
@@ -131,7 +218,14 @@ static int take(sm_ring *r, sm_record *out, size_t cap, double timeout_s, int re
     pthread_mutex_lock(&r->mu);
     rc = wait_records(r, timeout_s);
     if (rc > 0) {
-        n = copy_out(r, out, cap);
+        n = r->len < cap ? r->len : cap;
+        for (size_t i = 0; i < n; i++) {
+            const sm_entry *e = &r->buf[(r->head + i) % r->cap];
+            if (ent)
+                ent[i] = *e;
+            else
+                sm_ring_expand(r, e, &rec[i]);
+        }
         if (remove)
             remove_head(r, n);
         r->peek_seq = r->head_seq;
@@ -141,9 +235,9 @@ static int take(sm_ring *r, sm_record *out, size_t cap, double timeout_s, int re
     return rc;
 }
 
-int sm_ring_peek(sm_ring *r, sm_record *out, size_t cap, double timeout_s)
+int sm_ring_peek(sm_ring *r, sm_entry *out, size_t cap, double timeout_s)
 {
-    return take(r, out, cap, timeout_s, 0);
+    return take(r, out, NULL, cap, timeout_s, 0);
 }
 
 size_t sm_ring_consume(sm_ring *r, size_t n)
@@ -164,7 +258,7 @@ size_t sm_ring_consume(sm_ring *r, size_t n)
 
 int sm_ring_pop(sm_ring *r, sm_record *out, size_t cap, double timeout_s)
 {
-    return take(r, out, cap, timeout_s, 1);
+    return take(r, NULL, out, cap, timeout_s, 1);
 }
 
 void sm_ring_close(sm_ring *r)

@@ -19,11 +19,24 @@
 
 #include "internal.h"
 
-/* ---- ring.c: bounded FIFO of sm_record, drop-oldest on overflow ----------- */
+/* ---- ring.c: bounded FIFO of records, drop-oldest on overflow ------------- */
+/* A record as the ring keeps it (24 bytes): key and tag text are ids in the
+ * ring's string table (sm_ring_str); text 0 means a metric. */
+typedef struct sm_entry {
+    double value;
+    int64_t timestamp_ms;
+    int32_t step;
+    uint16_t key;
+    uint16_t text;
+} sm_entry;
+
+#define SM_RING_STRINGS 8192   /* distinct keys and tag texts one ring holds */
+#define SM_RING_HASH 16384     /* open-addressing buckets, a power of two */
+
 typedef struct sm_ring {
     pthread_mutex_t mu;
     pthread_cond_t cv;       /* signalled on push and on close */
-    sm_record *buf;
+    sm_entry *buf;
     size_t cap, head, len;
     uint64_t dropped;        /* records overwritten because the ring was full */
     int closed;              /* no more pushes; consumers drain what is left */
@@ -31,28 +44,45 @@ typedef struct sm_ring {
      * value at the last peek: consume(n) after an overflow during shipping
      * removes only what was peeked and is still there (ring.c). */
     uint64_t head_seq, peek_seq;
+    /* string table: written under mu, entries never change once set */
+    char **str;
+    uint32_t nstr;
+    uint16_t *hash;
 } sm_ring;
 
 SM_HIDDEN int sm_ring_init(sm_ring *r, size_t cap);
 SM_HIDDEN void sm_ring_destroy(sm_ring *r);
 /* Never blocks on a consumer; overwrites the oldest when full. */
 SM_HIDDEN void sm_ring_push(sm_ring *r, const sm_record *recs, size_t n);
-/* Copies up to cap records without removing them, waiting up to timeout_s
- * (<= 0: no wait) for at least one.  Returns the count, 0 on timeout, -EPIPE
- * when closed and empty. */
-SM_HIDDEN int sm_ring_peek(sm_ring *r, sm_record *out, size_t cap, double timeout_s);
+/* Copies up to cap entries without removing them, waiting up to timeout_s
+ * (0: no wait; < 0: until records come or the ring closes) for at least one.
+ * Returns the count, 0 on timeout, -EPIPE when closed and empty. */
+SM_HIDDEN int sm_ring_peek(sm_ring *r, sm_entry *out, size_t cap, double timeout_s);
 /* Removes the n oldest records (after a successful peek+ship).  Returns how
  * many it removed: fewer than n when the producer overwrote some of them
  * since the peek (already counted in dropped). */
 SM_HIDDEN size_t sm_ring_consume(sm_ring *r, size_t n);
-/* peek + consume in one step (the queue sink). */
+/* peek + consume in one step, expanded to records (the queue sink). */
 SM_HIDDEN int sm_ring_pop(sm_ring *r, sm_record *out, size_t cap, double timeout_s);
+/* The string of an entry's key or text id ("" for 0); valid until destroy. */
+SM_HIDDEN const char *sm_ring_str(const sm_ring *r, uint16_t id);
+SM_HIDDEN void sm_ring_expand(const sm_ring *r, const sm_entry *e, sm_record *out);
 SM_HIDDEN void sm_ring_close(sm_ring *r);
 SM_HIDDEN size_t sm_ring_len(sm_ring *r);
 SM_HIDDEN uint64_t sm_ring_dropped(sm_ring *r);
 
 /* ---- sink interface -------------------------------------------------------- */
 typedef struct sm_sink sm_sink;
+
+/* What became of the records a sink was handed, for the closing line:
+ * delivered + overflow + refused + undelivered (+ non-finite values skipped)
+ * is everything pushed. */
+typedef struct sm_sink_counts {
+    uint64_t delivered;    /* the store took them */
+    uint64_t overflow;     /* dropped because the buffer was full (oldest first) */
+    uint64_t refused;      /* the store said no (4xx); not retried */
+    uint64_t undelivered;  /* still waiting when the stop bound ran out */
+} sm_sink_counts;
 
 typedef struct sm_sink_ops {
     const char *name;
@@ -61,8 +91,11 @@ typedef struct sm_sink_ops {
     /* Called at stop after the last push: deliver what is queued, giving up
      * at the monotonic deadline (seconds, CLOCK_MONOTONIC).  0 or -ETIMEDOUT. */
     int (*flush)(sm_sink *s, double deadline);
-    /* Records dropped so far (ring overflow, or refused by the server). */
+    /* Records lost so far (ring overflow, or refused by the server). */
     uint64_t (*dropped)(sm_sink *s);
+    /* After flush: the final account.  NULL for a sink that does not deliver
+     * itself (the queue: its binding delivers and reports, sm_monitor_report). */
+    void (*counts)(sm_sink *s, sm_sink_counts *out);
     /* Release everything; after flush. */
     void (*close)(sm_sink *s);
 } sm_sink_ops;
@@ -76,13 +109,31 @@ struct sm_sink {
 SM_HIDDEN int sm_sink_queue_new(size_t cap, sm_sink **out);
 SM_HIDDEN int sm_sink_queue_drain(sm_sink *s, sm_record *out, int cap, double timeout_s);
 
+/* What the monitor hands a delivering sink's constructor at start. */
+typedef struct sm_sink_config {
+    const char *tracking_uri;
+    const char *run_id;
+    const char *const *headers; /* NULL or NULL-terminated name, value pairs */
+    size_t cap;                 /* records the buffer holds */
+    int collectors;             /* of the whole job: posts are spread by it */
+    double period_s;            /* one logging window */
+    double check_s;             /* bound of the run check at start: 0 default, < 0 none */
+} sm_sink_config;
+
 /* The REST sink's constructor.  sm_monitor_set_run() lives in rest/ and hands
  * this to the monitor, so the core never links libcurl. */
-typedef int (*sm_sink_factory)(const char *tracking_uri, const char *run_id, size_t cap,
-                               char *err, size_t errlen, sm_sink **out);
+typedef int (*sm_sink_factory)(const sm_sink_config *cfg, char *err, size_t errlen,
+                               sm_sink **out);
 /* monitor.c: remember the factory; sm_monitor_start() calls it. */
 SM_HIDDEN int sm_monitor_set_sink_factory(sm_monitor *m, sm_sink_factory f,
                                           const char *tracking_uri, const char *run_id);
+/* monitor.c: extra HTTP headers for the sink (copied). */
+SM_HIDDEN int sm_monitor_set_sink_headers(sm_monitor *m, const char *const *headers);
+
+/* log.c: the closing line both surfaces print, and its warning when records
+ * were lost.  windows, points and tags are what the monitor logged. */
+SM_HIDDEN void sm_log_summary(int64_t windows, uint64_t points, uint64_t tags,
+                              const sm_sink_counts *c);
 
 /* Monotonic clock in seconds. */
 SM_HIDDEN double sm_now_mono(void);

@@ -1,22 +1,29 @@
 """_front.py — enable_system_metrics(), disable_system_metrics(), plan().
 
 Why this file exists: the C engine (scopemeter._native over libscopemeter)
-samples and aggregates on its own thread and queues finished records; this
-module attaches that stream to an MLflow run and ships it through MLflow's
-public client (MlflowClient.log_batch), so every tracking store MLflow
-supports works, its local default sqlite:///mlflow.db included.
+samples, aggregates and ships on its own threads; this module attaches it to
+an MLflow run and stops it.  One shipping path (docs/python.md):
 
-Threads:
-  - the C sampling thread never touches Python;
-  - one Python daemon thread per monitor ("pump") waits in drain() with the
-    GIL released and logs each window as one log_batch call (<= 1000 metrics,
-    <= 100 tags per call); a failing call is retried with backoff while new
-    windows wait in the engine's bounded queue, which drops the oldest when
-    full and says how many at stop.  Nothing here ever raises into user code.
+  - an http(s) tracking URI: the engine's REST sink ships (the same code as
+    `scopemeter run`), with MLflow's auth and TLS variables and the headers
+    of MLflow's request-header providers, resolved once here at start.  No
+    Python runs per window.  It checks the run once at start (runs/get).
+  - any other store (the local default sqlite:///mlflow.db, file:, a
+    database URI), and http(s) with an MLflow auth plugin
+    (MLFLOW_TRACKING_AUTH) or databricks/uc URIs, which C cannot honour: one
+    Python daemon thread ("pump") drains the engine's bounded queue with the
+    GIL released and logs each window with MlflowClient.log_batch (for a
+    REST store, one request with MLflow's retries off).  scopemeter owns the
+    retry: bounded backoff, cut short at stop.
 
-Stop order (contract §6): the C monitor stops sampling, logs the last partial
-window and the end tags and closes its queue; the pump then ships what is left
-and ends; all of it bounded by the stop timeout (30 s; 10 s on SIGTERM).
+Both paths say the same lines: one when delivery starts failing (with the
+points waiting), one when it recovers, and the closing line (delivered,
+dropped, refused, undelivered) from the engine.  Nothing here ever raises
+into user code.
+
+Stop order (docs/design.md §7): the C monitor stops sampling, logs the last
+partial window and the end tags, then its sink delivers what is left; all of
+it bounded by the stop timeout (30 s; 10 s on SIGTERM).
 Stopping happens on disable_system_metrics(), on the next enable for another
 run (sweeps), at interpreter exit (atexit) and on SIGTERM (a chained handler).
 See docs/python.md for why the end of an MLflow run is not hooked.
@@ -36,13 +43,15 @@ import urllib.parse
 
 from . import _native
 
-STOP_TIMEOUT = 30.0          # contract §6: the stop bound
+STOP_TIMEOUT = 30.0          # docs/design.md §7: the stop bound
 SIGTERM_STOP_TIMEOUT = 10.0  # inside a launcher's / kubelet's grace period
 _ENGINE_MAX_TIMEOUT = 86400.0  # the largest stop timeout the C engine takes (monitor.c)
 _MAX_METRICS = 1000          # MLflow's log_batch limits
 _MAX_TAGS = 100
 _MAX_ENTITIES = 1000
 _BACKOFF_MAX = 30.0
+_CHECK_TIMEOUT = 5.0         # the run check at start, as the REST sink's
+_REQUEST_TIMEOUT = 30.0      # one log_batch request of the MlflowClient path
 
 _ENV_MLFLOW_MONITOR = "MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING"
 
@@ -119,6 +128,34 @@ def _absolute_uri(uri):
     return uri
 
 
+def _shipping(uri):
+    """How points of a run at `uri` reach MLflow: ("rest", headers) when the
+    engine's REST sink can ship them exactly as MLflow's client would, else
+    ("client", line) with the one line that says why not (None when the
+    store is not an HTTP server at all: the MlflowClient path is its path)."""
+    scheme = urllib.parse.urlparse(uri or "").scheme.lower()
+    if scheme not in ("http", "https"):
+        if uri in _BARE_STORES or scheme.startswith("databricks") or scheme == "uc":
+            return "client", (f"tracking URI {_redact(uri)}: Databricks stores are not plain "
+                              "MLflow REST, so points go through MlflowClient")
+        return "client", None
+    auth = os.environ.get("MLFLOW_TRACKING_AUTH")
+    if auth:
+        return "client", (f"MLFLOW_TRACKING_AUTH={auth} (an MLflow auth plugin) cannot be "
+                          "applied from C, so points go through MlflowClient")
+    try:
+        from mlflow.tracking.request_header.registry import resolve_request_headers
+        headers = sorted((str(k), str(v)) for k, v in resolve_request_headers().items())
+    except Exception as e:
+        return "client", (f"MLflow's request-header providers failed ({_short(e)}), so points "
+                          "go through MlflowClient")
+    return "rest", headers
+
+
+def _redact(uri):
+    return _USERINFO.sub("***@", uri or "").split("?", 1)[0]
+
+
 class _Session:
     """One monitor attached to one run in this process."""
 
@@ -127,20 +164,34 @@ class _Session:
         self.tracking_uri = tracking_uri
         self.mon = mon
         self.status = status          # "collecting" | "not collecting" | "skipped"
+        self.rest = False             # the engine ships (REST sink): no pump
         self.pid = os.getpid()
         self.thread = None
         self.deadline = None          # set by stop(): past it the pump gives up
         self.wake = threading.Event()  # stop() hurries a pump waiting to retry
         self.late_check = None        # (start_time_ms or None, period_s)
-        self.lost = 0                 # records the pump could not deliver
+        self.delivered = 0            # records the pump delivered
+        self.refused = 0              # records the store refused (4xx)
+        self.undelivered = 0          # records still pending at the stop bound
         self.drain_errors = 0         # drain() calls that raised (said once)
         self.enabled_ms = int(time.time() * 1000)
         self.hook = None              # our entry in MLflow's registry (run end)
 
-    # -- the pump thread --
+    # -- the pump thread (MlflowClient path) --
     def start_pump(self):
         self.thread = threading.Thread(target=self._pump, name="scopemeter-mlflow", daemon=True)
         self.thread.start()
+
+    def start_late_check(self):
+        """An attached run (MLFLOW_RUN_ID): its start time is asked once, off
+        the caller's thread."""
+        def check():
+            try:
+                from mlflow.tracking import MlflowClient
+                self._check_late_start(MlflowClient(tracking_uri=self.tracking_uri))
+            except Exception:
+                pass
+        threading.Thread(target=check, name="scopemeter-late-check", daemon=True).start()
 
     def _pump(self):
         try:
@@ -153,8 +204,10 @@ class _Session:
         from mlflow.tracking import MlflowClient
 
         client = MlflowClient(tracking_uri=self.tracking_uri)
+        log_batch = _batch_logger(client)
         pending = []          # chunks taken from the queue, not yet accepted
         failures = 0
+        outage = None         # (monotonic start, engine drops then) while failing
         while True:
             if not pending:
                 try:
@@ -178,20 +231,23 @@ class _Session:
                     continue
             metrics, tags = pending[0]
             try:
-                self._log_batch(client, metrics, tags)
+                log_batch(self.run_id, metrics, tags, self._request_timeout())
             except Exception as e:
                 if _permanent(e):
-                    _log(f"MLflow refused {len(metrics)} points and {len(tags)} tags of run "
-                         f"{self.run_id}: {_short(e)}; dropped", warn=True)
-                    self.lost += len(metrics) + len(tags)
+                    # one line per kind of refusal, as the REST sink says it
+                    _log(f"MLflow refused {len(metrics) + len(tags)} records ({_short(e)}); "
+                         "not retried, they are dropped and counted", warn=True)
+                    self.refused += len(metrics) + len(tags)
                     pending.pop(0)
                     continue
                 failures += 1
-                if failures == 1:
-                    _log(f"MLflow log_batch failed for run {self.run_id}: {_short(e)}; retrying "
-                         "with backoff, new points wait in the bounded queue", warn=True)
+                if outage is None:
+                    outage = (time.monotonic(), self.mon.dropped)
+                    waiting = sum(len(m) + len(t) for m, t in pending) + self.mon.queued
+                    _log(f"cannot deliver to MLflow ({_short(e)}); {waiting} points wait in the "
+                         "buffer and are retried with backoff", warn=True)
                 if self.deadline is not None and time.monotonic() >= self.deadline:
-                    self.lost += sum(len(m) + len(t) for m, t in pending)
+                    self.undelivered += sum(len(m) + len(t) for m, t in pending)
                     return
                 delay = min(_BACKOFF_MAX, 0.5 * (2 ** min(failures, 8)))
                 if self.deadline is not None:
@@ -202,25 +258,23 @@ class _Session:
             if self.late_check is not None:  # once the store answers, never before
                 self._check_late_start(client)
                 self.late_check = None
-            if failures:
-                _log(f"MLflow accepts points of run {self.run_id} again after {failures} failed "
-                     "attempts")
+            if outage is not None:
+                lost = self.mon.dropped - outage[1]
+                took = time.monotonic() - outage[0]
+                if lost:
+                    _log(f"MLflow reachable again after {took:.0f} s; {lost} oldest points were "
+                         "dropped because the buffer was full")
+                else:
+                    _log(f"MLflow reachable again after {took:.0f} s; no point lost")
+                outage = None
                 failures = 0
+            self.delivered += len(metrics) + len(tags)
             pending.pop(0)
 
-    _sync_kw = None
-
-    def _log_batch(self, client, metrics, tags):
-        # synchronous=True where MLflow knows async logging: the pump is the
-        # asynchronous part already, and a failure must reach the retry loop.
-        if _Session._sync_kw is None:
-            import inspect
-            try:
-                params = inspect.signature(client.log_batch).parameters
-                _Session._sync_kw = {"synchronous": True} if "synchronous" in params else {}
-            except (TypeError, ValueError):
-                _Session._sync_kw = {}
-        client.log_batch(self.run_id, metrics=metrics, tags=tags, **_Session._sync_kw)
+    def _request_timeout(self):
+        if self.deadline is None:
+            return _REQUEST_TIMEOUT
+        return max(0.1, min(_REQUEST_TIMEOUT, self.deadline - time.monotonic()))
 
     def _check_late_start(self, client):
         """Warns when the run began more than one logging window before this
@@ -238,8 +292,9 @@ class _Session:
 
     # -- stop --
     def stop(self, timeout):
-        """Contract order, bounded by timeout: C stop (sampling, last partial
-        window, end tags, queue closed), then the pump ships the rest."""
+        """docs/design.md §7 order, bounded by timeout: the engine stops
+        sampling, logs the last partial window and the end tags; its REST
+        sink delivers the rest, or the pump does from the queue."""
         if self.pid != os.getpid():
             return  # a forked child: the monitor and the thread are the parent's
         monitors = _mlflow_monitors()
@@ -248,33 +303,103 @@ class _Session:
             monitors.pop(self.run_id, None)
         t0 = time.monotonic()
         self.deadline = t0 + timeout
-        engine_in_time = True
         try:
-            # The engine's own stop gets what is left of the bound (it waits
-            # for the sampling thread's last window and end tags), rounded to
+            # The engine's own stop gets what is left of the bound, rounded to
             # the millisecond so its line says "3 s", not "2.99999 s".  It
-            # releases the GIL; the pump keeps shipping meanwhile.  False: the
-            # engine hit the bound and said so in one line.
+            # releases the GIL; the pump keeps shipping meanwhile.
             left = round(max(0.0, self.deadline - time.monotonic()), 3)
-            engine_in_time = self.mon.stop(min(left, _ENGINE_MAX_TIMEOUT)) is not False
+            self.mon.stop(min(left, _ENGINE_MAX_TIMEOUT))
         except Exception as e:
             _log(f"stopping the monitor of run {self.run_id}: {e}", warn=True)
+        if self.rest or self.thread is None:
+            return  # the REST sink printed the closing line
         self.wake.set()
-        if self.thread is not None:
-            self.thread.join(max(0.0, self.deadline - time.monotonic()))
-            if self.thread.is_alive():
-                if engine_in_time:  # past the bound: one line, not two
-                    _log(f"stop: the last points of run {self.run_id} were not delivered to "
-                         f"MLflow within {timeout:g} s; going on without them", warn=True)
-                return
-        if self.lost:
-            _log(f"{self.lost} records of run {self.run_id} could not be delivered to MLflow",
-                 warn=True)
+        self.thread.join(max(0.0, self.deadline - time.monotonic()))
+        if self.thread.is_alive():
+            # past the bound: what the pump holds and what is still queued
+            # are undelivered (the pump, a daemon, gives up at its next look)
+            self.undelivered += self.mon.queued
+        try:
+            self.mon.report(self.delivered, self.refused, self.undelivered)
+        except RuntimeError:
+            pass  # a monitor that never started has nothing to account for
+
+
+def _batch_logger(client):
+    """log(run_id, metrics, tags, timeout): one log_batch of the store.  For a
+    REST store (the auth-plugin and Databricks cases) one request with
+    MLflow's own retries off and a bounded timeout, so its multi-minute retry
+    loop never runs inside the pump; else the client's log_batch (sqlite,
+    file, databases: no HTTP retry loop there)."""
+    store = getattr(getattr(client, "_tracking_client", None), "store", None)
+    creds = getattr(store, "get_host_creds", None)
+    if creds is not None:
+        try:
+            from mlflow.utils.rest_utils import http_request, verify_rest_response
+        except ImportError:
+            creds = None
+    if creds is None:
+        sync = {}
+        try:
+            import inspect
+            if "synchronous" in inspect.signature(client.log_batch).parameters:
+                # the pump is the asynchronous part; a failure must reach it
+                sync = {"synchronous": True}
+        except (TypeError, ValueError):
+            pass
+
+        def log(run_id, metrics, tags, timeout):
+            client.log_batch(run_id, metrics=metrics, tags=tags, **sync)
+        return log
+
+    endpoint = "/api/2.0/mlflow/runs/log-batch"
+
+    def log_rest(run_id, metrics, tags, timeout):
+        body = {"run_id": run_id, "params": [],
+                "metrics": [{"key": m.key, "value": m.value, "timestamp": m.timestamp,
+                             "step": m.step} for m in metrics],
+                "tags": [{"key": t.key, "value": t.value} for t in tags]}
+        resp = http_request(creds(), endpoint, "POST", max_retries=0, timeout=timeout, json=body)
+        verify_rest_response(resp, endpoint)
+    return log_rest
 
 
 # userinfo of a URL ("http://user:password@host"): MLflow's exception texts
 # name the request URL, and a tracking URI may carry credentials there
 _USERINFO = re.compile(r"(?<=://)[^/\s@]+@")
+
+
+def _run_usable(run_id, uri, run):
+    """The MlflowClient path's run check at start, as the REST sink's: a run
+    that does not exist or is deleted is one line and no recording.  Bounded:
+    a store that does not answer in time is said, and recording goes on."""
+    if run is not None and run.info.run_id == run_id:
+        return True  # the active run, just opened by this process
+    result = {}
+
+    def get():
+        try:
+            from mlflow.tracking import MlflowClient
+            result["run"] = MlflowClient(tracking_uri=uri).get_run(run_id)
+        except Exception as e:
+            result["error"] = e
+    t = threading.Thread(target=get, name="scopemeter-check-run", daemon=True)
+    t.start()
+    t.join(_CHECK_TIMEOUT)
+    if "run" in result:
+        if getattr(result["run"].info, "lifecycle_stage", "active") == "deleted":
+            _log(f"run {run_id} is deleted; system metrics not recorded", warn=True)
+            return False
+        return True
+    e = result.get("error")
+    if e is not None and getattr(e, "error_code", "") == "RESOURCE_DOES_NOT_EXIST":
+        _log(f"run {run_id} does not exist at {_redact(uri)}; system metrics not recorded",
+             warn=True)
+        return False
+    why = _short(e) if e is not None else f"no answer in {_CHECK_TIMEOUT:g} s"
+    _log(f"cannot check run {run_id} at {_redact(uri)} ({why}); recording into it anyway: "
+         "points wait in the buffer until the store answers", warn=True)
+    return True
 
 
 def _short(exc):
@@ -284,7 +409,7 @@ def _short(exc):
 
 def _sysroot():
     """SCOPEMETER_SYSROOT without trailing slashes ("" for none or "/"), the
-    prefix of every absolute path read, as the engine takes it (contract §7,
+    prefix of every absolute path read, as the engine takes it (docs/design.md §8,
     src/collectors.c sm_ctx_init)."""
     return (os.environ.get("SCOPEMETER_SYSROOT") or "").rstrip("/")
 
@@ -519,19 +644,38 @@ def _enable(all_workers, interval, samples):
             _stop_session(prev, STOP_TIMEOUT)
 
         uri = _absolute_uri(mlflow.get_tracking_uri())
-        mon = _native.Monitor(interval=interval_s, samples=n_samples, all_workers=all_workers,
-                              stop_timeout=STOP_TIMEOUT)
-        status = mon.start()  # "collecting", "not collecting" or "skipped"; lines said why
+        path, extra = _shipping(uri)
+        if path == "rest":
+            mon = _native.Monitor(interval=interval_s, samples=n_samples,
+                                  all_workers=all_workers, stop_timeout=STOP_TIMEOUT,
+                                  tracking_uri=uri, run_id=run_id, headers=extra)
+        else:
+            if extra:
+                _log(extra)
+            if not _run_usable(run_id, uri, run):
+                return False
+            mon = _native.Monitor(interval=interval_s, samples=n_samples,
+                                  all_workers=all_workers, stop_timeout=STOP_TIMEOUT)
+        try:
+            # "collecting", "not collecting" or "skipped"; the engine said why.
+            # The REST sink checks the run here (runs/get).
+            status = mon.start()
+        except OSError as e:
+            _log(f"{_short(e).split(': ', 1)[-1]}; system metrics not recorded", warn=True)
+            return False
         s = _Session(run_id, uri, mon, status)
+        s.rest = path == "rest"
         s.enabled_ms = called_ms
-        if status != "not collecting":
+        if status == "collecting":
+            period = mon.interval * mon.samples
+            if run is not None and run.info.run_id == run_id:
+                _warn_if_late(run_id, run.info.start_time, called_ms, period)
+            else:
+                s.late_check = (None, period)
+                if s.rest:
+                    s.start_late_check()
+        if status != "not collecting" and not s.rest:
             # "skipped": the engine queued the scopemeter.skipped tag; ship it.
-            if status == "collecting":
-                period = mon.interval * mon.samples
-                if run is not None and run.info.run_id == run_id:
-                    _warn_if_late(run_id, run.info.start_time, called_ms, period)
-                else:
-                    s.late_check = (None, period)
             s.start_pump()
         _current = s
         monitors = _mlflow_monitors()

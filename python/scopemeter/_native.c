@@ -4,17 +4,22 @@
  * one abi3 wheel serves every CPython from 3.9 on.
  *
  * What it exposes, and nothing more:
- *   Monitor      a sm_monitor with the pull queue (sm_monitor_use_queue):
- *                start(), drain(timeout, cap), stop(timeout), interval / samples /
- *                collectors / dropped.  The sampling thread is the C engine's
- *                and never touches Python; drain() and stop() release the GIL
- *                while they wait, so training threads run meanwhile.
+ *   Monitor      a sm_monitor that ships itself through the REST sink
+ *                (tracking_uri + run_id given: sm_monitor_set_run, with
+ *                sm_monitor_set_headers) or feeds the pull queue
+ *                (sm_monitor_use_queue) for the front to drain: start(),
+ *                drain(timeout, cap), stop(timeout), report(...), interval /
+ *                samples / collectors / dropped.  The sampling and shipping
+ *                threads are the C engine's and never touch Python; start(),
+ *                drain() and stop() release the GIL while they wait, so
+ *                training threads run meanwhile.
  *   plan(...)    sm_plan_compute (the same figures as `scopemeter plan`).
  *   identity()   sm_identity_from_env (rank, local rank, sizes, node).
  *   series_name(key, rank, node), series_scope(key), version().
  *
- * The MLflow side (MlflowClient.log_batch, retries, atexit) is Python, in
- * _front.py: this file only moves records across the language boundary.
+ * Which path, the hooks (atexit, SIGTERM, MLflow's run end) and the
+ * MlflowClient path for other stores are Python, in _front.py: this file
+ * only crosses the language boundary.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -38,13 +43,65 @@ typedef struct {
     int started;
 } MonitorObject;
 
+/* OSError(errno, "what: why"): the front tells a missing run (ENOENT) from
+ * other failures by e.errno. */
 static PyObject *raise_errno(int rc, const char *what, const char *err)
 {
+    int e = rc < 0 ? -rc : rc;
+    PyObject *args = Py_BuildValue("(is)", e, "");
+    PyObject *msg;
+
+    if (!args)
+        return NULL;
     if (err && *err)
-        PyErr_Format(PyExc_OSError, "%s: %s", what, err);
+        msg = PyUnicode_FromFormat("%s: %s", what, err);
     else
-        PyErr_Format(PyExc_OSError, "%s: %s", what, strerror(rc < 0 ? -rc : rc));
+        msg = PyUnicode_FromFormat("%s: %s", what, strerror(e));
+    if (!msg) {
+        Py_DECREF(args);
+        return NULL;
+    }
+    PyTuple_SetItem(args, 1, msg); /* steals msg, replaces "" */
+    PyErr_SetObject(PyExc_OSError, args);
+    Py_DECREF(args);
     return NULL;
+}
+
+/* headers: None, or a sequence of (name, value) str pairs -> a NULL-terminated
+ * name, value array pointing into the tuple's str objects (*keep holds them). */
+static int header_pairs(PyObject *headers, const char ***out, PyObject **keep)
+{
+    Py_ssize_t n;
+    const char **v;
+
+    *out = NULL;
+    *keep = NULL;
+    if (headers == Py_None)
+        return 0;
+    *keep = PySequence_Tuple(headers);
+    if (!*keep)
+        return -1;
+    n = PyTuple_Size(*keep);
+    v = calloc((size_t)(2 * n + 1), sizeof *v);
+    if (!v) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PyTuple_GetItem(*keep, i);
+        const char *name, *value;
+
+        if (!PyArg_ParseTuple(pair, "ss", &name, &value)) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_ValueError, "headers must be (name, value) pairs of str");
+            free(v);
+            return -1;
+        }
+        v[2 * i] = name;
+        v[2 * i + 1] = value;
+    }
+    *out = v;
+    return 0;
 }
 
 /* ---- Monitor ------------------------------------------------------------- */
@@ -53,15 +110,23 @@ static int Monitor_init(PyObject *self_, PyObject *args, PyObject *kw)
 {
     MonitorObject *self = (MonitorObject *)self_;
     static char *kwlist[] = {"interval", "samples", "all_workers", "stop_timeout",
-                             "buffer_points", NULL};
+                             "buffer_points", "tracking_uri", "run_id", "headers", NULL};
     double interval = 0, stop_timeout = 30;
     int samples = 0, all_workers = 0;
     Py_ssize_t buffer_points = 0;
+    const char *uri = NULL, *run_id = NULL;
+    PyObject *headers = Py_None, *keep = NULL;
+    const char **pairs = NULL;
     int rc;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|dipdn", kwlist, &interval, &samples,
-                                     &all_workers, &stop_timeout, &buffer_points))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|dipdnzzO", kwlist, &interval, &samples,
+                                     &all_workers, &stop_timeout, &buffer_points, &uri,
+                                     &run_id, &headers))
         return -1;
+    if ((uri == NULL) != (run_id == NULL)) {
+        PyErr_SetString(PyExc_ValueError, "tracking_uri and run_id go together");
+        return -1;
+    }
     if (self->m) {
         PyErr_SetString(PyExc_RuntimeError, "Monitor already initialised");
         return -1;
@@ -81,14 +146,30 @@ static int Monitor_init(PyObject *self_, PyObject *args, PyObject *kw)
         rc = sm_monitor_set_stop_timeout(self->m, stop_timeout);
     if (rc == 0 && buffer_points > 0)
         rc = sm_monitor_set_buffer_points(self->m, (size_t)buffer_points);
-    if (rc == 0)
+    if (rc == 0 && uri) {
+        /* the REST sink: the engine ships itself, no Python per window */
+        rc = sm_monitor_set_run(self->m, uri, run_id);
+        if (rc == 0 && header_pairs(headers, &pairs, &keep) < 0) {
+            sm_monitor_free(self->m);
+            self->m = NULL;
+            Py_XDECREF(keep);
+            return -1;
+        }
+        if (rc == 0 && pairs)
+            rc = sm_monitor_set_headers(self->m, pairs);
+        free(pairs);
+        Py_XDECREF(keep);
+    } else if (rc == 0) {
         rc = sm_monitor_use_queue(self->m);
+    }
     if (rc < 0) {
         if (rc == -EINVAL)
-            PyErr_SetString(PyExc_ValueError,
-                            "invalid monitor setting (interval, samples or stop_timeout)");
+            PyErr_SetString(PyExc_ValueError, "invalid monitor setting (interval, samples, "
+                            "stop_timeout, tracking URI, run id or headers)");
         else
             raise_errno(rc, "monitor setup", NULL);
+        sm_monitor_free(self->m);
+        self->m = NULL;
         return -1;
     }
     return 0;
@@ -125,7 +206,7 @@ static int check_monitor(MonitorObject *self)
     return 0;
 }
 
-/* start() -> "collecting"; "not collecting" when the contract's rules say
+/* start() -> "collecting"; "not collecting" when the rules of docs/design.md §4 say
  * this process does not collect; "skipped" when nothing could be recorded
  * (the scopemeter.skipped tag waits in the queue: drain it).  The engine
  * printed one line saying why. */
@@ -278,6 +359,24 @@ static PyObject *Monitor_stop(PyObject *self_, PyObject *args, PyObject *kw)
     return PyBool_FromLong(rc == 0);
 }
 
+/* report(delivered, refused, undelivered): the closing line of a queue
+ * binding (sm_monitor_report), the same line the REST sink prints. */
+static PyObject *Monitor_report(PyObject *self_, PyObject *args)
+{
+    MonitorObject *self = (MonitorObject *)self_;
+    unsigned long long delivered, refused, undelivered;
+
+    if (!PyArg_ParseTuple(args, "KKK", &delivered, &refused, &undelivered))
+        return NULL;
+    if (check_monitor(self) < 0)
+        return NULL;
+    if (sm_monitor_report(self->m, delivered, refused, undelivered) < 0) {
+        PyErr_SetString(PyExc_RuntimeError, "report() is for a stopped queue monitor");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *Monitor_get_interval(PyObject *self_, void *Py_UNUSED(closure))
 {
     MonitorObject *self = (MonitorObject *)self_;
@@ -323,10 +422,23 @@ static PyMethodDef Monitor_methods[] = {
     {"stop", (PyCFunction)(void (*)(void))Monitor_stop, METH_VARARGS | METH_KEYWORDS,
      "stop(timeout=None) -> bool: stop sampling, log the last window and end tags, within "
      "timeout seconds (None: the Monitor's stop_timeout); False on timeout."},
+    {"report", Monitor_report, METH_VARARGS,
+     "report(delivered, refused, undelivered): the closing line, after stop and the last "
+     "drain (queue monitors)."},
     {NULL, NULL, 0, NULL},
 };
 
+static PyObject *Monitor_get_queued(PyObject *self_, void *Py_UNUSED(closure))
+{
+    MonitorObject *self = (MonitorObject *)self_;
+
+    if (check_monitor(self) < 0)
+        return NULL;
+    return PyLong_FromSize_t(sm_monitor_queued(self->m));
+}
+
 static PyGetSetDef Monitor_getset[] = {
+    {"queued", Monitor_get_queued, NULL, "records waiting in the pull queue", NULL},
     {"interval", Monitor_get_interval, NULL, "effective interval (s) after the write-load cap",
      NULL},
     {"samples", Monitor_get_samples, NULL, "effective samples per logging window", NULL},
@@ -337,7 +449,9 @@ static PyGetSetDef Monitor_getset[] = {
 
 static PyType_Slot Monitor_slots[] = {
     {Py_tp_doc, (void *)"Monitor(interval=0, samples=0, all_workers=False, stop_timeout=30, "
-                        "buffer_points=0): a scopemeter monitor feeding a pull queue."},
+                        "buffer_points=0, tracking_uri=None, run_id=None, headers=None): a "
+                        "scopemeter monitor shipping to an MLflow server over REST (uri and "
+                        "run id given) or feeding a pull queue."},
     {Py_tp_new, (void *)PyType_GenericNew},
     {Py_tp_init, (void *)Monitor_init},
     {Py_tp_dealloc, (void *)Monitor_dealloc},

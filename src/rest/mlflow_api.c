@@ -292,10 +292,9 @@ out:
     return rc;
 }
 
-int sm_mlflow_get_run(const char *uri, const char *run_id, char *status_out, size_t status_len,
-                      double timeout_s, char *err, size_t errlen)
+int sm_mlflow_get_run_on(sm_rest *r, const char *run_id, char *status_out, size_t status_len,
+                         double deadline, char *err, size_t errlen)
 {
-    sm_rest r;
     json_t *resp = NULL, *info;
     char ep[400];
     const char *stage, *status;
@@ -305,13 +304,10 @@ int sm_mlflow_get_run(const char *uri, const char *run_id, char *status_out, siz
         snprintf(err, errlen, "not an MLflow run id: %.80s", run_id ? run_id : "(null)");
         return -EINVAL;
     }
-    if ((rc = open_rest(&r, uri, err, errlen)) < 0)
-        return rc;
     snprintf(ep, sizeof ep, "runs/get?run_id=%s", run_id); /* the id needs no escaping */
-    rc = to_errno(&r, sm_rest_call(&r, "GET", ep, NULL, &resp, deadline_of(timeout_s), err,
-                                   errlen));
+    rc = to_errno(r, sm_rest_call(r, "GET", ep, NULL, &resp, deadline, err, errlen));
     if (rc == -ENOENT) {
-        snprintf(err, errlen, "run %s does not exist on %s", run_id, r.shown);
+        snprintf(err, errlen, "run %s does not exist on %s", run_id, r->shown);
         goto out;
     }
     if (rc < 0)
@@ -328,6 +324,23 @@ int sm_mlflow_get_run(const char *uri, const char *run_id, char *status_out, siz
         snprintf(status_out, status_len, "%s", status ? status : "");
 out:
     json_decref(resp);
+    return rc;
+}
+
+int sm_mlflow_get_run(const char *uri, const char *run_id, char *status_out, size_t status_len,
+                      double timeout_s, char *err, size_t errlen)
+{
+    sm_rest r;
+    int rc;
+
+    if (!sm_mlflow_valid_run_id(run_id)) {
+        snprintf(err, errlen, "not an MLflow run id: %.80s", run_id ? run_id : "(null)");
+        return -EINVAL;
+    }
+    if ((rc = open_rest(&r, uri, err, errlen)) < 0)
+        return rc;
+    rc = sm_mlflow_get_run_on(&r, run_id, status_out, status_len, deadline_of(timeout_s), err,
+                              errlen);
     sm_rest_free(&r);
     return rc;
 }

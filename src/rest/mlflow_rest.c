@@ -401,6 +401,7 @@ int sm_rest_init(sm_rest *r, const char *uri, char *err, size_t errlen)
             goto nomem;
         }
         r->headers = l3;
+        r->has_auth = auth != NULL;
     }
     free_secret(auth);
     auth = NULL;
@@ -412,6 +413,51 @@ fail:
     free_secret(auth);
     sm_rest_free(r);
     return rc;
+}
+
+static int header_text_ok(const char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 && *s != '\t')
+            return 0;
+    return 1;
+}
+
+int sm_rest_add_headers(sm_rest *r, const char *const *pairs, char *err, size_t errlen)
+{
+    for (size_t i = 0; pairs && pairs[i] && pairs[i + 1]; i += 2) {
+        const char *name = pairs[i], *value = pairs[i + 1];
+        struct curl_slist *l;
+        char *line;
+        size_t n;
+
+        if (!*name || strpbrk(name, ": \t") || !header_text_ok(name) || !header_text_ok(value)) {
+            /* the name is not a secret; the value may be */
+            snprintf(err, errlen, "HTTP header %.80s: not a valid header name or value", name);
+            return -EINVAL;
+        }
+        if (strcasecmp(name, "Authorization") == 0 && r->has_auth)
+            continue; /* the environment's credentials win, as in MLflow */
+        n = strlen(name) + strlen(value) + 3;
+        line = malloc(n);
+        if (!line) {
+            snprintf(err, errlen, "out of memory");
+            return -ENOMEM;
+        }
+        /* "Name;" is how libcurl sends a header with an empty value */
+        if (*value)
+            snprintf(line, n, "%s: %s", name, value);
+        else
+            snprintf(line, n, "%s;", name);
+        l = curl_slist_append(r->headers, line);
+        free_secret(line);
+        if (!l) {
+            snprintf(err, errlen, "out of memory");
+            return -ENOMEM;
+        }
+        r->headers = l;
+    }
+    return 0;
 }
 
 void sm_rest_free(sm_rest *r)
@@ -484,7 +530,7 @@ static void describe_error(const char *endpoint, const char *body, size_t len,
     if (code || message) {
         snprintf(res->msg, sizeof res->msg, "%s: HTTP %ld %s: %.300s", ep, res->http,
                  code ? code : "", message ? message : "");
-        /* the server's text goes into one log line (contract §6): MLflow's
+        /* the server's text goes into one log line (docs/design.md §6): MLflow's
          * messages can hold newlines (a database error with its SQL) */
         for (char *c = res->msg; *c; c++)
             if ((unsigned char)*c < 32 || *c == 127)
@@ -554,9 +600,17 @@ int sm_rest_once(sm_rest *r, const char *method, const char *endpoint, const cha
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, r->errbuf);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, r->connect_timeout_s);
     curl_easy_setopt(h, CURLOPT_TIMEOUT, r->total_timeout_s);
-    /* a server that accepted and stalls: under 1 byte/s for 30 s is dead */
+    if (r->abort_deadline_ms && atomic_load(r->abort_deadline_ms) > 0) {
+        /* a deadline known now is libcurl's own timer (exact); one set while
+         * the request is in flight is seen by on_progress (within ~1 s) */
+        long long left = atomic_load(r->abort_deadline_ms) - (long long)(sm_now_mono() * 1000.0);
+        if (left < r->total_timeout_s * 1000LL)
+            curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(left > 1 ? left : 1));
+    }
+    /* a server that accepted and stalls: under 1 byte/s for 10 s is an outage
+     * (said while the job runs); MLflow answers a log-batch in milliseconds */
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, 30L);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, 10L);
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);

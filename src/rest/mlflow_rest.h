@@ -45,6 +45,7 @@ typedef struct sm_rest {
     CURL *h;
     struct curl_slist *headers; /* Content-Type, Expect:, Authorization (secret) */
     int insecure;
+    int has_auth;             /* Authorization from the environment's credentials */
     char *ca_path, *client_cert, *proxy;
     long connect_timeout_s;
     long total_timeout_s;
@@ -89,6 +90,12 @@ SM_HIDDEN int sm_rest_global_init(void);
  * as MLflow refuses it). */
 SM_HIDDEN int sm_rest_init(sm_rest *r, const char *uri, char *err, size_t errlen);
 SM_HIDDEN void sm_rest_free(sm_rest *r);
+/* Extra headers on every request (NULL-terminated name, value pairs), as
+ * MLflow's request-header providers add them; an Authorization among them is
+ * skipped when the environment gave credentials (MLflow's own order).  A
+ * name or value with a control character is -EINVAL (header injection). */
+SM_HIDDEN int sm_rest_add_headers(sm_rest *r, const char *const *pairs, char *err,
+                                  size_t errlen);
 
 /* One request, no retry.  method "GET" or "POST"; endpoint relative to
  * <uri>/api/2.0/mlflow/ (e.g. "runs/log-batch", "runs/get?run_id=..");
@@ -140,9 +147,16 @@ SM_HIDDEN int sm_rest_escape(sm_rest *r, const char *in, char *out, size_t outle
  * [a-zA-Z0-9][\w-]{0,255}.  Checked because the id goes into JSON and URLs. */
 SM_HIDDEN int sm_mlflow_valid_run_id(const char *id);
 
+/* mlflow_api.c: runs/get on an open handle until the monotonic deadline;
+ * 0 (status_out gets RUNNING, FINISHED, ...), -ENOENT for a missing or
+ * deleted run, else as the public helpers (scopemeter.h). */
+SM_HIDDEN int sm_mlflow_get_run_on(sm_rest *r, const char *run_id, char *status_out,
+                                   size_t status_len, double deadline, char *err, size_t errlen);
+
 /* sink_mlflow.c: the REST sink's constructor (an sm_sink_factory). */
 struct sm_sink;
-SM_HIDDEN int sm_sink_mlflow_new(const char *uri, const char *run_id, size_t cap, char *err,
-                                 size_t errlen, struct sm_sink **out);
+struct sm_sink_config;
+SM_HIDDEN int sm_sink_mlflow_new(const struct sm_sink_config *cfg, char *err, size_t errlen,
+                                 struct sm_sink **out);
 
 #endif

@@ -2,13 +2,29 @@
  * sink_mlflow.c — the REST sink: ships finished records to an MLflow run
  * with runs/log-batch from its own thread.
  *
+ * Both surfaces ship through it: `scopemeter run` and, for an http(s)
+ * tracking URI, the Python front (docs/design.md § Shipping).
+ *
  * The sampling thread only pushes into a bounded ring (sink.h, ring.c);
- * sampling never waits on the network (contract §6).  The shipping thread
- * owns the one libcurl easy handle and loops: peek the oldest records, post
- * them as one log-batch within MLflow's limits, and remove them from the
- * ring only once the server took them — so the order of points survives an
- * outage and nothing is lost while the ring has room.  When the ring is
+ * sampling never waits on the network (docs/design.md §6).  The
+ * shipping thread owns the one libcurl easy handle (its connection is kept
+ * alive between windows where the server allows) and sleeps until a window
+ * arrives or stop begins — no polling.  Then it peeks the oldest records,
+ * posts them as one log-batch within MLflow's limits, and removes them from
+ * the ring only once the server took them — so the order of points survives
+ * an outage and nothing is lost while the ring has room.  When the ring is
  * full the oldest records are overwritten (counted, reported).
+ *
+ * Many collectors of one job start together and so post together, at every
+ * window and above all at the end of the run.  MLflow's server holds two
+ * pooled database connections per log-batch and deadlocks its default pool
+ * with about 15 simultaneous ones, until its 30 s pool timeout
+ * (bench/README.md).  So each post waits a random delay of up to 50 ms per
+ * collector of the job (at most half a window; at stop, at most a quarter
+ * of what is left of the bound): 64 collectors spread over 3.2 s.
+ *
+ * At start the run is checked once (runs/get): a missing or deleted run
+ * fails the start instead of refusing every window.
  *
  *   2xx                          consumed
  *   408, 429, 5xx, no connection retried after backoff (full jitter, cap
@@ -36,6 +52,8 @@
 #define BACKOFF_BASE_S 1.0
 #define BACKOFF_CAP_S 30.0
 #define BACKOFF_FLUSH_CAP_S 2.0
+#define SPREAD_PER_COLLECTOR_S 0.05
+#define CHECK_TIMEOUT_S 5.0
 
 typedef struct mlsink {
     sm_sink base;
@@ -43,6 +61,8 @@ typedef struct mlsink {
     sm_rest rest;
     char run_id[260];
     size_t cap;
+    double spread_s;          /* upper bound of the random delay before a post */
+    double period_s;
 
     pthread_t thread;
     int thread_started;
@@ -54,7 +74,7 @@ typedef struct mlsink {
     atomic_llong deadline_ms; /* flush deadline (monotonic ms), 0 before flush */
 
     /* shipping thread only */
-    sm_record *batch;         /* SM_MLFLOW_MAX_ENTITIES records */
+    sm_entry *batch;          /* SM_MLFLOW_MAX_ENTITIES entries */
     uint64_t seed;
     int attempt;
     double outage_since;      /* monotonic time of the first failure, 0 when healthy */
@@ -63,6 +83,7 @@ typedef struct mlsink {
     char last_refusal[64];    /* error_code of the last refusal already printed */
 
     /* counters (atomic: read by dropped() from the monitor's thread) */
+    atomic_ullong delivered;
     atomic_ullong refused;
     atomic_ullong nonfinite;
     /* Records the ring overwrote while their POST was in flight and that the
@@ -117,8 +138,8 @@ static json_t *json_text(const char *s, size_t cap)
  * MLflow's limits.  *used receives how many records it covers (including
  * non-finite values it skipped); *body is NULL when none of them is
  * shippable (all non-finite).  0 or -ENOMEM. */
-static int build_body(mlsink *s, const sm_record *recs, size_t n, size_t *used, char **body,
-                      size_t *len)
+static int build_body(mlsink *s, const sm_entry *recs, size_t n, size_t *used, size_t *shipped,
+                      char **body, size_t *len)
 {
     json_t *root = NULL, *metrics = NULL, *tags = NULL;
     size_t nm, nt, i;
@@ -127,6 +148,7 @@ static int build_body(mlsink *s, const sm_record *recs, size_t n, size_t *used, 
     *body = NULL;
     *len = 0;
     *used = 0;
+    *shipped = 0;
 again:
     json_decref(root);
     root = json_object();
@@ -143,44 +165,45 @@ again:
     json_object_set_new(root, "tags", tags);
     nm = nt = 0;
     for (i = 0; i < n; i++) {
-        const sm_record *r = &recs[i];
+        const sm_entry *r = &recs[i];
+        const char *key = sm_ring_str(&s->ring, r->key);
         json_t *o;
 
         if (nm + nt >= SM_MLFLOW_MAX_ENTITIES)
             break;
-        if (r->kind == SM_RECORD_METRIC) {
+        if (r->text == 0) { /* a metric */
             if (nm >= SM_MLFLOW_MAX_METRICS)
                 break;
             if (!isfinite(r->value)) {
                 /* NaN and inf are not JSON: skipped, said once */
                 if (atomic_fetch_add(&s->nonfinite, 1) == 0)
                     sm_log(SM_WARN, "skipped a non-finite value of %.200s (NaN/inf is not "
-                           "JSON); further ones are counted and reported at stop", r->key);
+                           "JSON); further ones are counted and reported at stop", key);
                 continue;
             }
             o = json_object();
             if (!o)
                 goto out;
-            json_object_set_new(o, "key", json_text(r->key, sizeof r->key));
+            json_object_set_new(o, "key", json_text(key, SIZE_MAX));
             json_object_set_new(o, "value", json_real(r->value));
             json_object_set_new(o, "timestamp", json_integer(r->timestamp_ms));
             json_object_set_new(o, "step", json_integer(r->step));
             json_array_append_new(metrics, o);
             nm++;
-        } else if (r->kind == SM_RECORD_TAG) {
+        } else {
             if (nt >= SM_MLFLOW_MAX_TAGS)
                 break;
             o = json_object();
             if (!o)
                 goto out;
-            json_object_set_new(o, "key", json_text(r->key, sizeof r->key));
-            json_object_set_new(o, "value", json_text(r->text, sizeof r->text));
+            json_object_set_new(o, "key", json_text(key, SIZE_MAX));
+            json_object_set_new(o, "value", json_text(sm_ring_str(&s->ring, r->text), SIZE_MAX));
             json_array_append_new(tags, o);
             nt++;
         }
-        /* an unknown kind is skipped (counted in `used`) */
     }
     *used = i;
+    *shipped = nm + nt;
     if (nm + nt == 0) {
         rc = 0;
         goto out;
@@ -223,14 +246,15 @@ static void report_drops(mlsink *s)
     }
 }
 
-/* Sleeps up to secs, waking early on abort or when a flush begins (so the
+/* Sleeps up to secs, waking early on abort and when a flush begins (so
  * queued points get one more try right away).  Looks at the ring once a
- * second, so the first overflow is said when it happens. */
-static void wait_backoff(mlsink *s, double secs)
+ * second, so the first overflow is said when it happens.  Returns 1 when a
+ * flush began meanwhile. */
+static int wait_for(mlsink *s, double secs)
 {
     double until = sm_now_mono() + secs;
     struct timespec ts;
-    int flushing;
+    int flushing, began;
 
     pthread_mutex_lock(&s->mu);
     flushing = s->flushing;
@@ -242,7 +266,35 @@ static void wait_backoff(mlsink *s, double secs)
         report_drops(s);
         pthread_mutex_lock(&s->mu);
     }
+    began = s->flushing != flushing;
     pthread_mutex_unlock(&s->mu);
+    return began;
+}
+
+static double uniform01(uint64_t *seed)
+{
+    *seed ^= *seed << 13; /* xorshift64 */
+    *seed ^= *seed >> 7;
+    *seed ^= *seed << 17;
+    return (double)(*seed >> 11) / 9007199254740992.0;
+}
+
+/* The random delay before posting a fresh window (see the top of the file):
+ * within half a window while running, within a quarter of what is left of
+ * the stop bound at stop. */
+static void spread(mlsink *s)
+{
+    for (;;) {
+        long long dl = atomic_load(&s->deadline_ms);
+        double room = dl > 0 ? ((double)dl / 1000.0 - sm_now_mono()) / 4 : s->period_s / 2;
+        double bound = s->spread_s < room ? s->spread_s : room;
+
+        if (!(bound > 0.001))
+            return;
+        /* a stop that begins meanwhile draws again within its own bound */
+        if (!wait_for(s, bound * uniform01(&s->seed)) || dl > 0)
+            return;
+    }
 }
 
 static void on_failure(mlsink *s, const sm_rest_result *res)
@@ -250,8 +302,8 @@ static void on_failure(mlsink *s, const sm_rest_result *res)
     if (s->outage_since == 0) {
         s->outage_since = sm_now_mono();
         s->dropped_before = lost(s);
-        sm_log(SM_WARN, "cannot deliver to MLflow (%s); points wait in the buffer "
-               "(%zu points) and are retried%s", res->msg, s->cap,
+        sm_log(SM_WARN, "cannot deliver to MLflow (%s); %zu points wait in the buffer "
+               "(room for %zu) and are retried%s", res->msg, sm_ring_len(&s->ring), s->cap,
                res->retry_after >= 0 ? ", honouring Retry-After" : " with backoff");
     }
     report_drops(s);
@@ -300,22 +352,35 @@ static void *ship_main(void *arg)
 {
     mlsink *s = arg;
 
+    int fresh = 1; /* the next post is a new window's, not a retry */
+
     for (;;) {
         sm_rest_result res;
-        size_t used = 0, len = 0, removed;
+        size_t used = 0, shipped = 0, len = 0, removed;
         char *body = NULL;
         int n, outcome;
         double cap;
 
         if (atomic_load(&s->abort) || past_deadline(s))
             break;
-        n = sm_ring_peek(&s->ring, s->batch, SM_MLFLOW_MAX_ENTITIES, 0.5);
+        /* sleeps until a window is pushed or the ring is closed (stop) */
+        n = sm_ring_peek(&s->ring, s->batch, SM_MLFLOW_MAX_ENTITIES, -1);
         if (n == -EPIPE)
             break; /* closed and empty: all delivered */
         if (n <= 0)
             continue;
-        if (build_body(s, s->batch, (size_t)n, &used, &body, &len) < 0) {
-            wait_backoff(s, 1.0); /* out of memory: try again later */
+        if (fresh && s->attempt == 0) {
+            fresh = 0;
+            spread(s);
+            if (atomic_load(&s->abort) || past_deadline(s))
+                break;
+            /* windows pushed meanwhile go in the same post */
+            n = sm_ring_peek(&s->ring, s->batch, SM_MLFLOW_MAX_ENTITIES, 0);
+            if (n <= 0)
+                continue;
+        }
+        if (build_body(s, s->batch, (size_t)n, &used, &shipped, &body, &len) < 0) {
+            wait_for(s, 1.0); /* out of memory: try again later */
             continue;
         }
         if (!body) {
@@ -328,12 +393,15 @@ static void *ship_main(void *arg)
         case SM_REST_OK:
             removed = sm_ring_consume(&s->ring, used);
             atomic_fetch_add(&s->rescued, used - removed); /* delivered after all */
+            atomic_fetch_add(&s->delivered, shipped);
             on_success(s);
+            fresh = sm_ring_len(&s->ring) == 0; /* a backlog goes out at once */
             break;
         case SM_REST_REFUSED:
             removed = sm_ring_consume(&s->ring, used);
             on_refused(s, &res, used, removed);
             on_success(s); /* the server answered: not an outage */
+            fresh = sm_ring_len(&s->ring) == 0;
             break;
         case SM_REST_ABORTED:
             break;
@@ -341,8 +409,8 @@ static void *ship_main(void *arg)
             on_failure(s, &res);
             /* while stopping, a server that comes back is used within 2 s */
             cap = atomic_load(&s->deadline_ms) > 0 ? BACKOFF_FLUSH_CAP_S : BACKOFF_CAP_S;
-            wait_backoff(s, sm_rest_backoff(s->attempt++, res.retry_after, BACKOFF_BASE_S, cap,
-                                            &s->seed));
+            wait_for(s, sm_rest_backoff(s->attempt++, res.retry_after, BACKOFF_BASE_S, cap,
+                                        &s->seed));
             break;
         }
         sm_rest_result_clear(&res);
@@ -421,6 +489,16 @@ static uint64_t ml_dropped(sm_sink *base)
     return lost(s) + atomic_load(&s->refused);
 }
 
+static void ml_counts(sm_sink *base, sm_sink_counts *out)
+{
+    mlsink *s = base->impl;
+
+    out->delivered = atomic_load(&s->delivered);
+    out->overflow = lost(s);
+    out->refused = atomic_load(&s->refused);
+    out->undelivered = sm_ring_len(&s->ring);
+}
+
 static void ml_close(sm_sink *base)
 {
     mlsink *s;
@@ -442,6 +520,7 @@ static const sm_sink_ops mlflow_ops = {
     .push = ml_push,
     .flush = ml_flush,
     .dropped = ml_dropped,
+    .counts = ml_counts,
     .close = ml_close,
 };
 
@@ -463,16 +542,36 @@ int sm_mlflow_valid_run_id(const char *id)
     return 1;
 }
 
-int sm_sink_mlflow_new(const char *uri, const char *run_id, size_t cap, char *err,
-                       size_t errlen, sm_sink **out)
+/* The run is checked once, before any window: a missing or deleted run is
+ * an error of start (one line), not a refusal per window.  A server that
+ * does not answer in CHECK_TIMEOUT_S is said and the points wait for it. */
+static int check_run(mlsink *s, double bound, char *err, size_t errlen)
+{
+    char why[512] = "", status[32] = "";
+    int rc;
+
+    rc = sm_mlflow_get_run_on(&s->rest, s->run_id, status, sizeof status,
+                              sm_now_mono() + bound, why, sizeof why);
+    if (rc == -ENOENT || rc == -EACCES || rc == -EINVAL || rc == -EIO) {
+        snprintf(err, errlen, "%s", why);
+        return rc;
+    }
+    if (rc < 0)
+        sm_log(SM_WARN, "cannot check run %s at %s (%s); recording into it anyway: points "
+               "wait in the buffer until the server answers", s->run_id, s->rest.shown, why);
+    return 0;
+}
+
+int sm_sink_mlflow_new(const sm_sink_config *cfg, char *err, size_t errlen, sm_sink **out)
 {
     mlsink *s;
     sigset_t all, old;
     int rc;
 
     *out = NULL;
-    if (!sm_mlflow_valid_run_id(run_id)) {
-        snprintf(err, errlen, "not an MLflow run id: %.80s", run_id ? run_id : "(null)");
+    if (!sm_mlflow_valid_run_id(cfg->run_id)) {
+        snprintf(err, errlen, "not an MLflow run id: %.80s",
+                 cfg->run_id ? cfg->run_id : "(null)");
         return -EINVAL;
     }
     s = calloc(1, sizeof *s);
@@ -480,11 +579,14 @@ int sm_sink_mlflow_new(const char *uri, const char *run_id, size_t cap, char *er
         return -ENOMEM;
     s->base.ops = &mlflow_ops;
     s->base.impl = s;
-    s->cap = cap;
-    snprintf(s->run_id, sizeof s->run_id, "%s", run_id);
+    s->cap = cfg->cap;
+    s->period_s = cfg->period_s;
+    s->spread_s = cfg->collectors > 1 ? SPREAD_PER_COLLECTOR_S * cfg->collectors : 0;
+    snprintf(s->run_id, sizeof s->run_id, "%s", cfg->run_id);
     s->seed = sm_rest_seed(s);
     atomic_init(&s->abort, 0);
     atomic_init(&s->deadline_ms, 0);
+    atomic_init(&s->delivered, 0);
     atomic_init(&s->refused, 0);
     atomic_init(&s->nonfinite, 0);
     atomic_init(&s->rescued, 0);
@@ -497,9 +599,9 @@ int sm_sink_mlflow_new(const char *uri, const char *run_id, size_t cap, char *er
         free(s);
         return rc;
     }
-    rc = sm_ring_init(&s->ring, cap);
+    rc = sm_ring_init(&s->ring, cfg->cap);
     if (rc < 0) {
-        snprintf(err, errlen, "cannot allocate a buffer of %zu points", cap);
+        snprintf(err, errlen, "cannot allocate a buffer of %zu points", cfg->cap);
         pthread_cond_destroy(&s->cv);
         pthread_mutex_destroy(&s->mu);
         free(s);
@@ -510,7 +612,11 @@ int sm_sink_mlflow_new(const char *uri, const char *run_id, size_t cap, char *er
         rc = -ENOMEM;
         goto fail;
     }
-    rc = sm_rest_init(&s->rest, uri, err, errlen);
+    rc = sm_rest_init(&s->rest, cfg->tracking_uri, err, errlen);
+    if (rc == 0)
+        rc = sm_rest_add_headers(&s->rest, cfg->headers, err, errlen);
+    if (rc == 0 && cfg->check_s >= 0)
+        rc = check_run(s, cfg->check_s > 0 ? cfg->check_s : CHECK_TIMEOUT_S, err, errlen);
     if (rc < 0)
         goto fail;
     s->rest.abort_flag = &s->abort;
@@ -539,4 +645,9 @@ int sm_monitor_set_run(sm_monitor *m, const char *tracking_uri, const char *run_
     if (!m || !sm_rest_is_http(tracking_uri) || !sm_mlflow_valid_run_id(run_id))
         return -EINVAL;
     return sm_monitor_set_sink_factory(m, sm_sink_mlflow_new, tracking_uri, run_id);
+}
+
+int sm_monitor_set_headers(sm_monitor *m, const char *const *headers)
+{
+    return sm_monitor_set_sink_headers(m, headers);
 }

@@ -71,7 +71,7 @@ static void test_fifo_and_overflow(void)
 static void test_peek_consume(void)
 {
     sm_ring r;
-    sm_record out[8];
+    sm_entry out[8];
     int n;
 
     CHECK_EQ_INT(sm_ring_init(&r, 4), 0);
@@ -115,6 +115,7 @@ static void test_close(void)
 {
     sm_ring r;
     sm_record out[8];
+    sm_entry ent[8];
     sm_record x = rec(42);
 
     CHECK_EQ_INT(sm_ring_init(&r, 8), 0);
@@ -122,7 +123,7 @@ static void test_close(void)
     sm_ring_close(&r);
     CHECK_EQ_INT(sm_ring_pop(&r, out, 8, 1.0), 2); /* what was queued is still drained */
     CHECK_EQ_INT(sm_ring_pop(&r, out, 8, 1.0), -EPIPE); /* then the stream is over */
-    CHECK_EQ_INT(sm_ring_peek(&r, out, 8, 0), -EPIPE);
+    CHECK_EQ_INT(sm_ring_peek(&r, ent, 8, 0), -EPIPE);
     sm_ring_push(&r, &x, 1); /* after close: dropped, not queued */
     CHECK_EQ_INT(sm_ring_len(&r), 0);
     CHECK_EQ_INT(sm_ring_dropped(&r), 1);
@@ -154,6 +155,7 @@ static void test_timed_wait(void)
 {
     sm_ring r;
     sm_record out[4];
+    sm_entry ent[4];
     pthread_t t;
     struct later l;
     double t0, dt;
@@ -162,7 +164,7 @@ static void test_timed_wait(void)
     CHECK_EQ_INT(sm_ring_init(&r, 4), 0);
     /* nothing comes: returns 0 after about the timeout (lower bound only) */
     t0 = sm_now_mono();
-    CHECK_EQ_INT(sm_ring_peek(&r, out, 4, 0.1), 0);
+    CHECK_EQ_INT(sm_ring_peek(&r, ent, 4, 0.1), 0);
     dt = sm_now_mono() - t0;
     CHECK(dt >= 0.09);
 
@@ -208,6 +210,59 @@ static void test_queue_sink(void)
     s->ops->close(s);
 }
 
+/* The ring keeps 24-byte entries and each distinct string once; records come
+ * back byte for byte (keys of 255 bytes, tag text of 511 bytes, empty text). */
+static void test_compact_storage(void)
+{
+    sm_ring r;
+    sm_record in[3], out[3];
+    sm_entry ent[3];
+
+    CHECK_EQ_INT(sizeof(sm_entry), 24);
+    CHECK_EQ_INT(sm_ring_init(&r, 1000), 0);
+    memset(in, 0, sizeof in);
+    in[0] = rec(5);
+    memset(in[0].key, 'k', sizeof in[0].key - 1);
+    in[1].kind = SM_RECORD_TAG;
+    snprintf(in[1].key, sizeof in[1].key, "scopemeter.rank0.cgroup");
+    memset(in[1].text, 't', sizeof in[1].text - 1);
+    in[1].timestamp_ms = 1234;
+    in[2].kind = SM_RECORD_TAG; /* an empty value is a tag still */
+    snprintf(in[2].key, sizeof in[2].key, "scopemeter.rank0.empty");
+    for (int w = 0; w < 300; w++) /* the same strings every window: stored once */
+        sm_ring_push(&r, in, 3);
+    CHECK_EQ_INT(r.nstr, 1 + 5); /* 3 keys, 2 texts ("" too) */
+    CHECK_EQ_INT(sm_ring_peek(&r, ent, 3, 0), 3);
+    CHECK_EQ_STR(sm_ring_str(&r, ent[0].key), in[0].key);
+    CHECK_EQ_INT(ent[0].text, 0);
+    CHECK(ent[2].text != 0);
+    CHECK_EQ_INT(sm_ring_pop(&r, out, 3, 0), 3);
+    CHECK(memcmp(&out[0], &in[0], sizeof out[0]) == 0);
+    CHECK(memcmp(&out[1], &in[1], sizeof out[1]) == 0);
+    CHECK(memcmp(&out[2], &in[2], sizeof out[2]) == 0);
+    sm_ring_destroy(&r);
+
+    /* the table full: a record with a new string is dropped and counted,
+     * the known ones still go through */
+    CHECK_EQ_INT(sm_ring_init(&r, 4), 0);
+    for (int i = 0; i < SM_RING_STRINGS + 10; i++) {
+        sm_record x = rec(i);
+        snprintf(x.key, sizeof x.key, "system/k%d/rank0", i);
+        sm_ring_push(&r, &x, 1);
+    }
+    CHECK_EQ_INT(r.nstr, SM_RING_STRINGS);
+    CHECK_EQ_INT(sm_ring_dropped(&r), (SM_RING_STRINGS + 10) - 4);
+    {
+        sm_record x = rec(1);
+        snprintf(x.key, sizeof x.key, "system/k1/rank0");
+        sm_ring_push(&r, &x, 1);
+        CHECK_EQ_INT(sm_ring_pop(&r, out, 3, 0), 3);
+        CHECK_EQ_INT(sm_ring_pop(&r, out, 3, 0), 1);
+        CHECK_EQ_STR(out[0].key, "system/k1/rank0");
+    }
+    sm_ring_destroy(&r);
+}
+
 static void test_clock(void)
 {
     struct timespec ts;
@@ -229,6 +284,7 @@ int main(void)
     test_close();
     test_timed_wait();
     test_queue_sink();
+    test_compact_storage();
     test_clock();
     return CHECK_DONE();
 }

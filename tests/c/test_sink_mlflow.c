@@ -171,12 +171,19 @@ static void flush_gives_up(const char *what, int port)
 {
     char uri[64], err[256] = "";
     sm_sink *s = NULL;
+    sm_sink_config cfg;
     sm_record r[10];
     double t0, took;
     int rc;
 
     snprintf(uri, sizeof uri, "http://127.0.0.1:%d", port);
-    rc = sm_sink_mlflow_new(uri, "0123456789abcdef", 64, err, sizeof err, &s);
+    /* the run check at start meets the same server: bounded, then recording
+     * goes on (points wait) */
+    cfg = (sm_sink_config){.tracking_uri = uri, .run_id = "0123456789abcdef", .cap = 64,
+                           .collectors = 1, .period_s = 1, .check_s = 0.5};
+    t0 = sm_now_mono();
+    rc = sm_sink_mlflow_new(&cfg, err, sizeof err, &s);
+    CHECK(sm_now_mono() - t0 < 0.5 + 2.0);
     CHECK_EQ_INT(rc, 0);
     if (rc)
         return;
@@ -192,6 +199,13 @@ static void flush_gives_up(const char *what, int port)
     /* the bound: the deadline plus the xferinfo callback's poll period */
     CHECK(took < 1.5 + 2.0);
     CHECK_EQ_INT(s->ops->dropped(s), 0); /* not delivered is not "dropped" */
+    {
+        sm_sink_counts c;
+        s->ops->counts(s, &c);
+        CHECK_EQ_INT(c.delivered, 0);
+        CHECK_EQ_INT(c.undelivered, 10);
+        CHECK_EQ_INT(c.overflow + c.refused, 0);
+    }
     s->ops->close(s);
 }
 
@@ -210,7 +224,20 @@ static int ship_to_server(const char *uri)
         fprintf(stderr, "create run: %s\n", err);
         return 1;
     }
-    rc = sm_sink_mlflow_new(uri, run_id, 8192, err, sizeof err, &s);
+    {
+        /* a run that does not exist fails the start (runs/get), one line */
+        sm_sink_config missing = {.tracking_uri = uri, .run_id = "0123456789abcdef0123456789abcdef",
+                                  .cap = 64, .collectors = 1, .period_s = 1};
+        rc = sm_sink_mlflow_new(&missing, err, sizeof err, &s);
+        CHECK_EQ_INT(rc, -ENOENT);
+        CHECK(strstr(err, "does not exist") != NULL);
+        CHECK(s == NULL);
+    }
+    {
+        sm_sink_config cfg = {.tracking_uri = uri, .run_id = run_id, .cap = 8192,
+                              .collectors = 1, .period_s = 1};
+        rc = sm_sink_mlflow_new(&cfg, err, sizeof err, &s);
+    }
     CHECK_EQ_INT(rc, 0);
     if (rc)
         return 1;
@@ -232,6 +259,12 @@ static int ship_to_server(const char *uri)
     rc = s->ops->flush(s, sm_now_mono() + 60);
     CHECK_EQ_INT(rc, 0);
     CHECK_EQ_INT(s->ops->dropped(s), 0);
+    {
+        sm_sink_counts c;
+        s->ops->counts(s, &c);
+        CHECK_EQ_INT(c.delivered, N_TAGS + 2 * N_STEPS); /* the NaN is skipped */
+        CHECK_EQ_INT(c.undelivered + c.overflow + c.refused, 0);
+    }
     s->ops->close(s);
     /* set-tag and update share one POST helper: success, a missing run,
      * a bad status (refused before any request) */

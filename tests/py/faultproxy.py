@@ -1,7 +1,7 @@
 """faultproxy — a fault-injecting HTTP proxy in front of a real MLflow server,
 for the REST sink's fault tests (loopback only).
 
-Why: the failure policy (contract §6) is about what the network does —
+Why: the failure policy (docs/design.md §6) is about what the network does —
 refused connections, 5xx, 429 with Retry-After, a server that accepts and
 never answers, 4xx — and a real ``mlflow server`` does none of that on
 demand.  The proxy forwards every request to the server unless a fault says
@@ -20,6 +20,8 @@ Faults (``set_fault``):
   reply                   answer ``code`` with ``body`` (bytes), or with ``size``
                           bytes of filler, to the next ``count`` matching
                           requests, then pass: oversized or malformed replies
+  reset                   read the next ``count`` matching requests and reset the
+                          connection (RST, no reply), then pass
 ``down()`` closes the listening socket (connections are refused, kept-alive
 ones are cut) and ``up()`` opens it again on the same port.  ``match`` limits
 a fault to paths that contain it (e.g. "runs/log-batch").  ``prefix="/mlflow"``
@@ -39,6 +41,7 @@ import http.client
 import json
 import socket
 import ssl
+import struct
 import threading
 import time
 import urllib.parse
@@ -204,15 +207,22 @@ class FaultProxy:
                     mode, match = proxy.mode, proxy.match
                     applies = match is None or match in path
                     gen = proxy.generation
-                    if applies and mode in ("status", "reply") and proxy.count > 0:
+                    if applies and mode in ("status", "reply", "reset") and proxy.count > 0:
                         proxy.count -= 1
                         code, retry_after = proxy.code, proxy.retry_after
                         reply_body, reply_size = proxy.body, proxy.size
                         if proxy.count == 0:
                             proxy.mode = "pass"
-                    elif applies and mode in ("status", "reply"):
+                    elif applies and mode in ("status", "reply", "reset"):
                         mode = "pass"
                     delay = proxy.delay
+                if applies and mode == "reset":
+                    req.fault = "reset"
+                    # linger 0: close() sends RST, the client sees a reset
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                               struct.pack("ii", 1, 0))
+                    self.close_connection = True
+                    return
                 if applies and mode == "hang":
                     req.fault = "hang"
                     with proxy.cond:

@@ -1,6 +1,6 @@
 """Helpers of the Python-front tests (test_python_front, test_torchrun,
 test_pods_netns, test_ray): real cgroups with limits, network namespaces,
-reading a run back from MLflow, and the series the contract names.
+reading a run back from MLflow, and the series docs/design.md §1 names.
 
 Kernel isolation is real, not simulated: a "pod" here is a memory + CPU cgroup
 with limits (cgroup v1 controllers, or cgroup v2 where that is what the host
@@ -19,7 +19,7 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "pyfront_worker.py")
 
-# contract §2: the series of a CPU worker, by scope
+# docs/design.md §1: the series of a CPU worker, by scope
 NODE = ["node_cpu_utilization_percentage", "node_memory_usage_megabytes",
         "node_memory_usage_percentage"]
 ROOTFS = ["rootfs_usage_megabytes", "rootfs_usage_percentage", "rootfs_available_megabytes"]

@@ -1,4 +1,4 @@
-"""Faults while recording, end to end under `scopemeter run` (issue 7, item 3),
+"""Faults while recording, end to end under `scopemeter run` (docs/design.md §6, docs/rest.md),
 each with an exact assertion on what landed in a real `mlflow server`, read
 back through MLflow's REST API (metrics/get-history per key, runread.py):
 
@@ -40,7 +40,8 @@ from faultproxy import FaultProxy
 from runread import assert_steps_contiguous, get_run, histories, new_run, rest
 
 LOG_BATCH = "runs/log-batch"
-SUMMARY = re.compile(r"logged (\d+) windows \((\d+) points\), dropped (\d+)")
+SUMMARY = re.compile(r"logged (\d+) windows \((\d+) points, (\d+) tags\): (\d+) delivered, "
+                     r"(\d+) dropped \(buffer full\), (\d+) refused, (\d+) undelivered at stop")
 
 
 class Lines:
@@ -97,7 +98,11 @@ class Lines:
         found = [SUMMARY.search(line) for line in self.lines]
         found = [m for m in found if m]
         assert len(found) == 1, self.lines
-        return tuple(int(g) for g in found[0].groups())
+        # (windows, points, dropped): dropped = lost to a full buffer or
+        # refused; the closing line accounts for every record
+        w, p, t, delivered, overflow, refused, undelivered = (int(g) for g in found[0].groups())
+        assert delivered + overflow + refused + undelivered == p + t, self.lines
+        return w, p, overflow + refused
 
 
 def run_bg(binary, args, env, preexec_fn=None, cwd=None):

@@ -1,4 +1,4 @@
-"""The Python front (issue 4): scopemeter.enable_system_metrics() through
+"""The Python front (docs/python.md): scopemeter.enable_system_metrics() through
 MLflow's own client, its guard rails, stop order, exit paths and plan().
 
 Each test runs real training processes (tests/py/pyfront_worker.py or a short
@@ -8,6 +8,7 @@ series come from a real cgroup with limits (pyfront_util.Pod).
 """
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -297,8 +298,11 @@ def test_sigterm_still_flushes_what_it_had(tmp_path, pod):
 
 def test_tracking_server_down_then_up_retries_and_delivers_everything(tmp_path):
     """The server is down when training starts and comes up ~3 s later: the
-    pump retries with backoff while windows wait in the engine's queue, then
-    delivers all of them — steps 0, 1, 2, ... with none missing."""
+    engine's REST sink (the front's path for an http URI) retries with
+    backoff while windows wait in its buffer, then delivers all of them —
+    steps 0, 1, 2, ... with none missing — and its lines say so: one when
+    delivery fails (with the points waiting), one when it recovers, and a
+    closing line that accounts for every record."""
     from conftest import free_port, start_mlflow_server, stop_mlflow_server
     db_uri = sqlite_uri(tmp_path)           # the store the server will serve
     run_id = new_run(db_uri)
@@ -321,8 +325,13 @@ def test_tracking_server_down_then_up_retries_and_delivers_everything(tmp_path):
             stop_mlflow_server(server)
     assert proc.returncode == 0, err
     lines = sm_lines(err)
-    assert sum("log_batch failed" in ln for ln in lines) == 1, err
-    assert sum("accepts points" in ln and "again" in ln for ln in lines) == 1, err
+    assert sum("cannot deliver to MLflow" in ln for ln in lines) == 1, err
+    assert re.search(r"cannot deliver to MLflow .*; \d+ points wait in the buffer", err), err
+    assert sum("reachable again" in ln and "no point lost" in ln for ln in lines) == 1, err
+    closing = re.search(r"logged (\d+) windows \((\d+) points, (\d+) tags\): (\d+) delivered, "
+                        r"0 dropped \(buffer full\), 0 refused, 0 undelivered at stop", err)
+    assert closing, err
+    assert int(closing.group(4)) == int(closing.group(2)) + int(closing.group(3)), err
     metrics, tags = read_run(db_uri, run_id)
     assert expected_keys(0, container=False) <= system_keys(metrics)
     for key in system_keys(metrics):

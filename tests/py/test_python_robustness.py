@@ -12,6 +12,7 @@ of the late-call check, and series_name()'s one message for three errors.
 import ctypes
 import errno
 import os
+import re
 import pathlib
 import select
 import socket
@@ -298,9 +299,17 @@ def test_disable_timeout_with_a_hung_tracking_server():
     assert p.returncode == 0, p.stderr
     assert server.conns, "the client never reached the silent server"
     elapsed = float(p.stdout.split("STOPPED", 1)[1].split()[0])
-    assert elapsed < 15, (elapsed, p.stderr)
-    timeouts = [ln for ln in sm_lines(p.stderr) if "within" in ln]
-    assert len(timeouts) == 1 and "not delivered to MLflow within 3 s" in timeouts[0], p.stderr
+    print("disable_system_metrics(timeout=3) returned after", elapsed, "s")
+    assert elapsed < 3 + 1, (elapsed, p.stderr)  # the bound, plus a second of slack
+    lines = sm_lines(p.stderr)
+    timeouts = [ln for ln in lines if "not delivered to MLflow" in ln]
+    assert len(timeouts) == 1 and "stop deadline reached" in timeouts[0], p.stderr
+    # the closing line counts them as undelivered, not as delivered or dropped
+    closing = [ln for ln in lines if re.search(r"logged \d+ windows", ln)]
+    assert len(closing) == 1, p.stderr
+    m = re.search(r"\((\d+) points, (\d+) tags\): 0 delivered, 0 dropped \(buffer full\), "
+                  r"0 refused, (\d+) undelivered at stop", closing[0])
+    assert m and int(m.group(3)) == int(m.group(1)) + int(m.group(2)) > 0, closing
 
 
 def test_native_stop_takes_a_timeout():

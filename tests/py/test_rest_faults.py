@@ -1,4 +1,4 @@
-"""The MLflow REST sink under faults (contract §6), against a real `mlflow
+"""The MLflow REST sink under faults (docs/design.md §6, docs/rest.md), against a real `mlflow
 server` behind tests/py/faultproxy.py: a server down for a while then back,
 500s, 429 with Retry-After, a server that accepts and never answers, a 400;
 authentication and TLS configured as for MLflow's Python client; proxies

@@ -1,4 +1,4 @@
-"""Secrets, TLS and hostile replies (issue 7, item 4) — what
+"""Secrets, TLS and hostile replies (docs/rest.md) — what
 tests/py/test_rest_faults.py does not already cover.
 
 Already there (not repeated): Bearer / Basic / credentials file / userinfo
@@ -22,6 +22,7 @@ bundle, none, insecure, both, client certificate).  Added here:
   log-batch retried and nothing lost), truncated JSON, a JSON nesting bomb, a
   proxy's multi-line HTML error page.
 """
+import base64
 import datetime
 import ipaddress
 import json
@@ -142,19 +143,27 @@ def test_python_front_lines_never_show_the_secret(mlflow_server, proxy, tmp_path
     try:
         run_id = proc.wait_line(r"^RUN ", timeout=120, stdout=True).split()[1]
         wait_for(lambda: landed_steps(mlflow_server, run_id) >= 2, what="two windows")
-        proxy.down()  # the server goes away: the front's pump fails and says so
-        proc.wait_line("log_batch failed", timeout=60)
+        proxy.down()  # the server goes away: the front's REST sink fails and says so
+        proc.wait_line("cannot deliver to MLflow", timeout=60)
         proxy.up()
-        proc.wait_line("accepts points of run", timeout=120)
+        proc.wait_line("reachable again", timeout=120)
         gate.touch()
         assert proc.finish(timeout=120) == 0, proc.lines
     finally:
         gate.touch()
         proc.kill()
-    failed = [ln for ln in proc.lines if "log_batch failed" in ln]
+    failed = [ln for ln in proc.lines if "cannot deliver to MLflow" in ln]
     assert len(failed) == 1, proc.lines
     if how == "userinfo":
         assert "http://***@127.0.0.1" in failed[0], failed  # the URL, redacted
+    # the front's C path carries the credentials as MLflow's client does:
+    # Bearer MLFLOW_TRACKING_TOKEN (it wins over userinfo), else Basic from
+    # the environment; MLflow's request-header providers' headers ride along
+    batches = proxy.log("runs/log-batch")
+    assert batches, "nothing reached the proxy"
+    want = f"Bearer {TOKEN}" if how == "userinfo" else \
+        "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+    assert {r.auth for r in batches} == {want}, {r.auth for r in batches}
     assert_clean(run_text(mlflow_server, run_id),
                  "\n".join(ln for ln in proc.lines + proc.out
                            if not ln.lstrip().startswith(MLFLOW_OWN)))
@@ -210,17 +219,18 @@ def test_tls_self_signed_verification_on_by_default(scopemeter_bin, mlflow_serve
         assert list(tmp_path.glob("scopemeter-rank0-*.jsonl"))  # the points were kept
         assert_clean(p.stderr)
 
-        # 2. attaching to a run: the shipping thread refuses too, in one line,
-        # not retried (configuration, not an outage), and nothing is sent
+        # 2. attaching to a run: the REST sink's run check at start meets the
+        # same refusal: one line, no recording, not retried (configuration,
+        # not an outage), and nothing is sent
         run_id = new_run(mlflow_server)
         p = run_cli(scopemeter_bin, ["--run-id", run_id, "--interval", "0.3", "--stop-timeout",
                                      "5", "--", "sleep", "1.5"], env=base)
         assert p.returncode == 0, p.stderr
         lines = sm_lines(p.stderr)
-        refused = [ln for ln in lines if "MLflow refused" in ln]
+        refused = [ln for ln in lines if "not recording" in ln]
         assert len(refused) == 1, lines
-        assert "runs/log-batch" in refused[0] and "certificate" in refused[0], refused
-        assert not any("cannot deliver" in ln for ln in lines), lines
+        assert "runs/get" in refused[0] and "certificate" in refused[0], refused
+        assert not any("cannot deliver" in ln or "MLflow refused" in ln for ln in lines), lines
         assert px.log() == []
         assert histories(mlflow_server, run_id) == {}
 

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""soak.py — many collectors against one real MLflow server (issue 7, item 5).
+"""soak.py — many collectors against one real MLflow server (docs/hardening.md, soak).
 
 Why: a job with every pod recording (`--all-workers`) is N separate
 `scopemeter run` processes writing into one run on one tracking server.  This
-runs exactly that on loopback for a while and checks what the contract
+runs exactly that on loopback for a while and checks what docs/design.md
 promises at that scale:
 
   1. every point produced is in MLflow: each collector says at stop what it
-     logged ("logged W windows (P points), dropped D", src/monitor.c); the
+     logged (the closing line "logged W windows (P points, T tags): ...", src/log.c); the
      run read back through metrics/get-history per key must hold exactly P
      points for that rank, steps 0..W-1 on every key, and D must be 0;
   2. the write-load cap holds: the rows per hour the collectors wrote,
@@ -55,7 +55,8 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "py"))
 from conftest import clean_env, start_mlflow_server, stop_mlflow_server  # noqa: E402
 from runread import get_run, history, new_run, tags_of  # noqa: E402
 
-SUMMARY = re.compile(r"logged (\d+) windows \((\d+) points\), dropped (\d+)")
+SUMMARY = re.compile(r"logged (\d+) windows \((\d+) points, (\d+) tags\): (\d+) delivered, "
+                     r"(\d+) dropped \(buffer full\), (\d+) refused, (\d+) undelivered at stop")
 RECEIPT = re.compile(r"collecting (\d+) series every ([0-9.]+) s \((\d+) collectors?\)")
 RATE_TOLERANCE = 0.05
 
@@ -108,7 +109,10 @@ class Collector:
 
     def summary(self):
         m = SUMMARY.search(self.stderr())
-        return tuple(int(g) for g in m.groups()) if m else None
+        if not m:
+            return None
+        w, p, _, _, overflow, refused, _ = (int(g) for g in m.groups())
+        return w, p, overflow + refused  # (windows, points, dropped)
 
     def sample_rss(self):
         kb = vmrss_kb(self.proc.pid)
