@@ -222,3 +222,31 @@ def test_16_collectors_stop_together_stock_server(mlflow_server, scopemeter_bin,
 @pytest.mark.timeout(900)
 def test_64_collectors_stop_together_stock_server(mlflow_server, scopemeter_bin, tmp_path):
     many_collectors_stop_together(mlflow_server, scopemeter_bin, 64, tmp_path)
+
+
+def test_cli_stop_bound_holds_with_ending_the_run_against_a_hung_server(mlflow_server,
+                                                                          scopemeter_bin, proxy):
+    """--stop-timeout 5 against a server that stops answering everything (log-batch and
+    runs/update alike) after the run was created: from CMD's exit to the CLI's, within 6 s —
+    the end-run call is inside the bound, not on top of it."""
+    p = subprocess.Popen(
+        [scopemeter_bin, "run", "--interval", "0.5", "--stop-timeout", "5", "--",
+         sys.executable, "-c", "import time; time.sleep(4); print('EXIT %.3f' % time.time())"],
+        env=clean_env(MLFLOW_TRACKING_URI=proxy.uri), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    try:
+        # the run exists and the first windows landed; then the server hangs
+        assert proxy.wait_for(lambda: proxy.log(LOG_BATCH), timeout=60), "no log-batch"
+        proxy.set_fault("hang")
+        out, err = p.communicate(timeout=60)
+        ended = time.time()
+    finally:
+        if p.poll() is None:
+            p.kill()
+        proxy.set_fault("pass")
+    child_exit = float(re.search(r"EXIT ([0-9.]+)", out).group(1))
+    took = ended - child_exit
+    print(f"CMD exit -> scopemeter exit: {took:.2f} s (stop timeout 5 s)")
+    assert p.returncode == 0, err
+    assert took < 6, (took, err)
+    assert "could not mark run" in err, err   # runs/update hung too: said, within the bound

@@ -17,6 +17,7 @@ import time
 
 import pytest
 
+from runread import read_line
 from pyfront_util import (Pod, assert_limits, cgroups_usable, expected_keys, new_run,
                           python_env, read_run, staged_package, system_keys, worker_cmd)
 
@@ -278,10 +279,9 @@ def test_sigterm_still_flushes_what_it_had(tmp_path, pod):
     proc = subprocess.Popen(pod.wrap(worker_cmd("--interval", "60", "--wait-sigterm")), env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.time() + 120
-        for line in proc.stdout:
-            if line.strip() == "READY" or time.time() > deadline:
-                break
+        deadline = time.monotonic() + 120
+        while read_line(proc.stdout, max(0.1, deadline - time.monotonic())).strip() != "READY":
+            pass  # bounded: read_line fails the test at the deadline
         time.sleep(1.0)
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)

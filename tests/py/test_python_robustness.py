@@ -14,7 +14,6 @@ import errno
 import os
 import re
 import pathlib
-import select
 import socket
 import subprocess
 import sys
@@ -23,6 +22,8 @@ import threading
 import time
 
 import pytest
+
+from runread import read_bytes, read_line
 
 from pyfront_util import (expected_keys, new_run, python_env, read_run, staged_package,
                           system_keys, worker_cmd)
@@ -188,11 +189,9 @@ def _sampling_thread(pid, deadline):
 
 
 def _read_line(stream, deadline):
-    while time.time() < deadline:
-        r, _, _ = select.select([stream], [], [], max(0.0, deadline - time.time()))
-        if r:
-            return stream.readline()
-    raise AssertionError("timed out waiting for the worker")
+    """Bounded (runread.read_line reads the descriptor itself, so select()
+    never misses a line held in Python's buffer)."""
+    return read_line(stream, max(0.1, deadline - time.time()))
 
 
 def test_disable_timeout_bounds_the_engine_stop(tmp_path):
@@ -218,7 +217,8 @@ def test_disable_timeout_bounds_the_engine_stop(tmp_path):
     stopper = None
     try:
         deadline = time.time() + 120
-        assert _read_line(proc.stdout, deadline).strip() == "READY", proc.stderr.read()
+        line = _read_line(proc.stdout, deadline)
+        assert line.strip() == "READY", (line, read_bytes(proc.stderr, 65536, timeout=5))
         stopper = _ThreadStop(_sampling_thread(proc.pid, deadline))
         try:
             stopper.stop()
