@@ -14,7 +14,7 @@ monitor:
   worker.py idle --variant V --interval S --warmup W --span T
       sleeps W s (start-up, first samples), then T s measured: this process's
       CPU time (getrusage RUSAGE_SELF: every thread, exited ones too), VmRSS,
-      VmHWM, and for wandb the CPU time and RSS of wandb-core and its children
+      VmHWM, RssAnon (private memory, without the pages of shared libraries), and for wandb the CPU time and RSS of wandb-core and its children
       from /proc.  One RESULT line.
   worker.py stop --variant V --interval S --run-for T [--stop-timeout S]
       runs T s, prints READY, waits for a line on stdin (the harness may
@@ -79,7 +79,7 @@ def idle(args):
     out = {
         "variant": args.variant, "interval": args.interval, "wall_s": t1 - t0,
         "cpu_s": c1 - c0, "rss_kb": proc_status_kb(pid, "VmRSS"),
-        "hwm_kb": proc_status_kb(pid, "VmHWM"),
+        "hwm_kb": proc_status_kb(pid, "VmHWM"), "anon_kb": proc_status_kb(pid, "RssAnon"),
         "side_procs": [proc_comm(p) for p in side], "side_cpu_s": s1 - s0,
         "side_rss_kb": sum(proc_status_kb(p, "VmRSS") or 0 for p in side),
     }

@@ -102,7 +102,8 @@ def test_window_cost_memory_and_wandb_numbers(bench):
     mem = data["results"]["5"]
     for k in ("mlflow", "scopemeter") + (("wandb",) if wandb else ()):
         assert all(finite(x) for x in mem[k]), (k, mem[k])
-    assert all(positive(x) for x in mem["none_rss"] + mem["cli_rss"])
+    assert all(positive(x) for x in mem["none_rss"] + mem["cli_rss"] + mem["cli_anon"])
+    assert all(finite(x) for x in mem["scopemeter_anon"]), mem["scopemeter_anon"]
     if wandb:
         for key, vals in data["results"]["4"].items():
             assert all(finite(x) and x >= 0 for x in vals), (key, vals)
@@ -146,7 +147,7 @@ def test_scale_numbers(bench):
 def test_targets_table_has_a_verdict_per_row(bench):
     text, data = bench
     names = [t["measurement"] for t in data["targets"]]
-    for prefix in ("1 ", "2 ", "3 ", "6 ", "7 "):
+    for prefix in ("1 ", "2 ", "3 ", "5 ", "6 ", "7 "):
         assert any(n.startswith(prefix) for n in names), (prefix, names)
     for t in data["targets"]:
         assert isinstance(t["met"], bool), t
