@@ -919,7 +919,7 @@ size_t sm_monitor_queued(const sm_monitor *m)
         return 0;
     pthread_mutex_lock(&mm->mu);
     if (mm->sink)
-        n = sm_ring_len(mm->sink->impl);
+        n = sm_sink_queue_len(mm->sink);
     pthread_mutex_unlock(&mm->mu);
     return n;
 }

@@ -108,6 +108,7 @@ struct sm_sink {
 /* queue sink (sink_queue.c) */
 SM_HIDDEN int sm_sink_queue_new(size_t cap, sm_sink **out);
 SM_HIDDEN int sm_sink_queue_drain(sm_sink *s, sm_record *out, int cap, double timeout_s);
+SM_HIDDEN size_t sm_sink_queue_len(sm_sink *s); /* records waiting; 0 for another sink */
 
 /* What the monitor hands a delivering sink's constructor at start. */
 typedef struct sm_sink_config {

@@ -76,3 +76,8 @@ int sm_sink_queue_drain(sm_sink *s, sm_record *out, int cap, double timeout_s)
         return -EINVAL;
     return sm_ring_pop(s->impl, out, (size_t)cap, timeout_s);
 }
+
+size_t sm_sink_queue_len(sm_sink *s)
+{
+    return s && s->ops == &queue_ops ? sm_ring_len(s->impl) : 0;
+}
