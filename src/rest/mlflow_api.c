@@ -333,10 +333,6 @@ int sm_mlflow_get_run(const char *uri, const char *run_id, char *status_out, siz
     sm_rest r;
     int rc;
 
-    if (!sm_mlflow_valid_run_id(run_id)) {
-        snprintf(err, errlen, "not an MLflow run id: %.80s", run_id ? run_id : "(null)");
-        return -EINVAL;
-    }
     if ((rc = open_rest(&r, uri, err, errlen)) < 0)
         return rc;
     rc = sm_mlflow_get_run_on(&r, run_id, status_out, status_len, deadline_of(timeout_s), err,
