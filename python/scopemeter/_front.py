@@ -208,6 +208,7 @@ class _Session:
         pending = []          # chunks taken from the queue, not yet accepted
         failures = 0
         outage = None         # (monotonic start, engine drops then) while failing
+        last_refusal = None   # the kind of refusal last said
         while True:
             if not pending:
                 try:
@@ -234,9 +235,13 @@ class _Session:
                 log_batch(self.run_id, metrics, tags, self._request_timeout())
             except Exception as e:
                 if _permanent(e):
-                    # one line per kind of refusal, as the REST sink says it
-                    _log(f"MLflow refused {len(metrics) + len(tags)} records ({_short(e)}); "
-                         "not retried, they are dropped and counted", warn=True)
+                    # one line per kind of refusal, as the REST sink says it: a run
+                    # deleted meanwhile refuses every window
+                    kind = getattr(e, "error_code", None) or type(e).__name__
+                    if kind != last_refusal:
+                        last_refusal = kind
+                        _log(f"MLflow refused {len(metrics) + len(tags)} records ({_short(e)}); "
+                             "not retried, they are dropped and counted", warn=True)
                     self.refused += len(metrics) + len(tags)
                     pending.pop(0)
                     continue

@@ -250,3 +250,28 @@ def test_cli_stop_bound_holds_with_ending_the_run_against_a_hung_server(mlflow_s
     assert p.returncode == 0, err
     assert took < 6, (took, err)
     assert "could not mark run" in err, err   # runs/update hung too: said, within the bound
+
+
+def test_client_path_says_a_refusal_once(tmp_path):
+    """The MlflowClient path (a sqlite store): a run deleted while recording refuses every
+    window; one line says so, as the REST sink does, and the closing line counts them."""
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    code = textwrap.dedent("""
+        import time, mlflow, scopemeter
+        from mlflow.tracking import MlflowClient
+        mlflow.set_tracking_uri(%r)
+        run = mlflow.start_run()
+        assert scopemeter.enable_system_metrics(interval=0.2)
+        time.sleep(1.0)
+        MlflowClient().delete_run(run.info.run_id)
+        time.sleep(1.5)
+        scopemeter.disable_system_metrics(timeout=10)
+    """ % uri)
+    p = subprocess.run([sys.executable, "-c", code], env=python_env(), capture_output=True,
+                       text=True, timeout=180)
+    assert p.returncode == 0, p.stderr
+    refused = [ln for ln in sm_lines(p.stderr) if "MLflow refused" in ln]
+    assert len(refused) == 1, p.stderr
+    c = closing(p.stderr)
+    # more than one window was refused, and still one line
+    assert c["refused"] > c["points"] // c["windows"] and c["delivered"] > 0, p.stderr
