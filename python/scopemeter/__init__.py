@@ -17,7 +17,9 @@ imported when a monitor starts.
 """
 from ._front import disable_system_metrics, enable_system_metrics, plan
 from ._native import version as _c_version
+from ._report import ReportError, format_report, report  # mlflow only when a report is made
 
 __version__ = _c_version()
 
-__all__ = ["enable_system_metrics", "disable_system_metrics", "plan", "__version__"]
+__all__ = ["enable_system_metrics", "disable_system_metrics", "plan", "report", "format_report",
+           "ReportError", "__version__"]

@@ -1,0 +1,35 @@
+"""`python -m scopemeter`: the Python side of the command line.
+
+Why this file exists: `scopemeter report` is implemented in Python (it reads
+runs through MLflow's own client, docs/report.md); the C CLI's `report`
+subcommand execs `python -m scopemeter report ...` with an interpreter that
+can import this package.  `--version` says which package that interpreter
+imports, the first thing to check when the CLI and the module disagree.
+"""
+import os
+import sys
+
+USAGE = ("usage: python -m scopemeter report [RUN_ID] [--json] [--plot FILE.png]\n"
+         "       python -m scopemeter --version\n")
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        (sys.stdout if argv else sys.stderr).write(USAGE)
+        return 0 if argv else 2
+    if argv[0] in ("--version", "version"):
+        import scopemeter
+        print(f"scopemeter {scopemeter.__version__} "
+              f"({os.path.dirname(os.path.abspath(scopemeter.__file__))})")
+        return 0
+    if argv[0] == "report":
+        from ._report import main as report_main
+        return report_main(argv[1:])
+    sys.stderr.write(f"scopemeter: unknown command {argv[0]!r} for python -m scopemeter "
+                     "(probe, plan and run are the C CLI's: `scopemeter`)\n" + USAGE)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

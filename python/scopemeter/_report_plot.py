@@ -1,0 +1,118 @@
+"""The picture of `scopemeter report --plot FILE.png` (docs/report.md).
+
+Why a separate file: matplotlib is an optional extra (`pip install
+'scopemeter[report]'`); only this module imports it, and only when a picture
+is asked for.  It draws with matplotlib's object API and the Agg canvas, never
+pyplot, so it neither changes the backend of a program that already uses
+matplotlib nor needs a display.
+
+One row pair per rank, on one time axis (seconds since the run started):
+above, the container's working set against its limit line, with the node's
+memory (% of the node) on the right axis -- the contrast the charts exist for;
+below, CPU: the container's (% of its limit) and the node's.  16 inches at
+100 dpi: 1600 px wide.
+"""
+MAX_RANKS = 8      # more rows stop being readable; the most severe ranks are drawn
+WIDTH_IN, DPI = 16.0, 100
+
+
+def require():
+    import matplotlib  # noqa: F401  (ImportError is the caller's one line)
+
+
+def _ordered(rep):
+    """Ranks by their most severe verdict, then by memory peak %, then rank."""
+    from ._report import CODES
+
+    def key(r):
+        sev = min((CODES.index(c) for c in r["verdict_codes"]), default=len(CODES))
+        return (sev, -(r["container_memory_peak_percentage"] or -1.0), r["rank"])
+    return sorted(rep["ranks"], key=key)
+
+
+def draw(rep, ranks, path):
+    """rep: report(); ranks: {rank: {"series": {name: [(ts_ms, step, value)]}}}."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    chosen = _ordered(rep)[:MAX_RANKS]
+    chosen.sort(key=lambda r: r["rank"])
+    t0 = rep["start_time_ms"] or min(
+        (r["recording_start_ms"] for r in chosen if r["recording_start_ms"]), default=0)
+    heights = []
+    for _ in chosen:
+        heights += [3.0, 1.7]
+    fig = Figure(figsize=(WIDTH_IN, sum(heights) + 1.2), dpi=DPI)
+    FigureCanvasAgg(fig)
+    gs = fig.add_gridspec(len(heights), 1, height_ratios=heights, hspace=0.55)
+    title = f"run {rep['run_id']}"
+    if rep.get("run_name"):
+        title += f" ({rep['run_name']})"
+    if len(rep["ranks"]) > len(chosen):
+        title += f": {len(chosen)} of {len(rep['ranks'])} ranks, the most severe first"
+    fig.suptitle(title, fontsize=14)
+
+    first_mem = cpu = None
+    for i, r in enumerate(chosen):
+        s = ranks[r["rank"]]["series"]
+
+        def xs_ys(name):
+            pts = s.get(name, ())
+            return [(ts - t0) / 1000.0 for ts, _, _ in pts], [v for _, _, v in pts]
+
+        mem = fig.add_subplot(gs[2 * i], sharex=first_mem)
+        first_mem = first_mem or mem
+        cpu = fig.add_subplot(gs[2 * i + 1], sharex=first_mem)
+        limit = r["container_memory_limit_megabytes"]
+        x, y = xs_ys("container_memory_usage_megabytes")
+        if y:
+            mem.plot(x, y, color="tab:blue", lw=2, marker=".", label="container working set (MB)")
+        else:
+            x, y = xs_ys("node_memory_usage_megabytes")
+            mem.plot(x, y, color="tab:blue", lw=2, label="node memory used (MB, no container)")
+        if limit is not None:
+            mem.axhline(limit, color="tab:red", ls="--", lw=1.5,
+                        label=f"memory limit {limit:.1f} MB")
+        kp = r["container_memory_kernel_peak_megabytes"]
+        if kp is not None:
+            mem.axhline(kp, color="0.4", ls=":", lw=1.2, label=f"kernel peak {kp:.1f} MB")
+        top = max([v for v in (limit, kp) if v is not None] + list(y) + [1.0])
+        mem.set_ylim(0, top * 1.3)  # room for the legend above the limit line
+        mem.set_ylabel("MB")
+        node_ax = mem.twinx()
+        nx, ny = xs_ys("node_memory_usage_percentage")
+        node_ax.plot(nx, ny, color="tab:orange", lw=1.5, label="node memory (% of node)")
+        node_ax.set_ylim(0, 130)
+        node_ax.set_yticks([0, 20, 40, 60, 80, 100])
+        node_ax.set_ylabel("node %")
+        handles = mem.get_legend_handles_labels()
+        nh = node_ax.get_legend_handles_labels()
+        mem.legend(handles[0] + nh[0], handles[1] + nh[1], loc="upper left", fontsize=9,
+                   ncol=4, framealpha=0.85)
+        head = f"rank {r['rank']} on {r['node']}"
+        if r["container_memory_peak_percentage"] is not None:
+            head += (f": peak {r['container_memory_peak_percentage']:.1f} % of the limit, "
+                     f"{r['container_memory_headroom_megabytes']:.1f} MB headroom")
+        elif limit is None:
+            head += ": no container memory limit"
+        if r["oom_kill"]:
+            head += f", OOM-killed x{r['oom_kill']}"
+        mem.set_title(head, loc="left", fontsize=12,
+                      color="tab:red" if r["verdict_codes"][:1] in (["oom_killed"],
+                                                                    ["memory_high"]) else "black")
+        mem.grid(alpha=0.3)
+
+        cx, cy = xs_ys("container_cpu_utilization_percentage")
+        if cy:
+            cpu.plot(cx, cy, color="tab:green", lw=1.5,
+                     label=f"container CPU (% of {r['container_cpu_limit_cores']:g} cores)")
+        ncx, ncy = xs_ys("node_cpu_utilization_percentage")
+        cpu.plot(ncx, ncy, color="0.5", lw=1, label="node CPU (%)")
+        cpu.set_ylim(0, max([100.0] + list(cy) + list(ncy)) * 1.35)
+        cpu.set_ylabel("CPU %")
+        cpu.legend(loc="upper left", fontsize=9, ncol=2, framealpha=0.85)
+        cpu.grid(alpha=0.3)
+    if cpu is not None:
+        cpu.set_xlabel("seconds since the run started")
+        first_mem.set_xlim(left=0)
+    fig.savefig(path, format="png", dpi=DPI)
