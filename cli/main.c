@@ -25,6 +25,7 @@ static const struct command commands[] = {
 #endif
 #ifdef SM_HAVE_RUN
     {"run", cmd_run, "record system metrics into MLflow while a command runs"},
+    {"report", cmd_report, "how close a run came to OOM, and where (Python, docs/report.md)"},
 #endif
 };
 
