@@ -24,9 +24,19 @@
  * The last three are read at open and at the end only (run tags).
  *
  * A file that fails (the cgroup was removed: kernfs answers ENODEV) is
- * reopened once; if that fails too the sample fails (collectors.c logs one
- * line, the other collectors go on) and the next sample tries to open it
- * again, so the series resume when the file comes back.
+ * reopened once; if that fails too, the next sample tries to open it again,
+ * so the series resume when the file comes back.
+ *
+ * A bad file degrades only the series computed from it (docs/design.md §6):
+ * the memory part (usage + memory.stat: both memory series) and the CPU part
+ * (cpu.stat: the CPU series) fail apart.  With one part attached, a failed
+ * part is a failed sample (collectors.c says the one line per failure streak,
+ * as for any collector).  With both attached, the surviving part's points
+ * still go out and this file says the failed part's line itself — once per
+ * streak, naming the file and the series skipped, and once when it recovers
+ * — and the sample returns 0 (collectors.c's line would say "its series",
+ * all of them, which is exactly what is not true here).  At open, a part
+ * whose first read fails is dropped with its line; the other part stays.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -66,7 +76,10 @@ struct ctr {
     /* the last failure, for its one line */
     const struct kfile *bad;
     const char *bad_key;
-    int bad_parse;
+    int bad_parse, bad_open;
+    int parts;              /* parts attached: memory, CPU (1 or 2) */
+    /* a part's failure line was said (both parts attached): its streak */
+    int mem_said, cpu_said;
 
     char src_mem[200], src_pct[200], src_cpu[200];
     char buf[16384];        /* memory.stat is the largest file read (~2-4 KB) */
@@ -117,6 +130,7 @@ static int kf_number(struct ctr *s, struct kfile *f, const char *key, uint64_t *
     s->bad = f;
     s->bad_key = key;
     s->bad_parse = 0;
+    s->bad_open = 0;
     if (n < 0)
         return (int)n;
     if (key) {
@@ -138,8 +152,8 @@ static void describe(const struct ctr *s, int rc, char *msg, size_t len)
     if (s->bad_parse && rc == -ENOENT && s->bad_key)
         snprintf(msg, len, "cannot parse %s: no %s", path, s->bad_key);
     else
-        snprintf(msg, len, "cannot %s %s: %s", s->bad_parse ? "parse" : "read", path,
-                 strerror(-rc));
+        snprintf(msg, len, "cannot %s %s: %s",
+                 s->bad_parse ? "parse" : s->bad_open ? "open" : "read", path, strerror(-rc));
 }
 
 /* The same, reopening the file once when it fails (removed and re-created,
@@ -233,14 +247,17 @@ static int fail(struct ctr *s, sm_opened *res, const struct kfile *f, const char
     return rc;
 }
 
-/* open() failed on a read or parse: the same line as a sample would give */
-static int fail_read(struct ctr *s, sm_opened *res, int rc)
+/* Opens f, recording it as the failure to describe when that fails. */
+static int kf_open_noted(struct ctr *s, struct kfile *f)
 {
-    char line[300];
+    int rc = kf_open(f);
 
-    describe(s, rc, line, sizeof line);
-    say(res->msg, sizeof res->msg, "", line, "; container_* dropped");
-    ctr_close(s);
+    if (rc < 0) {
+        s->bad = f;
+        s->bad_key = NULL;
+        s->bad_parse = 0;
+        s->bad_open = 1;
+    }
     return rc;
 }
 
@@ -248,8 +265,10 @@ static int ctr_open(void *state, const sm_ctx *ctx, sm_opened *res)
 {
     struct ctr *s = state;
     sm_cgroup *cg = &s->cg;
-    int v2, rc;
+    int v2, rc = 0, rc_mem = 0, rc_cpu = 0;
     uint64_t ws;
+    /* a part whose first read fails: its file and why (docs/design.md §6) */
+    char why_mem[300] = "", why_cpu[300] = "", both[610];
 
     kf_init(&s->usage);
     kf_init(&s->stat);
@@ -283,12 +302,16 @@ static int ctr_open(void *state, const sm_ctx *ctx, sm_opened *res)
             kf_set(&s->events, d, v2 ? "memory.events" : "memory.oom_control") < 0 ||
             kf_set(&s->peak, d, v2 ? "memory.peak" : "memory.max_usage_in_bytes") < 0)
             return fail(s, res, &s->usage, "open", -ENAMETOOLONG);
-        if ((rc = kf_open(&s->usage)) < 0)
-            return fail(s, res, &s->usage, "open", rc);
-        if ((rc = kf_open(&s->stat)) < 0)
-            return fail(s, res, &s->stat, "open", rc);
-        if ((rc = read_ws(s, &ws)) < 0)
-            return fail_read(s, res, rc);
+        if ((rc_mem = kf_open_noted(s, &s->usage)) < 0 ||
+            (rc_mem = kf_open_noted(s, &s->stat)) < 0 || (rc_mem = read_ws(s, &ws)) < 0) {
+            describe(s, rc_mem, why_mem, sizeof why_mem);
+            kf_close(&s->usage);
+            kf_close(&s->stat);
+            s->has_mem = 0;
+        }
+    }
+    if (s->has_mem) {
+        v2 = cg->mem_version == 2;
         /* optional: the counter (kernel >= 4.13 on v1) and the peak (v2: >= 5.19) */
         s->oom_key = "oom_kill";
         if (kf_open(&s->events) == 0 &&
@@ -309,11 +332,23 @@ static int ctr_open(void *state, const sm_ctx *ctx, sm_opened *res)
         s->cpu_ns_per_unit = v2 ? 1000.0 : 1.0;
         if (kf_set(&s->cpu, cg->cpu_usage_dir, v2 ? "cpu.stat" : "cpuacct.usage") < 0)
             return fail(s, res, &s->cpu, "open", -ENAMETOOLONG);
-        if ((rc = kf_open(&s->cpu)) < 0)
-            return fail(s, res, &s->cpu, "open", rc);
         /* baseline: the first sample is a delta from here */
-        if ((rc = read_cpu(s, &s->cpu_prev)) < 0)
-            return fail_read(s, res, rc);
+        if ((rc_cpu = kf_open_noted(s, &s->cpu)) < 0 ||
+            (rc_cpu = read_cpu(s, &s->cpu_prev)) < 0) {
+            describe(s, rc_cpu, why_cpu, sizeof why_cpu);
+            kf_close(&s->cpu);
+            s->has_cpu = 0;
+        }
+    }
+    if (!s->has_mem && !s->has_cpu) { /* every part that exists failed */
+        snprintf(both, sizeof both, "%s%s%s", why_mem, why_mem[0] && why_cpu[0] ? "; " : "",
+                 why_cpu);
+        say(res->msg, sizeof res->msg, "", both, "; container_* dropped");
+        ctr_close(s);
+        return rc_mem < 0 ? rc_mem : rc_cpu;
+    }
+    if (s->has_cpu) {
+        v2 = cg->cpu_version == 2;
         clock_gettime(CLOCK_MONOTONIC, &s->t_prev);
         snprintf(s->src_cpu, sizeof s->src_cpu, "%s%s, %s", mpath(s, &s->cpu),
                  v2 ? ":usage_usec" : "", v2 ? "cpu.max" : "cpu.cfs_quota_us/cfs_period_us");
@@ -327,7 +362,13 @@ static int ctr_open(void *state, const sm_ctx *ctx, sm_opened *res)
                 kf_close(&s->thr);
         }
     }
-    if (!s->has_mem)
+    s->parts = s->has_mem + s->has_cpu;
+    if (why_mem[0]) /* the other part stands: only this one's series go */
+        say(res->msg, sizeof res->msg, "", why_mem, "; container_memory_* dropped");
+    else if (why_cpu[0])
+        say(res->msg, sizeof res->msg, "", why_cpu,
+            "; container_cpu_utilization_percentage dropped");
+    else if (!s->has_mem)
         snprintf(res->msg, sizeof res->msg,
                  "cgroup: CPU limit only, no memory limit: container_memory_* absent");
     else if (cg->cpu_cores > 0 && !s->has_cpu)
@@ -339,49 +380,75 @@ static int ctr_open(void *state, const sm_ctx *ctx, sm_opened *res)
     return 0;
 }
 
+/* One part of a sample failed (rc < 0) or succeeded (rc == 0).  With both
+ * parts attached this file says the part's line, once per streak; with one,
+ * collectors.c says it (the sample fails). */
+static void part_said(struct ctr *s, int rc, int *said, const char *series)
+{
+    char line[300];
+
+    if (s->parts < 2)
+        return;
+    if (rc < 0 && !*said) {
+        describe(s, rc, line, sizeof line);
+        sm_log(SM_WARN, "container: %s; %s skipped until it recovers", line, series);
+        *said = 1;
+    } else if (rc == 0 && *said) {
+        sm_log(SM_INFO, "container: %s recovered", series);
+        *said = 0;
+    }
+}
+
 static int ctr_sample(void *state, sm_points *out, char *msg, size_t msglen)
 {
     struct ctr *s = state;
-    int rc;
+    int rc, rc_mem = 0, rc_cpu = 0;
 
     if (s->has_mem) {
         uint64_t ws;
-        rc = read_ws(s, &ws);
-        if (rc < 0) {
-            describe(s, rc, msg, msglen);
-            return rc;
+        rc_mem = read_ws(s, &ws);
+        if (rc_mem < 0) {
+            if (s->parts < 2)
+                describe(s, rc_mem, msg, msglen);
+        } else {
+            double mb = (double)ws / 1e6;
+            if (!s->ws_seen || mb > s->ws_peak_mb)
+                s->ws_peak_mb = mb;
+            s->ws_seen = 1;
+            sm_emit(out, "container_memory_usage_megabytes", mb, "MB", s->src_mem,
+                    SM_AGG_MEAN);
+            sm_emit(out, "container_memory_usage_percentage",
+                    100.0 * (double)ws / (double)s->cg.mem_limit, "percent", s->src_pct,
+                    SM_AGG_MEAN);
         }
-        double mb = (double)ws / 1e6;
-        if (!s->ws_seen || mb > s->ws_peak_mb)
-            s->ws_peak_mb = mb;
-        s->ws_seen = 1;
-        sm_emit(out, "container_memory_usage_megabytes", mb, "MB", s->src_mem, SM_AGG_MEAN);
-        sm_emit(out, "container_memory_usage_percentage",
-                100.0 * (double)ws / (double)s->cg.mem_limit, "percent", s->src_pct,
-                SM_AGG_MEAN);
+        part_said(s, rc_mem, &s->mem_said, "container_memory_*");
     }
     if (s->has_cpu) {
         uint64_t ns;
         struct timespec now;
-        rc = read_cpu(s, &ns);
-        if (rc < 0) {
-            describe(s, rc, msg, msglen);
-            return rc;
+        rc_cpu = read_cpu(s, &ns);
+        if (rc_cpu < 0) {
+            if (s->parts < 2)
+                describe(s, rc_cpu, msg, msglen);
+        } else {
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            double dt = (double)(now.tv_sec - s->t_prev.tv_sec) +
+                        (double)(now.tv_nsec - s->t_prev.tv_nsec) / 1e9;
+            if (ns >= s->cpu_prev) {
+                double pct = dt > 0 ? 100.0 * ((double)(ns - s->cpu_prev) / 1e9) /
+                                          (dt * s->cg.cpu_cores)
+                                    : 0.0;
+                sm_emit(out, "container_cpu_utilization_percentage", pct, "percent",
+                        s->src_cpu, SM_AGG_MEAN);
+            } /* else: the counter went backwards (cgroup re-created): re-base, no point */
+            s->cpu_prev = ns;
+            s->t_prev = now;
         }
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        double dt = (double)(now.tv_sec - s->t_prev.tv_sec) +
-                    (double)(now.tv_nsec - s->t_prev.tv_nsec) / 1e9;
-        if (ns >= s->cpu_prev) {
-            double pct = dt > 0 ? 100.0 * ((double)(ns - s->cpu_prev) / 1e9) /
-                                      (dt * s->cg.cpu_cores)
-                                : 0.0;
-            sm_emit(out, "container_cpu_utilization_percentage", pct, "percent", s->src_cpu,
-                    SM_AGG_MEAN);
-        } /* else: the counter went backwards (cgroup re-created): re-base, no point */
-        s->cpu_prev = ns;
-        s->t_prev = now;
+        part_said(s, rc_cpu, &s->cpu_said, "container_cpu_utilization_percentage");
     }
-    return 0;
+    /* one part: its failure is the sample's (collectors.c says the line) */
+    rc = rc_mem < 0 ? rc_mem : rc_cpu;
+    return s->parts < 2 ? rc : 0;
 }
 
 static void ctr_tags(void *state, int phase, sm_tags *out)
@@ -409,6 +476,7 @@ static void ctr_tags(void *state, int phase, sm_tags *out)
 
 const sm_collector_ops sm_coll_container = {
     .name = "container",
+    .series = 3,
     .status_tag = "cgroup",
     .state_size = sizeof(struct ctr),
     .open = ctr_open,

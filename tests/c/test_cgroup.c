@@ -50,6 +50,34 @@ static int contains(const char *hay, const char *needle)
     return 1;
 }
 
+/* ---- what the collector says on stderr (sm_log: one write(2) per line) --- */
+static int saved_err = -1;
+static FILE *err_file;
+
+static void err_capture(void)
+{
+    fflush(stderr);
+    err_file = tmpfile();
+    saved_err = dup(2);
+    if (!err_file || saved_err < 0 || dup2(fileno(err_file), 2) < 0) {
+        perror("capture stderr");
+        exit(2);
+    }
+}
+
+/* stops capturing; out receives what was written */
+static void err_release(char *out, size_t cap)
+{
+    size_t n;
+
+    dup2(saved_err, 2);
+    close(saved_err);
+    rewind(err_file);
+    n = fread(out, 1, cap - 1, err_file);
+    out[n] = '\0';
+    fclose(err_file);
+}
+
 /* ---- a temporary tree ------------------------------------------------------ */
 static char tmp[256];
 
@@ -440,27 +468,61 @@ static void test_malformed(void)
     rm("sys/devices/system/cpu/online");
     rm("sys/fs/cgroup/cpuset.cpus.effective");
 
-    /* collector files: memory.stat, cpu.stat malformed -> open fails naming them */
+    /* collector files malformed at open: exactly the series computed from the
+     * bad file go, with one line naming it (docs/design.md §6); the other
+     * part stays.  memory.stat and memory.current feed both memory series,
+     * cpu.stat the CPU series. */
     ctx_for(&ctx, tmp);
     put("sys/fs/cgroup/memory.stat", "active_file 5\n");
     s = open_coll(&ctx, &r);
-    CHECK(r.rc < 0);
-    CHECK(contains(r.res.msg, "cannot parse /sys/fs/cgroup/memory.stat: no inactive_file; "
-                              "container_* dropped"));
+    CHECK_EQ_INT(r.rc, 0);
+    CHECK_EQ_STR(r.res.msg, "cannot parse /sys/fs/cgroup/memory.stat: no inactive_file; "
+                            "container_memory_* dropped");
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK_EQ_INT(r.pts.n, 1);
+    CHECK(point(&r, "container_cpu_utilization_percentage") != NULL);
+    sm_coll_container.tags(s, SM_TAGS_END, &r.end);
+    CHECK(tag(&r.end, "oom_kill") == NULL && tag(&r.end, "memory_peak_mb") == NULL);
+    CHECK_EQ_STR(tag(&r.end, "cpu_throttled_periods"), "0");
+    close_coll(s);
     put("sys/fs/cgroup/memory.stat", "inactive_file 1x\n");
     s = open_coll(&ctx, &r);
-    CHECK(r.rc < 0);
-    CHECK(contains(r.res.msg, "cannot parse /sys/fs/cgroup/memory.stat: Invalid argument"));
+    CHECK_EQ_INT(r.rc, 0);
+    CHECK(contains(r.res.msg, "cannot parse /sys/fs/cgroup/memory.stat: Invalid argument; "
+                              "container_memory_* dropped"));
+    close_coll(s);
     put("sys/fs/cgroup/memory.stat", "active_file 5\ninactive_file 1000000000\n");
     put("sys/fs/cgroup/cpu.stat", "usage_usec\n");
     s = open_coll(&ctx, &r);
-    CHECK(r.rc < 0);
-    CHECK(contains(r.res.msg, "cannot parse /sys/fs/cgroup/cpu.stat"));
+    CHECK_EQ_INT(r.rc, 0);
+    CHECK_EQ_STR(r.res.msg, "cannot parse /sys/fs/cgroup/cpu.stat: no usage_usec; "
+                            "container_cpu_utilization_percentage dropped");
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK_EQ_INT(r.pts.n, 2);
+    CHECK(point(&r, "container_memory_usage_megabytes") != NULL);
+    CHECK(point(&r, "container_memory_usage_percentage") != NULL);
+    close_coll(s);
+    /* both parts bad: nothing is left, the collector is dropped naming both */
+    put("sys/fs/cgroup/memory.current", "x\n");
+    s = open_coll(&ctx, &r);
+    CHECK(r.rc < 0 && s == NULL);
+    CHECK_EQ_STR(r.res.msg, "cannot parse /sys/fs/cgroup/memory.current: Invalid argument; "
+                            "cannot parse /sys/fs/cgroup/cpu.stat: no usage_usec; "
+                            "container_* dropped");
     put("sys/fs/cgroup/cpu.stat", "usage_usec 1000000\nnr_throttled 1\nthrottled_usec 500000\n");
     rm("sys/fs/cgroup/memory.current");
     s = open_coll(&ctx, &r);
-    CHECK(r.rc < 0);
-    CHECK(contains(r.res.msg, "cannot open /sys/fs/cgroup/memory.current: No such file"));
+    CHECK_EQ_INT(r.rc, 0);
+    CHECK_EQ_STR(r.res.msg, "cannot open /sys/fs/cgroup/memory.current: No such file or "
+                            "directory; container_memory_* dropped");
+    close_coll(s);
+    /* a memory limit alone: its bad file leaves nothing, the collector goes */
+    put("sys/fs/cgroup/cpu.max", "max 100000\n");
+    s = open_coll(&ctx, &r);
+    CHECK(r.rc < 0 && s == NULL);
+    CHECK_EQ_STR(r.res.msg, "cannot open /sys/fs/cgroup/memory.current: No such file or "
+                            "directory; container_* dropped");
+    put("sys/fs/cgroup/cpu.max", "200000 100000\n");
     put("sys/fs/cgroup/memory.current", "3000000000\n");
     /* memory.events malformed: the collector attaches, the tag is absent */
     put("sys/fs/cgroup/memory.events", "oom_kill lots\n");
@@ -525,18 +587,44 @@ static void test_samples(void)
     p = point(&r, "container_memory_usage_megabytes");
     CHECK(p && p->value == 0.0);
 
-    /* a file that turns bad: the sample fails naming it; when it is good
-     * again, the series resume */
+    /* a file that turns bad: only the series computed from it go (the CPU
+     * series never reads memory.current), with one line naming the file for
+     * the whole streak and one when it recovers (docs/design.md §6) */
+    err_capture();
     put("sys/fs/cgroup/memory.current", "garbage\n");
-    CHECK(sample(s, &r) < 0);
-    CHECK(contains(r.msg, "cannot parse /sys/fs/cgroup/memory.current: Invalid argument"));
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK_EQ_INT(r.pts.n, 1);
+    CHECK(point(&r, "container_cpu_utilization_percentage") != NULL);
     rm("sys/fs/cgroup/memory.current");
-    CHECK(sample(s, &r) < 0);
-    CHECK(contains(r.msg, "cannot read /sys/fs/cgroup/memory.current: No such file"));
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK_EQ_INT(r.pts.n, 1);
     put("sys/fs/cgroup/memory.current", "2000000000\n");
     CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK_EQ_INT(r.pts.n, 3);
     p = point(&r, "container_memory_usage_megabytes");
     CHECK(p && fabs(p->value - 1000.0) < 1e-9);
+    /* and the other way round: a bad cpu.stat leaves the memory series */
+    put("sys/fs/cgroup/cpu.stat", "nr_periods 3\n");
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK_EQ_INT(r.pts.n, 2);
+    CHECK(point(&r, "container_cpu_utilization_percentage") == NULL);
+    CHECK(point(&r, "container_memory_usage_percentage") != NULL);
+    put("sys/fs/cgroup/cpu.stat",
+        "usage_usec 1200000\nnr_periods 20\nnr_throttled 4\nthrottled_usec 2500000\n");
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK_EQ_INT(r.pts.n, 3);
+    {
+        char said[4096];
+        err_release(said, sizeof said);
+        CHECK_EQ_STR(said,
+                     "scopemeter: warning: container: cannot parse /sys/fs/cgroup/memory.current: "
+                     "Invalid argument; container_memory_* skipped until it recovers\n"
+                     "scopemeter: container: container_memory_* recovered\n"
+                     "scopemeter: warning: container: cannot parse /sys/fs/cgroup/cpu.stat: no "
+                     "usage_usec; container_cpu_utilization_percentage skipped until it "
+                     "recovers\n"
+                     "scopemeter: container: container_cpu_utilization_percentage recovered\n");
+    }
 
     /* CPU counter going backwards (re-created cgroup): no point, re-based */
     put("sys/fs/cgroup/cpu.stat", "usage_usec 5\nnr_throttled 4\nthrottled_usec 2500000\n");
