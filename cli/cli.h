@@ -1,14 +1,37 @@
-/* cli.h — the scopemeter command's subcommands; one file each. */
+/* cli.h — the scopemeter command's subcommands (one file each) and the one
+ * option parser they share (opts.c). */
 #ifndef SM_CLI_H
 #define SM_CLI_H
+
+#include <stddef.h>
 
 int cmd_probe(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_report(int argc, char **argv); /* execs python -m scopemeter report */
 
-/* Parses a decimal number of seconds; returns 0 or -1. */
-int cli_parse_seconds(const char *s, double *out);
-int cli_parse_int(const char *s, int *out);
+enum cli_kind { CLI_FLAG, CLI_INT, CLI_SECONDS, CLI_STRING };
+
+/* One option: --name, its kind, where the value goes (int * for FLAG and
+ * INT, double * for SECONDS, const char ** for STRING), inclusive bounds for
+ * numbers, the value a FLAG stores, and a group: two options of one group
+ * given together are a usage error (--run-id/--experiment). */
+struct cli_opt {
+    const char *name;
+    enum cli_kind kind;
+    void *dst;
+    double min, max;
+    int flag_value;
+    const char *group;
+    int seen;              /* set by cli_parse */
+};
+
+#define CLI_HELP (-2)
+/* Parses argv[1..].  Returns the index of the first operand (argc when
+ * none; after "--" the next one), CLI_HELP for -h/--help, or -1 after one
+ * line "scopemeter CMD: ..." on stderr.  operands: whether positional
+ * arguments may follow the options (else one is a usage error). */
+int cli_parse(const char *cmd, int argc, char **argv, struct cli_opt *opts, size_t nopts,
+              int operands);
 
 #endif

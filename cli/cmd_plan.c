@@ -61,7 +61,7 @@ static int print_json(const sm_plan_input *in, int nodes_given, const sm_plan *p
 {
     int pods = (in->workers + in->workers_per_pod - 1) / in->workers_per_pod;
     int nodes = nodes_given ? in->nodes : pods;
-    int node_sections = 6 * (p->collectors < nodes ? p->collectors : nodes);
+    int node_sections = p->node_series_per_collector * (p->collectors < nodes ? p->collectors : nodes);
     json_t *root = json_object();
     char *s;
 
@@ -105,7 +105,8 @@ static void print_text(const sm_plan_input *in, int nodes_given, const sm_plan *
     int pods = (in->workers + in->workers_per_pod - 1) / in->workers_per_pod;
     int nodes = nodes_given ? in->nodes : pods;
     int node_hosts = p->collectors < nodes ? p->collectors : nodes;
-    int other = p->series_per_collector - 6;
+    int tiered = p->node_series_per_collector;
+    int other = p->series_per_collector - tiered;
     char bytes[32];
 
     printf("job          %d worker%s, %d per pod -> %d pod%s on %d node%s%s; %d GPU%s per worker\n",
@@ -121,12 +122,15 @@ static void print_text(const sm_plan_input *in, int nodes_given, const sm_plan *
         printf(" (write-load cap: %d collectors > 4, raised from %g s)", p->collectors,
                asked_interval);
     printf("\n");
-    printf("series       %d per collector (node 3, rootfs 3, network 2, gpu %d, container %d)\n",
-           p->series_per_collector, 5 * p->gpus_per_collector, in->container_limits ? 3 : 0);
+    printf("series       %d per collector (%d with the node tier: node_*, rootfs_*; "
+           "%d GPU; %d container; %d network)\n", p->series_per_collector, tiered,
+           p->gpu_series_per_collector, p->container_series_per_collector,
+           other - p->gpu_series_per_collector - p->container_series_per_collector);
     printf("             %d in total\n", p->series);
     printf("charts       %d (MLflow draws one chart per series)\n", p->charts);
-    printf("sections     %d (node_*/rootfs_*: 6 x %d node%s = %d; other series: %d)\n", p->sections,
-           node_hosts, node_hosts == 1 ? "" : "s", 6 * node_hosts, other);
+    printf("sections     %d (node_*/rootfs_*: %d x %d node%s = %d; other series: %d)\n",
+           p->sections, tiered, node_hosts, node_hosts == 1 ? "" : "s", tiered * node_hosts,
+           other);
     printf("rows/hour    %.0f\n", p->rows_per_hour);
     human_bytes(p->bytes_per_day, bytes, sizeof bytes);
     printf("bytes/day    %s (at %.0f bytes per row, a measured backend; docs/plan.md)\n", bytes,
@@ -150,64 +154,36 @@ int cmd_plan(int argc, char **argv)
     sm_plan_input in;
     sm_plan p;
     char err[256];
-    int json = 0, have_workers = 0, nodes_given = 0, rc;
+    int json = 0, rc, one = 0;
     double asked;
+    struct cli_opt opts[] = {
+        {"--workers", CLI_INT, &in.workers, 1, SM_PLAN_WORKERS_MAX, 0, NULL, 0},
+        {"--workers-per-pod", CLI_INT, &in.workers_per_pod, 1, SM_PLAN_WORKERS_MAX, 0, NULL, 0},
+        {"--nodes", CLI_INT, &in.nodes, 1, SM_PLAN_WORKERS_MAX, 0, NULL, 0},
+        {"--gpus-per-worker", CLI_INT, &in.gpus_per_worker, 0, SM_GPUS_MAX, 0, NULL, 0},
+        {"--interval", CLI_SECONDS, &in.interval_s, SM_INTERVAL_MIN, SM_INTERVAL_MAX, 0, NULL, 0},
+        {"--samples", CLI_INT, &in.samples, 1, SM_SAMPLES_MAX, 0, NULL, 0},
+        {"--all-workers", CLI_FLAG, &in.all_workers, 0, 0, 1, "workers", 0},
+        {"--one-worker", CLI_FLAG, &one, 0, 0, 1, "workers", 0},
+        {"--no-container-limits", CLI_FLAG, &in.container_limits, 0, 0, 0, NULL, 0},
+        {"--json", CLI_FLAG, &json, 0, 0, 1, NULL, 0},
+    };
 
     memset(&in, 0, sizeof in);
-    in.workers_per_pod = 1;
+    in.workers_per_pod = SM_PLAN_DEFAULT;
+    in.nodes = SM_PLAN_DEFAULT;
+    in.interval_s = SM_PLAN_DEFAULT;
+    in.samples = SM_PLAN_DEFAULT;
     in.container_limits = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int bad = 0;
-
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            plan_usage(stdout);
-            return 0;
-        } else if (strcmp(a, "--json") == 0) {
-            json = 1;
-        } else if (strcmp(a, "--all-workers") == 0) {
-            in.all_workers = 1;
-        } else if (strcmp(a, "--one-worker") == 0) {
-            in.all_workers = 0;
-        } else if (strcmp(a, "--no-container-limits") == 0) {
-            in.container_limits = 0;
-        } else if (strcmp(a, "--workers") == 0) {
-            bad = cli_parse_int(v, &in.workers) < 0 || in.workers < 1;
-            have_workers = 1;
-            i++;
-        } else if (strcmp(a, "--workers-per-pod") == 0) {
-            bad = cli_parse_int(v, &in.workers_per_pod) < 0 || in.workers_per_pod < 1;
-            i++;
-        } else if (strcmp(a, "--nodes") == 0) {
-            bad = cli_parse_int(v, &in.nodes) < 0 || in.nodes < 1;
-            nodes_given = 1;
-            i++;
-        } else if (strcmp(a, "--gpus-per-worker") == 0) {
-            bad = cli_parse_int(v, &in.gpus_per_worker) < 0;
-            i++;
-        } else if (strcmp(a, "--interval") == 0) {
-            bad = cli_parse_seconds(v, &in.interval_s) < 0 || !(in.interval_s > 0);
-            i++;
-        } else if (strcmp(a, "--samples") == 0) {
-            bad = cli_parse_int(v, &in.samples) < 0 || in.samples < 1;
-            i++;
-        } else {
-            fprintf(stderr, "scopemeter plan: unknown option '%s'\n", a);
-            plan_usage(stderr);
-            return 2;
-        }
-        if (bad) {
-            fprintf(stderr, "scopemeter plan: %s needs a %s, got '%s'\n", a,
-                    strcmp(a, "--interval") == 0 ? "positive number of seconds"
-                                                 : "positive whole number",
-                    v ? v : "(nothing)");
-            return 2;
-        }
+    rc = cli_parse("plan", argc, argv, opts, sizeof opts / sizeof opts[0], 0);
+    if (rc == CLI_HELP) {
+        plan_usage(stdout);
+        return 0;
     }
-    if (!have_workers) {
+    if (rc < 0)
+        return 2;
+    if (!opts[0].seen) {
         fprintf(stderr, "scopemeter plan: --workers is required\n");
-        plan_usage(stderr);
         return 2;
     }
     rc = sm_plan_compute(&in, &p, err, sizeof err);
@@ -215,9 +191,12 @@ int cmd_plan(int argc, char **argv)
         fprintf(stderr, "scopemeter plan: %s\n", err);
         return 2;
     }
-    asked = in.interval_s > 0 ? in.interval_s : 10.0;
+    /* the defaults, for the report */
+    if (in.workers_per_pod == SM_PLAN_DEFAULT)
+        in.workers_per_pod = 1;
+    asked = in.interval_s == SM_PLAN_DEFAULT ? SM_INTERVAL_DEFAULT : in.interval_s;
     if (json)
-        return print_json(&in, nodes_given, &p, asked);
-    print_text(&in, nodes_given, &p, asked);
+        return print_json(&in, opts[2].seen, &p, asked);
+    print_text(&in, opts[2].seen, &p, asked);
     return 0;
 }

@@ -71,6 +71,7 @@ static int print_json(const sm_probe *p)
     json_object_set_new(root, "node", str_or_null(id->node));
     json_object_set_new(root, "node_source", str_or_null(id->node_source));
     json_object_set_new(root, "collect_mode", json_string(sm_probe_collect_mode(p)));
+    json_object_set_new(root, "identity_invalid", str_or_null(id->invalid));
     json_object_set_new(root, "series", series);
     json_object_set_new(root, "cgroup", cgo);
     json_object_set_new(root, "gpu", json_string(sm_probe_gpu_status(p)));
@@ -99,7 +100,9 @@ static void print_text(const sm_probe *p)
     printf("rank %d (local rank %d, world %d, %d per pod, launcher %s), node %s\n", id->rank,
            id->local_rank, id->world_size, id->local_world_size, id->launcher,
            id->node[0] ? id->node : "unknown");
-    if (strcmp(mode, "none") == 0)
+    if (id->invalid[0])
+        printf("collects: no — %s\n", id->invalid);
+    else if (strcmp(mode, "none") == 0)
         printf("collects: no — local rank %d; the pod's local rank 0 reads the same files\n",
                id->local_rank);
     else
@@ -133,38 +136,30 @@ static void print_text(const sm_probe *p)
 int cmd_probe(int argc, char **argv)
 {
     double interval = 1.0;
-    int json = 0;
+    int json = 0, rc;
     sm_probe *p = NULL;
     char err[256] = "";
+    struct cli_opt opts[] = {
+        {"--interval", CLI_SECONDS, &interval, 0, 3600, 0, NULL, 0},
+        {"--json", CLI_FLAG, &json, 0, 0, 1, NULL, 0},
+    };
 
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0) {
-            json = 1;
-        } else if (strcmp(argv[i], "--interval") == 0 && i + 1 < argc) {
-            if (cli_parse_seconds(argv[++i], &interval) < 0) {
-                fprintf(stderr, "scopemeter: --interval wants seconds, got '%s'\n", argv[i]);
-                return 2;
-            }
-        } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            printf("usage: scopemeter probe [--json] [--interval SECONDS]\n\n"
-                   "Takes two samples SECONDS apart (default 1) and shows every series this\n"
-                   "process would record here: key, value, unit, scope and source file; the\n"
-                   "cgroup found and why; the GPU status; a line for each missing collector.\n");
-            return 0;
-        } else {
-            fprintf(stderr, "scopemeter: probe: unknown option '%s'\n", argv[i]);
-            return 2;
-        }
+    rc = cli_parse("probe", argc, argv, opts, sizeof opts / sizeof opts[0], 0);
+    if (rc == CLI_HELP) {
+        printf("usage: scopemeter probe [--json] [--interval SECONDS]\n\n"
+               "Takes two samples SECONDS apart (default 1, at most 3600) and shows every\n"
+               "series this process would record here: key, value, unit, scope and source\n"
+               "file; the cgroup found and why; the GPU status; a line for each missing\n"
+               "collector.\n");
+        return 0;
     }
+    if (rc < 0)
+        return 2;
     if (sm_probe_run(interval, &p, err, sizeof err) < 0) {
         fprintf(stderr, "scopemeter: probe failed: %s\n", err);
         return 1;
     }
-    int rc = 0;
-    if (json)
-        rc = print_json(p);
-    else
-        print_text(p);
+    rc = json ? print_json(p) : (print_text(p), 0);
     sm_probe_free(p);
     return rc;
 }

@@ -31,6 +31,7 @@
 #include <strings.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -113,91 +114,31 @@ static void usage(FILE *f)
             "  torchrun --no-python ... scopemeter run --all-workers -- python train.py\n");
 }
 
-/* --opt VALUE or --opt=VALUE */
-static const char *opt_value(int argc, char **argv, int *i, const char *name)
-{
-    size_t n = strlen(name);
-
-    if (strncmp(argv[*i], name, n) != 0)
-        return NULL;
-    if (argv[*i][n] == '=')
-        return argv[*i] + n + 1;
-    if (argv[*i][n] == '\0' && *i + 1 < argc)
-        return argv[++*i];
-    if (argv[*i][n] == '\0') {
-        fprintf(stderr, "scopemeter run: %s needs a value\n", name);
-        return "";
-    }
-    return NULL;
-}
-
 static int parse(int argc, char **argv, struct run_opts *o)
 {
     int i;
+    struct cli_opt opts[] = {
+        {"--run-id", CLI_STRING, &o->run_id, 0, 0, 0, "run", 0},
+        {"--experiment", CLI_STRING, &o->experiment, 0, 0, 0, "run", 0},
+        {"--jsonl", CLI_STRING, &o->jsonl, 0, 0, 0, NULL, 0},
+        {"--all-workers", CLI_FLAG, &o->all_workers, 0, 0, 1, NULL, 0},
+        {"--interval", CLI_SECONDS, &o->interval, SM_INTERVAL_MIN, SM_INTERVAL_MAX, 0, NULL, 0},
+        {"--samples", CLI_INT, &o->samples, 1, SM_SAMPLES_MAX, 0, NULL, 0},
+        {"--stop-timeout", CLI_SECONDS, &o->stop_timeout, 0, SM_STOP_TIMEOUT_MAX, 0, NULL, 0},
+        {"--startup-timeout", CLI_SECONDS, &o->startup_timeout, 0.1, 86400, 0, NULL, 0},
+        {"--buffer-points", CLI_INT, &o->buffer_points, 1, 100000000, 0, NULL, 0},
+    };
 
     memset(o, 0, sizeof *o);
     o->stop_timeout = -1;
     o->startup_timeout = DEFAULT_STARTUP_TIMEOUT;
-    for (i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (strcmp(a, "--") == 0) {
-            i++;
-            break;
-        }
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
-            return 1;
-        }
-        if (strcmp(a, "--all-workers") == 0) {
-            o->all_workers = 1;
-        } else if ((v = opt_value(argc, argv, &i, "--run-id"))) {
-            o->run_id = v;
-            if (!*v)
-                return -1;
-        } else if ((v = opt_value(argc, argv, &i, "--experiment"))) {
-            o->experiment = v;
-            if (!*v)
-                return -1;
-        } else if ((v = opt_value(argc, argv, &i, "--jsonl"))) {
-            o->jsonl = v;
-            if (!*v)
-                return -1;
-        } else if ((v = opt_value(argc, argv, &i, "--interval"))) {
-            if (cli_parse_seconds(v, &o->interval) < 0 || !(o->interval > 0)) {
-                fprintf(stderr, "scopemeter run: --interval wants seconds > 0\n");
-                return -1;
-            }
-        } else if ((v = opt_value(argc, argv, &i, "--samples"))) {
-            if (cli_parse_int(v, &o->samples) < 0 || o->samples < 1) {
-                fprintf(stderr, "scopemeter run: --samples wants a whole number >= 1\n");
-                return -1;
-            }
-        } else if ((v = opt_value(argc, argv, &i, "--stop-timeout"))) {
-            if (cli_parse_seconds(v, &o->stop_timeout) < 0) {
-                fprintf(stderr, "scopemeter run: --stop-timeout wants seconds >= 0\n");
-                return -1;
-            }
-        } else if ((v = opt_value(argc, argv, &i, "--buffer-points"))) {
-            if (cli_parse_int(v, &o->buffer_points) < 0 || o->buffer_points < 1) {
-                fprintf(stderr, "scopemeter run: --buffer-points wants a whole number >= 1\n");
-                return -1;
-            }
-        } else if ((v = opt_value(argc, argv, &i, "--startup-timeout"))) {
-            if (cli_parse_seconds(v, &o->startup_timeout) < 0) {
-                fprintf(stderr, "scopemeter run: --startup-timeout wants seconds >= 0\n");
-                return -1;
-            }
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "scopemeter run: unknown option %s\n", a);
-            return -1;
-        } else {
-            break; /* CMD without "--" */
-        }
+    i = cli_parse("run", argc, argv, opts, sizeof opts / sizeof opts[0], 1);
+    if (i == CLI_HELP) {
+        usage(stdout);
+        return 1;
     }
-    if (o->run_id && o->experiment) {
-        fprintf(stderr, "scopemeter run: --run-id and --experiment exclude each other\n");
+    if (i < 0)
         return -1;
-    }
     if (i >= argc) {
         fprintf(stderr, "scopemeter run: no command given (scopemeter run [options] -- CMD ...)\n");
         return -1;
@@ -631,8 +572,44 @@ static int wait_child(struct run_state *st, pid_t child, int *forwarded_term)
 }
 
 /* ---- the command ------------------------------------------------------------------- */
+/* Whether CMD can be executed, as execvp will look for it: a name with a
+ * '/' as given, else each PATH entry (unset PATH: confstr's default).  0,
+ * ENOENT (not found) or EACCES (found, not executable).  Run before any
+ * MLflow call: `scopemeter run typo` creates no run. */
+static int find_cmd(const char *name)
+{
+    const char *path = getenv("PATH");
+    char buf[4096], def[1024];
+    int found_noexec = 0;
+
+    if (!*name)
+        return ENOENT;
+    if (strchr(name, '/'))
+        return access(name, X_OK) == 0 ? 0 : errno == ENOENT || errno == ENOTDIR ? ENOENT
+                                                                                 : EACCES;
+    if (!path) {
+        if (confstr(_CS_PATH, def, sizeof def) == 0)
+            snprintf(def, sizeof def, "/bin:/usr/bin");
+        path = def;
+    }
+    while (path) {
+        const char *end = strchr(path, ':');
+        size_t len = end ? (size_t)(end - path) : strlen(path);
+        struct stat sb;
+        /* an empty entry is the current directory */
+        if (snprintf(buf, sizeof buf, "%.*s/%s", len ? (int)len : 1, len ? path : ".", name) <
+                (int)sizeof buf &&
+            stat(buf, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+            if (access(buf, X_OK) == 0)
+                return 0;
+            found_noexec = 1;
+        }
+        path = end ? end + 1 : NULL;
+    }
+    return found_noexec ? EACCES : ENOENT;
+}
+
 /* ---- the end of the run ---------------------------------------------------------- */
-#define DEFAULT_STOP_TIMEOUT 30.0 /* the monitor's default (docs/design.md §7) */
 
 /* Ending a run we created gets a fifth of the stop bound (1 to 10 s),
  * reserved from it: the monitor's stop takes the rest, so the whole stop
@@ -674,7 +651,14 @@ int cmd_run(int argc, char **argv)
 
     rc = parse(argc, argv, &o);
     if (rc != 0)
-        return rc > 0 ? 0 : (usage(stderr), 2);
+        return rc > 0 ? 0 : 2; /* one line said why */
+    /* CMD first: a mistyped command must not leave a run behind */
+    rc = find_cmd(o.cmd[0]);
+    if (rc != 0) {
+        fprintf(stderr, "scopemeter: cannot run %s: %s%s; no run created\n", o.cmd[0],
+                strerror(rc), strchr(o.cmd[0], '/') ? "" : " (searched PATH)");
+        return rc == ENOENT ? 127 : 126; /* as a shell exits */
+    }
     memset(&st, 0, sizeof st);
     st.sfd = -1;
 
@@ -688,8 +672,8 @@ int cmd_run(int argc, char **argv)
     if ((o.interval > 0 && sm_monitor_set_interval(m, o.interval) < 0) ||
         (o.samples > 0 && sm_monitor_set_samples(m, o.samples) < 0) ||
         (o.stop_timeout >= 0 && sm_monitor_set_stop_timeout(m, o.stop_timeout) < 0)) {
-        fprintf(stderr, "scopemeter run: --interval, --samples or --stop-timeout out of range "
-                "(interval 0.01..86400 s, samples 1..100000, stop timeout 0..86400 s)\n");
+        /* cannot happen after parse(): the same bounds (scopemeter.h) */
+        fprintf(stderr, "scopemeter run: --interval, --samples or --stop-timeout out of range\n");
         sm_monitor_free(m);
         return 2;
     }
@@ -723,7 +707,12 @@ int cmd_run(int argc, char **argv)
         sm_monitor_free(m);
         return 125;
     }
-    sm_identity_from_env(&st.id);
+    if (sm_identity_from_env(&st.id) < 0) {
+        /* a malformed RANK must not pass for rank 0 (docs/design.md §4):
+         * no run, no monitor; CMD runs as usual */
+        fprintf(stderr, "scopemeter: warning: %s\n", st.id.invalid);
+        goto cmd;
+    }
 
     /* 2. the run */
     if (uri && *uri)
@@ -770,6 +759,7 @@ int cmd_run(int argc, char **argv)
     }
     /* SM_NOT_COLLECTING: the monitor said why in one line */
 
+cmd:
     /* 4. CMD */
     if (child_env(&st) < 0) {
         fprintf(stderr, "scopemeter: out of memory building CMD's environment\n");
@@ -807,7 +797,7 @@ stopped_early:
 stop:
     /* 5. stop, then end the run: both within the one stop bound */
     {
-        double bound = o.stop_timeout >= 0 ? o.stop_timeout : DEFAULT_STOP_TIMEOUT;
+        double bound = o.stop_timeout >= 0 ? o.stop_timeout : SM_STOP_TIMEOUT_DEFAULT;
         double reserve = st.owns_run ? end_run_reserve(bound) : 0, t0 = mono();
 
         if (reserve > 0)

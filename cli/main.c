@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
 
 #include "cli.h"
 #include "scopemeter.h"
@@ -20,13 +23,9 @@ struct command {
 
 static const struct command commands[] = {
     {"probe", cmd_probe, "show every series this process would record here, and why"},
-#ifdef SM_HAVE_PLAN
     {"plan", cmd_plan, "preflight: series, charts, sections, rows and bytes for a job"},
-#endif
-#ifdef SM_HAVE_RUN
     {"run", cmd_run, "record system metrics into MLflow while a command runs"},
     {"report", cmd_report, "how close a run came to OOM, and where (Python, docs/report.md)"},
-#endif
 };
 
 static void usage(FILE *f)
@@ -37,33 +36,19 @@ static void usage(FILE *f)
     fprintf(f, "\n'scopemeter <command> --help' for a command's options.\n");
 }
 
-int cli_parse_seconds(const char *s, double *out)
+/* What is installed and from where: a platform team that put a wheel's CLI
+ * into a bundle directory checks which copy a PATH finds, and which libcurl
+ * it carries (static and http(s)-only in the wheel, scripts/build-deps). */
+static int print_version(void)
 {
-    char *end;
-    double v;
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
 
-    if (!s || !*s)
-        return -1;
-    errno = 0;
-    v = strtod(s, &end);
-    if (errno || *end || !isfinite(v) || v < 0)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-int cli_parse_int(const char *s, int *out)
-{
-    char *end;
-    long v;
-
-    if (!s || !*s)
-        return -1;
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno || *end || v < 0 || v > INT_MAX)
-        return -1;
-    *out = (int)v;
+    if (n < 0)
+        snprintf(exe, sizeof exe, "unknown (%s)", strerror(errno));
+    else
+        exe[n] = '\0';
+    printf("scopemeter %s\nexecutable: %s\n%s\n", sm_version(), exe, curl_version());
     return 0;
 }
 
@@ -78,10 +63,8 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
-        printf("scopemeter %s\n", sm_version());
-        return 0;
-    }
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0)
+        return print_version();
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(argv[1], commands[i].name) == 0)
             return commands[i].fn(argc - 1, argv + 1);

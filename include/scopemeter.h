@@ -11,9 +11,14 @@
  *   - where a message helps, the caller passes an error buffer (err, errlen)
  *     which receives one human-readable line (never a secret).
  *
- * Thread safety: a handle is used by one thread at a time, except
- * sm_monitor_stop(), which may be called from any thread (and from an atexit
- * handler); the monitor's own sampling thread never calls back into user code.
+ * Thread safety: a handle is used by one thread at a time, with two
+ * exceptions: sm_monitor_stop() may be called from any thread (and from an
+ * atexit handler) while another thread is still in sm_monitor_drain() or
+ * sm_monitor_queued() on the same monitor — the drain then returns what is
+ * left and -EPIPE; and sm_monitor_free() waits for nothing, so call it only
+ * after every other call on the handle has returned.  Different handles are
+ * independent.  The monitor's own threads never call back into user code,
+ * except a log handler set with sm_set_log_handler().
  */
 #ifndef SCOPEMETER_H
 #define SCOPEMETER_H
@@ -31,9 +36,53 @@ extern "C" {
 #define SM_EXTERN
 #endif
 
+/* Compile-time version (as curl's LIBCURL_VERSION_NUM): 0xMMmmpp. */
+#define SM_VERSION_MAJOR 0
+#define SM_VERSION_MINOR 1
+#define SM_VERSION_PATCH 0
 #define SM_VERSION "0.1.0"
+#define SM_VERSION_HEX ((SM_VERSION_MAJOR << 16) | (SM_VERSION_MINOR << 8) | SM_VERSION_PATCH)
 
+/* The library's version at run time ("0.1.0"); compare with SM_VERSION to
+ * catch a program built against another header. */
 SM_EXTERN const char *sm_version(void);
+
+/* A message for a code this API returned (negative errno-style, or
+ * SM_NOT_COLLECTING); never NULL. */
+SM_EXTERN const char *sm_strerror(int code);
+
+/* ---------------------------------------------------------------------------
+ * Bounds every surface checks, from one place (docs/design.md §4, §7): the
+ * CLI, sm_plan_compute() and the Python front (which reads them from its
+ * extension) validate with these values and these words.
+ * ------------------------------------------------------------------------- */
+#define SM_INTERVAL_MIN 0.01        /* s; below this a monitor is a busy loop */
+#define SM_INTERVAL_MAX 86400.0     /* s */
+#define SM_INTERVAL_DEFAULT 10.0    /* s, as MLflow's monitor */
+#define SM_SAMPLES_MAX 100000
+#define SM_STOP_TIMEOUT_MAX 86400.0 /* s */
+#define SM_STOP_TIMEOUT_DEFAULT 30.0 /* s */
+#define SM_GPUS_MAX 64              /* GPUs one process may see */
+/* MLflow's limits (mlflow/utils/validation.py): one log-batch request holds
+ * at most this many metrics, tags, and entities in all; a key at most
+ * SM_MLFLOW_KEY_MAX characters. */
+#define SM_MLFLOW_BATCH_METRICS 1000
+#define SM_MLFLOW_BATCH_TAGS 100
+#define SM_MLFLOW_BATCH_ENTITIES 1000
+#define SM_MLFLOW_KEY_MAX 250
+
+/* ---------------------------------------------------------------------------
+ * Lines.  Every line scopemeter prints (docs/design.md §6) goes to stderr as
+ * "scopemeter: <msg>" ("scopemeter: warning: <msg>" for warnings), written
+ * with one write(2).  An embedding program may route them instead: the
+ * handler receives the message without the prefix and the level; it may be
+ * called from the monitor's threads, so it must be thread-safe and must not
+ * call back into scopemeter.  NULL restores stderr.  Process-wide, like
+ * curl_global_init: set it before starting monitors.
+ * ------------------------------------------------------------------------- */
+enum sm_log_level { SM_LOG_INFO = 0, SM_LOG_WARNING = 1 };
+typedef void (*sm_log_fn)(int level, const char *msg, void *userdata);
+SM_EXTERN void sm_set_log_handler(sm_log_fn fn, void *userdata);
 
 /* ---------------------------------------------------------------------------
  * Identity: who this process is in a distributed job (docs/design.md §4).
@@ -51,9 +100,18 @@ typedef struct sm_identity {
     char node[256];        /* "" when unknown (never "unknown" in a key) */
     const char *launcher;  /* "torchrun", "slurm", "openmpi", "pmi", "none" */
     const char *node_source; /* env variable the node came from, or NULL */
+    char invalid[256];     /* "" or why the launcher's variables cannot be trusted */
 } sm_identity;
 
+/* 0, or -EINVAL when a launcher variable is malformed (RANK=abc, RANK=-1,
+ * WORLD_SIZE=0, RANK >= WORLD_SIZE, ...): id->invalid says which, one line;
+ * such a process does not collect (docs/design.md §4). */
 SM_EXTERN int sm_identity_from_env(sm_identity *id);
+
+/* Whether a process of this identity collects (docs/design.md §4): by
+ * default rank 0; with all_workers every pod's local rank 0; never with an
+ * invalid identity.  1 or 0; why receives the one line that says why not. */
+SM_EXTERN int sm_collects(const sm_identity *id, int all_workers, char *why, size_t whylen);
 
 /* ---------------------------------------------------------------------------
  * Names (docs/design.md §2): a pure function of (upstream key, rank, node).
@@ -208,14 +266,18 @@ SM_EXTERN int sm_monitor_drain(sm_monitor *m, sm_record *out, int cap, double ti
 /* ---------------------------------------------------------------------------
  * Plan: the preflight of docs/design.md §8 (docs/plan.md) (what turning on every worker costs).
  * ------------------------------------------------------------------------- */
+/* A field left at SM_PLAN_DEFAULT takes its default; any other value outside
+ * its bounds is -EINVAL with the bound in err (0 is not "default"). */
+#define SM_PLAN_DEFAULT (-1)
+#define SM_PLAN_WORKERS_MAX 1048576
 typedef struct sm_plan_input {
-    int workers;            /* world size, >= 1 */
-    int workers_per_pod;    /* local world size, >= 1 */
-    int nodes;              /* >= 1 */
-    int gpus_per_worker;    /* GPUs per worker, >= 0 (a pod shows workers_per_pod x this) */
+    int workers;            /* world size, 1..SM_PLAN_WORKERS_MAX */
+    int workers_per_pod;    /* local world size, 1..workers; default 1 */
+    int nodes;              /* 1..pods; default: one node per pod */
+    int gpus_per_worker;    /* GPUs per worker, 0..SM_GPUS_MAX (a pod shows workers_per_pod x this) */
     int all_workers;        /* 0: rank 0 only */
-    double interval_s;      /* <= 0: default 10 */
-    int samples;            /* <= 0: default 1 */
+    double interval_s;      /* SM_INTERVAL_MIN..SM_INTERVAL_MAX; default 10 */
+    int samples;            /* 1..SM_SAMPLES_MAX; default 1 */
     int container_limits;   /* 1 when pods have a cgroup limit (container_* exist) */
 } sm_plan_input;
 
@@ -226,6 +288,10 @@ typedef struct sm_plan {
     double period_s;          /* interval x samples */
     int gpus_per_collector;   /* GPUs one collector logs: the pod's, workers_per_pod x G */
     int series_per_collector;
+    /* of which: with the node tier (node_*, rootfs_*), GPU, container */
+    int node_series_per_collector;
+    int gpu_series_per_collector;
+    int container_series_per_collector;
     int series;               /* = charts */
     int charts;
     int sections;

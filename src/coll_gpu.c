@@ -816,6 +816,7 @@ static void gpu_close(void *state)
 
 const sm_collector_ops sm_coll_gpu = {
     .name = "gpu",
+    .series_per_device = 5, /* per GPU: memory %, memory MB, utilization, power W, power % */
     .status_tag = "gpu",
     .state_size = sizeof(struct gpu),
     .open = gpu_open,

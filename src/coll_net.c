@@ -83,6 +83,7 @@ static void net_close(void *state)
 
 const sm_collector_ops sm_coll_network = {
     .name = "network",
+    .series = 2,
     .state_size = sizeof(struct net),
     .open = net_open,
     .sample = net_sample,

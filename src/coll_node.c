@@ -75,6 +75,7 @@ static void cpu_close(void *state)
 
 const sm_collector_ops sm_coll_node_cpu = {
     .name = "node_cpu",
+    .series = 1,
     .state_size = sizeof(struct node_cpu),
     .open = cpu_open,
     .sample = cpu_sample,
@@ -144,6 +145,7 @@ static void mem_close(void *state)
 
 const sm_collector_ops sm_coll_node_memory = {
     .name = "node_memory",
+    .series = 2,
     .state_size = sizeof(struct node_mem),
     .open = mem_open,
     .sample = mem_sample,

@@ -69,6 +69,7 @@ static void rootfs_close(void *state)
 
 const sm_collector_ops sm_coll_rootfs = {
     .name = "rootfs",
+    .series = 3,
     .state_size = sizeof(struct rootfs),
     .open = rootfs_open,
     .sample = rootfs_sample,

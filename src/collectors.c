@@ -20,6 +20,24 @@ static const sm_collector_ops *const table[] = {
     &sm_coll_network,  &sm_coll_container,   &sm_coll_gpu,
 };
 
+int sm_collectors_series(int devices, int container_limits, int *node_scope)
+{
+    int n = 0, node = 0;
+
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        const sm_collector_ops *c = table[i];
+        int k = c->series + c->series_per_device * devices;
+        if (c == &sm_coll_container && !container_limits)
+            continue; /* container_* exist only where a limit does */
+        n += k;
+        if (c == &sm_coll_node_cpu || c == &sm_coll_node_memory || c == &sm_coll_rootfs)
+            node += k;
+    }
+    if (node_scope)
+        *node_scope = node;
+    return n;
+}
+
 int sm_ctx_init(sm_ctx *ctx)
 {
     const char *root = getenv("SCOPEMETER_SYSROOT");

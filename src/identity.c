@@ -10,14 +10,16 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
 
-/* Strict non-negative integer; with allow_suffix the leading count of
- * Slurm's "2(x3)" or "2,1" is taken. */
+/* A launcher variable: 1 when set to a strict non-negative integer (with
+ * allow_suffix the leading count of Slurm's "2(x3)" or "2,1" is taken), 0
+ * when unset or empty, -1 when set to anything else. */
 static int env_int(const char *name, int *out, int allow_suffix)
 {
     const char *s = getenv(name);
@@ -28,12 +30,26 @@ static int env_int(const char *name, int *out, int allow_suffix)
         return 0;
     errno = 0;
     v = strtol(s, &end, 10);
-    if (errno || end == s || v < 0 || v > INT_MAX)
-        return 0;
+    if (errno || end == s || *s == '-' || *s == '+' || *s == ' ' || v < 0 || v > INT_MAX)
+        return -1;
     if (*end && !(allow_suffix && (*end == '(' || *end == ',')))
-        return 0;
+        return -1;
     *out = (int)v;
     return 1;
+}
+
+/* One line saying why this identity cannot be trusted (docs/design.md §4):
+ * a malformed launcher variable must not pass for rank 0 of 1, which would
+ * write another rank's keys. */
+static int invalid(sm_identity *id, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int invalid(sm_identity *id, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(id->invalid, sizeof id->invalid, fmt, ap);
+    va_end(ap);
+    return -EINVAL;
 }
 
 struct launcher {
@@ -57,6 +73,7 @@ static const struct launcher launchers[] = {
 int sm_identity_from_env(sm_identity *id)
 {
     static const char *node_vars[] = {"SCOPEMETER_NODE_NAME", "NODE_NAME", "SLURMD_NODENAME"};
+    int rc = 0;
 
     if (!id)
         return -EINVAL;
@@ -67,24 +84,55 @@ int sm_identity_from_env(sm_identity *id)
 
     for (size_t i = 0; i < sizeof launchers / sizeof launchers[0]; i++) {
         const struct launcher *l = &launchers[i];
-        int rank;
-        if (!env_int(l->rank, &rank, 0))
+        int rank, r;
+        const char *bad = NULL;
+
+        r = env_int(l->rank, &rank, 0);
+        if (r == 0)
             continue;
-        id->rank = rank;
         id->launcher = l->name;
-        if (!env_int(l->local_rank, &id->local_rank, 0))
-            id->local_rank = 0; /* missing counts as 0: worst case duplication */
-        if (!env_int(l->world, &id->world_size, 0) || id->world_size < 1)
+        if (r < 0)
+            bad = l->rank;
+        else if (env_int(l->local_rank, &id->local_rank, 0) < 0)
+            bad = l->local_rank; /* unset counts as 0: at worst a duplicate */
+        else if ((r = env_int(l->world, &id->world_size, 0)) < 0 || (r > 0 && id->world_size < 1))
+            bad = l->world;
+        else if ((r = env_int(l->local_world, &id->local_world_size, 1)) < 0 ||
+                 (r == 0 && l->local_world_alt &&
+                  env_int(l->local_world_alt, &id->local_world_size, 1) < 0) ||
+                 id->local_world_size < 1)
+            bad = r < 0 || !l->local_world_alt ? l->local_world : l->local_world_alt;
+        if (bad) {
+            rc = invalid(id, "%s='%.60s' is not a %s; this process records nothing (fix the "
+                         "launcher's environment)", bad, getenv(bad) ? getenv(bad) : "",
+                         bad == l->world || bad == l->local_world || bad == l->local_world_alt
+                             ? "world size (a whole number >= 1)"
+                             : "rank (a whole number >= 0)");
+        } else {
+            id->rank = rank;
+            if (id->rank >= id->world_size && getenv(l->world) && *getenv(l->world))
+                rc = invalid(id, "%s=%d is not below %s=%d; this process records nothing "
+                             "(fix the launcher's environment)", l->rank, id->rank, l->world,
+                             id->world_size);
+            else if (id->world_size <= id->rank)
+                id->world_size = id->rank + 1; /* no world size given: at least rank + 1 */
+            if (!rc && id->local_world_size > id->world_size)
+                id->local_world_size = id->world_size;
+            if (!rc && getenv(l->local_rank) && *getenv(l->local_rank) &&
+                /* not against SLURM_TASKS_PER_NODE's first count: "2,3" is uneven */
+                getenv(l->local_world) && *getenv(l->local_world) &&
+                id->local_rank >= id->local_world_size && id->local_world_size > 1)
+                rc = invalid(id, "%s=%d is not below the local world size %d; this process "
+                             "records nothing (fix the launcher's environment)", l->local_rank,
+                             id->local_rank, id->local_world_size);
+        }
+        if (rc) {
+            /* untrusted: the safe defaults, and the line in id->invalid */
+            id->rank = 0;
+            id->local_rank = 0;
             id->world_size = 1;
-        if (!env_int(l->local_world, &id->local_world_size, 1) &&
-            !(l->local_world_alt && env_int(l->local_world_alt, &id->local_world_size, 1)))
             id->local_world_size = 1;
-        if (id->local_world_size < 1)
-            id->local_world_size = 1;
-        if (id->world_size <= id->rank)
-            id->world_size = id->rank + 1;
-        if (id->local_world_size > id->world_size)
-            id->local_world_size = id->world_size;
+        }
         break;
     }
 
@@ -96,5 +144,5 @@ int sm_identity_from_env(sm_identity *id)
             break;
         }
     }
-    return 0;
+    return rc;
 }

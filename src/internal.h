@@ -146,6 +146,10 @@ typedef struct sm_opened {
 typedef struct sm_collector_ops {
     const char *name;
     const char *status_tag; /* "gpu", "cgroup", or NULL */
+    /* Series one sample emits when attached: `series`, plus
+     * `series_per_device` for each device (GPU).  sm_plan_compute counts
+     * from these; tests tie them to what the collectors emit. */
+    int series, series_per_device;
     size_t state_size;
     int (*open)(void *state, const sm_ctx *ctx, sm_opened *res);
     int (*sample)(void *state, sm_points *out, char *msg, size_t msglen);
@@ -179,5 +183,9 @@ SM_HIDDEN int sm_collset_open(sm_collset *s, const sm_ctx *ctx, sm_notes *notes)
 SM_HIDDEN int sm_collset_sample(sm_collset *s, sm_points *out);
 SM_HIDDEN void sm_collset_tags(sm_collset *s, int phase, sm_tags *out);
 SM_HIDDEN void sm_collset_close(sm_collset *s);
+/* Series one collecting process logs with `devices` GPUs, the container's
+ * included only with a limit (docs/design.md §1), and the node-scope ones
+ * (node_*, rootfs_*: the keys that carry the node tier), from the table. */
+SM_HIDDEN int sm_collectors_series(int devices, int container_limits, int *node_scope);
 
 #endif /* SM_INTERNAL_H */

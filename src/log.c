@@ -3,8 +3,10 @@
  * prefix "scopemeter:" (docs/design.md §6), so "why is this series missing" always
  * has an answer in the log.  Lines are written with a single write(2) so that
  * lines of concurrent ranks sharing a terminal do not interleave mid-line.
+ * An embedding program may take the lines instead (sm_set_log_handler).
  */
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,10 +14,40 @@
 
 #include "sink.h"
 
+/* The embedding program's handler (sm_set_log_handler): process-wide, like
+ * curl's global settings; set before monitors start, read by every thread.
+ * One atomic pointer pair would still tear between fn and userdata, so both
+ * live in one struct swapped by pointer. */
+struct handler {
+    sm_log_fn fn;
+    void *userdata;
+};
+static _Atomic(const struct handler *) log_handler;
+static struct handler handlers[2];
+static atomic_int handler_slot;
+
+void sm_set_log_handler(sm_log_fn fn, void *userdata)
+{
+    int slot;
+
+    if (!fn) {
+        atomic_store(&log_handler, NULL);
+        return;
+    }
+    /* two slots: the one being replaced may still be read by a thread in
+     * sm_vlog; the next set reuses it (setting a handler is rare) */
+    slot = atomic_fetch_add(&handler_slot, 1) & 1;
+    handlers[slot].fn = fn;
+    handlers[slot].userdata = userdata;
+    atomic_store(&log_handler, &handlers[slot]);
+}
+
 void sm_vlog(int level, const char *fmt, va_list ap)
 {
     char line[1024];
-    int n = snprintf(line, sizeof line, "scopemeter: %s", level == SM_WARN ? "warning: " : "");
+    const char *prefix = level == SM_WARN ? "warning: " : "";
+    const struct handler *h = atomic_load(&log_handler);
+    int n = h ? 0 : snprintf(line, sizeof line, "scopemeter: %s", prefix);
     int m;
 
     if (n < 0)
@@ -26,6 +58,11 @@ void sm_vlog(int level, const char *fmt, va_list ap)
     n += m;
     if ((size_t)n >= sizeof line - 1)
         n = (int)sizeof line - 2;
+    if (h) {
+        line[n] = '\0';
+        h->fn(level == SM_WARN ? SM_LOG_WARNING : SM_LOG_INFO, line, h->userdata);
+        return;
+    }
     line[n++] = '\n';
     /* best effort: a closed stderr must not disturb training */
     if (write(STDERR_FILENO, line, (size_t)n) < 0)

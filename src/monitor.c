@@ -42,12 +42,13 @@
 
 #include "sink.h"
 
-#define DEFAULT_INTERVAL 10.0
+/* bounds and defaults: scopemeter.h, one place for every surface */
+#define DEFAULT_INTERVAL SM_INTERVAL_DEFAULT
 #define DEFAULT_SAMPLES 1
-#define DEFAULT_STOP_TIMEOUT 30.0
-#define MIN_INTERVAL 0.01       /* below this a monitor is a busy loop */
-#define MAX_INTERVAL 86400.0
-#define MAX_SAMPLES 100000
+#define DEFAULT_STOP_TIMEOUT SM_STOP_TIMEOUT_DEFAULT
+#define MIN_INTERVAL SM_INTERVAL_MIN
+#define MAX_INTERVAL SM_INTERVAL_MAX
+#define MAX_SAMPLES SM_SAMPLES_MAX
 /* Default buffer: one hour of points, at least this many records, and at
  * most the upper bound (the ring's storage is reserved at start; its pages
  * are touched only as records arrive).  See docs/monitor.md. */
@@ -180,7 +181,7 @@ int sm_monitor_set_all_workers(sm_monitor *m, int on)
 
 int sm_monitor_set_stop_timeout(sm_monitor *m, double seconds)
 {
-    if (!m || !(seconds >= 0) || seconds > MAX_INTERVAL)
+    if (!m || !(seconds >= 0) || seconds > SM_STOP_TIMEOUT_MAX)
         return -EINVAL;
     m->stop_timeout = seconds;
     return 0;
@@ -547,25 +548,6 @@ static int skip(sm_monitor *m, const char *why, char *err, size_t errlen)
     return -ENODATA;
 }
 
-/* Whether this process collects (docs/design.md §4); why not in `why`. */
-static int collects(const sm_monitor *m, char *why, size_t len)
-{
-    const sm_identity *id = &m->ctx.id;
-
-    if (m->all_workers) {
-        if (id->local_rank == 0)
-            return 1;
-        snprintf(why, len, "rank %d (local rank %d) does not collect: with all_workers the "
-                 "pod's local rank 0 collects for it", id->rank, id->local_rank);
-        return 0;
-    }
-    if (id->rank == 0)
-        return 1;
-    snprintf(why, len, "rank %d does not collect: by default only rank 0 does "
-             "(all_workers collects one per pod)", id->rank);
-    return 0;
-}
-
 /* Buffer size in records: one hour of points by default (docs/monitor.md). */
 static size_t buffer_records(const sm_monitor *m)
 {
@@ -616,8 +598,8 @@ int sm_monitor_start(sm_monitor *m, char *err, size_t errlen)
         snprintf(err, errlen, "SCOPEMETER_SYSROOT: %s", strerror(-rc));
         return rc;
     }
-    if (!collects(m, why, sizeof why)) {
-        sm_log(SM_INFO, "%s", why);
+    if (!sm_collects(&m->ctx.id, m->all_workers, why, sizeof why)) {
+        sm_log(m->ctx.id.invalid[0] ? SM_WARN : SM_INFO, "%s", why);
         snprintf(err, errlen, "%s", why);
         m->state = ST_NOT_COLLECTING;
         return SM_NOT_COLLECTING;

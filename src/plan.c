@@ -13,13 +13,6 @@
 
 #include "internal.h"
 
-/* Series each collecting process logs, by scope (docs/design.md §1). */
-#define NODE_SERIES 3      /* node_cpu_utilization_percentage, node_memory_usage_{megabytes,percentage} */
-#define ROOTFS_SERIES 3    /* rootfs_usage_{megabytes,percentage}, rootfs_available_megabytes */
-#define NETWORK_SERIES 2   /* network_{receive,transmit}_megabytes */
-#define GPU_SERIES 5       /* per GPU: memory %, memory MB, utilization, power W, power % */
-#define CONTAINER_SERIES 3 /* container_memory_usage_{megabytes,percentage}, container_cpu_... */
-
 /* Bytes one metric row costs the tracking store, as measured on a
  * production MLflow backend (16 ranks x 16 series at 10 s = about 914 MB a
  * day).  docs/plan.md says what it covers and how the tests
@@ -31,7 +24,8 @@ static int ceil_div(int a, int b)
     return (int)(((long long)a + b - 1) / b);
 }
 
-/* docs/design.md §4, shared by the monitor and the plan so they never disagree:
+/* docs/design.md §4, shared by the monitor, the probe and the plan so they
+ * never disagree: who collects, and
  * one collector by default; with all_workers one per pod (world size / local
  * world size). */
 int sm_collectors_of(int world_size, int local_world_size, int all_workers)
@@ -42,6 +36,35 @@ int sm_collectors_of(int world_size, int local_world_size, int all_workers)
         return 1;
     n = ceil_div(world_size > 0 ? world_size : 1, local_world_size > 0 ? local_world_size : 1);
     return n < 1 ? 1 : n;
+}
+
+int sm_collects(const sm_identity *id, int all_workers, char *why, size_t whylen)
+{
+    char dummy[1];
+
+    if (!why || whylen == 0) {
+        why = dummy;
+        whylen = sizeof dummy;
+    }
+    why[0] = '\0';
+    if (!id)
+        return 0;
+    if (id->invalid[0]) {
+        snprintf(why, whylen, "%s", id->invalid);
+        return 0;
+    }
+    if (all_workers) {
+        if (id->local_rank == 0)
+            return 1;
+        snprintf(why, whylen, "rank %d (local rank %d) does not collect: with all_workers the "
+                 "pod's local rank 0 collects for it", id->rank, id->local_rank);
+        return 0;
+    }
+    if (id->rank == 0)
+        return 1;
+    snprintf(why, whylen, "rank %d does not collect: by default only rank 0 does "
+             "(all_workers collects one per pod)", id->rank);
+    return 0;
 }
 
 /* The write-load cap: with more than four collectors the logging period
@@ -60,7 +83,7 @@ double sm_capped_interval(int collectors, double interval, int samples)
 int sm_plan_compute(const sm_plan_input *in, sm_plan *out, char *err, size_t errlen)
 {
     char dummy[1];
-    int pods, nodes, per_pod, gpus, samples, node_hosts;
+    int pods, nodes, per_pod, gpus, samples, node_hosts, node_scope;
     double interval, period;
 
     if (!err || errlen == 0) {
@@ -73,37 +96,39 @@ int sm_plan_compute(const sm_plan_input *in, sm_plan *out, char *err, size_t err
         return -EINVAL;
     }
     memset(out, 0, sizeof *out);
-    if (in->workers < 1) {
-        snprintf(err, errlen, "workers must be at least 1");
+    /* the same bounds and words as the monitor and every surface (scopemeter.h) */
+    if (in->workers < 1 || in->workers > SM_PLAN_WORKERS_MAX) {
+        snprintf(err, errlen, "workers must be between 1 and %d", SM_PLAN_WORKERS_MAX);
         return -EINVAL;
     }
-    per_pod = in->workers_per_pod > 0 ? in->workers_per_pod : 1;
-    if (per_pod > in->workers) {
-        snprintf(err, errlen, "workers per pod (%d) is more than the workers (%d)", per_pod,
+    per_pod = in->workers_per_pod == SM_PLAN_DEFAULT ? 1 : in->workers_per_pod;
+    if (per_pod < 1 || per_pod > in->workers) {
+        snprintf(err, errlen, "workers per pod must be between 1 and the workers (%d)",
                  in->workers);
         return -EINVAL;
     }
     pods = ceil_div(in->workers, per_pod);
     /* nodes unknown: one pod per node, the most sections a job can show */
-    nodes = in->nodes > 0 ? in->nodes : pods;
-    if (nodes > pods) {
-        snprintf(err, errlen, "%d nodes but only %d pod%s: every node hosts at least one pod",
-                 nodes, pods, pods == 1 ? "" : "s");
+    nodes = in->nodes == SM_PLAN_DEFAULT ? pods : in->nodes;
+    if (nodes < 1 || nodes > pods) {
+        snprintf(err, errlen, "nodes must be between 1 and the pods (%d): every node hosts at "
+                 "least one pod", pods);
         return -EINVAL;
     }
     gpus = in->gpus_per_worker;
-    if (gpus < 0 || gpus > 64) {
-        snprintf(err, errlen, "GPUs per worker must be between 0 and 64");
+    if (gpus < 0 || gpus > SM_GPUS_MAX) {
+        snprintf(err, errlen, "GPUs per worker must be between 0 and %d", SM_GPUS_MAX);
         return -EINVAL;
     }
-    interval = in->interval_s > 0 ? in->interval_s : 10.0;
-    if (isnan(in->interval_s) || interval < 0.01 || interval > 86400) {
-        snprintf(err, errlen, "interval must be between 0.01 and 86400 s");
+    interval = in->interval_s == SM_PLAN_DEFAULT ? SM_INTERVAL_DEFAULT : in->interval_s;
+    if (!(interval >= SM_INTERVAL_MIN && interval <= SM_INTERVAL_MAX)) {
+        snprintf(err, errlen, "interval must be between %g and %g s", SM_INTERVAL_MIN,
+                 SM_INTERVAL_MAX);
         return -EINVAL;
     }
-    samples = in->samples > 0 ? in->samples : 1;
-    if (samples > 100000) {
-        snprintf(err, errlen, "samples must be between 1 and 100000");
+    samples = in->samples == SM_PLAN_DEFAULT ? 1 : in->samples;
+    if (samples < 1 || samples > SM_SAMPLES_MAX) {
+        snprintf(err, errlen, "samples must be between 1 and %d", SM_SAMPLES_MAX);
         return -EINVAL;
     }
 
@@ -118,9 +143,13 @@ int sm_plan_compute(const sm_plan_input *in, sm_plan *out, char *err, size_t err
      * container: under torchrun and Ray the pod's workers share one container
      * and CUDA_VISIBLE_DEVICES is not narrowed per rank (docs/plan.md). */
     out->gpus_per_collector = gpus * per_pod;
-    out->series_per_collector = NODE_SERIES + ROOTFS_SERIES + NETWORK_SERIES +
-                                GPU_SERIES * out->gpus_per_collector +
-                                (in->container_limits ? CONTAINER_SERIES : 0);
+    out->series_per_collector = sm_collectors_series(out->gpus_per_collector,
+                                                     in->container_limits, &node_scope);
+    out->node_series_per_collector = node_scope;
+    out->gpu_series_per_collector = out->series_per_collector -
+                                    sm_collectors_series(0, in->container_limits, NULL);
+    out->container_series_per_collector = out->series_per_collector -
+                                          sm_collectors_series(out->gpus_per_collector, 0, NULL);
     out->series = out->collectors * out->series_per_collector;
     out->charts = out->series; /* MLflow draws one chart per series */
 
@@ -129,8 +158,7 @@ int sm_plan_compute(const sm_plan_input *in, sm_plan *out, char *err, size_t err
      * with a collector).  Every node hosts at least one pod, so with
      * all_workers every node has a collector; by default only rank 0's. */
     node_hosts = out->collectors < nodes ? out->collectors : nodes;
-    out->sections = (NODE_SERIES + ROOTFS_SERIES) * node_hosts +
-                    (out->series_per_collector - NODE_SERIES - ROOTFS_SERIES);
+    out->sections = node_scope * node_hosts + (out->series_per_collector - node_scope);
 
     out->rows_per_hour = out->series * 3600.0 / period;
     out->bytes_per_row = BYTES_PER_ROW;

@@ -47,11 +47,13 @@ static void sleep_s(double s)
         ;
 }
 
+/* The modes in which this identity collects, from the monitor's own rule. */
 static const char *collect_mode(const sm_identity *id)
 {
-    if (id->local_rank != 0)
-        return id->rank == 0 ? "default" : "none";
-    return id->rank == 0 ? "default,all_workers" : "all_workers";
+    int by_default = sm_collects(id, 0, NULL, 0), all = sm_collects(id, 1, NULL, 0);
+
+    return by_default && all ? "default,all_workers" : by_default ? "default"
+           : all ? "all_workers" : "none";
 }
 
 int sm_probe_run(double interval_s, sm_probe **out, char *err, size_t errlen)

@@ -43,12 +43,13 @@ import urllib.parse
 
 from . import _native
 
-STOP_TIMEOUT = 30.0          # docs/design.md §7: the stop bound
+# Bounds and limits come from the C engine (scopemeter.h), never a copy.
+STOP_TIMEOUT = _native.STOP_TIMEOUT_DEFAULT  # docs/design.md §7: the stop bound
 SIGTERM_STOP_TIMEOUT = 10.0  # inside a launcher's / kubelet's grace period
-_ENGINE_MAX_TIMEOUT = 86400.0  # the largest stop timeout the C engine takes (monitor.c)
-_MAX_METRICS = 1000          # MLflow's log_batch limits
-_MAX_TAGS = 100
-_MAX_ENTITIES = 1000
+_ENGINE_MAX_TIMEOUT = _native.STOP_TIMEOUT_MAX
+_MAX_METRICS = _native.BATCH_METRICS    # MLflow's log_batch limits
+_MAX_TAGS = _native.BATCH_TAGS
+_MAX_ENTITIES = _native.BATCH_ENTITIES
 _BACKOFF_MAX = 30.0
 _CHECK_TIMEOUT = 5.0         # the run check at start, as the REST sink's
 _REQUEST_TIMEOUT = 30.0      # one log_batch request of the MlflowClient path
@@ -513,15 +514,41 @@ def _quiet(fn):
 
 
 def _number(name, value, integer):
+    """interval / samples of enable_system_metrics(): None is the default
+    (0 for the engine); anything else within the engine's bounds, said as the
+    CLI says them."""
     if value is None:
         return 0
+    lo, hi = (1, _native.SAMPLES_MAX) if integer else (_native.INTERVAL_MIN, _native.INTERVAL_MAX)
+    unit = "" if integer else " s"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{name} must be a number, not {type(value).__name__}")
+        raise ValueError(f"{name} must be a number between {lo:g} and {hi:g}{unit}, "
+                         f"not {type(value).__name__}")
     if integer and int(value) != value:
-        raise ValueError(f"{name} must be a whole number, not {value!r}")
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be > 0, not {value!r}")
+        raise ValueError(f"{name} must be a whole number between {lo} and {hi}, not {value!r}")
+    if not math.isfinite(value) or not lo <= value <= hi:
+        raise ValueError(f"{name} must be between {lo:g} and {hi:g}{unit}, not {value!r}")
     return int(value) if integer else float(value)
+
+
+def _plan_arg(name, value, integer=True):
+    """One argument of plan(): None is the engine's default; a value of the
+    wrong type is a ValueError here; its bounds are checked by the engine
+    (sm_plan_compute), with the words of `scopemeter plan`."""
+    default = _native.PLAN_DEFAULT
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            (integer and not (isinstance(value, int) or float(value).is_integer())):
+        raise ValueError(f"{name} must be a {'whole number' if integer else 'number'}, "
+                         f"not {value!r}")
+    if integer:
+        v = int(value)
+        # outside a C int: the nearest invalid value, so the engine names the bound
+        v = max(min(v, 2**31 - 1), -2**31)
+        return v if v != default else default - 1  # an explicit -1 is not "default"
+    v = float(value)
+    return v if v != default else default - 1.0
 
 
 # ---- hooks: atexit and SIGTERM ----------------------------------------------------------
@@ -715,13 +742,11 @@ def plan(workers=1, workers_per_pod=1, nodes=None, gpus_per_worker=0, all_worker
     impossible job (this is a planning tool, not the training path).
     nodes=None means one node per pod, as the CLI assumes without --nodes.
     """
-    workers, workers_per_pod = int(workers), int(workers_per_pod)
-    if nodes is None and workers >= 1 and workers_per_pod >= 1:
-        nodes = -(-workers // workers_per_pod)
-    return _native.plan(workers=workers, workers_per_pod=workers_per_pod,
-                        nodes=int(nodes if nodes is not None else 1),
-                        gpus_per_worker=int(gpus_per_worker),
+    return _native.plan(workers=_plan_arg("workers", workers),
+                        workers_per_pod=_plan_arg("workers_per_pod", workers_per_pod),
+                        nodes=_plan_arg("nodes", nodes),
+                        gpus_per_worker=_plan_arg("gpus_per_worker", gpus_per_worker),
                         all_workers=bool(all_workers),
-                        interval=float(interval) if interval is not None else 0.0,
-                        samples=int(samples) if samples is not None else 0,
+                        interval=_plan_arg("interval", interval, integer=False),
+                        samples=_plan_arg("samples", samples),
                         container_limits=bool(container_limits))

@@ -164,8 +164,10 @@ static int Monitor_init(PyObject *self_, PyObject *args, PyObject *kw)
     }
     if (rc < 0) {
         if (rc == -EINVAL)
-            PyErr_SetString(PyExc_ValueError, "invalid monitor setting (interval, samples, "
-                            "stop_timeout, tracking URI, run id or headers)");
+            PyErr_Format(PyExc_ValueError, "invalid monitor setting: interval must be between "
+                         "%g and %g s, samples between 1 and %d, stop_timeout between 0 and "
+                         "%g s; the tracking URI http(s), the run id and headers non-empty",
+                         SM_INTERVAL_MIN, SM_INTERVAL_MAX, SM_SAMPLES_MAX, SM_STOP_TIMEOUT_MAX);
         else
             raise_errno(rc, "monitor setup", NULL);
         sm_monitor_free(self->m);
@@ -485,8 +487,9 @@ static PyObject *mod_plan(PyObject *Py_UNUSED(mod), PyObject *args, PyObject *kw
 {
     static char *kwlist[] = {"workers", "workers_per_pod", "nodes", "gpus_per_worker",
                              "all_workers", "interval", "samples", "container_limits", NULL};
-    sm_plan_input in = {.workers = 1, .workers_per_pod = 1, .nodes = 1, .gpus_per_worker = 0,
-                        .all_workers = 0, .interval_s = 0, .samples = 0,
+    sm_plan_input in = {.workers = 1, .workers_per_pod = SM_PLAN_DEFAULT,
+                        .nodes = SM_PLAN_DEFAULT, .gpus_per_worker = 0, .all_workers = 0,
+                        .interval_s = SM_PLAN_DEFAULT, .samples = SM_PLAN_DEFAULT,
                         .container_limits = 1};
     sm_plan out;
     char err[256] = "";
@@ -513,6 +516,11 @@ static PyObject *mod_plan(PyObject *Py_UNUSED(mod), PyObject *args, PyObject *kw
         dict_set(d, "period_s", PyFloat_FromDouble(out.period_s)) < 0 ||
         dict_set(d, "gpus_per_collector", PyLong_FromLong(out.gpus_per_collector)) < 0 ||
         dict_set(d, "series_per_collector", PyLong_FromLong(out.series_per_collector)) < 0 ||
+        dict_set(d, "node_series_per_collector",
+                 PyLong_FromLong(out.node_series_per_collector)) < 0 ||
+        dict_set(d, "gpu_series_per_collector", PyLong_FromLong(out.gpu_series_per_collector)) < 0 ||
+        dict_set(d, "container_series_per_collector",
+                 PyLong_FromLong(out.container_series_per_collector)) < 0 ||
         dict_set(d, "series", PyLong_FromLong(out.series)) < 0 ||
         dict_set(d, "charts", PyLong_FromLong(out.charts)) < 0 ||
         dict_set(d, "sections", PyLong_FromLong(out.sections)) < 0 ||
@@ -604,8 +612,10 @@ static PyObject *mod_version(PyObject *Py_UNUSED(mod), PyObject *Py_UNUSED(ignor
 
 static PyMethodDef module_methods[] = {
     {"plan", (PyCFunction)(void (*)(void))mod_plan, METH_VARARGS | METH_KEYWORDS,
-     "plan(workers=1, workers_per_pod=1, nodes=1, gpus_per_worker=0, all_workers=False, "
-     "interval=0, samples=0, container_limits=True) -> dict (sm_plan_compute)"},
+     "plan(workers=1, workers_per_pod=PLAN_DEFAULT, nodes=PLAN_DEFAULT, gpus_per_worker=0, "
+     "all_workers=False, "
+     "interval=PLAN_DEFAULT, samples=PLAN_DEFAULT, container_limits=True) -> dict "
+     "(sm_plan_compute; PLAN_DEFAULT: the default)"},
     {"identity", mod_identity, METH_NOARGS,
      "identity() -> dict: rank, local_rank, world_size, local_world_size, node, launcher"},
     {"series_name", mod_series_name, METH_VARARGS,
@@ -629,6 +639,23 @@ static int module_exec(PyObject *mod)
     if (PyModule_AddIntConstant(mod, "RECORD_METRIC", SM_RECORD_METRIC) < 0 ||
         PyModule_AddIntConstant(mod, "RECORD_TAG", SM_RECORD_TAG) < 0 ||
         PyModule_AddIntConstant(mod, "DRAIN_CAP_MAX", DRAIN_CAP_MAX) < 0)
+        return -1;
+    /* the bounds and limits of scopemeter.h: the front validates with the
+     * C engine's values, never a copy */
+    if (PyModule_AddObject(mod, "INTERVAL_MIN", PyFloat_FromDouble(SM_INTERVAL_MIN)) < 0 ||
+        PyModule_AddObject(mod, "INTERVAL_MAX", PyFloat_FromDouble(SM_INTERVAL_MAX)) < 0 ||
+        PyModule_AddObject(mod, "INTERVAL_DEFAULT", PyFloat_FromDouble(SM_INTERVAL_DEFAULT)) < 0 ||
+        PyModule_AddObject(mod, "STOP_TIMEOUT_MAX", PyFloat_FromDouble(SM_STOP_TIMEOUT_MAX)) < 0 ||
+        PyModule_AddObject(mod, "STOP_TIMEOUT_DEFAULT",
+                           PyFloat_FromDouble(SM_STOP_TIMEOUT_DEFAULT)) < 0 ||
+        PyModule_AddIntConstant(mod, "SAMPLES_MAX", SM_SAMPLES_MAX) < 0 ||
+        PyModule_AddIntConstant(mod, "GPUS_MAX", SM_GPUS_MAX) < 0 ||
+        PyModule_AddIntConstant(mod, "PLAN_DEFAULT", SM_PLAN_DEFAULT) < 0 ||
+        PyModule_AddIntConstant(mod, "PLAN_WORKERS_MAX", SM_PLAN_WORKERS_MAX) < 0 ||
+        PyModule_AddIntConstant(mod, "BATCH_METRICS", SM_MLFLOW_BATCH_METRICS) < 0 ||
+        PyModule_AddIntConstant(mod, "BATCH_TAGS", SM_MLFLOW_BATCH_TAGS) < 0 ||
+        PyModule_AddIntConstant(mod, "BATCH_ENTITIES", SM_MLFLOW_BATCH_ENTITIES) < 0 ||
+        PyModule_AddIntConstant(mod, "KEY_MAX", SM_MLFLOW_KEY_MAX) < 0)
         return -1;
     return 0;
 }

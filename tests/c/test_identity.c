@@ -1,4 +1,5 @@
 /* test_identity.c — rank and node from the launchers' environments (§4). */
+#include <errno.h>
 #include <stdlib.h>
 
 #include "check.h"
@@ -47,8 +48,53 @@ int main(void)
     sm_identity_from_env(&id);
     CHECK_EQ_INT(id.local_rank, 0);
 
-    /* garbage RANK falls through to the next launcher */
-    setenv("RANK", "x1", 1);
+    /* a malformed launcher variable is never rank 0 of 1 in disguise
+     * (docs/design.md §4): -EINVAL, a line naming it, and no collecting */
+    {
+        static const char *const bad[][2] = {
+            {"RANK", "abc"}, {"RANK", "-1"}, {"RANK", "0x1"}, {"RANK", " 1"},
+            {"WORLD_SIZE", "0"}, {"WORLD_SIZE", "two"}, {"LOCAL_RANK", "abc"},
+            {"LOCAL_WORLD_SIZE", "0"},
+        };
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            clear();
+            setenv("RANK", "1", 1);
+            setenv("WORLD_SIZE", "2", 1);
+            setenv(bad[i][0], bad[i][1], 1);
+            CHECK_EQ_INT(sm_identity_from_env(&id), -EINVAL);
+            CHECK(strstr(id.invalid, bad[i][0]) != NULL);
+            CHECK(strstr(id.invalid, bad[i][1]) != NULL);
+            CHECK_EQ_INT(id.rank, 0);
+            CHECK_EQ_INT(sm_collects(&id, 0, NULL, 0), 0);
+            CHECK_EQ_INT(sm_collects(&id, 1, NULL, 0), 0);
+        }
+        /* RANK=5 WORLD_SIZE=2 is no world size 6 */
+        clear();
+        setenv("RANK", "5", 1);
+        setenv("WORLD_SIZE", "2", 1);
+        CHECK_EQ_INT(sm_identity_from_env(&id), -EINVAL);
+        CHECK(strstr(id.invalid, "RANK=5") != NULL);
+        /* LOCAL_RANK beyond an explicit LOCAL_WORLD_SIZE */
+        clear();
+        setenv("RANK", "3", 1);
+        setenv("WORLD_SIZE", "4", 1);
+        setenv("LOCAL_RANK", "2", 1);
+        setenv("LOCAL_WORLD_SIZE", "2", 1);
+        CHECK_EQ_INT(sm_identity_from_env(&id), -EINVAL);
+        /* a valid one says nothing */
+        setenv("LOCAL_RANK", "1", 1);
+        CHECK_EQ_INT(sm_identity_from_env(&id), 0);
+        CHECK_EQ_STR(id.invalid, "");
+        CHECK_EQ_INT(sm_collects(&id, 1, NULL, 0), 0); /* local rank 1 */
+        CHECK_EQ_INT(sm_collects(&id, 0, NULL, 0), 0); /* rank 3 */
+        setenv("LOCAL_RANK", "0", 1);
+        sm_identity_from_env(&id);
+        CHECK_EQ_INT(sm_collects(&id, 1, NULL, 0), 1);
+    }
+
+    /* Slurm when no torchrun variable is set */
+    clear();
+    setenv("SLURM_PROCID", "7", 1);
     setenv("SLURM_LOCALID", "2", 1);
     setenv("SLURM_NTASKS", "16", 1);
     setenv("SLURM_NTASKS_PER_NODE", "4(x4)", 1);
@@ -67,6 +113,7 @@ int main(void)
     sm_identity_from_env(&id);
     CHECK_EQ_INT(id.local_world_size, 3);
     /* the explicit per-node count wins */
+    setenv("SLURM_LOCALID", "1", 1);
     setenv("SLURM_NTASKS_PER_NODE", "2", 1);
     sm_identity_from_env(&id);
     CHECK_EQ_INT(id.local_world_size, 2);
@@ -89,12 +136,18 @@ int main(void)
     CHECK_EQ_INT(id.rank, 2);
     CHECK_EQ_INT(id.world_size, 4);
 
-    /* world size below rank is repaired, never a divide by zero later */
+    /* no world size given: at least rank + 1, never a divide by zero later */
     clear();
     setenv("RANK", "4", 1);
-    setenv("WORLD_SIZE", "0", 1);
-    sm_identity_from_env(&id);
+    CHECK_EQ_INT(sm_identity_from_env(&id), 0);
     CHECK_EQ_INT(id.world_size, 5);
+    /* Slurm's uneven "2,3": local rank 2 on the second node is valid */
+    clear();
+    setenv("SLURM_PROCID", "4", 1);
+    setenv("SLURM_NTASKS", "5", 1);
+    setenv("SLURM_LOCALID", "2", 1);
+    setenv("SLURM_TASKS_PER_NODE", "2,3", 1);
+    CHECK_EQ_INT(sm_identity_from_env(&id), 0);
 
     /* node name preference */
     clear();

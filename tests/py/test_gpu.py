@@ -500,3 +500,19 @@ def test_run_records_gpu_series_and_tag(machine, lib, scopemeter_bin, mlflow_ser
     lost = [l for l in p.stderr.splitlines() if "GPU 1 lost" in l]
     assert lost == ["scopemeter: warning: gpu: GPU 1 lost (nvmlDeviceGetMemoryInfo_v2: "
                     "fake NVML: GPU is lost): gpu_1_* series stop"], p.stderr
+
+
+def test_plan_counts_what_probe_emits_with_gpus(machine, lib, probe_json):
+    """`plan`'s series per collector comes from the collectors' own counts
+    (collectors.c); here it is tied to what a 3-GPU machine really emits."""
+    import scopemeter
+    root = machine.dev_nodes("nvidia0", "nvidia1", "nvidia2", "nvidiactl")
+    out = probe_json(sysroot=root, env={"SCOPEMETER_NVML_LIBRARY": lib["full"],
+                                        "FAKE_NVML_DEVICES": "3"})
+    limits = any(s["scope"] == "container" for s in out["series"])
+    plan = scopemeter.plan(workers=1, gpus_per_worker=3, container_limits=limits)
+    assert plan["series_per_collector"] == len(out["series"])
+    assert plan["gpu_series_per_collector"] == len(gpu_series(out)) == 15
+    assert plan["node_series_per_collector"] == sum(
+        s["scope"] in ("node", "rootfs") for s in out["series"])
+

@@ -27,9 +27,48 @@ def plan_json(scopemeter_bin, *args):
     return json.loads(plan(scopemeter_bin, *args, "--json").stdout)
 
 
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures")
+
+
+def per_collector(gpus, limits):
+    """Series one collector logs: from `plan` itself (the collectors' own
+    counts); test_plan_counts_what_probe_emits ties these to what probe
+    really emits, so no copy of the formula lives here."""
+    import scopemeter
+    p = scopemeter.plan(workers=1, gpus_per_worker=gpus, container_limits=limits)
+    return p["series_per_collector"], p["node_series_per_collector"]
+
+
+@pytest.mark.parametrize("name", sorted(n for n in os.listdir(FIXTURES) if n.startswith("cg-")))
+def test_plan_counts_what_probe_emits(probe_json, name):
+    """On every fixture machine, the series probe lists (what the monitor
+    would log) are exactly what `plan` counts for one collector without
+    GPUs, container_* included exactly when the machine has a limit."""
+    out = probe_json(sysroot=os.path.join(FIXTURES, name), check=False)
+    if out is None:
+        pytest.skip(f"{name}: probe cannot run on it (a fixture for a failure)")
+    scopes = [s["scope"] for s in out["series"]]
+    cg = out["cgroup"]
+    both = bool(cg["memory_limit_bytes"]) and bool(cg["cpu_limit_cores"])
+    per, node_tier = per_collector(0, both)
+    bare, _ = per_collector(0, False)
+    # plan's "container limits" are a memory and a CPU limit (docs/plan.md):
+    # all three container_* series; with one of them, fewer (cpu-only: 1)
+    if both or "container" not in scopes:
+        assert len(scopes) == per, (name, scopes)
+    else:
+        assert bare < len(scopes) < per_collector(0, True)[0], (name, scopes)
+    assert sum(sc not in ("container",) for sc in scopes) == bare
+    assert sum(sc in ("node", "rootfs") for sc in scopes) == node_tier
+    got = plan_json(os.environ.get("SCOPEMETER_BIN"), "--workers", "1",
+                    *([] if both else ["--no-container-limits"]))
+    assert got["series_per_collector"] == per
+
+
 def expected(workers, per_pod=1, nodes=None, gpus=0, all_workers=False, interval=10.0,
              samples=1, limits=True):
-    """The rules of docs/design.md §1, §4 and §5 written out independently of plan.c."""
+    """The rules of docs/design.md §4 and §5 written out independently of plan.c
+    (the series per collector come from per_collector, tied to probe)."""
     pods = math.ceil(workers / per_pod)
     nodes = nodes or pods
     n = pods if all_workers else 1
@@ -38,9 +77,9 @@ def expected(workers, per_pod=1, nodes=None, gpus=0, all_workers=False, interval
         period = 10 * math.ceil(n / 4)
         interval = period / samples
     # the pod's local rank 0 logs every GPU of the pod: per_pod x gpus
-    per = 3 + 3 + 2 + 5 * gpus * per_pod + (3 if limits else 0)
+    per, tier = per_collector(gpus * per_pod, limits)
     series = n * per
-    sections = 6 * min(nodes, n) + (per - 6)
+    sections = tier * min(nodes, n) + (per - tier)
     rows_h = series * 3600 / period
     return dict(collectors=n, interval_s=interval, samples=samples, period_s=period,
                 series_per_collector=per, series=series, charts=series, sections=sections,
@@ -102,9 +141,6 @@ CASES = [
       "--no-container-limits", "--all-workers"],
      dict(workers=8, per_pod=8, gpus=1, limits=False, all_workers=True),
      dict(series_per_collector=48, series=48, gpus_per_collector=8)),
-    # --one-worker after --all-workers: the last one wins
-    (["--workers", "8", "--all-workers", "--one-worker"],
-     dict(workers=8), dict(collectors=1)),
 ]
 
 
@@ -127,7 +163,7 @@ def test_plan_text_reference_example(scopemeter_bin):
     lines = {line.split()[0]: line for line in out.splitlines() if line.strip()}
     assert "8 (all workers" in lines["collectors"]
     assert "20 s x 1 sample" in lines["interval"] and "write-load cap" in lines["interval"]
-    assert "16 per collector" in lines["series"]
+    assert "16 per collector (6 with the node tier" in lines["series"]
     assert "128 in total" in out
     assert lines["charts"].split()[1] == "128"
     assert lines["sections"].split()[1] == "34"
@@ -155,12 +191,20 @@ def test_plan_assumed_nodes_said(scopemeter_bin):
     (["--workers", "0"], "--workers"),
     (["--workers", "x"], "--workers"),
     (["--workers", "4", "--nodes", "5"], "every node hosts at least one pod"),
-    (["--workers", "4", "--workers-per-pod", "2", "--nodes", "3"], "2 pods"),
+    (["--workers", "4", "--workers-per-pod", "2", "--nodes", "3"], "the pods (2)"),
     (["--workers", "2", "--workers-per-pod", "3"], "workers per pod"),
     (["--workers", "4", "--interval", "0"], "--interval"),
     (["--workers", "4", "--interval", "0.001"], "interval"),
-    (["--workers", "4", "--gpus-per-worker", "65"], "GPUs"),
+    (["--workers", "4", "--gpus-per-worker", "65"], "--gpus-per-worker must be a whole number between 0 and 64"),
     (["--workers", "4", "--bogus"], "unknown option"),
+    # one parser, plain decimal, bounds and exclusive pairs (cli/opts.c)
+    (["--workers", "0x10"], "--workers must be a whole number between 1 and"),
+    (["--workers", "4", "--interval", "1e9"], "--interval must be a number of seconds between"),
+    (["--workers", "4", "--interval", "0x10"], "got '0x10'"),
+    (["--workers", "4", "--gpus-per-worker", "-1"], "between 0 and 64"),
+    (["--workers", "8", "--all-workers", "--one-worker"], "exclude each other"),
+    (["--workers"], "--workers needs a value"),
+    (["--workers", "4", "--samples", "0"], "--samples must be a whole number between 1 and"),
 ])
 def test_plan_bad_input(scopemeter_bin, args, msg):
     p = plan(scopemeter_bin, *args, check=False)
@@ -201,3 +245,32 @@ def test_bytes_per_row_against_mlflow_sqlite(tmp_path):
     per_row = (os.path.getsize(db) - before) / rows
     print(f"MLflow {mlflow.__version__} sqlite: {per_row:.0f} bytes per metric row")
     assert 100 < per_row < 1500, per_row
+
+
+@pytest.mark.parametrize("kw,msg", [
+    (dict(interval=0), "interval must be between 0.01 and 86400 s"),
+    (dict(samples=0), "samples must be between 1 and 100000"),
+    (dict(nodes=0), "nodes must be between 1 and the pods"),
+    (dict(nodes=-1), "nodes must be between 1 and the pods"),
+    (dict(workers=8.5), "workers must be a whole number"),
+    (dict(workers=10**12), "workers must be between 1 and"),
+    (dict(workers=0), "workers must be between 1 and"),
+    (dict(gpus_per_worker=65), "GPUs per worker must be between 0 and 64"),
+])
+def test_python_plan_validates_as_the_cli(kw, msg):
+    """scopemeter.plan() and `scopemeter plan` share one validation
+    (sm_plan_compute): no silent default, no truncation, ValueError only."""
+    import scopemeter
+    with pytest.raises(ValueError) as e:
+        scopemeter.plan(**kw)
+    assert msg in str(e.value)
+
+
+def test_python_plan_matches_cli(scopemeter_bin):
+    import scopemeter
+    got = scopemeter.plan(workers=8, nodes=4, gpus_per_worker=1, all_workers=True)
+    cli = plan_json(scopemeter_bin, "--workers", "8", "--nodes", "4", "--gpus-per-worker", "1",
+                    "--all-workers")
+    for k in ("series", "sections", "interval_s", "series_per_collector", "collectors"):
+        assert got[k] == cli[k], k
+

@@ -1,0 +1,152 @@
+"""Strict inputs, honest lines (docs/design.md §4, §6; docs/cli.md): bad input
+gets one line naming it and never a silent default that writes someone
+else's keys or leaves a junk run behind.
+
+- a malformed launcher variable (RANK=abc, RANK=-1, WORLD_SIZE=0, RANK=5 with
+  WORLD_SIZE=2, ...) is not rank 0 of 1: one line naming the variable and its
+  value; the process records nothing (the CLI still runs CMD; the Python front
+  returns False); `probe` shows the same verdict;
+- a mistyped command makes no run: one line, exit 127;
+- every subcommand parses options the same way: `--opt value` and
+  `--opt=value`, plain decimal numbers, one line and exit 2 per usage error.
+"""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import clean_env
+from pyfront_util import python_env
+from runread import histories, new_run, rest, run_cli, sm_lines
+
+BAD_LAUNCHER_ENVS = [
+    ({"RANK": "abc"}, "RANK='abc'"),
+    ({"RANK": "-1"}, "RANK='-1'"),
+    ({"RANK": "1", "WORLD_SIZE": "0"}, "WORLD_SIZE='0'"),
+    ({"RANK": "0", "LOCAL_RANK": "abc"}, "LOCAL_RANK='abc'"),
+    ({"RANK": "5", "WORLD_SIZE": "2"}, "RANK=5 is not below WORLD_SIZE=2"),
+    ({"SLURM_PROCID": "x"}, "SLURM_PROCID='x'"),
+]
+
+
+def experiment_runs(uri, name):
+    exp = rest(uri, "experiments/get-by-name", params={"experiment_name": name})
+    r = rest(uri, "runs/search", {"experiment_ids": [exp["experiment"]["experiment_id"]]})
+    return r.get("runs", [])
+
+
+@pytest.mark.parametrize("env,said", BAD_LAUNCHER_ENVS)
+def test_cli_malformed_launcher_variable_records_nothing(scopemeter_bin, mlflow_server,
+                                                         tmp_path, env, said):
+    name = f"strict-{tmp_path.name}"
+    rest(mlflow_server, "experiments/create", {"name": name})
+    p = run_cli(scopemeter_bin, ["--interval", "0.2", "--experiment", name, "--",
+                                 "sh", "-c", "echo ran; exit 3"],
+                env={"MLFLOW_TRACKING_URI": mlflow_server, **env}, cwd=tmp_path)
+    assert p.returncode == 3, p.stderr          # CMD ran, its status is ours
+    assert "ran" in p.stdout
+    lines = sm_lines(p.stderr)
+    assert len([l for l in lines if said in l]) == 1, lines
+    assert any("records nothing" in l for l in lines), lines
+    assert experiment_runs(mlflow_server, name) == []  # no run created
+    assert not list(tmp_path.glob("*.jsonl"))           # and no local file
+
+
+def test_two_malformed_ranks_never_share_rank0_keys(scopemeter_bin, mlflow_server, tmp_path):
+    """The collision scopemeter exists to prevent: two processes with a
+    malformed RANK on one MLFLOW_RUN_ID used to both write /rank0 keys."""
+    run_id = new_run(mlflow_server)
+    env = {"MLFLOW_TRACKING_URI": mlflow_server, "MLFLOW_RUN_ID": run_id, "RANK": "abc"}
+    procs = [subprocess.Popen([scopemeter_bin, "run", "--interval", "0.2", "--", "sleep", "1"],
+                              env=clean_env(**env), stderr=subprocess.PIPE, text=True,
+                              cwd=tmp_path) for _ in range(2)]
+    for p in procs:
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        assert "RANK='abc'" in err
+    assert histories(mlflow_server, run_id) == {}
+
+
+@pytest.mark.parametrize("env,said", BAD_LAUNCHER_ENVS[:3])
+def test_probe_shows_the_same_verdict(probe_json, env, said):
+    out = probe_json(env=env)
+    assert out["collect_mode"] == "none"
+    assert said in out["identity_invalid"]
+
+
+def test_probe_text_says_why(scopemeter_bin):
+    p = subprocess.run([scopemeter_bin, "probe", "--interval", "0"],
+                       env=clean_env(RANK="abc"), capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "collects: no — RANK='abc' is not a rank" in p.stdout
+
+
+@pytest.mark.parametrize("env,said", BAD_LAUNCHER_ENVS[:2])
+def test_front_malformed_launcher_variable_returns_false(tmp_path, env, said):
+    code = (
+        "import mlflow, scopemeter\n"
+        f"mlflow.set_tracking_uri('sqlite:///{tmp_path}/m.db')\n"
+        "with mlflow.start_run() as r:\n"
+        "    print('ENABLED', scopemeter.enable_system_metrics(interval=0.2))\n"
+        "c = mlflow.tracking.MlflowClient()\n"
+        "print('METRICS', sorted(c.get_run(r.info.run_id).data.metrics))\n")
+    p = subprocess.run([sys.executable, "-c", code], env=python_env(**env), cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "ENABLED False" in p.stdout
+    assert "METRICS []" in p.stdout
+    assert len([l for l in sm_lines(p.stderr) if said in l]) == 1, p.stderr
+
+
+def test_mistyped_command_makes_no_run(scopemeter_bin, mlflow_server, tmp_path):
+    name = f"strict-cmd-{tmp_path.name}"
+    rest(mlflow_server, "experiments/create", {"name": name})
+    for cmd, code in (["nonexistent_cmd_sm"], 127), (["/nonexistent/dir/cmd"], 127):
+        p = run_cli(scopemeter_bin, ["--experiment", name, "--", *cmd],
+                    env={"MLFLOW_TRACKING_URI": mlflow_server}, cwd=tmp_path)
+        assert p.returncode == code, p.stderr
+        lines = sm_lines(p.stderr)
+        assert len(lines) == 1 and f"cannot run {cmd[0]}" in lines[0], lines
+        assert "no run created" in lines[0]
+    # found but not executable: 126, as a shell says
+    f = tmp_path / "notexec.sh"
+    f.write_text("#!/bin/sh\n")
+    f.chmod(0o644)
+    p = run_cli(scopemeter_bin, ["--experiment", name, "--", str(f)],
+                env={"MLFLOW_TRACKING_URI": mlflow_server}, cwd=tmp_path)
+    assert p.returncode == 126, p.stderr
+    assert experiment_runs(mlflow_server, name) == []
+
+
+@pytest.mark.parametrize("args,said", [
+    (["probe", "--interval"], "scopemeter probe: --interval needs a value"),
+    (["probe", "--interval", "0x10"], "--interval must be a number of seconds between 0 and 3600"),
+    (["probe", "--bogus"], "scopemeter probe: unknown option '--bogus'"),
+    (["run", "--interval", "0x10", "--", "true"], "got '0x10'"),
+    (["run", "--interval", "1e9", "--", "true"], "got '1e9'"),
+    (["run", "--interval", "-1", "--", "true"], "got '-1'"),
+    (["run", "--experiment", "", "--", "true"], "--experiment needs a non-empty value"),
+    (["run", "--startup-timeout", "0", "--", "true"], "--startup-timeout must be"),
+    (["run", "--interval=abc", "--", "true"], "got 'abc'"),
+    (["run", "--all-workers=1", "--", "true"], "--all-workers takes no value"),
+    (["plan", "--workers", "2", "--all-workers", "--one-worker"], "exclude each other"),
+    (["plan", "--workers", "2", "--gpus-per-worker", "-1"], "between 0 and 64"),
+    (["plan", "--workers=2", "--workers=3"], "--workers given twice"),
+])
+def test_usage_errors_one_line_exit_2(scopemeter_bin, args, said):
+    p = subprocess.run([scopemeter_bin, *args], env=clean_env(), capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 2, (args, p.stderr)
+    assert p.stderr.count("\n") == 1 and said in p.stderr, p.stderr
+    assert p.stdout == ""
+
+
+def test_opt_equals_value_everywhere(scopemeter_bin):
+    p = subprocess.run([scopemeter_bin, "probe", "--interval=0", "--json"], env=clean_env(),
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["series"]
+    p = subprocess.run([scopemeter_bin, "plan", "--workers=4", "--interval=5", "--json"],
+                       env=clean_env(), capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and json.loads(p.stdout)["interval_s"] == 5
