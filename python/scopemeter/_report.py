@@ -41,6 +41,7 @@ THROTTLED_MIN = 10            # ... and at least this many (a second of periods)
 NODE_HIGH_PCT = 90.0          # node memory peak, for the neighbours verdict ...
 CONTAINER_LOW_PCT = 50.0      # ... while the container stayed below this share of its limit
 LATE_FLOOR_S = 10.0           # late: later than one logging window and than this
+QUIET_S = 60.0                # a RUNNING run without a point for this long is not recording
 CFS_PERIOD_S = 0.1            # the kernel's default CFS period (the engine does not tag it)
 
 # Verdict codes, most severe first: the order of docs/report.md.
@@ -285,12 +286,17 @@ def _rank_report(rank, data, tags, run, period_s):
 
     node_key = t.get("node")
     node = node_key if node_key and node_key != "unknown" else (data["node_tier"] or "unknown")
+    # The end tags come at stop, and only with a memory limit.  A run still
+    # RUNNING may be recording now; one whose last point is long past (a
+    # killed process never ends its run) is not.
     has_end = any(k in t for k in _END_TAGS)
-    running = run.info.status == "RUNNING"
+    quiet_s = (time.time() * 1000 - last) / 1000 if last is not None else None
+    recording = run.info.status == "RUNNING" and (
+        quiet_s is None or quiet_s < max(3 * (period_s or 10.0), QUIET_S))
     if has_end:
         stopped_early = False
-    elif running or limit_mb is None:
-        stopped_early = None  # the end tags come at stop, and only with a memory limit
+    elif recording or limit_mb is None:
+        stopped_early = None
     else:
         stopped_early = True
 

@@ -1,0 +1,504 @@
+"""`scopemeter report` and `scopemeter.report()` on real runs (docs/report.md).
+
+Every run here is recorded for real: `scopemeter run` against the session's
+MLflow server, or the Python front into a sqlite store; pods are real cgroups
+with limits (v1 here) and real network namespaces.  The numbers of the report
+are checked against the kernel's own counters, read by the test from the
+cgroup's files:
+
+- a job that climbs to ~91 % of its memory limit and holds there: verdict
+  "memory peak", limit, peak, headroom and kernel peak against
+  memory.limit_in_bytes, the working set the job read at its top and
+  memory.max_usage_in_bytes; the CLI's JSON equals scopemeter.report()'s;
+  the table fits 100 columns; --plot writes a 1600 px wide PNG;
+- a job OOM-killed under `scopemeter run`: verdict "OOM-killed" first, the
+  count equal to memory.oom_control's oom_kill;
+- a run without limits, found without a run id in the local default store
+  (./mlflow.db) beside a newer run that holds no series; a missing store is
+  one line, and no database is created;
+- two pods (two netns + two cgroups) with two ranks on one node: grouped under
+  the node, each against its own limit, each pod's own traffic;
+- a late call and a process killed before its end tags;
+- the command's plumbing: --plot without matplotlib, `python -m scopemeter
+  --version`, the C CLI finding (or not finding) a Python that imports
+  scopemeter.
+"""
+import json
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import clean_env
+from pyfront_util import (Netns, Pod, _v1_mounts, cgroups_usable, netns_usable, new_run,
+                          python_env, read_run, staged_package, worker_cmd)
+
+NODE = "report-node-a"
+WIDTH = 100
+
+
+# ---- helpers -----------------------------------------------------------------------------
+
+
+def report_env(**extra):
+    """The environment of a report: the working tree's package (python_env),
+    and the C CLI pointed at this interpreter."""
+    env = python_env(**extra)
+    env["SCOPEMETER_PYTHON"] = sys.executable
+    return env
+
+
+def cli_report(scopemeter_bin, *args, env=None, cwd=None, timeout=180):
+    return subprocess.run([scopemeter_bin, "report", *args], env=env or report_env(),
+                          capture_output=True, text=True, timeout=timeout, cwd=cwd)
+
+
+def cli_json(scopemeter_bin, run_id, **kw):
+    p = cli_report(scopemeter_bin, run_id, "--json", **kw)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def py_report(run_id, tracking_uri, cwd=None):
+    """scopemeter.report() in a fresh interpreter (the package of this tree)."""
+    code = ("import json, sys, scopemeter\n"
+            "print(json.dumps(scopemeter.report(sys.argv[1], tracking_uri=sys.argv[2])))\n")
+    p = subprocess.run([sys.executable, "-c", code, run_id, tracking_uri], env=report_env(),
+                       capture_output=True, text=True, timeout=180, cwd=cwd)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def memory_dir(pod):
+    return next(d for d in pod.dirs if os.path.exists(os.path.join(d, "memory.limit_in_bytes")))
+
+
+def read_int(path):
+    with open(path) as f:
+        return int(f.read())
+
+
+def oom_control_kills(memdir):
+    with open(os.path.join(memdir, "memory.oom_control")) as f:
+        fields = dict(line.split() for line in f)
+    return int(fields["oom_kill"])
+
+
+def png_size(path):
+    """(width, height) from the PNG signature and its IHDR chunk."""
+    with open(path, "rb") as f:
+        head = f.read(24)
+    assert head[:8] == b"\x89PNG\r\n\x1a\n", head[:8]
+    assert head[12:16] == b"IHDR"
+    return struct.unpack(">II", head[16:24])
+
+
+def assert_fits(text):
+    for line in text.splitlines():
+        assert len(line) <= WIDTH, line
+
+
+def rank_of(rep, rank):
+    return next(r for r in rep["ranks"] if r["rank"] == rank)
+
+
+def need_v1_pods():
+    why = cgroups_usable()
+    if why:
+        pytest.skip(why)
+    if "memory" not in _v1_mounts():
+        pytest.skip("the kernel-counter checks read cgroup v1 files (memory.max_usage_in_bytes, "
+                    "memory.oom_control); this host has no v1 memory hierarchy")
+
+
+# A job that climbs to ~91 % of its cgroup's memory limit in 4 MB steps,
+# reading the working set as the kernel counts it (usage - inactive file, as
+# docs/design.md §1 defines it) after each step, then holds the top for a few
+# windows and writes what it read there.
+CLIMB = r"""
+import json, sys, time
+memdir, out, target = sys.argv[1], sys.argv[2], float(sys.argv[3])
+def ws():
+    u = int(open(memdir + "/memory.usage_in_bytes").read())
+    st = dict(l.split() for l in open(memdir + "/memory.stat"))
+    return max(0, u - int(st["total_inactive_file"]))
+limit = int(open(memdir + "/memory.limit_in_bytes").read())
+held = []
+while ws() < target * limit:
+    b = bytearray(4 << 20)
+    b[::4096] = b"x" * len(b[::4096])
+    held.append(b)
+    time.sleep(0.02)
+tops = []
+for _ in range(12):              # hold the top for ~2.4 s (about 5 windows of 0.5 s)
+    tops.append(ws())
+    time.sleep(0.2)
+json.dump({"top_min": min(tops), "top_max": max(tops), "limit": limit}, open(out, "w"))
+"""
+
+# A job that allocates until the kernel kills it.
+HOG = r"""
+import time
+held = []
+while True:
+    b = bytearray(8 << 20)
+    b[::4096] = b"x" * len(b[::4096])
+    held.append(b)
+    time.sleep(0.02)
+"""
+
+
+# ---- a job near its limit, and an OOM kill, under `scopemeter run` (server) ------------------
+
+
+def test_climb_to_90_percent_of_the_limit(scopemeter_bin, mlflow_server, tmp_path):
+    need_v1_pods()
+    out = tmp_path / "top.json"
+    with Pod("climb", 256 << 20, 1.0) as pod:
+        memdir = memory_dir(pod)
+        p = subprocess.run(
+            pod.wrap([scopemeter_bin, "run", "--interval", "0.5", "--", sys.executable, "-c",
+                      CLIMB, memdir, str(out), "0.91"]),
+            env=clean_env(MLFLOW_TRACKING_URI=mlflow_server), capture_output=True, text=True,
+            timeout=180)
+        assert p.returncode == 0, p.stderr
+        # the kernel's own counters, read after the job (watermarks stay)
+        kernel_limit = read_int(os.path.join(memdir, "memory.limit_in_bytes"))
+        kernel_max = read_int(os.path.join(memdir, "memory.max_usage_in_bytes"))
+        kernel_ooms = oom_control_kills(memdir)
+    top = json.loads(out.read_text())
+    run_id = [ln.split("created run ")[1].split()[0] for ln in p.stderr.splitlines()
+              if "created run " in ln][0]
+
+    rep = cli_json(scopemeter_bin, run_id, env=report_env(MLFLOW_TRACKING_URI=mlflow_server))
+    assert rep["run_id"] == run_id and rep["found_by"] == "argument"
+    assert rep["period_s"] == 0.5 and rep["collectors"] == 1
+    r = rank_of(rep, 0)
+    limit_mb = kernel_limit / 1e6
+    assert r["container_memory_limit_megabytes"] == pytest.approx(limit_mb, abs=0.06)
+    # the peak working set: what the job read at its top, within the sampling
+    # (the engine samples between the job's reads; scopemeter itself is in the
+    # cgroup for both)
+    assert top["top_min"] >= 0.9 * kernel_limit
+    assert top["top_min"] / 1e6 - 1.0 <= r["container_memory_peak_megabytes"]
+    assert r["container_memory_peak_megabytes"] <= kernel_max / 1e6
+    assert r["container_memory_peak_megabytes"] <= top["top_max"] / 1e6 + 0.01 * limit_mb
+    assert r["container_memory_peak_percentage"] == pytest.approx(
+        100 * r["container_memory_peak_megabytes"] / r["container_memory_limit_megabytes"],
+        abs=0.06)
+    assert r["container_memory_headroom_megabytes"] == pytest.approx(
+        r["container_memory_limit_megabytes"] - r["container_memory_peak_megabytes"], abs=0.11)
+    # the kernel's peak is memory.max_usage_in_bytes, as the end tag read it
+    assert r["container_memory_kernel_peak_megabytes"] == pytest.approx(kernel_max / 1e6,
+                                                                        abs=0.051)
+    assert r["oom_kill"] == kernel_ooms == 0
+    assert r["end_tags"] is True and r["stopped_early"] is False
+    # the verdict: peak >= 90 % with the headroom, and nothing worse
+    assert r["verdict_codes"][0] == "memory_high", r["verdicts"]
+    assert "oom_killed" not in r["verdict_codes"]
+    text = r["verdicts"][0]
+    assert f"{r['container_memory_peak_percentage']:.1f} %" in text
+    assert f"{r['container_memory_headroom_megabytes']:.1f} MB of headroom" in text
+    # the node's view beside it: the contrast the charts exist for
+    assert r["node_memory_peak_percentage"] < r["container_memory_peak_percentage"]
+    assert r["points"] >= 3 and r["recording_span_s"] > 0
+
+    # one implementation: the Python API says the same
+    assert py_report(run_id, mlflow_server) == rep
+
+    # the table: 100 columns, the numbers and the verdict in it
+    t = cli_report(scopemeter_bin, run_id, env=report_env(MLFLOW_TRACKING_URI=mlflow_server))
+    assert t.returncode == 0, t.stderr
+    assert_fits(t.stdout)
+    assert f"{r['container_memory_peak_megabytes']:.1f}" in t.stdout
+    assert "rank 0: memory peak" in t.stdout
+
+    # the picture
+    png = tmp_path / "climb.png"
+    t = cli_report(scopemeter_bin, run_id, "--plot", str(png),
+                   env=report_env(MLFLOW_TRACKING_URI=mlflow_server))
+    assert t.returncode == 0, t.stderr
+    w, h = png_size(png)
+    assert w == 1600 and h > 300
+    assert png.stat().st_size > 10_000
+
+
+def test_oom_killed_under_scopemeter_run(scopemeter_bin, mlflow_server):
+    need_v1_pods()
+    with Pod("oom", 128 << 20, 1.0) as pod:
+        memdir = memory_dir(pod)
+        p = subprocess.run(
+            pod.wrap([scopemeter_bin, "run", "--interval", "0.5", "--", sys.executable, "-c",
+                      HOG]),
+            env=clean_env(MLFLOW_TRACKING_URI=mlflow_server), capture_output=True, text=True,
+            timeout=180)
+        kernel_ooms = oom_control_kills(memdir)
+        kernel_max = read_int(os.path.join(memdir, "memory.max_usage_in_bytes"))
+    assert p.returncode == 128 + signal.SIGKILL, p.stderr  # the job died of the OOM killer
+    assert kernel_ooms >= 1
+    run_id = [ln.split("created run ")[1].split()[0] for ln in p.stderr.splitlines()
+              if "created run " in ln][0]
+
+    rep = cli_json(scopemeter_bin, run_id, env=report_env(MLFLOW_TRACKING_URI=mlflow_server))
+    r = rank_of(rep, 0)
+    assert r["oom_kill"] == kernel_ooms
+    assert r["verdict_codes"][0] == "oom_killed"
+    assert r["verdicts"][0].startswith("OOM-killed")
+    assert rep["verdicts"][0]["code"] == "oom_killed" and rep["verdicts"][0]["rank"] == 0
+    assert r["container_memory_kernel_peak_megabytes"] == pytest.approx(kernel_max / 1e6,
+                                                                        abs=0.051)
+    t = cli_report(scopemeter_bin, run_id, env=report_env(MLFLOW_TRACKING_URI=mlflow_server))
+    assert t.returncode == 0, t.stderr
+    assert "rank 0: OOM-killed" in t.stdout
+    assert_fits(t.stdout)
+
+
+# ---- no limits, the local default store, no run id ----------------------------------------
+
+
+FRONT_RUN = r"""
+import sys, time, mlflow, scopemeter
+with mlflow.start_run() as run:
+    assert scopemeter.enable_system_metrics(interval=0.5)
+    time.sleep(2.0)
+print(run.info.run_id)
+with mlflow.start_run():            # a newer run without scopemeter series
+    mlflow.log_metric("loss", 1.0)
+"""
+
+
+class Unlimited(Pod):
+    """A fresh cgroup with no memory and no CPU limit (the host's root has none)."""
+
+    def __init__(self, name):
+        super().__init__(name, 1 << 30, 1.0)
+        for d in self.dirs:
+            for f, v in (("memory.limit_in_bytes", "-1"), ("cpu.cfs_quota_us", "-1"),
+                         ("memory.max", "max"), ("cpu.max", "max")):
+                if os.path.exists(os.path.join(d, f)):
+                    with open(os.path.join(d, f), "w") as fh:
+                        fh.write(v)
+
+
+def test_no_limits_local_default_store_without_run_id(scopemeter_bin, tmp_path):
+    need_v1_pods()
+    with Unlimited("nolimit") as pod:
+        p = subprocess.run(pod.wrap([sys.executable, "-c", FRONT_RUN]), env=python_env(),
+                           capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    run_id = p.stdout.split()[0]
+    assert (tmp_path / "mlflow.db").exists()  # MLflow's local default store
+
+    # no RUN_ID, no MLFLOW_TRACKING_URI: the newest run that holds series
+    t = cli_report(scopemeter_bin, "--json", cwd=tmp_path)
+    assert t.returncode == 0, t.stderr
+    rep = json.loads(t.stdout)
+    assert rep["run_id"] == run_id
+    assert rep["found_by"] == "most recent run with scopemeter series"
+    r = rank_of(rep, 0)
+    assert r["cgroup"].startswith("none")
+    assert r["container_memory_limit_megabytes"] is None
+    assert r["container_memory_peak_percentage"] is None
+    assert r["node_memory_peak_percentage"] is not None
+    assert r["stopped_early"] is None  # no limit, no end tags to miss
+    assert r["verdict_codes"] == ["no_limit"], r["verdicts"]
+    assert f"node memory peak {r['node_memory_peak_percentage']:.1f} %" in r["verdicts"][0]
+
+    # a directory without a store: one line, and no database made there
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    t = cli_report(scopemeter_bin, cwd=empty)
+    assert t.returncode == 1
+    assert len(t.stderr.strip().splitlines()) == 1 and "no MLflow store" in t.stderr, t.stderr
+    assert not (empty / "mlflow.db").exists()
+
+
+# ---- two pods on one node -------------------------------------------------------------
+
+
+def test_two_pods_on_one_node(scopemeter_bin, tmp_path):
+    for why in (cgroups_usable(), netns_usable()):
+        if why:
+            pytest.skip(why)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    run_id = new_run(uri)
+    spec = [(0, 512 << 20, 0.5, 4), (1, 1 << 30, 1.0, 24)]  # rank, memory, cores, MB sent
+    pods, nets, procs, results = [], [], [], []
+    try:
+        for rank, mem, cpu, mb in spec:
+            pod, net = Pod(f"rpod{rank}", mem, cpu), Netns(f"rpod{rank}")
+            pods.append(pod)
+            nets.append(net)
+            env = python_env(MLFLOW_TRACKING_URI=uri, MLFLOW_RUN_ID=run_id, RANK=rank,
+                             WORLD_SIZE=2, LOCAL_RANK=0, LOCAL_WORLD_SIZE=1, NODE_NAME=NODE)
+            cmd = pod.wrap(net.wrap(worker_cmd("--attach", "env", "--all-workers",
+                                               "--interval", "0.5", "--seconds", "2.5",
+                                               "--traffic-mb", mb)))
+            procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True))
+        for p in procs:
+            out, err = p.communicate(timeout=240)
+            results.append((p.returncode, err))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        for x in pods + nets:
+            x.cleanup()
+    for rc, err in results:
+        assert rc == 0, err[-3000:]
+
+    rep = py_report(run_id, uri)
+    assert rep["nodes"] == {NODE: [0, 1]}
+    assert rep["collectors"] == 2
+    metrics, _ = read_run(uri, run_id)
+    for rank, mem, cpu, mb in spec:
+        r = rank_of(rep, rank)
+        assert r["node"] == NODE
+        assert r["container_memory_limit_megabytes"] == pytest.approx(mem / 1e6, abs=0.06)
+        assert r["container_cpu_limit_cores"] == cpu
+        # each pod's own network namespace: what that pod sent over its lo
+        assert mb <= r["network_receive_megabytes"] < mb * 1.3 + 1
+        assert mb <= r["network_transmit_megabytes"] < mb * 1.3 + 1
+        # the peak is the highest point of the rank's own series, or above it
+        # (the end tag keeps the highest single sample)
+        own = max(v for _, v, _ in metrics[f"system/container_memory_usage_megabytes/rank{rank}"])
+        assert r["container_memory_peak_megabytes"] >= own
+        node = max(v for _, v, _ in
+                   metrics[f"system/node_memory_usage_percentage/{NODE}/rank{rank}"])
+        assert r["node_memory_peak_percentage"] == node
+        assert r["stopped_early"] is False
+    # one working set is a bigger share of the smaller limit, each against its own
+    assert rank_of(rep, 0)["container_memory_limit_megabytes"] < \
+        rank_of(rep, 1)["container_memory_limit_megabytes"]
+
+    env = report_env(MLFLOW_TRACKING_URI=uri)
+    t = cli_report(scopemeter_bin, run_id, env=env)
+    assert t.returncode == 0, t.stderr
+    assert_fits(t.stdout)
+    lines = t.stdout.splitlines()
+    # rank -> node placement at a glance: the node's line, then its ranks
+    i = lines.index(NODE)
+    assert lines[i + 1].split()[:2] == ["rank", "0"] and lines[i + 2].split()[:2] == ["rank", "1"]
+
+    png = tmp_path / "pods.png"
+    t = cli_report(scopemeter_bin, run_id, "--plot", str(png), "--json", env=env)
+    assert t.returncode == 0, t.stderr
+    assert json.loads(t.stdout)["run_id"] == run_id  # --json stays parseable with --plot
+    w, h = png_size(png)
+    assert w == 1600 and h > 600
+
+
+# ---- the recording's own gaps -----------------------------------------------------------
+
+
+LATE = r"""
+import sys, time, mlflow, scopemeter
+with mlflow.start_run() as run:
+    time.sleep(float(sys.argv[1]))  # data loading, unrecorded
+    assert scopemeter.enable_system_metrics(interval=0.5)
+    time.sleep(1.5)
+print(run.info.run_id)
+"""
+
+KILLED = r"""
+import os, signal, sys, time, mlflow, scopemeter
+run = mlflow.start_run()
+print(run.info.run_id, flush=True)
+assert scopemeter.enable_system_metrics(interval=0.5)
+time.sleep(2.5)                     # a few windows shipped
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.timeout(400)
+def test_started_late_and_stopped_early(scopemeter_bin, tmp_path):
+    need_v1_pods()
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    env = python_env(MLFLOW_TRACKING_URI=uri)
+    late_s = 12.0  # past the floor of the late rule (docs/report.md)
+    p = subprocess.run([sys.executable, "-c", LATE, str(late_s)], env=env, capture_output=True,
+                       text=True, timeout=180)
+    assert p.returncode == 0, p.stderr
+    rep = py_report(p.stdout.split()[0], uri)
+    r = rank_of(rep, 0)
+    assert "started_late" in r["verdict_codes"], r["verdicts"]
+    assert r["started_after_run_s"] >= late_s
+
+    with Pod("killed", 512 << 20, 1.0) as pod:
+        p = subprocess.run(pod.wrap([sys.executable, "-c", KILLED]), env=env,
+                           capture_output=True, text=True, timeout=180)
+    assert p.returncode == -signal.SIGKILL, p.stderr
+    run_id = p.stdout.split()[0]
+    # the launcher marks the run its worker died in
+    from mlflow.tracking import MlflowClient
+    MlflowClient(uri).set_terminated(run_id, "KILLED")
+    rep = py_report(run_id, uri)
+    r = rank_of(rep, 0)
+    assert r["points"] >= 1 and r["end_tags"] is False
+    assert r["stopped_early"] is True
+    assert "stopped_early" in r["verdict_codes"], r["verdicts"]
+    assert r["verdict_codes"][-1] == "stopped_early"  # the least severe, listed last
+
+
+# ---- plumbing --------------------------------------------------------------------------
+
+
+def test_plot_without_matplotlib_says_how_to_get_it(tmp_path):
+    code = ("import sys\n"
+            "sys.modules['matplotlib'] = None   # as if it were not installed\n"
+            "from scopemeter.__main__ import main\n"
+            "sys.exit(main(['report', 'any-run', '--plot', sys.argv[1]]))\n")
+    png = tmp_path / "x.png"
+    p = subprocess.run([sys.executable, "-c", code, str(png)], env=python_env(),
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert p.returncode == 1
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr
+    assert "pip install 'scopemeter[report]'" in lines[0]
+    assert not png.exists()
+
+
+def test_python_m_scopemeter_version():
+    p = subprocess.run([sys.executable, "-m", "scopemeter", "--version"], env=python_env(),
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    code = "import os, scopemeter; print(scopemeter.__version__, " \
+           "os.path.dirname(os.path.abspath(scopemeter.__file__)))"
+    q = subprocess.run([sys.executable, "-c", code], env=python_env(), capture_output=True,
+                       text=True, timeout=60)
+    version, where = q.stdout.split()
+    assert p.stdout.strip() == f"scopemeter {version} ({where})"
+    if staged_package():
+        assert where.startswith(staged_package())  # this tree's package, not an older install
+
+
+def test_cli_finds_python_or_says_it_cannot(scopemeter_bin, tmp_path):
+    """The interpreter: SCOPEMETER_PYTHON, else python3 beside the program, else
+    python3 on PATH; none that imports scopemeter: one line, exit 2."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    cli = bindir / "scopemeter"
+    shutil.copy(scopemeter_bin, cli)
+    env = python_env(PATH="/nonexistent")
+
+    p = subprocess.run([str(cli), "report"], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 2
+    assert len(p.stderr.strip().splitlines()) == 1 and "SCOPEMETER_PYTHON" in p.stderr
+
+    p = subprocess.run([str(cli), "report"], env=dict(env, SCOPEMETER_PYTHON="/bin/false"),
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "SCOPEMETER_PYTHON=/bin/false" in p.stderr
+
+    # pip's layout: the program in the environment's bin/, beside its python
+    os.symlink(sys.executable, bindir / "python3")
+    p = subprocess.run([str(cli), "report", "--help"], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "usage: scopemeter report" in p.stdout
