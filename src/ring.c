@@ -200,6 +200,14 @@ static void remove_head(sm_ring *r, size_t n)
     r->head = (r->head + n) % r->cap;
     r->len -= n;
     r->head_seq += n;
+    /* Emptied (the usual state between windows): the next push starts at the
+     * front again, so only the pages of the largest backlog become resident.
+     * A head that goes round touches the whole buffer (cap x 24 bytes: 3 MB
+     * at the default hour of points) within hours even when it never holds
+     * more than one window.  Nothing outside the lock keeps a position:
+     * consumers copy entries and count removals in head_seq. */
+    if (r->len == 0)
+        r->head = 0;
 }
 
 /* peek and pop: wait for records, copy up to cap (as entries, or expanded to
