@@ -27,6 +27,7 @@ initramfs shell (never an OOM victim), the script runs chrooted into the
 
 Command line (for a person):  python3 tests/vm/guest.py build
                               python3 tests/vm/guest.py run SCRIPT OUTDIR
+(run stages OUTDIR first: SCOPEMETER_BIN, else build/cli/scopemeter)
 """
 import glob
 import os
@@ -216,6 +217,22 @@ def boot(script, out, timeout=600, mem_mb=MEM_MB, cpus=CPUS):
         return int(f.read().strip())
 
 
+def stage(out, scopemeter):
+    """Put what the guest scripts use into `out` (the guest's /tmp/out):
+    bin/scopemeter (a copy of the built CLI), bin/alloc (tests/vm/alloc.c,
+    built here), lib.sh, vm/send.py.  Copies, so the guest runs what was
+    built when the test started."""
+    binv = os.path.join(out, "bin")
+    os.makedirs(binv, exist_ok=True)
+    os.makedirs(os.path.join(out, "vm"), exist_ok=True)
+    shutil.copy2(scopemeter, os.path.join(binv, "scopemeter"))
+    cc = os.environ.get("CC", "cc")
+    _run([cc, "-O2", "-std=c11", "-D_DEFAULT_SOURCE", "-Wall", "-Wextra", "-Werror", "-o",
+          os.path.join(binv, "alloc"), os.path.join(HERE, "alloc.c")])
+    shutil.copy2(os.path.join(HERE, "lib.sh"), os.path.join(out, "lib.sh"))
+    shutil.copy2(os.path.join(HERE, "send.py"), os.path.join(out, "vm", "send.py"))
+
+
 def _tail(path, n=4000):
     try:
         with open(path, "rb") as f:
@@ -228,6 +245,8 @@ if __name__ == "__main__":
     if len(sys.argv) >= 2 and sys.argv[1] == "build":
         print(*build())
     elif len(sys.argv) == 4 and sys.argv[1] == "run":
+        stage(sys.argv[3], os.environ.get("SCOPEMETER_BIN",
+                                          os.path.join(REPO, "build", "cli", "scopemeter")))
         with open(sys.argv[2]) as f:
             rc = boot(f.read(), sys.argv[3])
         print("script exit status", rc)

@@ -1,0 +1,361 @@
+"""scopemeter on a real cgroup v2 kernel: Debian's kernel in a QEMU guest
+(tests/vm/guest.py; this machine is cgroup v1, so without the guest every v2
+path would rest on hand-written fixtures).  docs/cgroup.md §7 says what these
+cases taught.
+
+Two boots, each running many cases (tests/vm/cases.sh, tests/vm/oom.sh);
+every case compares what scopemeter said (probe --json, or the JSONL of
+`scopemeter run`) with the kernel's own files read around it in the same
+guest, with real allocations inside the cgroup (tests/vm/alloc.c, python3):
+
+- a Kubernetes-like container (own cgroup namespace and cgroup2 mount,
+  container limit below the pod's, half a core of cpu.max, a busy loop):
+  /proc/self/cgroup reads 0::/, the limits are the container's;
+- a Slurm-like task (limit on job_12 only, above step_0/user/task_0), a
+  systemd-like slice limit, a cpuset-only limit, no limit (no container_*);
+- memory.peak against the peak tag: on this kernel memory.peak is the
+  cgroup's peak since its creation, not the run's;
+- two pods (two netns + two cgroups) running at once: each rank's network_*
+  is its own namespace's bytes, its container_* its own cgroup's;
+- the OOM runs: ten times python3 allocating 400 MB in a 120M cgroup (every
+  run survives and records oom_kill, the peak tags, the last window, exit
+  status 137); memory that belongs to no process filling the cgroup (the
+  kernel ranks the live processes by size: scopemeter's lowered
+  oom_score_adj keeps it out of the way, and without CAP_SYS_RESOURCE it is
+  the victim); memory.oom.group=1 (everything in the cgroup dies).
+
+The guest not booting is a failure (GuestError), never a skip.  Boots here
+take about 7 s; the cases run under TCG, the tier takes a few minutes.
+"""
+import json
+import os
+import re
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "vm"))
+import guest  # noqa: E402  (tests/vm/guest.py)
+
+pytestmark = [pytest.mark.vm, pytest.mark.timeout(900)]
+
+MB = 1e6
+# The probe runs inside the cgroup it measures: its own charge (heap, stack,
+# kernel objects; the binary itself is on tmpfs charged elsewhere) is in the
+# kernel's memory.current while it samples and not before or after.  Bound
+# on that share, for the comparison with the files read around it.
+PROBE_SHARE = 8 * MB
+
+
+def boot(tmp_path_factory, scopemeter_bin, script, name):
+    out = str(tmp_path_factory.mktemp(name))
+    guest.stage(out, scopemeter_bin)
+    with open(os.path.join(guest.HERE, script)) as f:
+        rc = guest.boot(f.read(), out)
+    log = read(out, "script.log")
+    assert rc == 0, log
+    return out
+
+
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory, scopemeter_bin):
+    return boot(tmp_path_factory, scopemeter_bin, "cases.sh", "vm-cases")
+
+
+@pytest.fixture(scope="module")
+def ooms(tmp_path_factory, scopemeter_bin):
+    return boot(tmp_path_factory, scopemeter_bin, "oom.sh", "vm-oom")
+
+
+def read(*parts):
+    with open(os.path.join(*parts)) as f:
+        return f.read()
+
+
+def kv(text, key):
+    for line in text.splitlines():
+        k, _, v = line.partition(" ")
+        if k == key:
+            return int(v)
+    raise KeyError(key)
+
+
+def working_set(snapdir):
+    """memory.current - memory.stat:inactive_file, as the kernel says it."""
+    cur = int(read(snapdir, "memory.current"))
+    return max(0, cur - kv(read(snapdir, "memory.stat"), "inactive_file"))
+
+
+def probe(case_dir):
+    assert read(case_dir, "rc").strip() == "0", read(case_dir, "probe.err")
+    return json.loads(read(case_dir, "probe.json"))
+
+
+def series(p):
+    return {s["key"].split("/")[1]: s for s in p["series"]}
+
+
+def check_memory(d, p, limit_dir_name):
+    """The probe's memory series against the kernel's files of the limiting
+    level read just before and just after it, the same allocation held."""
+    s = series(p)
+    before, after = working_set(os.path.join(d, limit_dir_name + "_before")), \
+        working_set(os.path.join(d, limit_dir_name + "_after"))
+    limit = int(read(d, limit_dir_name + "_before", "memory.max"))
+    ws = s["container_memory_usage_megabytes"]["raw"] * MB
+    assert min(before, after) <= ws <= max(before, after) + PROBE_SHARE, (before, ws, after)
+    assert p["cgroup"]["memory_limit_bytes"] == limit
+    assert s["container_memory_usage_percentage"]["raw"] == pytest.approx(100 * ws / limit,
+                                                                         rel=1e-6)
+    return ws
+
+
+# ---- the cases of one boot -------------------------------------------------------
+
+
+def test_kubernetes_like_container_own_cgroupns(cases):
+    d = os.path.join(cases, "k8s")
+    assert read(d, "rc").strip() == "0"
+    assert read(d, "proc_self_cgroup") == "0::/\n"
+    p = probe(d)
+    c = p["cgroup"]
+    # the container's own limit (200M), not the pod's (300M, invisible in the namespace)
+    assert c["version"] == 2 and c["dir"] == "/sys/fs/cgroup"
+    assert c["limiting_dir"] == "/sys/fs/cgroup" and c["cpu_limiting_dir"] == "/sys/fs/cgroup"
+    assert read(d, "limit_before", "cpu.max") == "50000 100000\n"
+    assert c["cpu_limit_cores"] == 0.5
+    assert c["tag"] == "v2 / mem=200MiB cpu=0.5"
+    ws = check_memory(d, p, "limit")
+    assert ws >= 100 * 2**20  # the allocation (100 MiB) is in it
+    s = series(p)
+    cpu = s["container_cpu_utilization_percentage"]
+    assert cpu["source"] == "/sys/fs/cgroup/cpu.stat:usage_usec, cpu.max"
+    # a busy loop under half a core: the kernel throttled it and counted the
+    # time; scopemeter saw CPU being used against the 0.5-core limit
+    k0, k1 = read(d, "limit_before", "cpu.stat"), read(d, "limit_after", "cpu.stat")
+    assert kv(k1, "nr_throttled") > kv(k0, "nr_throttled")
+    assert kv(k1, "usage_usec") > kv(k0, "usage_usec")
+    assert cpu["raw"] > 0
+
+
+def test_slurm_like_task_limit_on_the_job(cases):
+    d = os.path.join(cases, "slurm")
+    p = probe(d)
+    c = p["cgroup"]
+    job = "/sys/fs/cgroup/system.slice/slurmstepd.scope/job_12"
+    assert read(d, "proc_self_cgroup") == \
+        "0::/system.slice/slurmstepd.scope/job_12/step_0/user/task_0\n"
+    assert c["dir"] == job + "/step_0/user/task_0"
+    assert c["limiting_dir"] == job and c["cpu_limit_cores"] is None
+    assert c["tag"] == "v2 /system.slice/slurmstepd.scope/job_12/step_0/user/task_0 mem=150MiB"
+    check_memory(d, p, "limit")
+    s = series(p)
+    assert s["container_memory_usage_megabytes"]["source"] == \
+        job + "/memory.current - memory.stat:inactive_file"
+    assert "container_cpu_utilization_percentage" not in s
+    assert any("memory limit only, no CPU limit" in n for n in p["notes"])
+
+
+def test_systemd_like_slice_limit(cases):
+    d = os.path.join(cases, "slice")
+    p = probe(d)
+    c = p["cgroup"]
+    sl = "/sys/fs/cgroup/workload.slice"
+    assert c["dir"] == sl + "/train.service"
+    assert c["limiting_dir"] == sl and c["cpu_limiting_dir"] == sl
+    assert c["cpu_limit_cores"] == 1.5  # cpu.max 150000 100000 on the slice
+    assert c["tag"] == "v2 /workload.slice/train.service mem=180MiB cpu=1.5"
+    check_memory(d, p, "limit")
+    cpu = series(p)["container_cpu_utilization_percentage"]
+    assert cpu["source"] == sl + "/cpu.stat:usage_usec, cpu.max"
+
+
+def test_cpuset_only_limit(cases):
+    d = os.path.join(cases, "cpuset")
+    p = probe(d)
+    c = p["cgroup"]
+    assert read(d, "own_before", "cpuset.cpus.effective") == "1\n"
+    assert read(d, "own_before", "memory.max") == "max\n"
+    assert read(d, "own_before", "cpu.max").startswith("max ")
+    assert c["cpu_limit_cores"] == 1.0 and c["memory_limit_bytes"] is None
+    assert c["tag"] == "v2 /cpusetonly cpu=1.0"
+    assert "cpuset: 1 of 2 CPUs" in c["why"]
+    s = series(p)
+    assert [k for k in s if k.startswith("container_")] == \
+        ["container_cpu_utilization_percentage"]
+
+
+def test_no_limit_no_container_series(cases):
+    d = os.path.join(cases, "nolimit")
+    p = probe(d)
+    assert p["cgroup"]["tag"] == "none: no limit"
+    assert not [k for k in series(p) if k.startswith("container_")]
+    assert any(n.startswith("no cgroup limit (v2 cgroup /nolimit") for n in p["notes"])
+
+
+def jsonl(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def tags(recs):
+    return {r["key"]: r["value"] for r in recs if r["kind"] == "tag"}
+
+
+def metric(recs, name):
+    return [r for r in recs if r["kind"] == "metric" and r["key"].split("/")[1] == name]
+
+
+def test_memory_peak_is_the_cgroups_lifetime_peak(cases):
+    d = os.path.join(cases, "peak")
+    assert read(d, "rc").strip() == "0", read(d, "run.err")
+    recs = jsonl(os.path.join(d, "run.jsonl"))
+    t = tags(recs)
+    earlier = int(read(d, "before", "memory.peak"))  # 150 MiB allocated before the run
+    after = int(read(d, "after", "memory.peak"))
+    assert earlier >= 150 * 2**20
+    # memory.peak never went down and the run's allocation (60 MiB) did not
+    # raise it: the tag is the kernel's file at stop, the lifetime peak
+    assert after == earlier
+    assert t["scopemeter.rank0.memory_peak_mb"] == "%.1f" % (after / MB)
+    # the sampled peak is the run's own: the held 60 MiB, the kernel's
+    # working set while it was held
+    sampled = float(t["scopemeter.rank0.mem_peak_sampled_mb"])
+    held = working_set(os.path.join(d, "during"))
+    assert 60 * 2**20 / MB <= sampled < earlier / MB
+    assert held / MB - 1 <= sampled <= held / MB + PROBE_SHARE / MB
+    assert t["scopemeter.rank0.oom_kill"] == "0"
+
+
+def netdev_total(text, col):
+    """Sum over interfaces of /proc/net/dev column col (0 rx bytes, 8 tx bytes)."""
+    total = 0
+    for line in text.splitlines()[2:]:
+        _, _, rest = line.partition(":")
+        total += int(rest.split()[col])
+    return total
+
+
+def test_two_pods_distinct_network_and_container_values(cases):
+    d = os.path.join(cases, "pods")
+    seen = {}
+    for rank, mb, mem in ((0, 4, 150), (1, 24, 250)):
+        assert read(d, "rc%d" % rank).strip() == "0", read(d, "rank%d.err" % rank)
+        recs = jsonl(os.path.join(d, "rank%d.jsonl" % rank))
+        keys = {r["key"] for r in recs if r["kind"] == "metric"}
+        assert all(k.endswith("/rank%d" % rank) for k in keys), keys
+        t = tags(recs)
+        assert t["scopemeter.rank%d.cgroup" % rank] == "v2 /pod%d mem=%dMiB" % (rank, mem)
+        for col, name in ((0, "network_receive_megabytes"), (8, "network_transmit_megabytes")):
+            k0 = netdev_total(read(d, "netdev%d.before" % rank), col)
+            k1 = netdev_total(read(d, "netdev%d.after" % rank), col)
+            last = metric(recs, name)[-1]["value"]
+            # the namespace's own bytes over the run, nothing of the other pod's
+            assert last == pytest.approx(round((k1 - k0) / MB, 1), abs=0.05001), (name, k0, k1)
+            assert (k1 - k0) / MB >= mb
+            seen[(rank, name)] = last
+        ws = metric(recs, "container_memory_usage_megabytes")
+        pct = metric(recs, "container_memory_usage_percentage")
+        assert ws and pct
+        # within one window both come from the same sample: pct = ws / limit
+        for w, p in zip(ws, pct):
+            assert p["value"] == pytest.approx(100 * w["value"] * MB / (mem * 2**20), abs=0.11)
+        peak = int(read(d, "cg%d" % rank, "memory.peak"))
+        assert float(t["scopemeter.rank%d.memory_peak_mb" % rank]) == \
+            pytest.approx(peak / MB, abs=0.051)
+    assert seen[(1, "network_receive_megabytes")] > seen[(0, "network_receive_megabytes")] + 15
+
+
+# ---- the OOM runs of the second boot ---------------------------------------------
+
+
+def oom_run(ooms, name):
+    d = os.path.join(ooms, name)
+    err = read(d, "run.err")
+    return d, int(read(d, "rc")), err, jsonl(os.path.join(d, "run.jsonl")), \
+        read(d, "oom_lines")
+
+
+def killed(oom_lines):
+    return re.findall(r"Killed process \d+ \((\S+)\)", oom_lines)
+
+
+def closing(err):
+    m = re.search(r"logged (\d+) windows", err)
+    return int(m.group(1)) if m else None
+
+
+def test_run_survives_its_childs_oom_kill_ten_of_ten(ooms):
+    """The 120M / 400 MB case ten times: every run carries oom_kill (equal to
+    the kernel's memory.events), both peak tags, its last window, and exits
+    137 like the OOM-killed python3."""
+    bad = []
+    for i in range(1, 11):
+        d, rc, err, recs, lines = oom_run(ooms, "rep%d" % i)
+        t = tags(recs)
+        ev0 = kv(read(d, "before", "memory.events"), "oom_kill")
+        ev1 = kv(read(d, "after", "memory.events"), "oom_kill")
+        windows = closing(err)
+        steps = {r["step"] for r in recs if r["kind"] == "metric"}
+        got = {
+            "rc": rc, "killed": killed(lines), "windows": windows, "steps": len(steps),
+            "oom_kill": t.get("scopemeter.rank0.oom_kill"),
+            "peak": t.get("scopemeter.rank0.memory_peak_mb"),
+            "kernel_peak": "%.1f" % (int(read(d, "after", "memory.peak")) / MB),
+            "sampled": t.get("scopemeter.rank0.mem_peak_sampled_mb"),
+        }
+        ok = (rc == 137 and "scopemeter" not in got["killed"] and "python3" in got["killed"]
+              and got["oom_kill"] is not None and int(got["oom_kill"]) == ev1 - ev0 >= 1
+              and got["peak"] == got["kernel_peak"] and got["sampled"] is not None
+              and windows is not None and windows == len(steps) == max(steps) + 1)
+        if not ok:
+            bad.append((i, got, err[-600:]))
+    assert not bad, bad
+
+
+def test_memory_of_no_process_fills_the_cgroup_scopemeter_is_not_the_victim(ooms):
+    """A tmpfs file fills the cgroup and the process that writes it is tiny:
+    the kernel picks among the live processes by their own size, where
+    scopemeter (a few MB) outweighs a shell or `head`.  scopemeter runs at
+    oom_score_adj -999 and gives CMD its own value back, so CMD's processes
+    go first and the run is recorded."""
+    for i in (1, 2, 3):
+        d, rc, err, recs, lines = oom_run(ooms, "tmpfs%d" % i)
+        assert read(d, "adj_scopemeter").strip() == "-999", err
+        assert read(d, "adj_cmd").strip() == "0", err
+        victims = killed(lines)
+        assert victims and "scopemeter" not in victims, lines
+        assert rc in (3, 137), (rc, err)  # head killed (sh goes on), or sh itself
+        t = tags(recs)
+        assert int(t["scopemeter.rank0.oom_kill"]) >= 1, t
+        assert closing(err) is not None, err
+
+
+def test_without_cap_sys_resource_scopemeter_is_the_victim(ooms):
+    """What docs/cgroup.md §7 says an unprivileged container sees: scopemeter
+    cannot lower its oom_score_adj, the kernel ranks by size alone, and
+    scopemeter is killed first (CMD dies with it: PR_SET_PDEATHSIG); the
+    JSONL keeps the windows written before, no end tags."""
+    d, rc, err, recs, lines = oom_run(ooms, "nocap")
+    assert read(d, "adj_scopemeter").strip() == "0"
+    victims = killed(lines)
+    assert victims[0] == "scopemeter", lines
+    assert rc == 137
+    assert "scopemeter.rank0.oom_kill" not in tags(recs)
+    assert closing(err) is None
+
+
+def test_oom_group_kills_everything_in_the_cgroup(ooms):
+    """memory.oom.group=1 (Kubernetes >= 1.28 on v2): the kernel kills every
+    process of the cgroup, scopemeter included — no end tags, no closing
+    line; what was written before stays."""
+    d, rc, err, recs, lines = oom_run(ooms, "group")
+    assert read(d, "before", "memory.oom.group") == "1\n"
+    assert kv(read(d, "after", "memory.events"), "oom_group_kill") == 1
+    victims = killed(lines)
+    assert "scopemeter" in victims and "python3" in victims, lines
+    assert rc == 137
+    assert "scopemeter.rank0.oom_kill" not in tags(recs)
+    assert closing(err) is None
+    assert "scopemeter.rank0.cgroup" in tags(recs)  # the start tags were written

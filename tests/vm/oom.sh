@@ -1,0 +1,58 @@
+# tests/vm/oom.sh — OOM kills on a real cgroup v2 kernel, one boot
+# (tests/vm/guest.py runs it as root in the guest, cwd /tmp/out).  Each run
+# writes /tmp/out/<run>/: scopemeter's JSONL and stderr, its exit status as
+# the shell saw it, the kernel's memory files after, and the kernel log's OOM
+# lines (who invoked the killer, who was killed); the assertions are
+# tests/py/test_vm_cgroup2.py's.
+set -u
+. ./lib.sh
+
+ALLOC400='x = [bytes([i % 251 + 1]) * (1 << 20) for i in range(400)]'
+
+# one_run NAME CGROUP PREFIX... -- CMD...: scopemeter run in a fresh cgroup
+# (120M) as the shell starts it; PREFIX runs before scopemeter (setpriv)
+one_run() {
+  local name=$1 cg=$CG/$2; shift 2
+  local pre=()
+  while [ "$1" != "--" ]; do pre+=("$1"); shift; done
+  shift
+  local d=$OUT/$name
+  mkdir -p $d $cg
+  echo 120M > $cg/memory.max
+  [ -n "${OOM_GROUP:-}" ] && echo 1 > $cg/memory.oom.group
+  snap $d/before $cg
+  dmesg -C
+  (echo $BASHPID > $cg/cgroup.procs; cd $d
+   exec "${pre[@]}" $SM run --interval 0.5 --jsonl $d/run.jsonl -- "$@") > $d/run.err 2>&1
+  echo $? > $d/rc
+  snap $d/after $cg
+  dmesg | grep -E "invoked oom-killer|Killed process|oom_reaper" > $d/oom_lines || true
+}
+
+# 1. the issue's case, ten times: python3 allocating 400 MB in a 120M cgroup
+for i in 1 2 3 4 5 6 7 8 9 10; do
+  echo "rep $i $(cut -d' ' -f1 /proc/uptime)"
+  one_run rep$i rep$i -- python3 -c "$ALLOC400"
+done
+
+# 2. memory that belongs to no process fills the cgroup (a tmpfs file), the
+# allocating process is tiny: the kernel ranks the live processes by their
+# own size.  CMD records its own and its parent's (scopemeter's)
+# oom_score_adj first.
+FILL='cat /proc/self/oom_score_adj > adj_cmd; cat /proc/$PPID/oom_score_adj > adj_scopemeter;
+head -c 200M /dev/zero > /tmp/fill-$NAME; rm -f /tmp/fill-$NAME; exit 3'
+for i in 1 2 3; do
+  echo "tmpfs $i $(cut -d' ' -f1 /proc/uptime)"
+  NAME=tmpfs$i one_run tmpfs$i tmpfs$i -- env NAME=tmpfs$i sh -c "$FILL"
+  rm -f /tmp/fill-tmpfs$i
+done
+# the same without CAP_SYS_RESOURCE (an unprivileged container)
+echo "nocap $(cut -d' ' -f1 /proc/uptime)"
+one_run nocap nocap setpriv --inh-caps=-sys_resource --bounding-set=-sys_resource \
+  -- env NAME=nocap sh -c "$FILL"
+rm -f /tmp/fill-nocap
+
+# 3. memory.oom.group=1 (Kubernetes >= 1.28 sets it on v2 containers)
+echo "group $(cut -d' ' -f1 /proc/uptime)"
+OOM_GROUP=1 one_run group group -- python3 -c "$ALLOC400"
+echo "oom done $(cut -d' ' -f1 /proc/uptime)"
