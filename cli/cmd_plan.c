@@ -83,6 +83,11 @@ static int print_json(const sm_plan_input *in, int nodes_given, const sm_plan *p
     json_object_set_new(root, "capped", json_boolean(p->interval_s > asked_interval));
     json_object_set_new(root, "gpus_per_collector", json_integer(p->gpus_per_collector));
     json_object_set_new(root, "series_per_collector", json_integer(p->series_per_collector));
+    json_object_set_new(root, "node_series_per_collector",
+                        json_integer(p->node_series_per_collector));
+    json_object_set_new(root, "gpu_series_per_collector", json_integer(p->gpu_series_per_collector));
+    json_object_set_new(root, "container_series_per_collector",
+                        json_integer(p->container_series_per_collector));
     json_object_set_new(root, "series", json_integer(p->series));
     json_object_set_new(root, "charts", json_integer(p->charts));
     json_object_set_new(root, "sections", json_integer(p->sections));

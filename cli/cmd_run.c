@@ -7,10 +7,10 @@
  *      and read them from a signalfd: no work in signal handlers, and the
  *      monitor's threads never see them; SIGCHLD gets its default action
  *      and SIGPIPE is ignored (CMD gets back the dispositions it was given);
- *   2. find the run: --run-id, MLFLOW_RUN_ID, the job's run (ranks > 0 of a
- *      multi-process job find the run rank 0 created by its job id), or
- *      create one (--experiment, MLFLOW_EXPERIMENT_NAME, MLFLOW_EXPERIMENT_ID,
- *      Default);
+ *   2. find the run (sm_mlflow_resolve_run, src/rest/mlflow_run.c): --run-id,
+ *      MLFLOW_RUN_ID, the job's run (ranks > 0 of a multi-process job find
+ *      the run rank 0 created by its job id), or create one (--experiment,
+ *      MLFLOW_EXPERIMENT_NAME, MLFLOW_EXPERIMENT_ID, Default);
  *   3. start the monitor (REST sink; without an http(s) tracking URI or a
  *      run, the queue sink drained into a local JSONL file — nothing is lost
  *      silently);
@@ -39,11 +39,10 @@
 #include <jansson.h>
 
 #include "cli.h"
-#include "scopemeter.h"
+#include "scopemeter_mlflow.h"
 
 extern char **environ;
 
-#define JOB_TAG "scopemeter.job_id"
 #define DEFAULT_STARTUP_TIMEOUT 15.0
 
 struct run_opts {
@@ -69,14 +68,8 @@ struct run_state {
     int pending_sig;           /* a terminating signal that came before CMD started */
     struct sigaction old_chld, old_pipe; /* the dispositions we were given, CMD's */
 
-    /* JSONL fallback */
-    sm_monitor *m;
-    FILE *jsonl;
+    /* JSONL fallback (the monitor's JSONL sink writes it) */
     char jsonl_path[4096];
-    pthread_t drain;
-    int drain_started;
-    unsigned long long jsonl_records;
-    int jsonl_error;
 
     /* CMD's environment and the two strings it owns */
     char **env;
@@ -178,56 +171,6 @@ static int check_early_signal(struct run_state *st)
     return st->pending_sig;
 }
 
-/* ---- finding the run ----------------------------------------------------------- */
-
-/* The launcher's id of this job, shared by all its ranks: TORCHELASTIC_RUN_ID
- * (torchrun's rendezvous id; "none" is torchrun's default for a multi-node
- * static rendezvous and identifies nothing), else Slurm's job and step. */
-static int job_key(char *out, size_t len)
-{
-    const char *t = getenv("TORCHELASTIC_RUN_ID");
-    const char *job = getenv("SLURM_JOB_ID"), *step = getenv("SLURM_STEP_ID");
-
-    if (t && *t && strcmp(t, "none") != 0) {
-        snprintf(out, len, "torchelastic:%s", t);
-        return 1;
-    }
-    if (job && *job) {
-        snprintf(out, len, "slurm:%s.%s", job, step && *step ? step : "0");
-        return 1;
-    }
-    out[0] = '\0';
-    return 0;
-}
-
-/* A restart of the same job: torchelastic counts its restarts in
- * TORCHELASTIC_RESTART_COUNT (0 on the first attempt). */
-static int restarted(void)
-{
-    const char *v = getenv("TORCHELASTIC_RESTART_COUNT");
-    char *end;
-    long n;
-
-    if (!v || !*v)
-        return 0;
-    errno = 0;
-    n = strtol(v, &end, 10);
-    return !errno && *end == '\0' && n > 0;
-}
-
-/* A run id the key must not break in a search filter. */
-static int quotable(const char *s)
-{
-    return !strpbrk(s, "'\\");
-}
-
-static void sleep_s(double s)
-{
-    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-        ;
-}
-
 static double mono(void)
 {
     struct timespec ts;
@@ -235,141 +178,33 @@ static double mono(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* ---- finding the run: sm_mlflow_resolve_run (src/rest/mlflow_run.c) ---------- */
+static int cancelled(void *arg)
+{
+    return check_early_signal(arg);
+}
+
 static void resolve_run(struct run_state *st, const struct run_opts *o)
 {
-    char err[600], exp_id[128], job[300], status[32];
-    const char *given = o->run_id ? o->run_id : getenv("MLFLOW_RUN_ID");
-    const char *exp_name = o->experiment ? o->experiment : getenv("MLFLOW_EXPERIMENT_NAME");
-    const char *exp_env_id = o->experiment ? NULL : getenv("MLFLOW_EXPERIMENT_ID");
-    double t = o->startup_timeout > 0 ? o->startup_timeout : 0.001;
-    int have_job = job_key(job, sizeof job) && quotable(job);
-    int rc;
+    sm_run_request req = {
+        .tracking_uri = st->uri,
+        .run_id = o->run_id,
+        .experiment = o->experiment,
+        .source_name = strrchr(o->cmd[0], '/') ? strrchr(o->cmd[0], '/') + 1 : o->cmd[0],
+        .id = &st->id,
+        .timeout_s = o->startup_timeout,
+        .cancelled = cancelled,
+        .cancel_arg = st,
+    };
+    sm_run_result res;
 
-    if (given && *given) {
-        /* only a check (a mistyped id would record into nothing): a server
-         * that is down delays CMD by at most 5 s here, then points wait */
-        rc = sm_mlflow_get_run(st->uri, given, status, sizeof status, t < 5 ? t : 5, err,
-                               sizeof err);
-        if (rc == -ENOENT || rc == -EINVAL) {
-            fprintf(stderr, "scopemeter: %s; not recording into it\n", err);
-            return;
-        }
-        if (rc < 0)
-            fprintf(stderr, "scopemeter: cannot check run %s (%s); recording into it anyway: "
-                    "points wait until the server answers\n", given, err);
-        snprintf(st->run_id, sizeof st->run_id, "%s", given);
-        return;
+    if (sm_mlflow_resolve_run(&req, &res) == 0) {
+        snprintf(st->run_id, sizeof st->run_id, "%s", res.run_id);
+        st->owns_run = res.owns_run;
     }
-
-    rc = sm_mlflow_experiment(st->uri, exp_name, exp_env_id, exp_id, sizeof exp_id, t, err,
-                              sizeof err);
-    if (rc < 0) {
-        fprintf(stderr, "scopemeter: no MLflow experiment to create the run in: %s\n", err);
-        return;
-    }
-
-    if (st->id.world_size > 1 && st->id.rank != 0) {
-        /* the newest RUNNING run with the job's tag: the one rank 0 created
-         * (or is creating) for this job */
-        double deadline = mono() + t, pause = 0.25;
-        if (!have_job) {
-            fprintf(stderr, "scopemeter: rank %d of %d: no run to share — set MLFLOW_RUN_ID "
-                    "for every rank (or launch with torchrun --standalone / --rdzv-id, or "
-                    "under Slurm, so the job has an id); CMD runs, this rank records into no "
-                    "run\n", st->id.rank, st->id.world_size);
-            return;
-        }
-        for (;;) {
-            rc = sm_mlflow_find_run(st->uri, exp_id, JOB_TAG, job, st->run_id,
-                                    sizeof st->run_id, deadline - mono(), err, sizeof err);
-            if (rc == 0)
-                return;
-            if (rc != -ENOENT || mono() + pause >= deadline || check_early_signal(st))
-                break;
-            sleep_s(pause);
-            pause = pause < 2 ? pause * 2 : 2;
-        }
-        st->run_id[0] = '\0';
-        fprintf(stderr, "scopemeter: rank %d: rank 0's run for job %s not found within %g s "
-                "(%s); CMD runs, this rank records into no run\n", st->id.rank, job, t, err);
-        return;
-    }
-
-    if (have_job && st->id.world_size > 1 && restarted()) {
-        /* a torchelastic restart of this job continues the job's run while
-         * it is RUNNING.  A first attempt never does: the job id repeats
-         * across jobs (a fixed --rdzv-id), and two jobs must not mix. */
-        rc = sm_mlflow_find_run(st->uri, exp_id, JOB_TAG, job, st->run_id, sizeof st->run_id, t,
-                                err, sizeof err);
-        if (rc == 0) {
-            st->owns_run = 1; /* rank 0 of the job ends the job's run */
-            fprintf(stderr, "scopemeter: continuing run %s of job %s\n", st->run_id, job);
-            return;
-        }
-    }
-    {
-        const char *source = strrchr(o->cmd[0], '/') ? strrchr(o->cmd[0], '/') + 1 : o->cmd[0];
-        const char *tags[9];
-        int n = 0;
-        tags[n++] = "mlflow.source.name";
-        tags[n++] = source;
-        tags[n++] = "mlflow.source.type";
-        tags[n++] = "LOCAL";
-        if (have_job && st->id.world_size > 1) {
-            tags[n++] = JOB_TAG;
-            tags[n++] = job;
-        }
-        tags[n] = NULL;
-        rc = sm_mlflow_create_run(st->uri, exp_id, NULL, tags, st->run_id, sizeof st->run_id, t,
-                                  err, sizeof err);
-    }
-    if (rc < 0) {
-        st->run_id[0] = '\0';
-        fprintf(stderr, "scopemeter: cannot create an MLflow run at %s: %s\n", st->shown, err);
-        return;
-    }
-    st->owns_run = 1;
-    fprintf(stderr, "scopemeter: created run %s in experiment %s at %s\n", st->run_id, exp_id,
-            st->shown);
 }
 
-/* ---- JSONL fallback -------------------------------------------------------------- */
-static void *drain_main(void *arg)
-{
-    struct run_state *st = arg;
-    sm_record recs[64];
-    int n;
-
-    while ((n = sm_monitor_drain(st->m, recs, 64, 1.0)) >= 0) {
-        for (int i = 0; i < n; i++) {
-            json_t *o;
-            char *line;
-            if (recs[i].kind == SM_RECORD_METRIC)
-                o = json_pack("{s:s, s:s, s:f, s:I, s:I}", "kind", "metric", "key", recs[i].key,
-                              "value", recs[i].value, "timestamp",
-                              (json_int_t)recs[i].timestamp_ms, "step", (json_int_t)recs[i].step);
-            else
-                o = json_pack("{s:s, s:s, s:s, s:I}", "kind", "tag", "key", recs[i].key, "value",
-                              recs[i].text, "timestamp", (json_int_t)recs[i].timestamp_ms);
-            line = o ? json_dumps(o, JSON_COMPACT) : NULL;
-            json_decref(o);
-            if (!line)
-                continue; /* non-finite value or invalid UTF-8: the monitor said so */
-            if (!st->jsonl_error && fprintf(st->jsonl, "%s\n", line) < 0) {
-                st->jsonl_error = errno ? errno : EIO;
-                fprintf(stderr, "scopemeter: cannot write %s: %s; points from here on are "
-                        "not kept\n", st->jsonl_path, strerror(st->jsonl_error));
-            } else if (!st->jsonl_error) {
-                st->jsonl_records++;
-            }
-            free(line);
-        }
-        if (n > 0 && !st->jsonl_error)
-            fflush(st->jsonl);
-    }
-    return NULL;
-}
-
+/* ---- JSONL fallback ---------------------------------------------------------------- */
 static void jsonl_path(struct run_state *st, const struct run_opts *o)
 {
     if (o->jsonl)
@@ -377,44 +212,6 @@ static void jsonl_path(struct run_state *st, const struct run_opts *o)
     else
         snprintf(st->jsonl_path, sizeof st->jsonl_path, "scopemeter-rank%d-%ld.jsonl",
                  st->id.rank, (long)getpid());
-}
-
-static int jsonl_open(struct run_state *st)
-{
-    int fd = open(st->jsonl_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-
-    if (fd < 0 || !(st->jsonl = fdopen(fd, "a"))) {
-        fprintf(stderr, "scopemeter: cannot open %s: %s; the points of this run are not kept\n",
-                st->jsonl_path, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    /* the thread takes no signals (they are blocked in this thread already) */
-    if (pthread_create(&st->drain, NULL, drain_main, st) != 0) {
-        fprintf(stderr, "scopemeter: cannot start the JSONL writer; points are not kept\n");
-        fclose(st->jsonl);
-        st->jsonl = NULL;
-        return -1;
-    }
-    st->drain_started = 1;
-    return 0;
-}
-
-static void jsonl_close(struct run_state *st)
-{
-    if (st->drain_started)
-        pthread_join(st->drain, NULL);
-    st->drain_started = 0;
-    if (st->jsonl) {
-        if (fclose(st->jsonl) != 0 && !st->jsonl_error)
-            fprintf(stderr, "scopemeter: closing %s: %s\n", st->jsonl_path, strerror(errno));
-        fprintf(stderr, "scopemeter: %llu records written to %s\n", st->jsonl_records,
-                st->jsonl_path);
-        /* the closing line, as the REST sink prints it: written is delivered */
-        sm_monitor_report(st->m, st->jsonl_records, 0, 0);
-    }
-    st->jsonl = NULL;
 }
 
 /* ---- the child --------------------------------------------------------------------- */
@@ -734,25 +531,19 @@ int cmd_run(int argc, char **argv)
     if (check_early_signal(&st))
         goto stopped_early;
 
-    /* 3. the monitor */
+    /* 3. the monitor: into the run, else (nothing is lost silently) a local file */
     if (st.run_id[0])
         rc = sm_monitor_set_run(m, st.uri, st.run_id);
     else
-        rc = sm_monitor_use_queue(m);
+        rc = sm_monitor_set_jsonl(m, st.jsonl_path);
     err[0] = '\0';
     if (rc == 0)
         rc = sm_monitor_start(m, err, sizeof err);
     if (rc == 0) {
         collecting = 1;
-        if (!st.run_id[0]) {
-            /* nothing is lost silently: no run, so a local file */
-            st.m = m;
-            if (jsonl_open(&st) < 0)
-                st.m = NULL;
-            else
-                fprintf(stderr, "scopemeter: no MLflow run to record into: points go to %s "
-                        "(one JSON record per line)\n", st.jsonl_path);
-        }
+        if (!st.run_id[0])
+            fprintf(stderr, "scopemeter: no MLflow run to record into: points go to %s "
+                    "(one JSON record per line)\n", st.jsonl_path);
     } else if (rc < 0 && rc != -ENODATA) {
         /* (-ENODATA: nothing to record; the monitor said so and tagged it) */
         fprintf(stderr, "scopemeter: not recording: %s\n", err[0] ? err : strerror(-rc));
@@ -804,8 +595,6 @@ stop:
             sm_monitor_set_stop_timeout(m, bound > reserve ? bound - reserve : 0);
         if (collecting)
             sm_monitor_stop(m);
-        if (st.m)
-            jsonl_close(&st);
         if (st.owns_run)
             end_run(&st, run_status_of(exit_code, status, forwarded_term),
                     bound - (mono() - t0) > reserve ? bound - (mono() - t0) : reserve);

@@ -1,5 +1,8 @@
 /*
- * scopemeter.h — the one public header of libscopemeter.
+ * scopemeter.h — the core API of libscopemeter: identity, names, probe,
+ * monitor, plan.  The MLflow part (REST sink, JSONL sink, REST helpers, run
+ * resolution) is in scopemeter_mlflow.h, which includes this one; it exists
+ * only in the full library (libscopemeter.so), never in the core.
  *
  * scopemeter records system metrics of a training process into MLflow with
  * names that say what they measure (node_*, rootfs_*, network_*, gpu_i_*,
@@ -178,10 +181,12 @@ SM_EXTERN void sm_probe_free(sm_probe *p);
  *   sm_monitor_stop(m);   // stop sampling, last window, end tags, flush
  *   sm_monitor_free(m);
  *
- * Two sinks: the MLflow REST sink (libscopemeter ships itself over libcurl
- * when a tracking URI is set) and a pull queue for language bindings, which
- * drain finished records with sm_monitor_drain() and log them through their
- * own client (the Python front uses MLflow's MlflowClient).
+ * Sinks: the MLflow REST sink and a local JSONL file (the full library,
+ * libscopemeter.so: scopemeter_mlflow.h, over libcurl and jansson), and a
+ * pull queue for language bindings, which drain finished records with
+ * sm_monitor_drain() and log them through their own client (the Python
+ * front's MlflowClient path).  This header is the core: libc, pthreads and
+ * libdl only.
  * ------------------------------------------------------------------------- */
 typedef struct sm_monitor sm_monitor;
 
@@ -198,18 +203,6 @@ SM_EXTERN int sm_monitor_set_all_workers(sm_monitor *m, int on);
 SM_EXTERN int sm_monitor_set_stop_timeout(sm_monitor *m, double seconds);
 /* Points kept while the server is unreachable; default: one hour. */
 SM_EXTERN int sm_monitor_set_buffer_points(sm_monitor *m, size_t points);
-/* REST sink (libscopemeter.so, src/rest/): tracking URI (http:// or https://)
- * and run id.  At start the sink checks the run once (runs/get, at most 5 s):
- * a run that does not exist or is deleted makes sm_monitor_start() return
- * -ENOENT with a line in err; a server that does not answer is said in one
- * line and the points wait for it. */
-SM_EXTERN int sm_monitor_set_run(sm_monitor *m, const char *tracking_uri, const char *run_id);
-/* REST sink: extra HTTP headers on every request (e.g. those MLflow's
- * request-header provider plugins add), a NULL-terminated list of name,
- * value pairs, copied.  An Authorization header from the environment's
- * credentials wins over one given here, as in MLflow's client.  Values are
- * never printed. */
-SM_EXTERN int sm_monitor_set_headers(sm_monitor *m, const char *const *headers);
 /* Pull sink for bindings: records wait in the monitor's bounded queue. */
 SM_EXTERN int sm_monitor_use_queue(sm_monitor *m);
 
@@ -301,65 +294,6 @@ typedef struct sm_plan {
 } sm_plan;
 
 SM_EXTERN int sm_plan_compute(const sm_plan_input *in, sm_plan *out, char *err, size_t errlen);
-
-/* ---------------------------------------------------------------------------
- * MLflow REST helpers (libscopemeter.so only; src/rest/, docs/rest.md): the
- * calls `scopemeter run` makes around a monitor, for native programs that
- * manage their own run.  tracking_uri is http(s)://host[:port][/prefix];
- * authentication and TLS come from the environment exactly as for MLflow's
- * Python client (MLFLOW_TRACKING_TOKEN, MLFLOW_TRACKING_USERNAME/PASSWORD,
- * MLFLOW_TRACKING_INSECURE_TLS, MLFLOW_TRACKING_SERVER_CERT_PATH,
- * MLFLOW_TRACKING_CLIENT_CERT_PATH); proxies from http_proxy/https_proxy/
- * no_proxy.  Each call retries connection errors, 408, 429 (honouring
- * Retry-After) and 5xx with backoff until timeout_s (<= 0: 30 s) and returns
- * 0, or:
- *   -ETIMEDOUT  the server did not answer successfully in time
- *   -ENOENT     the experiment or run does not exist (or is deleted)
- *   -EEXIST     it exists already (create)
- *   -EACCES     HTTP 401/403
- *   -EPROTO     any other refusal (the server's message is in err)
- *   -EIO        a local failure, or a TLS or URL problem (libcurl's message)
- *   -ENOSPC     an id does not fit the caller's buffer
- *   -ENOMEM     out of memory
- *   -EINVAL     a bad argument (not an http(s) URI, not a run id, ...)
- * with one line in err (never a credential).
- * ------------------------------------------------------------------------- */
-
-/* The experiment to create runs in: `name` (created when missing, as
- * mlflow.set_experiment does), else `id` (checked), else "0" (Default). */
-SM_EXTERN int sm_mlflow_experiment(const char *tracking_uri, const char *name, const char *id,
-                                   char *id_out, size_t id_len, double timeout_s, char *err,
-                                   size_t errlen);
-
-/* runs/create in experiment_id; run_name may be NULL (the server picks one);
- * tags is NULL or a NULL-terminated list of key, value pairs. */
-SM_EXTERN int sm_mlflow_create_run(const char *tracking_uri, const char *experiment_id,
-                                   const char *run_name, const char *const *tags,
-                                   char *run_id_out, size_t run_id_len, double timeout_s,
-                                   char *err, size_t errlen);
-
-/* The newest RUNNING run of experiment_id whose tag `tag_key` equals
- * `tag_value` (runs/search); -ENOENT when there is none yet. */
-SM_EXTERN int sm_mlflow_find_run(const char *tracking_uri, const char *experiment_id,
-                                 const char *tag_key, const char *tag_value, char *run_id_out,
-                                 size_t run_id_len, double timeout_s, char *err, size_t errlen);
-
-/* runs/get: status_out receives RUNNING, FINISHED, FAILED, KILLED or
- * SCHEDULED (may be NULL); a deleted run is -ENOENT. */
-SM_EXTERN int sm_mlflow_get_run(const char *tracking_uri, const char *run_id, char *status_out,
-                                size_t status_len, double timeout_s, char *err, size_t errlen);
-
-/* runs/set-tag */
-SM_EXTERN int sm_mlflow_set_tag(const char *tracking_uri, const char *run_id, const char *key,
-                                const char *value, double timeout_s, char *err, size_t errlen);
-
-/* runs/update with status FINISHED, FAILED or KILLED and end_time = now. */
-SM_EXTERN int sm_mlflow_end_run(const char *tracking_uri, const char *run_id, const char *status,
-                                double timeout_s, char *err, size_t errlen);
-
-/* The URI with userinfo replaced by "***" and any query dropped: the form to
- * print.  Always NUL-terminates out. */
-SM_EXTERN void sm_mlflow_redact_uri(const char *uri, char *out, size_t outlen);
 
 #ifdef __cplusplus
 }

@@ -208,18 +208,19 @@ int sm_monitor_use_queue(sm_monitor *m)
     return 0;
 }
 
-int sm_monitor_set_sink_factory(sm_monitor *m, sm_sink_factory f, const char *tracking_uri,
+int sm_monitor_set_sink_factory(sm_monitor *m, sm_sink_factory f, const char *target,
                                 const char *run_id)
 {
-    char *u, *r;
+    char *u, *r = NULL;
 
-    if (!m || !f || !tracking_uri || !run_id)
+    if (!m || !f || !target)
         return -EINVAL;
     if (m->state != ST_NEW)
         return -EBUSY;
-    u = strdup(tracking_uri);
-    r = strdup(run_id);
-    if (!u || !r) {
+    u = strdup(target);
+    if (run_id)
+        r = strdup(run_id);
+    if (!u || (run_id && !r)) {
         free(u);
         free(r);
         return -ENOMEM;
@@ -270,12 +271,13 @@ int sm_monitor_set_sink_headers(sm_monitor *m, const char *const *headers)
 static sm_sink_config sink_config(const sm_monitor *m, size_t cap)
 {
     sm_sink_config c = {
-        .tracking_uri = m->uri,
+        .target = m->uri,
         .run_id = m->run_id,
         .headers = (const char *const *)m->headers,
         .cap = cap,
         .collectors = m->collectors,
         .period_s = m->interval * m->samples,
+        .rank = m->ctx.id.rank,
     };
     return c;
 }
@@ -585,8 +587,9 @@ int sm_monitor_start(sm_monitor *m, char *err, size_t errlen)
         return -EALREADY;
     }
     if (!m->use_queue && !m->factory) {
-        snprintf(err, errlen, "no sink: call sm_monitor_set_run() (MLflow tracking server) or "
-                 "sm_monitor_use_queue() (a binding drains) before sm_monitor_start()");
+        snprintf(err, errlen, "no sink: call sm_monitor_set_run() (MLflow tracking server), "
+                 "sm_monitor_set_jsonl() (a local file) or sm_monitor_use_queue() (a binding "
+                 "drains) before sm_monitor_start()");
         return -EINVAL;
     }
     m->state = ST_FAILED; /* until proven otherwise */

@@ -8,6 +8,7 @@
  * rule covers is an error (-EINVAL) that the tests catch.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -63,6 +64,30 @@ static int node_char_ok(char c)
            c == '-' || c == '.' || c == '_';
 }
 
+/* The node tier is at most NODE_SEGMENT_MAX characters, so every key fits
+ * MLflow's SM_MLFLOW_KEY_MAX (250) whatever the rank:
+ *   250 - 7 ("system/") - 48 (room for the scoped key; the longest today,
+ *   node_cpu_utilization_percentage, has 31) - 5 ("/rank") - 10 (digits of
+ *   the largest rank) = 180.
+ * Kubernetes node names may have 253 characters.  A longer name keeps its
+ * first 171 characters and gets "-" + 8 hex digits of its FNV-1a hash: the
+ * same for every series and rank of that node (the UI groups them), distinct
+ * for names that differ only at their end.  The full name is in the run tag
+ * scopemeter.rankN.node (docs/design.md §2, §3). */
+#define NODE_SEGMENT_MAX 180
+#define SCOPED_KEY_ROOM 48
+
+static uint32_t fnv1a(const char *s)
+{
+    uint32_t h = 2166136261u;
+
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 16777619u;
+    }
+    return h;
+}
+
 int sm_series_name(const char *upstream_key, int rank, const char *node, char *out, size_t outlen)
 {
     const struct family *f;
@@ -83,16 +108,22 @@ int sm_series_name(const char *upstream_key, int rank, const char *node, char *o
         return -ENOSPC;
     len = (size_t)n;
     if (f->node_tier && node && *node) {
-        size_t nl = strlen(node);
-        if (len + 1 + nl >= outlen)
+        size_t nl = strlen(node), keep = nl > NODE_SEGMENT_MAX ? NODE_SEGMENT_MAX - 9 : nl;
+        if (len + 1 + (nl > NODE_SEGMENT_MAX ? NODE_SEGMENT_MAX : nl) >= outlen)
             return -ENOSPC;
         out[len++] = '/';
-        for (size_t i = 0; i < nl; i++)
+        for (size_t i = 0; i < keep; i++)
             out[len++] = node_char_ok(node[i]) ? node[i] : '_';
+        if (keep < nl)
+            len += (size_t)snprintf(out + len, outlen - len, "-%08x", fnv1a(node));
         out[len] = '\0';
     }
     n = snprintf(out + len, outlen - len, "/rank%d", rank);
     if (n < 0 || (size_t)n >= outlen - len)
         return -ENOSPC;
+    /* a scoped key longer than the room kept for it: a family's bug, caught
+     * by the tests, never a key MLflow refuses at run time */
+    if (len + (size_t)n > SM_MLFLOW_KEY_MAX)
+        return -ENAMETOOLONG;
     return 0;
 }

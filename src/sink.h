@@ -112,22 +112,26 @@ SM_HIDDEN size_t sm_sink_queue_len(sm_sink *s); /* records waiting; 0 for anothe
 
 /* What the monitor hands a delivering sink's constructor at start. */
 typedef struct sm_sink_config {
-    const char *tracking_uri;
-    const char *run_id;
+    const char *target;         /* the tracking URI (REST), the file (JSONL) */
+    const char *run_id;         /* REST; NULL for the JSONL sink */
     const char *const *headers; /* NULL or NULL-terminated name, value pairs */
     size_t cap;                 /* records the buffer holds */
     int collectors;             /* of the whole job: posts are spread by it */
     double period_s;            /* one logging window */
     double check_s;             /* bound of the run check at start: 0 default, < 0 none */
+    int rank;                   /* the monitor's rank: its keys end in /rankN */
 } sm_sink_config;
 
-/* The REST sink's constructor.  sm_monitor_set_run() lives in rest/ and hands
- * this to the monitor, so the core never links libcurl. */
+/* A delivering sink's constructor.  sm_monitor_set_run() (rest/sink_mlflow.c)
+ * and sm_monitor_set_jsonl() (rest/sink_jsonl.c) live in the full library
+ * and hand theirs to the monitor, so the core never links libcurl or
+ * jansson. */
 typedef int (*sm_sink_factory)(const sm_sink_config *cfg, char *err, size_t errlen,
                                sm_sink **out);
-/* monitor.c: remember the factory; sm_monitor_start() calls it. */
-SM_HIDDEN int sm_monitor_set_sink_factory(sm_monitor *m, sm_sink_factory f,
-                                          const char *tracking_uri, const char *run_id);
+/* monitor.c: remember the factory, its target and run id (may be NULL);
+ * sm_monitor_start() calls it. */
+SM_HIDDEN int sm_monitor_set_sink_factory(sm_monitor *m, sm_sink_factory f, const char *target,
+                                          const char *run_id);
 /* monitor.c: extra HTTP headers for the sink (copied). */
 SM_HIDDEN int sm_monitor_set_sink_headers(sm_monitor *m, const char *const *headers);
 

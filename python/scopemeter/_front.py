@@ -72,14 +72,15 @@ def _log(msg, warn=False):
 # ---- records -> MLflow ----------------------------------------------------------
 
 
-def _chunks(records, Metric, RunTag):
-    """Splits one drain's records into log_batch-sized (metrics, tags) pairs."""
+def _chunks(records, Metric, RunTag, step_base=0):
+    """Splits one drain's records into log_batch-sized (metrics, tags) pairs;
+    steps continue after a re-attached run's earlier ones (step_base)."""
     metrics, tags = [], []
     for kind, key, value, ts, step in records:
         if kind == _native.RECORD_TAG:
             tags.append(RunTag(key, value))
         else:
-            metrics.append(Metric(key, value, ts, step))
+            metrics.append(Metric(key, value, ts, step + step_base))
     out = []
     while metrics or tags:
         t = tags[:_MAX_TAGS]
@@ -177,6 +178,7 @@ class _Session:
         self.drain_errors = 0         # drain() calls that raised (said once)
         self.enabled_ms = int(time.time() * 1000)
         self.hook = None              # our entry in MLflow's registry (run end)
+        self.step_base = 0            # MlflowClient path: after the run's earlier steps
 
     # -- the pump thread (MlflowClient path) --
     def start_pump(self):
@@ -218,7 +220,7 @@ class _Session:
                         break
                     if not records:
                         continue
-                    pending = _chunks(records, Metric, RunTag)
+                    pending = _chunks(records, Metric, RunTag, self.step_base)
                 except Exception as e:
                     # what one drain took is lost; the thread goes on (the
                     # next windows still reach the run), one line the first time
@@ -375,12 +377,40 @@ def _batch_logger(client):
 _USERINFO = re.compile(r"(?<=://)[^/\s@]+@")
 
 
+def _last_system_step(run, rank):
+    """The largest step of this rank's system metrics the run already holds
+    (MLflow keeps each key's latest point), or -1; as the REST sink reads it
+    from runs/get.  RunData keeps the Metric objects in _metric_objs; an
+    MLflow without it gives -1 (steps then restart at 0, as before)."""
+    suffix = f"/rank{rank}"
+    steps = [m.step for m in getattr(run.data, "_metric_objs", None) or []
+             if m.key.startswith("system/") and m.key.endswith(suffix)]
+    return max(steps, default=-1)
+
+
+def _attached(run_id, run, rank):
+    """Steps continue after the run's earlier system steps (docs/design.md
+    §3); an ended run is said.  Returns the step base."""
+    status = getattr(run.info, "status", "RUNNING")
+    last = _last_system_step(run, rank)
+    if status not in ("RUNNING", None, ""):
+        _log(f"run {run_id} is {status}; recording into it anyway"
+             + (", its system steps continue after its last one" if last >= 0 else ""))
+    if last >= 0:
+        _log(f"run {run_id} already holds system metrics of rank {rank} up to step {last}: "
+             f"steps continue at {last + 1}")
+    return last + 1
+
+
 def _run_usable(run_id, uri, run):
     """The MlflowClient path's run check at start, as the REST sink's: a run
     that does not exist or is deleted is one line and no recording.  Bounded:
-    a store that does not answer in time is said, and recording goes on."""
+    a store that does not answer in time is said, and recording goes on.
+    Returns False, or True / the step base (an int) to continue at."""
     if run is not None and run.info.run_id == run_id:
-        return True  # the active run, just opened by this process
+        # the active run, opened by this process: maybe a resumed one
+        # (mlflow.start_run(run_id=...)), whose data start_run fetched
+        return _attached(run_id, run, _native.identity()["rank"]) or True
     result = {}
 
     def get():
@@ -396,7 +426,7 @@ def _run_usable(run_id, uri, run):
         if getattr(result["run"].info, "lifecycle_stage", "active") == "deleted":
             _log(f"run {run_id} is deleted; system metrics not recorded", warn=True)
             return False
-        return True
+        return _attached(run_id, result["run"], _native.identity()["rank"]) or True
     e = result.get("error")
     if e is not None and getattr(e, "error_code", "") == "RESOURCE_DOES_NOT_EXIST":
         _log(f"run {run_id} does not exist at {_redact(uri)}; system metrics not recorded",
@@ -677,6 +707,7 @@ def _enable(all_workers, interval, samples):
 
         uri = _absolute_uri(mlflow.get_tracking_uri())
         path, extra = _shipping(uri)
+        usable = True
         if path == "rest":
             mon = _native.Monitor(interval=interval_s, samples=n_samples,
                                   all_workers=all_workers, stop_timeout=STOP_TIMEOUT,
@@ -684,7 +715,8 @@ def _enable(all_workers, interval, samples):
         else:
             if extra:
                 _log(extra)
-            if not _run_usable(run_id, uri, run):
+            usable = _run_usable(run_id, uri, run)
+            if usable is False:
                 return False
             mon = _native.Monitor(interval=interval_s, samples=n_samples,
                                   all_workers=all_workers, stop_timeout=STOP_TIMEOUT)
@@ -698,6 +730,8 @@ def _enable(all_workers, interval, samples):
         s = _Session(run_id, uri, mon, status)
         s.rest = path == "rest"
         s.enabled_ms = called_ms
+        if path != "rest" and usable is not True:
+            s.step_base = usable
         if status == "collecting":
             period = mon.interval * mon.samples
             if run is not None and run.info.run_id == run_id:

@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "scopemeter.h"
+#include "scopemeter_mlflow.h"
 
 /* Records copied per drain() call at most; MLflow's log_batch takes 1000
  * metrics per request, so one drain is at most one request. */
@@ -541,7 +541,7 @@ static PyObject *mod_identity(PyObject *Py_UNUSED(mod), PyObject *Py_UNUSED(igno
 
     memset(&id, 0, sizeof id);
     rc = sm_identity_from_env(&id);
-    if (rc < 0)
+    if (rc < 0 && !id.invalid[0])
         return raise_errno(rc, "identity", NULL);
     d = PyDict_New();
     if (!d)
@@ -551,7 +551,9 @@ static PyObject *mod_identity(PyObject *Py_UNUSED(mod), PyObject *Py_UNUSED(igno
         dict_set(d, "world_size", PyLong_FromLong(id.world_size)) < 0 ||
         dict_set(d, "local_world_size", PyLong_FromLong(id.local_world_size)) < 0 ||
         dict_set(d, "node", PyUnicode_FromString(id.node)) < 0 ||
-        dict_set(d, "launcher", PyUnicode_FromString(id.launcher ? id.launcher : "none")) < 0) {
+        dict_set(d, "launcher", PyUnicode_FromString(id.launcher ? id.launcher : "none")) < 0 ||
+        dict_set(d, "invalid", id.invalid[0] ? PyUnicode_FromString(id.invalid)
+                                             : (Py_INCREF(Py_None), Py_None)) < 0) {
         Py_DECREF(d);
         return NULL;
     }
@@ -617,7 +619,8 @@ static PyMethodDef module_methods[] = {
      "interval=PLAN_DEFAULT, samples=PLAN_DEFAULT, container_limits=True) -> dict "
      "(sm_plan_compute; PLAN_DEFAULT: the default)"},
     {"identity", mod_identity, METH_NOARGS,
-     "identity() -> dict: rank, local_rank, world_size, local_world_size, node, launcher"},
+     "identity() -> dict: rank, local_rank, world_size, local_world_size, node, launcher, "
+     "invalid (None, or why the launcher's variables cannot be trusted)"},
     {"series_name", mod_series_name, METH_VARARGS,
      "series_name(upstream_key, rank, node=None) -> the MLflow key"},
     {"series_scope", mod_series_scope, METH_VARARGS,

@@ -292,8 +292,34 @@ out:
     return rc;
 }
 
+/* The largest step of the run's latest system metrics of this rank
+ * (runs/get returns each key's latest point), -1 without any. */
+static int64_t last_system_step(json_t *run, int rank)
+{
+    json_t *metrics = json_object_get(json_object_get(run, "data"), "metrics"), *m;
+    char suffix[32];
+    size_t i, sl;
+    int64_t last = -1;
+
+    snprintf(suffix, sizeof suffix, "/rank%d", rank);
+    sl = strlen(suffix);
+    json_array_foreach(metrics, i, m) {
+        const char *key = json_string_value(json_object_get(m, "key"));
+        json_t *step = json_object_get(m, "step");
+        size_t kl = key ? strlen(key) : 0;
+        if (!key || strncmp(key, "system/", 7) != 0 || kl < sl || strcmp(key + kl - sl, suffix))
+            continue;
+        /* the REST API gives int64 as a number or, through protobuf JSON, a string */
+        int64_t v = json_is_integer(step) ? (int64_t)json_integer_value(step)
+                    : json_is_string(step) ? strtoll(json_string_value(step), NULL, 10) : 0;
+        if (v > last)
+            last = v;
+    }
+    return last;
+}
+
 int sm_mlflow_get_run_on(sm_rest *r, const char *run_id, char *status_out, size_t status_len,
-                         double deadline, char *err, size_t errlen)
+                         int rank, int64_t *last_step, double deadline, char *err, size_t errlen)
 {
     json_t *resp = NULL, *info;
     char ep[400];
@@ -322,6 +348,8 @@ int sm_mlflow_get_run_on(sm_rest *r, const char *run_id, char *status_out, size_
     }
     if (status_out && status_len)
         snprintf(status_out, status_len, "%s", status ? status : "");
+    if (last_step)
+        *last_step = last_system_step(json_object_get(resp, "run"), rank);
 out:
     json_decref(resp);
     return rc;
@@ -335,8 +363,8 @@ int sm_mlflow_get_run(const char *uri, const char *run_id, char *status_out, siz
 
     if ((rc = open_rest(&r, uri, err, errlen)) < 0)
         return rc;
-    rc = sm_mlflow_get_run_on(&r, run_id, status_out, status_len, deadline_of(timeout_s), err,
-                              errlen);
+    rc = sm_mlflow_get_run_on(&r, run_id, status_out, status_len, 0, NULL,
+                              deadline_of(timeout_s), err, errlen);
     sm_rest_free(&r);
     return rc;
 }

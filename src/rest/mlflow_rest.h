@@ -32,6 +32,7 @@
 #include <jansson.h>
 
 #include "internal.h"
+#include "scopemeter_mlflow.h"
 
 /* MLflow's own limits (mlflow/utils/validation.py) */
 #define SM_MLFLOW_MAX_METRICS 1000      /* MAX_METRICS_PER_BATCH */
@@ -149,9 +150,13 @@ SM_HIDDEN int sm_mlflow_valid_run_id(const char *id);
 
 /* mlflow_api.c: runs/get on an open handle until the monotonic deadline;
  * 0 (status_out gets RUNNING, FINISHED, ...), -ENOENT for a missing or
- * deleted run, else as the public helpers (scopemeter.h). */
+ * deleted run, else as the public helpers (scopemeter_mlflow.h).  With
+ * last_step, also the largest step among the run's system metrics of `rank`
+ * (keys system/.../rankN; -1 when it has none): a re-attached monitor
+ * continues after it (docs/design.md §3). */
 SM_HIDDEN int sm_mlflow_get_run_on(sm_rest *r, const char *run_id, char *status_out,
-                                   size_t status_len, double deadline, char *err, size_t errlen);
+                                   size_t status_len, int rank, int64_t *last_step,
+                                   double deadline, char *err, size_t errlen);
 
 /* sink_mlflow.c: the REST sink's constructor (an sm_sink_factory). */
 struct sm_sink;

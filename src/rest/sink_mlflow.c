@@ -62,6 +62,7 @@ typedef struct mlsink {
     char run_id[260];
     size_t cap;
     double spread_s;          /* upper bound of the random delay before a post */
+    int64_t step_base;        /* added to every step: after the run's earlier system steps */
     double period_s;
 
     pthread_t thread;
@@ -187,7 +188,7 @@ again:
             json_object_set_new(o, "key", json_text(key, SIZE_MAX));
             json_object_set_new(o, "value", json_real(r->value));
             json_object_set_new(o, "timestamp", json_integer(r->timestamp_ms));
-            json_object_set_new(o, "step", json_integer(r->step));
+            json_object_set_new(o, "step", json_integer(s->step_base + r->step));
             json_array_append_new(metrics, o);
             nm++;
         } else {
@@ -545,20 +546,34 @@ int sm_mlflow_valid_run_id(const char *id)
 /* The run is checked once, before any window: a missing or deleted run is
  * an error of start (one line), not a refusal per window.  A server that
  * does not answer in CHECK_TIMEOUT_S is said and the points wait for it. */
-static int check_run(mlsink *s, double bound, char *err, size_t errlen)
+static int check_run(mlsink *s, int rank, double bound, char *err, size_t errlen)
 {
     char why[512] = "", status[32] = "";
+    int64_t last = -1;
     int rc;
 
-    rc = sm_mlflow_get_run_on(&s->rest, s->run_id, status, sizeof status,
+    rc = sm_mlflow_get_run_on(&s->rest, s->run_id, status, sizeof status, rank, &last,
                               sm_now_mono() + bound, why, sizeof why);
     if (rc == -ENOENT || rc == -EACCES || rc == -EINVAL || rc == -EIO) {
         snprintf(err, errlen, "%s", why);
         return rc;
     }
-    if (rc < 0)
+    if (rc < 0) {
         sm_log(SM_WARN, "cannot check run %s at %s (%s); recording into it anyway: points "
                "wait in the buffer until the server answers", s->run_id, s->rest.shown, why);
+        return 0;
+    }
+    /* Re-attaching (docs/design.md §3): the chart goes on where this rank's
+     * system series stopped instead of restarting at step 0 and
+     * interleaving with the old points; an ended run is said. */
+    if (last >= 0)
+        s->step_base = last + 1;
+    if (strcmp(status, "RUNNING") != 0 && status[0])
+        sm_log(SM_INFO, "run %s is %s; recording into it anyway%s", s->run_id, status,
+               last >= 0 ? ", its system steps continue after its last one" : "");
+    if (last >= 0)
+        sm_log(SM_INFO, "run %s already holds system metrics of rank %d up to step %lld: steps "
+               "continue at %lld", s->run_id, rank, (long long)last, (long long)(last + 1));
     return 0;
 }
 
@@ -612,11 +627,12 @@ int sm_sink_mlflow_new(const sm_sink_config *cfg, char *err, size_t errlen, sm_s
         rc = -ENOMEM;
         goto fail;
     }
-    rc = sm_rest_init(&s->rest, cfg->tracking_uri, err, errlen);
+    rc = sm_rest_init(&s->rest, cfg->target, err, errlen);
     if (rc == 0)
         rc = sm_rest_add_headers(&s->rest, cfg->headers, err, errlen);
     if (rc == 0 && cfg->check_s >= 0)
-        rc = check_run(s, cfg->check_s > 0 ? cfg->check_s : CHECK_TIMEOUT_S, err, errlen);
+        rc = check_run(s, cfg->rank, cfg->check_s > 0 ? cfg->check_s : CHECK_TIMEOUT_S, err,
+                       errlen);
     if (rc < 0)
         goto fail;
     s->rest.abort_flag = &s->abort;

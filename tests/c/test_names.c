@@ -1,6 +1,7 @@
 /* test_names.c — the naming rule of docs/design.md §2. */
 #include <errno.h>
 
+#include <string.h>
 #include "check.h"
 #include "internal.h"
 
@@ -55,6 +56,31 @@ int main(void)
     CHECK_EQ_STR(name("", 0, NULL), "EINVAL");
     CHECK_EQ_STR(name("CPU_utilization", 0, NULL), "EINVAL");
     CHECK_EQ_STR(name("cpu_utilization_percentage", -1, NULL), "EINVAL");
+
+    /* a node name of any legal length (Kubernetes: 253) keeps every key
+     * within MLflow's 250 characters (docs/design.md §2) */
+    {
+        char node[254], node2[254], k1[512], k2[512], k3[512];
+        memset(node, 'n', 253);
+        node[253] = '\0';
+        memcpy(node2, node, sizeof node);
+        node2[252] = 'm'; /* differs only at its end */
+        CHECK_EQ_INT(sm_series_name("cpu_utilization_percentage", 2147483647, node, k1,
+                                    sizeof k1), 0);
+        CHECK(strlen(k1) <= 250);
+        CHECK_EQ_INT(sm_series_name("system_memory_usage_percentage", 0, node, k2, sizeof k2), 0);
+        CHECK_EQ_INT(sm_series_name("system_memory_usage_percentage", 0, node2, k3, sizeof k3), 0);
+        CHECK(strcmp(k2, k3) != 0);
+        /* the same node segment in every series and rank */
+        CHECK(strncmp(k1 + strlen("system/node_cpu_utilization_percentage/"),
+                      k2 + strlen("system/node_memory_usage_percentage/"), 180) == 0);
+        CHECK_EQ_INT((int)(strchr(k2 + strlen("system/node_memory_usage_percentage/"), '/') -
+                           (k2 + strlen("system/node_memory_usage_percentage/"))), 180);
+        /* up to 180 characters the name is kept as it is */
+        node[180] = '\0';
+        CHECK_EQ_INT(sm_series_name("disk_usage_megabytes", 7, node, k1, sizeof k1), 0);
+        CHECK(strstr(k1, node) != NULL && strlen(k1) == strlen("system/rootfs_usage_megabytes//rank7") + 180);
+    }
 
     /* a buffer too small is -ENOSPC, and nothing past it is written */
     {

@@ -179,7 +179,7 @@ static void flush_gives_up(const char *what, int port)
     snprintf(uri, sizeof uri, "http://127.0.0.1:%d", port);
     /* the run check at start meets the same server: bounded, then recording
      * goes on (points wait) */
-    cfg = (sm_sink_config){.tracking_uri = uri, .run_id = "0123456789abcdef", .cap = 64,
+    cfg = (sm_sink_config){.target = uri, .run_id = "0123456789abcdef", .cap = 64,
                            .collectors = 1, .period_s = 1, .check_s = 0.5};
     t0 = sm_now_mono();
     rc = sm_sink_mlflow_new(&cfg, err, sizeof err, &s);
@@ -226,7 +226,7 @@ static int ship_to_server(const char *uri)
     }
     {
         /* a run that does not exist fails the start (runs/get), one line */
-        sm_sink_config missing = {.tracking_uri = uri, .run_id = "0123456789abcdef0123456789abcdef",
+        sm_sink_config missing = {.target = uri, .run_id = "0123456789abcdef0123456789abcdef",
                                   .cap = 64, .collectors = 1, .period_s = 1};
         rc = sm_sink_mlflow_new(&missing, err, sizeof err, &s);
         CHECK_EQ_INT(rc, -ENOENT);
@@ -234,7 +234,7 @@ static int ship_to_server(const char *uri)
         CHECK(s == NULL);
     }
     {
-        sm_sink_config cfg = {.tracking_uri = uri, .run_id = run_id, .cap = 8192,
+        sm_sink_config cfg = {.target = uri, .run_id = run_id, .cap = 8192,
                               .collectors = 1, .period_s = 1};
         rc = sm_sink_mlflow_new(&cfg, err, sizeof err, &s);
     }

@@ -150,3 +150,102 @@ def test_opt_equals_value_everywhere(scopemeter_bin):
     p = subprocess.run([scopemeter_bin, "plan", "--workers=4", "--interval=5", "--json"],
                        env=clean_env(), capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and json.loads(p.stdout)["interval_s"] == 5
+
+
+@pytest.mark.parametrize("length", [220, 253])
+def test_long_node_name_keeps_every_series(scopemeter_bin, mlflow_server, probe_json, tmp_path,
+                                           length):
+    """MLflow takes keys of at most 250 characters: a long node name used to
+    drop every node_* and rootfs_* series.  Now the node tier is shortened
+    (docs/design.md §2), probe lists the very keys run logs, and the node tag
+    keeps the full name."""
+    node = ("n" * (length - 1)) + "z"
+    env = {"NODE_NAME": node}
+    want = {s["key"] for s in probe_json(env=env)["series"]}
+    assert want and all(len(k) <= 250 for k in want), sorted(want)
+    assert any(k.startswith("system/node_memory_usage_percentage/") for k in want)
+    p = run_cli(scopemeter_bin, ["--interval", "0.5", "--", "sleep", "1.5"],
+                env={"MLFLOW_TRACKING_URI": mlflow_server, **env}, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert not any("naming rule" in l or "appeared" in l for l in sm_lines(p.stderr)), p.stderr
+    got = set(histories(mlflow_server, p.run_id))
+    assert got == want
+    from runread import get_run, tags_of
+    assert tags_of(get_run(mlflow_server, p.run_id))["scopemeter.rank0.node"] == node
+
+
+# ---- attaching says what it attaches to; steps continue ------------------------------
+
+def end_run(uri, run_id, status="FINISHED"):
+    rest(uri, "runs/update", {"run_id": run_id, "status": status,
+                              "end_time": int(__import__("time").time() * 1000)})
+
+
+def test_cli_reattach_to_finished_run_continues_steps(scopemeter_bin, mlflow_server, tmp_path):
+    from runread import assert_steps_contiguous
+    run_id = new_run(mlflow_server)
+    env = {"MLFLOW_TRACKING_URI": mlflow_server}
+    p1 = run_cli(scopemeter_bin, ["--run-id", run_id, "--interval", "0.3", "--", "sleep", "1"],
+                 env=env, cwd=tmp_path)
+    assert p1.returncode == 0, p1.stderr
+    assert any(f"recording into run {run_id} (--run-id, RUNNING)" in l
+               for l in sm_lines(p1.stderr)), p1.stderr
+    first = histories(mlflow_server, run_id)
+    last = max(s for h in first.values() for s, _, _ in h)
+    end_run(mlflow_server, run_id, "FAILED")
+    p2 = run_cli(scopemeter_bin, ["--interval", "0.3", "--", "sleep", "1"],
+                 env={**env, "MLFLOW_RUN_ID": run_id}, cwd=tmp_path)
+    assert p2.returncode == 0, p2.stderr
+    lines = sm_lines(p2.stderr)
+    assert any(f"recording into run {run_id} (MLFLOW_RUN_ID, FAILED)" in l for l in lines), lines
+    assert any(f"run {run_id} is FAILED; recording into it anyway" in l for l in lines), lines
+    assert any(f"steps continue at {last + 1}" in l for l in lines), lines
+    both = histories(mlflow_server, run_id)
+    assert set(both) == set(first)
+    counts = assert_steps_contiguous(both)  # 0..n-1 once each: no restart, no interleaving
+    assert all(n > last + 1 for n in counts.values()), counts
+
+
+def test_cli_experiment_beats_a_stale_run_id(scopemeter_bin, mlflow_server, tmp_path):
+    stale = new_run(mlflow_server)
+    name = f"strict-exp-{tmp_path.name}"
+    p = run_cli(scopemeter_bin, ["--experiment", name, "--interval", "0.3", "--", "sleep", "0.5"],
+                env={"MLFLOW_TRACKING_URI": mlflow_server, "MLFLOW_RUN_ID": stale},
+                cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    lines = sm_lines(p.stderr)
+    assert any(f"MLFLOW_RUN_ID={stale} is ignored: --experiment {name} asks for a new run" in l
+               for l in lines), lines
+    assert p.run_id and p.run_id != stale
+    assert [r["info"]["run_id"] for r in experiment_runs(mlflow_server, name)] == [p.run_id]
+    assert histories(mlflow_server, stale) == {}
+
+
+@pytest.mark.parametrize("store", ["sqlite", "server"])
+def test_front_resumed_run_continues_steps(tmp_path, mlflow_server, store):
+    """mlflow.start_run(run_id=...) resumes an ended run: the front's steps go
+    on after the earlier ones (REST sink and MlflowClient path alike)."""
+    uri = f"sqlite:///{tmp_path}/m.db" if store == "sqlite" else mlflow_server
+    code = (
+        "import time, mlflow, scopemeter\n"
+        f"mlflow.set_tracking_uri({uri!r})\n"
+        "with mlflow.start_run() as r:\n"
+        "    assert scopemeter.enable_system_metrics(interval=0.3)\n"
+        "    time.sleep(1)\n"
+        "    scopemeter.disable_system_metrics()\n"
+        "with mlflow.start_run(run_id=r.info.run_id):\n"
+        "    assert scopemeter.enable_system_metrics(interval=0.3)\n"
+        "    time.sleep(1)\n"
+        "    scopemeter.disable_system_metrics()\n"
+        "c = mlflow.tracking.MlflowClient()\n"
+        "for k in c.get_run(r.info.run_id).data.metrics:\n"
+        "    print('STEPS', k, sorted(m.step for m in c.get_metric_history(r.info.run_id, k)))\n")
+    p = subprocess.run([sys.executable, "-c", code], env=python_env(), cwd=tmp_path,
+                       capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stderr
+    steps = [json.loads(l.split(" ", 2)[2]) for l in p.stdout.splitlines()
+             if l.startswith("STEPS system/")]
+    assert steps
+    for s in steps:
+        assert s == list(range(len(s))), s  # contiguous, no step written twice
+    assert any("steps continue at" in l for l in sm_lines(p.stderr)), p.stderr

@@ -1,0 +1,209 @@
+/*
+ * mlflow_run.c — which MLflow run a process records into (docs/cli.md,
+ * docs/design.md §4): the run resolution `scopemeter run` does before CMD
+ * starts, in the library so that any surface can share it.
+ *
+ *   1. --run-id, else MLFLOW_RUN_ID (unless --experiment asks for a new run:
+ *      an explicit flag beats a variable left over in the environment, and
+ *      the ignored variable is said): attach after one check (runs/get);
+ *   2. ranks > 0 of a multi-process job: the run rank 0 created, found by the
+ *      job's id (TORCHELASTIC_RUN_ID, Slurm's job and step) in a run tag;
+ *   3. a torchelastic restart of the job: the job's run while it is RUNNING;
+ *   4. else a new run in --experiment, MLFLOW_EXPERIMENT_NAME,
+ *      MLFLOW_EXPERIMENT_ID or Default, tagged with the job id.
+ * Every outcome is one line: what is attached to and why.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "mlflow_rest.h"
+#include "sink.h"
+
+#define JOB_TAG "scopemeter.job_id"
+#define CHECK_BOUND_S 5.0
+
+/* The launcher's id of this job, shared by all its ranks: TORCHELASTIC_RUN_ID
+ * (torchrun's rendezvous id; "none" is torchrun's default for a multi-node
+ * static rendezvous and identifies nothing), else Slurm's job and step. */
+static int job_key(char *out, size_t len)
+{
+    const char *t = getenv("TORCHELASTIC_RUN_ID");
+    const char *job = getenv("SLURM_JOB_ID"), *step = getenv("SLURM_STEP_ID");
+
+    if (t && *t && strcmp(t, "none") != 0) {
+        snprintf(out, len, "torchelastic:%s", t);
+        return 1;
+    }
+    if (job && *job) {
+        snprintf(out, len, "slurm:%s.%s", job, step && *step ? step : "0");
+        return 1;
+    }
+    out[0] = '\0';
+    return 0;
+}
+
+/* A restart of the same job: torchelastic counts its restarts in
+ * TORCHELASTIC_RESTART_COUNT (0 on the first attempt). */
+static int restarted(void)
+{
+    const char *v = getenv("TORCHELASTIC_RESTART_COUNT");
+    char *end;
+    long n;
+
+    if (!v || !*v)
+        return 0;
+    errno = 0;
+    n = strtol(v, &end, 10);
+    return !errno && *end == '\0' && n > 0;
+}
+
+/* A job id the runs/search filter can quote. */
+static int quotable(const char *s)
+{
+    return !strpbrk(s, "'\\");
+}
+
+static void sleep_s(double s)
+{
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+/* 1: a given run id, checked once (a mistyped id would record into nothing;
+ * a server that is down delays CMD by at most CHECK_BOUND_S, then points
+ * wait).  The REST sink says more at start (an ended run, steps continued). */
+static int attach(const sm_run_request *q, const char *given, const char *why,
+                  sm_run_result *out, double t)
+{
+    char err[600], status[32] = "";
+    int rc = sm_mlflow_get_run(q->tracking_uri, given, status, sizeof status,
+                               t < CHECK_BOUND_S ? t : CHECK_BOUND_S, err, sizeof err);
+
+    if (rc == -ENOENT || rc == -EINVAL) {
+        sm_log(SM_INFO, "%s (%s); not recording into it", err, why);
+        return rc;
+    }
+    if (rc < 0)
+        sm_log(SM_INFO, "cannot check run %s (%s); recording into it anyway (%s): points wait "
+               "until the server answers", given, err, why);
+    else
+        sm_log(SM_INFO, "recording into run %s (%s, %s)", given, why, status);
+    snprintf(out->run_id, sizeof out->run_id, "%s", given);
+    return 0;
+}
+
+/* 2: ranks > 0 find the newest RUNNING run with the job's tag, the one rank 0
+ * created (or is creating) for this job. */
+static int find_rank0_run(const sm_run_request *q, const char *exp_id, const char *job,
+                          sm_run_result *out, double t)
+{
+    char err[600] = "";
+    double deadline = sm_now_mono() + t, pause = 0.25;
+    int rc;
+
+    for (;;) {
+        rc = sm_mlflow_find_run(q->tracking_uri, exp_id, JOB_TAG, job, out->run_id,
+                                sizeof out->run_id, deadline - sm_now_mono(), err, sizeof err);
+        if (rc == 0) {
+            sm_log(SM_INFO, "rank %d: recording into run %s, rank 0's run of job %s",
+                   q->id->rank, out->run_id, job);
+            return 0;
+        }
+        if (rc != -ENOENT || sm_now_mono() + pause >= deadline ||
+            (q->cancelled && q->cancelled(q->cancel_arg)))
+            break;
+        sleep_s(pause);
+        pause = pause < 2 ? pause * 2 : 2;
+    }
+    out->run_id[0] = '\0';
+    sm_log(SM_INFO, "rank %d: rank 0's run for job %s not found within %g s (%s); CMD runs, "
+           "this rank records into no run", q->id->rank, job, t, err);
+    return rc < 0 ? rc : -ENOENT;
+}
+
+int sm_mlflow_resolve_run(const sm_run_request *q, sm_run_result *out)
+{
+    char err[600], exp_id[128], job[300];
+    const char *env_run = getenv("MLFLOW_RUN_ID");
+    const char *exp_name, *exp_env_id;
+    double t;
+    int have_job, rc;
+    const char *tags[9];
+    int n = 0;
+
+    if (!q || !out || !q->id || !sm_rest_is_http(q->tracking_uri))
+        return -EINVAL;
+    memset(out, 0, sizeof *out);
+    t = q->timeout_s > 0 ? q->timeout_s : 0.001;
+    if (q->run_id && *q->run_id)
+        return attach(q, q->run_id, "--run-id", out, t);
+    if (env_run && *env_run && q->experiment && *q->experiment)
+        sm_log(SM_INFO, "MLFLOW_RUN_ID=%.100s is ignored: --experiment %.100s asks for a new "
+               "run", env_run, q->experiment);
+    else if (env_run && *env_run)
+        return attach(q, env_run, "MLFLOW_RUN_ID", out, t);
+
+    exp_name = q->experiment ? q->experiment : getenv("MLFLOW_EXPERIMENT_NAME");
+    exp_env_id = q->experiment ? NULL : getenv("MLFLOW_EXPERIMENT_ID");
+    have_job = job_key(job, sizeof job) && quotable(job);
+    rc = sm_mlflow_experiment(q->tracking_uri, exp_name, exp_env_id, exp_id, sizeof exp_id, t,
+                              err, sizeof err);
+    if (rc < 0) {
+        sm_log(SM_INFO, "no MLflow experiment to create the run in: %s", err);
+        return rc;
+    }
+
+    if (q->id->world_size > 1 && q->id->rank != 0) {
+        if (!have_job) {
+            sm_log(SM_INFO, "rank %d of %d: no run to share — set MLFLOW_RUN_ID for every rank "
+                   "(or launch with torchrun --standalone / --rdzv-id, or under Slurm, so the "
+                   "job has an id); CMD runs, this rank records into no run", q->id->rank,
+                   q->id->world_size);
+            return -ENOENT;
+        }
+        return find_rank0_run(q, exp_id, job, out, t);
+    }
+
+    if (have_job && q->id->world_size > 1 && restarted()) {
+        /* a torchelastic restart continues the job's run while it is
+         * RUNNING.  A first attempt never does: the job id repeats across
+         * jobs (a fixed --rdzv-id), and two jobs must not mix. */
+        rc = sm_mlflow_find_run(q->tracking_uri, exp_id, JOB_TAG, job, out->run_id,
+                                sizeof out->run_id, t, err, sizeof err);
+        if (rc == 0) {
+            out->owns_run = 1; /* rank 0 of the job ends the job's run */
+            sm_log(SM_INFO, "continuing run %s of job %s (a restart)", out->run_id, job);
+            return 0;
+        }
+    }
+
+    tags[n++] = "mlflow.source.name";
+    tags[n++] = q->source_name && *q->source_name ? q->source_name : "scopemeter";
+    tags[n++] = "mlflow.source.type";
+    tags[n++] = "LOCAL";
+    if (have_job && q->id->world_size > 1) {
+        tags[n++] = JOB_TAG;
+        tags[n++] = job;
+    }
+    tags[n] = NULL;
+    rc = sm_mlflow_create_run(q->tracking_uri, exp_id, NULL, tags, out->run_id,
+                              sizeof out->run_id, t, err, sizeof err);
+    if (rc < 0) {
+        char shown[512];
+        out->run_id[0] = '\0';
+        sm_mlflow_redact_uri(q->tracking_uri, shown, sizeof shown);
+        sm_log(SM_INFO, "cannot create an MLflow run at %s: %s", shown, err);
+        return rc;
+    }
+    out->owns_run = 1;
+    {
+        char shown[512];
+        sm_mlflow_redact_uri(q->tracking_uri, shown, sizeof shown);
+        sm_log(SM_INFO, "created run %s in experiment %s at %s", out->run_id, exp_id, shown);
+    }
+    return 0;
+}
