@@ -39,6 +39,7 @@
  * whose first read fails is dropped with its line; the other part stays.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -59,7 +60,7 @@ struct ctr {
     struct kfile usage, stat, cpu, events, peak, thr;
     const char *inactive_key;
     const char *cpu_key;    /* v2 cpu.stat key, or NULL: the file is one number */
-    double cpu_ns_per_unit; /* 1000 for usage_usec, 1 for cpuacct.usage */
+    uint64_t cpu_ns_per_unit; /* 1000 for usage_usec, 1 for cpuacct.usage */
     const char *oom_key;
     const char *thr_time_key;
     double thr_s_per_unit;
@@ -196,7 +197,13 @@ static int read_cpu(struct ctr *s, uint64_t *ns)
 
     if (rc < 0)
         return rc;
-    *ns = (uint64_t)((double)v * s->cpu_ns_per_unit);
+    /* in integers: a counter beyond 2^64 ns (584 years of CPU) is not a
+     * reading, and converting it through a double would be undefined */
+    if (v > UINT64_MAX / s->cpu_ns_per_unit) {
+        s->bad_parse = 1;
+        return -ERANGE;
+    }
+    *ns = v * s->cpu_ns_per_unit;
     return 0;
 }
 
@@ -329,7 +336,7 @@ static int ctr_open(void *state, const sm_ctx *ctx, sm_opened *res)
     if (s->has_cpu) {
         v2 = cg->cpu_version == 2;
         s->cpu_key = v2 ? "usage_usec" : NULL;
-        s->cpu_ns_per_unit = v2 ? 1000.0 : 1.0;
+        s->cpu_ns_per_unit = v2 ? 1000 : 1;
         if (kf_set(&s->cpu, cg->cpu_usage_dir, v2 ? "cpu.stat" : "cpuacct.usage") < 0)
             return fail(s, res, &s->cpu, "open", -ENAMETOOLONG);
         /* baseline: the first sample is a delta from here */
