@@ -545,6 +545,33 @@ static double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
+/* ---- a bad file degrades only its own series (docs/design.md §6) -------- */
+static void test_bad_file_fixture(void)
+{
+    sm_ctx ctx;
+    struct run r;
+    void *s;
+
+    /* cg-k8s-v2-cgroupns with a malformed memory.current: the CPU series
+     * stays, the two memory series go, one line names the file */
+    ctx_fixture(&ctx, "cg-k8s-v2-bad-memory-current");
+    s = open_coll(&ctx, &r);
+    CHECK_EQ_INT(r.rc, 0);
+    CHECK_EQ_STR(r.res.status, "v2 / mem=56.0GiB cpu=16.0");
+    CHECK_EQ_STR(r.res.msg, "cannot parse /sys/fs/cgroup/memory.current: Invalid argument; "
+                            "container_memory_* dropped");
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK_EQ_INT(r.pts.n, 1);
+    CHECK(point(&r, "container_cpu_utilization_percentage") != NULL);
+    /* no memory part: no memory end tags; the CPU quota's throttling stays */
+    sm_coll_container.tags(s, SM_TAGS_END, &r.end);
+    CHECK(tag(&r.end, "oom_kill") == NULL);
+    CHECK(tag(&r.end, "mem_peak_sampled_mb") == NULL);
+    CHECK(tag(&r.end, "memory_peak_mb") == NULL);
+    CHECK(tag(&r.end, "cpu_throttled_periods") != NULL);
+    close_coll(s);
+}
+
 /* ---- samples: values, failure and recovery, CPU deltas, end tags ---------- */
 static void test_samples(void)
 {
@@ -719,6 +746,7 @@ int main(void)
     test_fixtures();
     test_collector_fixtures();
     test_malformed();
+    test_bad_file_fixture();
     test_samples();
     test_v1_tree();
     return CHECK_DONE();
