@@ -24,9 +24,11 @@ k8s() {
 umount /sys/fs/cgroup && mount -t cgroup2 cgroup2 /sys/fs/cgroup || exit 1
 cat /proc/self/cgroup > $d/proc_self_cgroup
 grep ' /sys/fs/cgroup ' /proc/self/mountinfo > $d/mountinfo
-sh -c 'while :; do :; done' & spin=\$!
 $BIN/alloc 100 $d/ready $d/go & a=\$!
 waitfile $d/ready
+# a busy loop against the half core (started after the allocation: under
+# TCG it would slow the page touching down)
+sh -c 'while :; do :; done' & spin=\$!
 snap $d/limit_before /sys/fs/cgroup
 $SM probe --json --interval 1 > $d/probe.json 2> $d/probe.err
 snap $d/limit_after /sys/fs/cgroup

@@ -29,6 +29,7 @@ Command line (for a person):  python3 tests/vm/guest.py build
                               python3 tests/vm/guest.py run SCRIPT OUTDIR
 (run stages OUTDIR first: SCOPEMETER_BIN, else build/cli/scopemeter)
 """
+import fcntl
 import glob
 import os
 import shutil
@@ -117,7 +118,16 @@ poweroff -f
 
 
 def build():
-    """kernel + initramfs into CACHE once; return (vmlinuz, initramfs)."""
+    """kernel + initramfs into CACHE once; return (vmlinuz, initramfs).  Two
+    test sessions of one checkout at once share CACHE: the second waits on
+    the lock and finds it built."""
+    os.makedirs(CACHE, exist_ok=True)
+    with open(os.path.join(CACHE, ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _build_locked()
+
+
+def _build_locked():
     vmlinuz = os.path.join(CACHE, "vmlinuz")
     initrd = os.path.join(CACHE, "initramfs.cpio.gz")
     stamp = os.path.join(CACHE, "ready")
@@ -170,6 +180,7 @@ def build():
         raise GuestError("initramfs: " + files.stderr.decode(errors="replace"))
     os.replace(tmp, initrd)
     shutil.rmtree(dl, ignore_errors=True)
+    shutil.rmtree(tree, ignore_errors=True)  # 400 MB of modules; the initramfs has ours
     with open(stamp, "w") as f:
         f.write(pkg + "\n")
     return vmlinuz, initrd
