@@ -1,0 +1,357 @@
+"""The self-contained wheel (scripts/build-wheel, README "Install"): built once
+per session, then installed where training runs — docs/design.md §8.
+
+- every CPython 3.9-3.13 that `pyenv versions` lists: a fresh venv, pip
+  install of the wheel (its mlflow-skinny dependency from the index, with
+  SQLAlchemy and alembic for a sqlite store), import, plan(), a short
+  recording into a sqlite store, the CLI's --version, probe and run;
+- the CLI and the extension with the system's libcurl and jansson (and, for
+  the CLI, libssl and libcrypto) hidden: /dev/null bind-mounted over them in
+  a private mount namespace (unshare -m); the recording goes through the C
+  REST sink to the session's real `mlflow server`;
+- a minimal Debian chroot from debootstrap (no compiler, no libcurl, cached
+  in .deps/chroot-<suite>): pip install of the wheel, then `scopemeter probe`.
+
+`auditwheel show` of the wheel goes to the test log (test_wheel_is_self_contained).
+Slow tier: marker `wheel` (pytest.ini); CI runs it.
+"""
+import glob
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+
+import pytest
+
+from conftest import clean_env
+
+pytestmark = pytest.mark.wheel
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PYENV_ROOT = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+MINORS = ["3.9", "3.10", "3.11", "3.12", "3.13"]
+# What a manylinux wheel may need from the system (PEP 600: glibc's own libraries).
+GLIBC_LIBS = {"libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2", "librt.so.1",
+              "ld-linux-x86-64.so.2"}
+CLOSING = re.compile(r"logged (\d+) windows \((\d+) points, (\d+) tags\): (\d+) delivered, "
+                     r"(\d+) dropped \(buffer full\), (\d+) refused, (\d+) undelivered at stop")
+
+
+def pyenv_pythons():
+    """{"3.9": path, ...}: the newest patch release of each minor that
+    `pyenv versions --bare` lists."""
+    try:
+        out = subprocess.run(["pyenv", "versions", "--bare"], capture_output=True, text=True,
+                             timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    found = {}
+    for v in out.split():
+        m = re.fullmatch(r"(3\.\d+)\.(\d+)", v)
+        if m and m.group(1) in MINORS:
+            exe = os.path.join(PYENV_ROOT, "versions", v, "bin", "python3")
+            if os.access(exe, os.X_OK) and (m.group(1) not in found or
+                                            int(m.group(2)) > found[m.group(1)][0]):
+                found[m.group(1)] = (int(m.group(2)), exe)
+    return {k: exe for k, (_, exe) in found.items()}
+
+
+PYTHONS = pyenv_pythons()
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory, chroot_job):
+    """scripts/build-wheel, once: (wheel path, its stderr with `auditwheel show`)."""
+    p = subprocess.run([os.path.join(ROOT, "scripts", "build-wheel")], capture_output=True,
+                       text=True, timeout=1200, cwd=ROOT)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-4000:]
+    path = os.path.join(ROOT, p.stdout.strip().splitlines()[-1])
+    assert os.path.isfile(path), p.stdout
+    # a copy: another session's build-wheel may replace dist/ meanwhile
+    dst = tmp_path_factory.mktemp("wheel") / os.path.basename(path)
+    shutil.copy(path, dst)
+    return str(dst), p.stderr
+
+
+def elf_needed(path):
+    out = subprocess.run(["readelf", "-d", path], capture_output=True, text=True,
+                         check=True).stdout
+    return set(re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out))
+
+
+@pytest.mark.timeout(1500)
+def test_wheel_is_self_contained(wheel, tmp_path, capsys):
+    path, log = wheel
+    with capsys.disabled():
+        print("\n--- scripts/build-wheel (auditwheel show) ---\n" + log.strip() +
+              f"\n--- wheel: {os.path.basename(path)}, {os.path.getsize(path)} bytes ---")
+    name = os.path.basename(path)
+    m = re.fullmatch(r"scopemeter-[^-]+-cp39-abi3-manylinux_2_(\d+)_x86_64\.whl", name)
+    assert m and int(m.group(1)) <= 34, name
+    assert "is consistent" in log and f"manylinux_2_{m.group(1)}_x86_64" in log, log
+    with zipfile.ZipFile(path) as z:
+        z.extractall(tmp_path)
+        names = z.namelist()
+    assert "scopemeter/__init__.py" in names
+    elves = []
+    for n in names:
+        if not n.endswith("/"):
+            with open(os.path.join(tmp_path, n), "rb") as f:
+                if f.read(4) == b"\x7fELF":
+                    elves.append(os.path.join(tmp_path, n))
+    kinds = sorted(os.path.basename(e) for e in elves)
+    assert kinds == ["_native.abi3.so", "scopemeter"], kinds
+    for e in elves:
+        needed = elf_needed(e)
+        assert needed and needed <= GLIBC_LIBS, (e, needed)
+        # libcurl and jansson are inside, not exported (no clash with a
+        # process's own copies)
+        syms = subprocess.run(["nm", "-D", "--defined-only", e], capture_output=True,
+                              text=True).stdout
+        assert not re.search(r" (curl_|json_|SSL_|EVP_)", syms), e
+
+
+def venv_for(py, where):
+    """A fresh venv with the wheel's Python; returns its bin/."""
+    subprocess.run([py, "-m", "venv", where], check=True, timeout=300)
+    return os.path.join(where, "bin")
+
+
+def pip_install(bindir, *args):
+    p = subprocess.run([os.path.join(bindir, "python"), "-m", "pip", "install", "-q",
+                        "--disable-pip-version-check", *args],
+                       capture_output=True, text=True, timeout=1200)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-4000:]
+
+
+RECORD = r"""
+import json, os, sys, time
+import scopemeter
+assert "mlflow" not in sys.modules, "import scopemeter imported mlflow"
+here = os.path.dirname(scopemeter.__file__)
+assert here.startswith(sys.prefix), (here, sys.prefix)
+plan = scopemeter.plan(workers=2, all_workers=True)
+assert plan["collectors"] == 2, plan
+import mlflow
+mlflow.set_tracking_uri(sys.argv[1])
+with mlflow.start_run() as run:
+    assert scopemeter.enable_system_metrics(interval=1, samples=1) is True
+    time.sleep(3)
+    scopemeter.disable_system_metrics()
+got = mlflow.MlflowClient().get_run(run.info.run_id).data.metrics
+maps = open("/proc/self/maps").read()
+print(json.dumps({"metrics": sorted(got), "mlflow": mlflow.__version__,
+                  "libcurl_mapped": "libcurl" in maps, "jansson_mapped": "libjansson" in maps}))
+"""
+
+
+def check_recording(p):
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    import json
+    res = json.loads(p.stdout.strip().splitlines()[-1])
+    names = res["metrics"]
+    for s in ("node_cpu_utilization_percentage", "node_memory_usage_megabytes"):
+        assert f"system/{s}/rank0" in names, names
+    m = [c for c in map(CLOSING.search, p.stderr.splitlines()) if c]
+    assert len(m) == 1, p.stderr
+    w, pts, tags, delivered, overflow, refused, undelivered = map(int, m[0].groups())
+    assert w >= 1 and delivered == pts + tags and undelivered == 0, p.stderr
+    return res
+
+
+def check_cli(bindir, server, env=None):
+    exe = os.path.join(bindir, "scopemeter")
+    v = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30)
+    assert v.returncode == 0, v.stderr
+    assert v.stdout.startswith("scopemeter ") and f"executable: {exe}" in v.stdout, v.stdout
+    pr = subprocess.run([exe, "probe"], capture_output=True, text=True, timeout=60)
+    assert pr.returncode == 0, pr.stderr
+    assert "system/node_cpu_utilization_percentage/rank0" in pr.stdout, pr.stdout
+    r = subprocess.run([exe, "run", "--experiment", "wheel", "--interval", "1", "--", "sleep", "3"],
+                       capture_output=True, text=True, timeout=120,
+                       env=clean_env(MLFLOW_TRACKING_URI=server, **(env or {})))
+    assert r.returncode == 0, r.stderr
+    m = [c for c in map(CLOSING.search, r.stderr.splitlines()) if c]
+    assert len(m) == 1, r.stderr
+    w, pts, tags, delivered, overflow, refused, undelivered = map(int, m[0].groups())
+    assert w >= 2 and delivered == pts + tags, r.stderr
+
+
+@pytest.fixture(scope="session")
+def venvs(wheel, tmp_path_factory):
+    """{minor: bin/} — a fresh venv per CPython 3.9-3.13 with the wheel
+    installed; made at the same time (pip mostly waits on the index).  Its
+    mlflow-skinny comes with the wheel (its dependency; pip picks the newest
+    release for that Python); a sqlite store needs SQLAlchemy and alembic.
+    pip's own cache is used."""
+    import concurrent.futures as cf
+    top = tmp_path_factory.mktemp("venvs")
+
+    def make(minor):
+        bindir = venv_for(PYTHONS[minor], str(top / minor))
+        pip_install(bindir, wheel[0], "sqlalchemy", "alembic")
+        return bindir
+    with cf.ThreadPoolExecutor(len(PYTHONS) or 1) as ex:
+        futs = {m: ex.submit(make, m) for m in PYTHONS}
+        return {m: f.result() for m, f in futs.items()}
+
+
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("minor", MINORS)
+def test_every_cpython(venvs, minor, mlflow_server, tmp_path):
+    if minor not in PYTHONS:
+        pytest.fail(f"pyenv lists no CPython {minor}: `pyenv install {minor}` (issue: every "
+                    f"CPython 3.9-3.13)")
+    bindir = venvs[minor]
+    rec = tmp_path / "rec"
+    rec.mkdir()
+    p = subprocess.run([os.path.join(bindir, "python"), "-c", RECORD,
+                        f"sqlite:///{rec}/mlflow.db"], capture_output=True, text=True,
+                       timeout=300, cwd=str(rec), env=clean_env())
+    res = check_recording(p)
+    print(f"CPython {minor}: mlflow {res['mlflow']}")
+    check_cli(bindir, mlflow_server)
+
+
+def system_libs(*stems):
+    """Every file of the system's copies of these libraries (ldconfig's cache
+    and the usual directories), real paths."""
+    out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
+    paths = set()
+    for stem in stems:
+        for line in out.splitlines():
+            m = re.search(r"^\s*(%s\S*) .*=> (\S+)$" % re.escape(stem), line)
+            if m:
+                paths.add(os.path.realpath(m.group(2)))
+        for d in ("/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib", "/usr/lib64",
+                  "/usr/local/lib"):
+            for f in glob.glob(os.path.join(d, stem + "*.so*")):
+                paths.add(os.path.realpath(f))
+    return sorted(p for p in paths if os.path.isfile(p))
+
+
+def hidden(argv, libs, **kw):
+    """argv in a private mount namespace where /dev/null covers each of libs."""
+    mounts = "".join(f"mount --bind /dev/null {shlex.quote(p)} && " for p in libs)
+    return subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                           mounts + "exec " + " ".join(map(shlex.quote, argv))], **kw)
+
+
+@pytest.mark.timeout(1500)
+def test_runs_with_system_libcurl_and_jansson_hidden(venvs, mlflow_server):
+    minor = "%d.%d" % sys.version_info[:2]
+    venv311 = venvs[minor if minor in venvs else sorted(venvs)[-1]]
+    curl_jansson = system_libs("libcurl", "libjansson")
+    ssl = system_libs("libssl", "libcrypto")
+    assert any("libcurl" in p for p in curl_jansson), "no system libcurl to hide"
+    # the hiding is real: the system's libcurl cannot be loaded
+    probe = "import ctypes; ctypes.CDLL('libcurl.so.4')"
+    p = hidden([sys.executable, "-c", probe], curl_jansson, capture_output=True, text=True,
+               timeout=60)
+    assert p.returncode != 0 and "libcurl" in p.stderr, p.stderr
+    # CLI: not even libssl/libcrypto (OpenSSL is inside it)
+    exe = os.path.join(venv311, "scopemeter")
+    r = hidden([exe, "run", "--experiment", "wheel-hidden", "--interval", "1", "--", "sleep", "3"],
+               curl_jansson + ssl, capture_output=True, text=True, timeout=120,
+               env=clean_env(MLFLOW_TRACKING_URI=mlflow_server))
+    assert r.returncode == 0, r.stderr
+    m = [c for c in map(CLOSING.search, r.stderr.splitlines()) if c]
+    assert len(m) == 1, r.stderr
+    w, pts, tags, delivered, overflow, refused, undelivered = map(int, m[0].groups())
+    assert w >= 2 and delivered == pts + tags, r.stderr
+    pr = hidden([exe, "probe"], curl_jansson + ssl, capture_output=True, text=True, timeout=60)
+    assert pr.returncode == 0 and "node_cpu_utilization_percentage" in pr.stdout, pr.stderr
+    # the extension: an http(s) URI ships through the C REST sink; MLflow's
+    # own client (requests) keeps the system's libssl, so only libcurl and
+    # jansson are hidden
+    p = hidden([os.path.join(venv311, "python"), "-c", RECORD, mlflow_server], curl_jansson,
+               capture_output=True, text=True, timeout=300, env=clean_env())
+    res = check_recording(p)
+    assert not res["libcurl_mapped"] and not res["jansson_mapped"], res
+
+
+def host_suite():
+    with open("/etc/os-release") as f:
+        m = re.search(r"^VERSION_CODENAME=(\S+)", f.read(), re.M)
+    return m.group(1).strip('"') if m else "bookworm"
+
+
+CHROOT = os.path.join(ROOT, ".deps", f"chroot-{host_suite()}")
+
+
+@pytest.fixture(scope="session")
+def chroot_job():
+    """A minimal Debian (debootstrap minbase, the host's suite) with python3
+    and its venv module, and nothing else: cached in .deps/chroot-<suite>.
+    Made in the background from the session's first wheel test on (it takes
+    minutes, mostly downloads), so it overlaps the wheel build and the venvs.
+    Yields a function that waits for it and returns its path."""
+    proc = None
+    tmp = CHROOT + ".tmp"
+    if not os.path.isfile(os.path.join(CHROOT, ".complete")):
+        assert shutil.which("debootstrap"), "debootstrap missing (scripts/install-deps installs it)"
+        shutil.rmtree(tmp, ignore_errors=True)
+        log = open(CHROOT + ".log", "w")
+        proc = subprocess.Popen(["debootstrap", "--variant=minbase", "--include=python3-venv",
+                                 host_suite(), tmp, "http://deb.debian.org/debian"],
+                                stdout=log, stderr=subprocess.STDOUT)
+
+    def wait():
+        if proc is not None and not os.path.isfile(os.path.join(CHROOT, ".complete")):
+            rc = proc.wait(timeout=1500)
+            with open(CHROOT + ".log") as f:
+                assert rc == 0, f.read()[-3000:]
+            subprocess.run(["chroot", tmp, "apt-get", "clean"], check=True, timeout=60)
+            open(os.path.join(tmp, ".complete"), "w").close()
+            shutil.rmtree(CHROOT, ignore_errors=True)
+            os.rename(tmp, CHROOT)
+        return CHROOT
+    yield wait
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.timeout(1800)
+def test_minimal_debian_chroot(wheel, chroot_job, scopemeter_bin):
+    root = chroot_job()
+    # what the chroot lacks is the point of it
+    for tool in ("cc", "gcc", "clang", "curl"):
+        for d in ("usr/bin", "bin", "usr/local/bin"):
+            assert not os.path.exists(os.path.join(root, d, tool)), f"{tool} in the chroot"
+    libs = glob.glob(os.path.join(root, "usr/lib/*/libcurl*")) + \
+        glob.glob(os.path.join(root, "usr/lib/*/libjansson*"))
+    assert not libs, libs
+    inside = tempfile.mkdtemp(dir=os.path.join(root, "tmp"))
+    try:
+        whl = os.path.join(inside, os.path.basename(wheel[0]))
+        shutil.copy(wheel[0], whl)
+        rel = "/" + os.path.relpath(inside, root)
+        relwhl = "/" + os.path.relpath(whl, root)
+        # --no-deps: no index in the chroot; probe and plan() need no mlflow
+        script = (f"python3 -m venv {rel}/v && "
+                  f"{rel}/v/bin/pip install -q --no-index --no-deps {relwhl} && "
+                  f"{rel}/v/bin/scopemeter --version && {rel}/v/bin/scopemeter probe && "
+                  f"{rel}/v/bin/python -c 'import scopemeter; "
+                  f"print(\"plan\", scopemeter.plan(workers=2)[\"collectors\"])'")
+        cmd = (f"mount -t proc proc {shlex.quote(root)}/proc && "
+               f"mount --rbind /sys {shlex.quote(root)}/sys && "
+               f"exec chroot {shlex.quote(root)} /usr/bin/env -i PATH=/usr/bin:/bin "
+               f"sh -c {shlex.quote(script)}")
+        p = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", cmd],
+                           capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+        assert f"executable: {rel}/v/bin/scopemeter" in p.stdout, p.stdout
+        assert "system/node_cpu_utilization_percentage/rank0" in p.stdout, p.stdout
+        # the same answer as the development build's CLI
+        import json
+        want = json.loads(subprocess.run([scopemeter_bin, "plan", "--workers", "2", "--json"],
+                                         capture_output=True, text=True, check=True,
+                                         timeout=60).stdout)["collectors"]
+        assert f"plan {want}" in p.stdout, p.stdout
+    finally:
+        shutil.rmtree(inside, ignore_errors=True)
