@@ -435,16 +435,161 @@ static void end_run(const struct run_state *st, const char *run_status, double t
                 err);
 }
 
+/* The monitor's settings first: a bad value is a usage error, found before a
+ * run is created.  NULL after one line. */
+static sm_monitor *new_monitor(const struct run_opts *o)
+{
+    sm_monitor *m = sm_monitor_new();
+
+    if (!m) {
+        fprintf(stderr, "scopemeter: out of memory\n");
+        return NULL;
+    }
+    if ((o->interval > 0 && sm_monitor_set_interval(m, o->interval) < 0) ||
+        (o->samples > 0 && sm_monitor_set_samples(m, o->samples) < 0) ||
+        (o->stop_timeout >= 0 && sm_monitor_set_stop_timeout(m, o->stop_timeout) < 0)) {
+        /* cannot happen after parse(): the same bounds (scopemeter.h) */
+        fprintf(stderr, "scopemeter run: --interval, --samples or --stop-timeout out of range\n");
+        sm_monitor_free(m);
+        return NULL;
+    }
+    sm_monitor_set_all_workers(m, o->all_workers);
+    if (o->buffer_points > 0)
+        sm_monitor_set_buffer_points(m, (size_t)o->buffer_points);
+    return m;
+}
+
+/* 1. Signals: blocked before any thread starts, so every thread inherits
+ * the mask and only the signalfd sees them.  Two inherited dispositions
+ * would break that, so they are set here and given back to CMD (spawn):
+ *  - SIGCHLD ignored (or SA_NOCLDWAIT): the kernel reaps CMD itself and
+ *    sends no SIGCHLD (waitpid(2) NOTES), so we would wait forever;
+ *  - SIGPIPE default: one line to a closed stderr pipe (`| head`) would
+ *    kill scopemeter, and PR_SET_PDEATHSIG then the training.  Ignored,
+ *    a write fails with EPIPE instead.  It stays ignored until exit, so
+ *    a last line cannot turn CMD's status into 141.
+ * 0, or -1 after one line with everything given back. */
+static int take_signals(struct run_state *st, sigset_t *orig)
+{
+    struct sigaction dfl = {.sa_handler = SIG_DFL}, ign = {.sa_handler = SIG_IGN};
+    sigset_t fwd;
+
+    sigemptyset(&dfl.sa_mask);
+    sigemptyset(&ign.sa_mask);
+    sigaction(SIGCHLD, &dfl, &st->old_chld);
+    sigaction(SIGPIPE, &ign, &st->old_pipe);
+    signal_set(&fwd);
+    pthread_sigmask(SIG_BLOCK, &fwd, orig);
+    st->sfd = signalfd(-1, &fwd, SFD_CLOEXEC);
+    if (st->sfd < 0) {
+        fprintf(stderr, "scopemeter: signalfd: %s\n", strerror(errno));
+        pthread_sigmask(SIG_SETMASK, orig, NULL);
+        sigaction(SIGCHLD, &st->old_chld, NULL);
+        return -1;
+    }
+    return 0;
+}
+
+/* 2 and 3. The run, then the monitor: into the run, else (nothing is lost
+ * silently) a local JSONL file.  Returns 1 when collecting, 0 when not. */
+static int start_recording(struct run_state *st, const struct run_opts *o, sm_monitor *m)
+{
+    const char *uri = getenv("MLFLOW_TRACKING_URI");
+    char err[600], line[700];
+    int rc;
+
+    if (uri && *uri)
+        sm_mlflow_redact_uri(uri, st->shown, sizeof st->shown);
+    jsonl_path(st, o);
+    if (uri && (strncasecmp(uri, "http://", 7) == 0 || strncasecmp(uri, "https://", 8) == 0)) {
+        st->uri = uri;
+        resolve_run(st, o);
+    } else {
+        if (!uri || !*uri)
+            snprintf(line, sizeof line, "MLFLOW_TRACKING_URI is not set");
+        else
+            snprintf(line, sizeof line, "MLFLOW_TRACKING_URI is %.400s, not an http(s) tracking "
+                     "server (scopemeter run ships over MLflow's REST API; the Python front "
+                     "scopemeter.enable_system_metrics() logs to any store)", st->shown);
+        fprintf(stderr, "scopemeter: %s: no MLflow tracking server to ship to; CMD runs as "
+                "usual\n", line);
+    }
+    if (check_early_signal(st))
+        return 0;
+
+    if (st->run_id[0])
+        rc = sm_monitor_set_run(m, st->uri, st->run_id);
+    else
+        rc = sm_monitor_set_jsonl(m, st->jsonl_path);
+    err[0] = '\0';
+    if (rc == 0)
+        rc = sm_monitor_start(m, err, sizeof err);
+    if (rc == 0) {
+        if (!st->run_id[0])
+            fprintf(stderr, "scopemeter: no MLflow run to record into: points go to %s "
+                    "(one JSON record per line)\n", st->jsonl_path);
+        return 1;
+    }
+    /* -ENODATA: nothing to record, SM_NOT_COLLECTING: not this rank; the
+     * monitor said so in one line */
+    if (rc < 0 && rc != -ENODATA)
+        fprintf(stderr, "scopemeter: not recording: %s\n", err[0] ? err : strerror(-rc));
+    return 0;
+}
+
+/* 4. CMD: its exit code (128+N for signal N, 125-127 when it could not be
+ * started), its wait status and whether we forwarded a terminating signal. */
+static int run_cmd(struct run_state *st, const struct run_opts *o, const sigset_t *orig,
+                   int *status, int *forwarded_term)
+{
+    int exec_errno = 0;
+    pid_t child;
+
+    if (child_env(st) < 0) {
+        fprintf(stderr, "scopemeter: out of memory building CMD's environment\n");
+        *status = 125 << 8;
+        return 125;
+    }
+    child = spawn(o->cmd, st->env, st, orig, &exec_errno);
+    if (child < 0) {
+        fprintf(stderr, "scopemeter: cannot start %s: %s\n", o->cmd[0], strerror(exec_errno));
+        *status = 125 << 8;
+        return 125;
+    }
+    *status = wait_child(st, child, forwarded_term);
+    if (exec_errno) {
+        fprintf(stderr, "scopemeter: cannot run %s: %s\n", o->cmd[0], strerror(exec_errno));
+        return exec_errno == ENOENT ? 127 : 126;
+    }
+    if (WIFEXITED(*status))
+        return WEXITSTATUS(*status);
+    if (WIFSIGNALED(*status))
+        return 128 + WTERMSIG(*status);
+    return 1;
+}
+
+/* 5. Stop, then end the run: both within the one stop bound. */
+static void stop_recording(const struct run_state *st, const struct run_opts *o, sm_monitor *m,
+                           int collecting, const char *run_status)
+{
+    double bound = o->stop_timeout >= 0 ? o->stop_timeout : SM_STOP_TIMEOUT_DEFAULT;
+    double reserve = st->owns_run ? end_run_reserve(bound) : 0, t0 = mono();
+
+    if (reserve > 0)
+        sm_monitor_set_stop_timeout(m, bound > reserve ? bound - reserve : 0);
+    if (collecting)
+        sm_monitor_stop(m);
+    if (st->owns_run)
+        end_run(st, run_status, bound - (mono() - t0) > reserve ? bound - (mono() - t0) : reserve);
+}
+
 int cmd_run(int argc, char **argv)
 {
     struct run_opts o;
     struct run_state st;
-    sigset_t fwd, orig;
-    char err[600], line[700];
-    const char *uri = getenv("MLFLOW_TRACKING_URI");
-    sm_monitor *m = NULL;
-    int rc, collecting = 0, status = 0, exit_code, forwarded_term = 0, exec_errno = 0;
-    pid_t child;
+    sigset_t orig;
+    sm_monitor *m;
+    int rc, collecting = 0, status = 0, exit_code, forwarded_term = 0;
 
     rc = parse(argc, argv, &o);
     if (rc != 0)
@@ -458,147 +603,30 @@ int cmd_run(int argc, char **argv)
     }
     memset(&st, 0, sizeof st);
     st.sfd = -1;
-
-    /* the monitor's settings first: a bad value is a usage error, found
-     * before a run is created */
-    m = sm_monitor_new();
-    if (!m) {
-        fprintf(stderr, "scopemeter: out of memory\n");
+    if (!(m = new_monitor(&o)))
         return 125;
-    }
-    if ((o.interval > 0 && sm_monitor_set_interval(m, o.interval) < 0) ||
-        (o.samples > 0 && sm_monitor_set_samples(m, o.samples) < 0) ||
-        (o.stop_timeout >= 0 && sm_monitor_set_stop_timeout(m, o.stop_timeout) < 0)) {
-        /* cannot happen after parse(): the same bounds (scopemeter.h) */
-        fprintf(stderr, "scopemeter run: --interval, --samples or --stop-timeout out of range\n");
-        sm_monitor_free(m);
-        return 2;
-    }
-    sm_monitor_set_all_workers(m, o.all_workers);
-    if (o.buffer_points > 0)
-        sm_monitor_set_buffer_points(m, (size_t)o.buffer_points);
-
-    /* 1. signals: blocked before any thread starts, so every thread inherits
-     * the mask and only the signalfd sees them.  Two inherited dispositions
-     * would break that, so they are set here and given back to CMD (spawn):
-     *  - SIGCHLD ignored (or SA_NOCLDWAIT): the kernel reaps CMD itself and
-     *    sends no SIGCHLD (waitpid(2) NOTES), so we would wait forever;
-     *  - SIGPIPE default: one line to a closed stderr pipe (`| head`) would
-     *    kill scopemeter, and PR_SET_PDEATHSIG then the training.  Ignored,
-     *    a write fails with EPIPE instead.  It stays ignored until exit, so
-     *    a last line cannot turn CMD's status into 141. */
-    {
-        struct sigaction dfl = {.sa_handler = SIG_DFL}, ign = {.sa_handler = SIG_IGN};
-        sigemptyset(&dfl.sa_mask);
-        sigemptyset(&ign.sa_mask);
-        sigaction(SIGCHLD, &dfl, &st.old_chld);
-        sigaction(SIGPIPE, &ign, &st.old_pipe);
-    }
-    signal_set(&fwd);
-    pthread_sigmask(SIG_BLOCK, &fwd, &orig);
-    st.sfd = signalfd(-1, &fwd, SFD_CLOEXEC);
-    if (st.sfd < 0) {
-        fprintf(stderr, "scopemeter: signalfd: %s\n", strerror(errno));
-        pthread_sigmask(SIG_SETMASK, &orig, NULL);
-        sigaction(SIGCHLD, &st.old_chld, NULL);
+    if (take_signals(&st, &orig) < 0) {
         sm_monitor_free(m);
         return 125;
     }
-    if (sm_identity_from_env(&st.id) < 0) {
+    if (sm_identity_from_env(&st.id) < 0)
         /* a malformed RANK must not pass for rank 0 (docs/design.md §4):
          * no run, no monitor; CMD runs as usual */
         fprintf(stderr, "scopemeter: warning: %s\n", st.id.invalid);
-        goto cmd;
-    }
-
-    /* 2. the run */
-    if (uri && *uri)
-        sm_mlflow_redact_uri(uri, st.shown, sizeof st.shown);
-    jsonl_path(&st, &o);
-    if (uri && (strncasecmp(uri, "http://", 7) == 0 || strncasecmp(uri, "https://", 8) == 0)) {
-        st.uri = uri;
-        resolve_run(&st, &o);
-    } else {
-        if (!uri || !*uri)
-            snprintf(line, sizeof line, "MLFLOW_TRACKING_URI is not set");
-        else
-            snprintf(line, sizeof line, "MLFLOW_TRACKING_URI is %.400s, not an http(s) tracking "
-                     "server (scopemeter run ships over MLflow's REST API; the Python front "
-                     "scopemeter.enable_system_metrics() logs to any store)", st.shown);
-        fprintf(stderr, "scopemeter: %s: no MLflow tracking server to ship to; CMD runs as "
-                "usual\n", line);
-    }
-    if (check_early_signal(&st))
-        goto stopped_early;
-
-    /* 3. the monitor: into the run, else (nothing is lost silently) a local file */
-    if (st.run_id[0])
-        rc = sm_monitor_set_run(m, st.uri, st.run_id);
     else
-        rc = sm_monitor_set_jsonl(m, st.jsonl_path);
-    err[0] = '\0';
-    if (rc == 0)
-        rc = sm_monitor_start(m, err, sizeof err);
-    if (rc == 0) {
-        collecting = 1;
-        if (!st.run_id[0])
-            fprintf(stderr, "scopemeter: no MLflow run to record into: points go to %s "
-                    "(one JSON record per line)\n", st.jsonl_path);
-    } else if (rc < 0 && rc != -ENODATA) {
-        /* (-ENODATA: nothing to record; the monitor said so and tagged it) */
-        fprintf(stderr, "scopemeter: not recording: %s\n", err[0] ? err : strerror(-rc));
-    }
-    /* SM_NOT_COLLECTING: the monitor said why in one line */
+        collecting = start_recording(&st, &o, m);
 
-cmd:
-    /* 4. CMD */
-    if (child_env(&st) < 0) {
-        fprintf(stderr, "scopemeter: out of memory building CMD's environment\n");
-        status = 125 << 8;
-        exit_code = 125;
-        goto stop;
-    }
-    child = spawn(o.cmd, st.env, &st, &orig, &exec_errno);
-    if (child < 0) {
-        fprintf(stderr, "scopemeter: cannot start %s: %s\n", o.cmd[0], strerror(exec_errno));
-        exit_code = 125;
-        status = exit_code << 8;
-        goto stop;
-    }
-    status = wait_child(&st, child, &forwarded_term);
-    if (exec_errno) {
-        fprintf(stderr, "scopemeter: cannot run %s: %s\n", o.cmd[0], strerror(exec_errno));
-        exit_code = exec_errno == ENOENT ? 127 : 126;
-    } else if (WIFEXITED(status)) {
-        exit_code = WEXITSTATUS(status);
-    } else if (WIFSIGNALED(status)) {
-        exit_code = 128 + WTERMSIG(status);
+    if (check_early_signal(&st)) {
+        fprintf(stderr, "scopemeter: %s before CMD started; not starting it\n",
+                strsignal(st.pending_sig));
+        exit_code = 128 + st.pending_sig;
+        forwarded_term = 1;
+        status = st.pending_sig; /* as if killed by it */
     } else {
-        exit_code = 1;
+        exit_code = run_cmd(&st, &o, &orig, &status, &forwarded_term);
     }
-    goto stop;
+    stop_recording(&st, &o, m, collecting, run_status_of(exit_code, status, forwarded_term));
 
-stopped_early:
-    fprintf(stderr, "scopemeter: %s before CMD started; not starting it\n",
-            strsignal(st.pending_sig));
-    exit_code = 128 + st.pending_sig;
-    forwarded_term = 1;
-    status = st.pending_sig; /* as if killed by it */
-
-stop:
-    /* 5. stop, then end the run: both within the one stop bound */
-    {
-        double bound = o.stop_timeout >= 0 ? o.stop_timeout : SM_STOP_TIMEOUT_DEFAULT;
-        double reserve = st.owns_run ? end_run_reserve(bound) : 0, t0 = mono();
-
-        if (reserve > 0)
-            sm_monitor_set_stop_timeout(m, bound > reserve ? bound - reserve : 0);
-        if (collecting)
-            sm_monitor_stop(m);
-        if (st.owns_run)
-            end_run(&st, run_status_of(exit_code, status, forwarded_term),
-                    bound - (mono() - t0) > reserve ? bound - (mono() - t0) : reserve);
-    }
     sm_monitor_free(m);
     free(st.env);
     free(st.env_run);

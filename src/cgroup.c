@@ -69,34 +69,6 @@ struct work {
     char cpuset_path[SM_PATH_MAX];
 };
 
-/* snprintf that says whether it fit; callers treat truncation as an error
- * (paths) or accept it (messages).  Going through va_list keeps gcc's
- * -Wformat-truncation out of the way for the message buffers. */
-static int fmt(char *out, size_t cap, const char *f, ...) __attribute__((format(printf, 3, 4)));
-static int fmt(char *out, size_t cap, const char *f, ...)
-{
-    va_list ap;
-    int n;
-
-    va_start(ap, f);
-    n = vsnprintf(out, cap, f, ap);
-    va_end(ap);
-    return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
-}
-
-static void app(char *out, size_t cap, const char *f, ...) __attribute__((format(printf, 3, 4)));
-static void app(char *out, size_t cap, const char *f, ...)
-{
-    size_t n = strlen(out);
-    va_list ap;
-
-    if (n + 1 >= cap)
-        return;
-    va_start(ap, f);
-    vsnprintf(out + n, cap - n, f, ap);
-    va_end(ap);
-}
-
 static int line_of(const char *buf, size_t pos)
 {
     int line = 1;
@@ -118,7 +90,7 @@ static ssize_t read_in(struct work *w, const char *dir, const char *file)
     ssize_t n;
     int fd;
 
-    if (fmt(path, sizeof path, "%s/%s", dir, file) < 0)
+    if (sm_line(path, sizeof path, "%s/%s", dir, file) < 0)
         return -ENAMETOOLONG;
     fd = sm_open_abs(path);
     if (fd < 0)
@@ -155,10 +127,10 @@ static int strip_root(const char *path, const char *root, char *rel, size_t cap)
     if (has_dotdot(path))
         return -EXDEV; /* cgroupns: a cgroup outside the namespace shows as /../.. */
     if (strcmp(root, "/") == 0)
-        return fmt(rel, cap, "%s", path);
+        return sm_line(rel, cap, "%s", path);
     if (strncmp(path, root, rl) != 0 || (path[rl] != '\0' && path[rl] != '/'))
         return -EXDEV;
-    return fmt(rel, cap, "%s", path[rl] ? path + rl : "/");
+    return sm_line(rel, cap, "%s", path[rl] ? path + rl : "/");
 }
 
 static int find_entry(const struct work *w, int v2, const char *name, sm_cg_entry *e)
@@ -196,24 +168,24 @@ static int locate(const sm_ctx *ctx, struct work *w, struct ctl *c, const char *
             v2 = 1;
     }
     if (!v1 && !v2) {
-        fmt(c->why, sizeof c->why, "no cgroup mount for %s in /proc/self/mountinfo", name);
+        sm_line(c->why, sizeof c->why, "no cgroup mount for %s in /proc/self/mountinfo", name);
         return 0;
     }
     if (!find_entry(w, !v1, name, &e)) {
-        fmt(c->why, sizeof c->why, "no %s line in /proc/self/cgroup",
+        sm_line(c->why, sizeof c->why, "no %s line in /proc/self/cgroup",
             v1 ? name : "v2 (0::)");
         return 0;
     }
     if (e.path_len >= sizeof c->path) {
         c->err = -ENAMETOOLONG;
-        fmt(c->why, sizeof c->why, "%s cgroup path too long", name);
+        sm_line(c->why, sizeof c->why, "%s cgroup path too long", name);
         return c->err;
     }
     memcpy(c->path, e.path, e.path_len);
     c->path[e.path_len] = '\0';
     if (e.deleted) {
         c->err = -ENOENT;
-        fmt(c->why, sizeof c->why,
+        sm_line(c->why, sizeof c->why,
             "the process's cgroup %s was deleted (/proc/self/cgroup says so)", c->path);
         return c->err;
     }
@@ -232,7 +204,7 @@ static int locate(const sm_ctx *ctx, struct work *w, struct ctl *c, const char *
             w->point[0] != '/') {
             c->err = -EINVAL;
             c->version = 0; /* an earlier mount may have set it: not found, not half-found */
-            fmt(c->why, sizeof c->why,
+            sm_line(c->why, sizeof c->why,
                 "cannot parse /proc/self/mountinfo line %d (mount point or root)",
                 line_of(w->mi, pos - 1));
             return c->err;
@@ -247,21 +219,21 @@ static int locate(const sm_ctx *ctx, struct work *w, struct ctl *c, const char *
             continue;
         best = rank;
         c->version = v1 ? 1 : 2;
-        fmt(c->root, sizeof c->root, "%s", root);
-        if (fmt(c->mnt, sizeof c->mnt, "%s%s", ctx->sysroot, w->point) < 0)
+        sm_line(c->root, sizeof c->root, "%s", root);
+        if (sm_line(c->mnt, sizeof c->mnt, "%s%s", ctx->sysroot, w->point) < 0)
             rc = -ENAMETOOLONG;
         c->err = rc;
         if (rc == 0) {
-            fmt(c->rel, sizeof c->rel, "%s", rel);
-            if (fmt(c->dir, sizeof c->dir, "%s%s", c->mnt, strcmp(rel, "/") == 0 ? "" : rel) < 0)
+            sm_line(c->rel, sizeof c->rel, "%s", rel);
+            if (sm_line(c->dir, sizeof c->dir, "%s%s", c->mnt, strcmp(rel, "/") == 0 ? "" : rel) < 0)
                 c->err = -ENAMETOOLONG;
         }
         if (c->err == -EXDEV)
-            fmt(c->why, sizeof c->why,
+            sm_line(c->why, sizeof c->why,
                 "cgroup %s is not under the mount root %s of %s: not visible", c->path, root,
                 w->point);
         else if (c->err < 0)
-            fmt(c->why, sizeof c->why, "%s cgroup directory path too long", name);
+            sm_line(c->why, sizeof c->why, "%s cgroup directory path too long", name);
     }
     if (c->err < 0)
         c->version = 0;
@@ -272,9 +244,9 @@ static int locate(const sm_ctx *ctx, struct work *w, struct ctl *c, const char *
 static void level_path(const struct ctl *c, const char *lvl, char *out, size_t cap)
 {
     if (strcmp(c->root, "/") == 0)
-        fmt(out, cap, "%s", lvl);
+        sm_line(out, cap, "%s", lvl);
     else
-        fmt(out, cap, "%s%s", c->root, strcmp(lvl, "/") == 0 ? "" : lvl);
+        sm_line(out, cap, "%s%s", c->root, strcmp(lvl, "/") == 0 ? "" : lvl);
 }
 
 /* One level up: "/a/b" -> "/a" -> "/"; returns 0 at the top. */
@@ -296,12 +268,12 @@ static int level_up(char *lvl)
 
 static int level_dir(const struct ctl *c, const char *lvl, char *out, size_t cap)
 {
-    return fmt(out, cap, "%s%s", c->mnt, strcmp(lvl, "/") == 0 ? "" : lvl);
+    return sm_line(out, cap, "%s%s", c->mnt, strcmp(lvl, "/") == 0 ? "" : lvl);
 }
 
 static int fail_file(sm_cgroup *cg, const char *dir, const char *file, const char *what, int rc)
 {
-    fmt(cg->why, sizeof cg->why, "cannot %s %s/%s: %s", what, dir, file, strerror(-rc));
+    sm_line(cg->why, sizeof cg->why, "cannot %s %s/%s: %s", what, dir, file, strerror(-rc));
     return rc;
 }
 
@@ -310,9 +282,9 @@ static int fail_file(sm_cgroup *cg, const char *dir, const char *file, const cha
 static void gib(char *out, size_t cap, uint64_t bytes, const char *sep)
 {
     if (bytes >= (1ull << 30))
-        fmt(out, cap, "%.1f%sGiB", (double)bytes / 1073741824.0, sep);
+        sm_line(out, cap, "%.1f%sGiB", (double)bytes / 1073741824.0, sep);
     else
-        fmt(out, cap, "%.0f%sMiB", (double)bytes / 1048576.0, sep);
+        sm_line(out, cap, "%.0f%sMiB", (double)bytes / 1048576.0, sep);
 }
 
 /* 16 -> "16.0", 2.5 -> "2.5", 0.25 -> "0.25" (docs/design.md §3 writes cpu=16.0) */
@@ -320,7 +292,7 @@ static void cores_str(char *out, size_t cap, double v)
 {
     size_t n;
 
-    fmt(out, cap, "%.2f", v);
+    sm_line(out, cap, "%.2f", v);
     n = strlen(out);
     if (n >= 4 && out[n - 1] == '0' && out[n - 3] == '.')
         out[--n] = '\0';
@@ -333,7 +305,7 @@ static int walk_memory(const sm_ctx *ctx, struct work *w, sm_cgroup *cg, struct 
     const struct ctl *c = &w->c[C_MEMORY];
     const char *file = c->version == 2 ? "memory.max" : "memory.limit_in_bytes";
 
-    fmt(w->lvl, sizeof w->lvl, "%s", c->rel);
+    sm_line(w->lvl, sizeof w->lvl, "%s", c->rel);
     do {
         uint64_t v;
         int unl, rc;
@@ -363,7 +335,7 @@ static int walk_memory(const sm_ctx *ctx, struct work *w, sm_cgroup *cg, struct 
          * (Slurm puts equal limits on job_N and step_M) */
         if (!cg->mem_limit || v <= cg->mem_limit) {
             cg->mem_limit = v;
-            fmt(cg->mem_limit_dir, sizeof cg->mem_limit_dir, "%s", w->dir);
+            sm_line(cg->mem_limit_dir, sizeof cg->mem_limit_dir, "%s", w->dir);
             level_path(c, w->lvl, cg->mem_limit_path, sizeof cg->mem_limit_path);
         }
     } while (level_up(w->lvl));
@@ -377,7 +349,7 @@ static int walk_quota(const sm_ctx *ctx, struct work *w, sm_cgroup *cg, char *qu
     const struct ctl *c = &w->c[C_CPU];
     const char *sr_dir;
 
-    fmt(w->lvl, sizeof w->lvl, "%s", c->rel);
+    sm_line(w->lvl, sizeof w->lvl, "%s", c->rel);
     do {
         uint64_t quota, period;
         int unl, rc;
@@ -421,8 +393,8 @@ static int walk_quota(const sm_ctx *ctx, struct work *w, sm_cgroup *cg, char *qu
         double cores = (double)quota / (double)period;
         if (!cg->cpu_quota_cores || cores <= cg->cpu_quota_cores) { /* ties: higher level */
             cg->cpu_quota_cores = cores;
-            fmt(cg->cpu_quota_dir, sizeof cg->cpu_quota_dir, "%s", w->dir);
-            fmt(quota_lvl, qcap, "%s", w->lvl);
+            sm_line(cg->cpu_quota_dir, sizeof cg->cpu_quota_dir, "%s", w->dir);
+            sm_line(quota_lvl, qcap, "%s", w->lvl);
         }
     } while (level_up(w->lvl));
     return 0;
@@ -440,7 +412,7 @@ static int walk_cpuset(const sm_ctx *ctx, struct work *w, sm_cgroup *cg, char *d
 
     if (!c->version)
         return 0;
-    fmt(w->lvl, sizeof w->lvl, "%s", c->rel);
+    sm_line(w->lvl, sizeof w->lvl, "%s", c->rel);
     do {
         if (level_dir(c, w->lvl, w->dir, sizeof w->dir) < 0)
             return -ENAMETOOLONG;
@@ -458,7 +430,7 @@ static int walk_cpuset(const sm_ctx *ctx, struct work *w, sm_cgroup *cg, char *d
             if (n == 0)
                 continue; /* an empty set inherits (v1 cpuset not configured) */
             cg->cpuset_cpus = n;
-            fmt(dir_out, dcap, "%s", w->dir);
+            sm_line(dir_out, dcap, "%s", w->dir);
             level_path(c, w->lvl, path_out, pcap);
             return 0;
         }
@@ -514,12 +486,12 @@ static int read_all(const sm_ctx *ctx, const char *abs, char **out, size_t *len,
     int rc = sm_path(ctx, abs, path, sizeof path);
 
     if (rc < 0) {
-        fmt(cg->why, sizeof cg->why, "cannot read %s: %s", abs, strerror(-rc));
+        sm_line(cg->why, sizeof cg->why, "cannot read %s: %s", abs, strerror(-rc));
         return rc;
     }
     n = sm_read_file_alloc(path, out);
     if (n < 0) {
-        fmt(cg->why, sizeof cg->why, "cannot read %s: %s", abs, strerror((int)-n));
+        sm_line(cg->why, sizeof cg->why, "cannot read %s: %s", abs, strerror((int)-n));
         return (int)n;
     }
     *len = (size_t)n;
@@ -537,7 +509,7 @@ static int validate(struct work *w, sm_cgroup *cg)
     while ((rc = sm_cgroup_next(w->cg, w->cglen, &pos, &e)) == 1)
         ;
     if (rc < 0) {
-        fmt(cg->why, sizeof cg->why, "cannot parse /proc/self/cgroup line %d",
+        sm_line(cg->why, sizeof cg->why, "cannot parse /proc/self/cgroup line %d",
             line_of(w->cg, pos));
         return rc;
     }
@@ -545,7 +517,7 @@ static int validate(struct work *w, sm_cgroup *cg)
     while ((rc = sm_mountinfo_next(w->mi, w->milen, &pos, &m)) == 1)
         ;
     if (rc < 0) {
-        fmt(cg->why, sizeof cg->why, "cannot parse /proc/self/mountinfo line %d",
+        sm_line(cg->why, sizeof cg->why, "cannot parse /proc/self/mountinfo line %d",
             line_of(w->mi, pos));
         return rc;
     }
@@ -558,84 +530,36 @@ static void tag_set(sm_cgroup *cg, const char *suffix)
     size_t room = sizeof cg->tag - strlen(suffix) - 8, pl = strlen(cg->path);
 
     if (pl <= room)
-        fmt(cg->tag, sizeof cg->tag, "v%d %s%s", cg->version, cg->path, suffix);
+        sm_line(cg->tag, sizeof cg->tag, "v%d %s%s", cg->version, cg->path, suffix);
     else
-        fmt(cg->tag, sizeof cg->tag, "v%d \xe2\x80\xa6%s%s", cg->version,
+        sm_line(cg->tag, sizeof cg->tag, "v%d \xe2\x80\xa6%s%s", cg->version,
             cg->path + pl - room, suffix);
 }
 
 static void set_none(sm_cgroup *cg, int rc)
 {
     (void)rc;
-    fmt(cg->tag, sizeof cg->tag, "none: %s", cg->why);
+    sm_line(cg->tag, sizeof cg->tag, "none: %s", cg->why);
 }
 
-int sm_cgroup_resolve(const sm_ctx *ctx, sm_cgroup *cg)
+/* Resolve, step 2: the CPU limit in cores.  A cgroup cpuset narrower than
+ * the host is a CPU limit by itself (Slurm confines cores with cpusets, not
+ * quotas); affinity alone (taskset on a laptop) only caps a limit that
+ * exists, it does not make one.  Returns what capped the quota ("cpuset",
+ * "affinity") or NULL; *aff gets the affinity's CPU count. */
+static const char *cpu_limit(const sm_ctx *ctx, struct work *w, sm_cgroup *cg, unsigned *aff)
 {
-    struct work *w;
-    char s1[64], s2[64], suffix[96] = "";
-    struct ctl *mc, *cc, *ac;
-    unsigned aff = 0, allowed = 0;
+    struct ctl *cc = &w->c[C_CPU], *ac = &w->c[C_CPUACCT];
     const char *cap_by = NULL;
-    int rc;
+    unsigned allowed;
 
-    memset(cg, 0, sizeof *cg);
-    w = calloc(1, sizeof *w);
-    if (!w) {
-        fmt(cg->why, sizeof cg->why, "out of memory");
-        rc = -ENOMEM;
-        goto out;
-    }
-    rc = read_all(ctx, "/proc/self/cgroup", &w->cg, &w->cglen, cg);
-    if (rc == 0)
-        rc = read_all(ctx, "/proc/self/mountinfo", &w->mi, &w->milen, cg);
-    if (rc == 0)
-        rc = validate(w, cg);
-    if (rc < 0)
-        goto out;
-
-    for (int i = 0; i < C_N; i++) {
-        rc = locate(ctx, w, &w->c[i], ctl_names[i]);
-        if (rc < 0 && (i == C_MEMORY || i == C_CPU)) {
-            /* the process's own cgroup cannot be seen: say so, do not guess */
-            fmt(cg->why, sizeof cg->why, "%s", w->c[i].why);
-            goto out;
-        }
-    }
-    rc = 0;
-    mc = &w->c[C_MEMORY];
-    cc = &w->c[C_CPU];
-    ac = &w->c[C_CPUACCT];
-    cg->mem_version = mc->version;
-    cg->cpu_version = cc->version;
-    cg->version = mc->version ? mc->version : cc->version;
-    if (!cg->version) {
-        fmt(cg->why, sizeof cg->why, "no memory or cpu cgroup controller (%s)", mc->why);
-        rc = -ENOENT;
-        goto out;
-    }
-    fmt(cg->path, sizeof cg->path, "%s", mc->version ? mc->path : cc->path);
-    fmt(cg->mem_dir, sizeof cg->mem_dir, "%s", mc->dir);
-    fmt(cg->cpu_dir, sizeof cg->cpu_dir, "%s", cc->dir);
-    fmt(cg->cpuacct_dir, sizeof cg->cpuacct_dir, "%s", ac->version ? ac->dir : "");
-
-    if (mc->version && (rc = walk_memory(ctx, w, cg, &w->mw)) < 0)
-        goto out;
-    if (cc->version && (rc = walk_quota(ctx, w, cg, w->quota_lvl, sizeof w->quota_lvl)) < 0)
-        goto out;
-    if ((rc = walk_cpuset(ctx, w, cg, w->cpuset_dir, sizeof w->cpuset_dir, w->cpuset_path,
-                          sizeof w->cpuset_path)) < 0)
-        goto out;
+    *aff = 0;
     cg->host_cpus = host_cpus(ctx, w);
     if (!ctx->sysroot[0])
-        aff = affinity_cpus(); /* a fixture's affinity is not this process's */
-
-    /* A cgroup cpuset narrower than the host is a CPU limit by itself (Slurm
-     * confines cores with cpusets, not quotas); affinity alone (taskset on a
-     * laptop) only caps a limit that exists, it does not make one. */
+        *aff = affinity_cpus(); /* a fixture's affinity is not this process's */
     allowed = cg->cpuset_cpus;
-    if (aff && (!allowed || aff < allowed))
-        allowed = aff;
+    if (*aff && (!allowed || *aff < allowed))
+        allowed = *aff;
     if (cc->version && cg->host_cpus &&
         (cg->cpu_quota_cores > 0 || (cg->cpuset_cpus && cg->cpuset_cpus < cg->host_cpus))) {
         cg->cpu_cores = cg->cpu_quota_cores;
@@ -647,84 +571,158 @@ int sm_cgroup_resolve(const sm_ctx *ctx, sm_cgroup *cg)
     } else if (cc->version && cg->cpu_quota_cores > 0) {
         cg->cpu_cores = cg->cpu_quota_cores; /* host CPU count unknown: quota alone */
     }
-    if (cg->cpu_cores > 0) {
-        if (!cap_by) {
-            fmt(cg->cpu_limit_dir, sizeof cg->cpu_limit_dir, "%s", cg->cpu_quota_dir);
-            level_path(cc, w->quota_lvl, cg->cpu_limit_path, sizeof cg->cpu_limit_path);
-        } else if (strcmp(cap_by, "cpuset") == 0) {
-            fmt(cg->cpu_limit_dir, sizeof cg->cpu_limit_dir, "%s", w->cpuset_dir);
-            fmt(cg->cpu_limit_path, sizeof cg->cpu_limit_path, "%s", w->cpuset_path);
-        } else {
-            fmt(cg->cpu_limit_dir, sizeof cg->cpu_limit_dir, "%s", cc->dir);
-            fmt(cg->cpu_limit_path, sizeof cg->cpu_limit_path, "%s", cc->path);
-        }
-        /* Usage is read where the quota is (as memory is read at its limit),
-         * in the cpuacct hierarchy on v1: the same relative level when both
-         * hierarchies show the same path (always true when combined), else
-         * the own cpuacct directory. */
-        if (ac->version) {
-            if (w->quota_lvl[0] && strcmp(ac->rel, cc->rel) == 0)
-                level_dir(ac, w->quota_lvl, cg->cpu_usage_dir, sizeof cg->cpu_usage_dir);
-            else
-                fmt(cg->cpu_usage_dir, sizeof cg->cpu_usage_dir, "%s", ac->dir);
-        }
+    if (cg->cpu_cores <= 0)
+        return cap_by;
+    if (!cap_by) {
+        sm_line(cg->cpu_limit_dir, sizeof cg->cpu_limit_dir, "%s", cg->cpu_quota_dir);
+        level_path(cc, w->quota_lvl, cg->cpu_limit_path, sizeof cg->cpu_limit_path);
+    } else if (strcmp(cap_by, "cpuset") == 0) {
+        sm_line(cg->cpu_limit_dir, sizeof cg->cpu_limit_dir, "%s", w->cpuset_dir);
+        sm_line(cg->cpu_limit_path, sizeof cg->cpu_limit_path, "%s", w->cpuset_path);
+    } else {
+        sm_line(cg->cpu_limit_dir, sizeof cg->cpu_limit_dir, "%s", cc->dir);
+        sm_line(cg->cpu_limit_path, sizeof cg->cpu_limit_path, "%s", cc->path);
     }
+    /* Usage is read where the quota is (as memory is read at its limit), in
+     * the cpuacct hierarchy on v1: the same relative level when both
+     * hierarchies show the same path (always true when combined), else the
+     * own cpuacct directory. */
+    if (ac->version) {
+        if (w->quota_lvl[0] && strcmp(ac->rel, cc->rel) == 0)
+            level_dir(ac, w->quota_lvl, cg->cpu_usage_dir, sizeof cg->cpu_usage_dir);
+        else
+            sm_line(cg->cpu_usage_dir, sizeof cg->cpu_usage_dir, "%s", ac->dir);
+    }
+    return cap_by;
+}
 
-    /* why: one line */
-    fmt(cg->why, sizeof cg->why, "v%d cgroup %s", cg->version, cg->path);
-    {
-        const struct ctl *hc = mc->version ? mc : cc;
-        if (strcmp(hc->root, "/") != 0)
-            app(cg->why, sizeof cg->why, " (mount root %s)", hc->root);
-    }
+/* Resolve, step 3: the one "why" line and the scopemeter.rankN.cgroup tag
+ * (docs/design.md §3): "v2 /path mem=56.0GiB cpu=16", "v2 /path cpu=2.5"
+ * for a CPU-only limit, "none: no limit". */
+static void describe(const sm_ctx *ctx, const struct work *w, sm_cgroup *cg,
+                     const char *cap_by, unsigned aff)
+{
+    const struct ctl *mc = &w->c[C_MEMORY], *cc = &w->c[C_CPU], *ac = &w->c[C_CPUACCT];
+    const struct ctl *hc = mc->version ? mc : cc;
+    char s1[64], s2[64], suffix[96] = "";
+
+    sm_line(cg->why, sizeof cg->why, "v%d cgroup %s", cg->version, cg->path);
+    if (strcmp(hc->root, "/") != 0)
+        sm_line_add(cg->why, sizeof cg->why, " (mount root %s)", hc->root);
     if (!mc->version) {
-        app(cg->why, sizeof cg->why, ", no memory controller (%s)", mc->why);
+        sm_line_add(cg->why, sizeof cg->why, ", no memory controller (%s)", mc->why);
     } else if (cg->mem_limit) {
         gib(s1, sizeof s1, cg->mem_limit, " ");
-        app(cg->why, sizeof cg->why, ", memory limit %s at %s", s1, cg->mem_limit_path);
+        sm_line_add(cg->why, sizeof cg->why, ", memory limit %s at %s", s1, cg->mem_limit_path);
     } else {
-        app(cg->why, sizeof cg->why, ", no memory limit");
+        sm_line_add(cg->why, sizeof cg->why, ", no memory limit");
         if (w->mw.ignored) {
             gib(s1, sizeof s1, w->mw.ignored, " ");
             gib(s2, sizeof s2, ctx->mem_total, " ");
-            app(cg->why, sizeof cg->why, " (%s at %s is not below MemTotal %s)", s1,
-                w->mw.ignored_path, s2);
+            sm_line_add(cg->why, sizeof cg->why, " (%s at %s is not below MemTotal %s)", s1,
+                        w->mw.ignored_path, s2);
         }
     }
     if (!cc->version) {
-        app(cg->why, sizeof cg->why, ", no cpu controller (%s)", cc->why);
+        sm_line_add(cg->why, sizeof cg->why, ", no cpu controller (%s)", cc->why);
     } else if (cg->cpu_cores > 0) {
         cores_str(s1, sizeof s1, cg->cpu_cores);
         if (!cap_by)
-            app(cg->why, sizeof cg->why, ", cpu limit %s cores (quota) at %s", s1,
-                cg->cpu_limit_path);
+            sm_line_add(cg->why, sizeof cg->why, ", cpu limit %s cores (quota) at %s", s1,
+                        cg->cpu_limit_path);
         else if (strcmp(cap_by, "cpuset") == 0)
-            app(cg->why, sizeof cg->why, ", cpu limit %s cores (cpuset: %u of %u CPUs) at %s",
-                s1, cg->cpuset_cpus, cg->host_cpus, cg->cpu_limit_path);
+            sm_line_add(cg->why, sizeof cg->why,
+                        ", cpu limit %s cores (cpuset: %u of %u CPUs) at %s", s1,
+                        cg->cpuset_cpus, cg->host_cpus, cg->cpu_limit_path);
         else
-            app(cg->why, sizeof cg->why, ", cpu limit %s cores (affinity: %u of %u CPUs)", s1,
-                aff, cg->host_cpus);
+            sm_line_add(cg->why, sizeof cg->why, ", cpu limit %s cores (affinity: %u of %u CPUs)",
+                        s1, aff, cg->host_cpus);
         if (!cg->cpu_usage_dir[0])
-            app(cg->why, sizeof cg->why, ", cpu usage unreadable (%s)",
-                ac->why[0] ? ac->why : "no cpuacct");
+            sm_line_add(cg->why, sizeof cg->why, ", cpu usage unreadable (%s)",
+                        ac->why[0] ? ac->why : "no cpuacct");
     } else {
-        app(cg->why, sizeof cg->why, ", no cpu limit");
+        sm_line_add(cg->why, sizeof cg->why, ", no cpu limit");
     }
 
-    /* tag (docs/design.md §3): "v2 /path mem=56.0GiB cpu=16", "v2 /path cpu=2.5"
-     * for a CPU-only limit, "none: no limit" */
     if (cg->mem_limit) {
         gib(s1, sizeof s1, cg->mem_limit, "");
-        app(suffix, sizeof suffix, " mem=%s", s1);
+        sm_line_add(suffix, sizeof suffix, " mem=%s", s1);
     }
     if (cg->cpu_cores > 0) {
         cores_str(s1, sizeof s1, cg->cpu_cores);
-        app(suffix, sizeof suffix, " cpu=%s", s1);
+        sm_line_add(suffix, sizeof suffix, " cpu=%s", s1);
     }
     if (suffix[0])
         tag_set(cg, suffix);
     else
-        fmt(cg->tag, sizeof cg->tag, "none: no limit");
+        sm_line(cg->tag, sizeof cg->tag, "none: no limit");
+}
+
+/* Resolve, step 1: the files, and the process's own directory in every
+ * controller.  0 or -errno with cg->why. */
+static int locate_all(const sm_ctx *ctx, struct work *w, sm_cgroup *cg)
+{
+    int rc = read_all(ctx, "/proc/self/cgroup", &w->cg, &w->cglen, cg);
+
+    if (rc == 0)
+        rc = read_all(ctx, "/proc/self/mountinfo", &w->mi, &w->milen, cg);
+    if (rc == 0)
+        rc = validate(w, cg);
+    if (rc < 0)
+        return rc;
+    for (int i = 0; i < C_N; i++) {
+        rc = locate(ctx, w, &w->c[i], ctl_names[i]);
+        if (rc < 0 && (i == C_MEMORY || i == C_CPU)) {
+            /* the process's own cgroup cannot be seen: say so, do not guess */
+            sm_line(cg->why, sizeof cg->why, "%s", w->c[i].why);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+int sm_cgroup_resolve(const sm_ctx *ctx, sm_cgroup *cg)
+{
+    struct work *w;
+    struct ctl *mc, *cc, *ac;
+    unsigned aff = 0;
+    const char *cap_by;
+    int rc;
+
+    memset(cg, 0, sizeof *cg);
+    w = calloc(1, sizeof *w);
+    if (!w) {
+        sm_line(cg->why, sizeof cg->why, "out of memory");
+        rc = -ENOMEM;
+        goto out;
+    }
+    if ((rc = locate_all(ctx, w, cg)) < 0)
+        goto out;
+    mc = &w->c[C_MEMORY];
+    cc = &w->c[C_CPU];
+    ac = &w->c[C_CPUACCT];
+    cg->mem_version = mc->version;
+    cg->cpu_version = cc->version;
+    cg->version = mc->version ? mc->version : cc->version;
+    if (!cg->version) {
+        sm_line(cg->why, sizeof cg->why, "no memory or cpu cgroup controller (%s)", mc->why);
+        rc = -ENOENT;
+        goto out;
+    }
+    sm_line(cg->path, sizeof cg->path, "%s", mc->version ? mc->path : cc->path);
+    sm_line(cg->mem_dir, sizeof cg->mem_dir, "%s", mc->dir);
+    sm_line(cg->cpu_dir, sizeof cg->cpu_dir, "%s", cc->dir);
+    sm_line(cg->cpuacct_dir, sizeof cg->cpuacct_dir, "%s", ac->version ? ac->dir : "");
+
+    if (mc->version && (rc = walk_memory(ctx, w, cg, &w->mw)) < 0)
+        goto out;
+    if (cc->version && (rc = walk_quota(ctx, w, cg, w->quota_lvl, sizeof w->quota_lvl)) < 0)
+        goto out;
+    if ((rc = walk_cpuset(ctx, w, cg, w->cpuset_dir, sizeof w->cpuset_dir, w->cpuset_path,
+                          sizeof w->cpuset_path)) < 0)
+        goto out;
+    cap_by = cpu_limit(ctx, w, cg, &aff);
+    describe(ctx, w, cg, cap_by, aff);
 out:
     if (rc < 0)
         set_none(cg, rc);

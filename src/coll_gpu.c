@@ -118,44 +118,6 @@ struct gpu {
 
 /* ---- small helpers --------------------------------------------------------- */
 
-/* Writes one line into buf, or with append set adds "; <text>" to it.  A
- * line is cut to the buffer, and a cut says so with "...". */
-static void vline(char *buf, size_t cap, int append, const char *fmt, va_list ap)
-{
-    size_t len = append ? strnlen(buf, cap) : 0;
-    int n;
-
-    if (len + 3 >= cap)
-        return;
-    if (len) {
-        memcpy(buf + len, "; ", 3);
-        len += 2;
-    }
-    n = vsnprintf(buf + len, cap - len, fmt, ap);
-    if (n > 0 && (size_t)n >= cap - len && cap > 4)
-        memcpy(buf + cap - 4, "...", 4);
-}
-
-static void say(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void say(char *buf, size_t cap, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vline(buf, cap, 1, fmt, ap);
-    va_end(ap);
-}
-
-static void put(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void put(char *buf, size_t cap, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vline(buf, cap, 0, fmt, ap);
-    va_end(ap);
-}
-
 static const char *nvml_text(const struct gpu *g, sm_nvml_return rc)
 {
     const char *s = g->f.error_string ? g->f.error_string(rc) : NULL;
@@ -329,7 +291,7 @@ static size_t parse_visible(struct gpu *g, const char *v, unsigned int *sel, int
             *mig |= idx >= 0;
         }
         if (idx < 0) {
-            put(stop, stoplen, "%s", tok);
+            sm_line(stop, stoplen, "%s", tok);
             break;
         }
         chosen[idx] = 1;
@@ -368,15 +330,15 @@ static size_t select_devices(struct gpu *g, const char *visible, unsigned int *s
     }
     narrowed = nsel > 0 && nsel < g->n_nvml;
     if (narrowed)
-        say(note, notelen, "CUDA_VISIBLE_DEVICES='%.64s' narrows the logged GPUs to NVML index %s "
+        sm_line_join(note, notelen, "CUDA_VISIBLE_DEVICES='%.64s' narrows the logged GPUs to NVML index %s "
             "(of %u)", visible, list, g->n_nvml);
     if (stop[0] && nsel > 0)
-        say(note, notelen, "%s entry '%s' names no device%s and ends the list, as in CUDA",
+        sm_line_join(note, notelen, "%s entry '%s' names no device%s and ends the list, as in CUDA",
             narrowed ? "its" : "CUDA_VISIBLE_DEVICES", stop,
             (!g->f.uuid && (strncmp(stop, "GPU-", 4) == 0 || strncmp(stop, "MIG-", 4) == 0))
                 ? " (NVML lacks nvmlDeviceGetUUID)" : "");
     if (mig)
-        say(note, notelen, "a MIG instance is logged as its whole parent GPU (memory, "
+        sm_line_join(note, notelen, "a MIG instance is logged as its whole parent GPU (memory, "
             "utilization and power of every instance on it)");
     return nsel;
 }
@@ -472,7 +434,7 @@ static int judge(const struct gpu *g, struct gpu_dev *d, sm_nvml_return rc, enum
         if (!d->lost) {
             d->lost = 1;
             if (at_open)
-                say(msg, msglen, "GPU %u lost (%s: %s): gpu_%u_* dropped", d->index, call,
+                sm_line_join(msg, msglen, "GPU %u lost (%s: %s): gpu_%u_* dropped", d->index, call,
                     nvml_text(g, rc), d->index);
             else
                 sm_log(SM_WARN, "gpu: GPU %u lost (%s: %s): gpu_%u_* series stop", d->index,
@@ -579,7 +541,7 @@ static void say_drops(const struct gpu *g, char *buf, size_t cap)
                     len += (size_t)w;
                 count++;
             }
-            say(buf, cap, count > 1 ? "gpu_{%s}_%s dropped: %s says %s"
+            sm_line_join(buf, cap, count > 1 ? "gpu_{%s}_%s dropped: %s says %s"
                                     : "gpu_%s_%s dropped: %s says %s",
                 list, q_label[q], d->open_call[q], nvml_text(g, d->open_drop[q]));
         }
@@ -610,24 +572,109 @@ static unsigned int resolve_optional(struct gpu *g, char *msg, size_t msglen)
     resolve(g->lib, "nvmlDeviceGetMemoryInfo", &g->f.memory);
     if (!g->f.memory_v2 && !g->f.memory) {
         drop |= MEM_BITS;
-        say(msg, msglen, "NVML lacks nvmlDeviceGetMemoryInfo: gpu_*_memory_usage_* dropped");
+        sm_line_join(msg, msglen, "NVML lacks nvmlDeviceGetMemoryInfo: gpu_*_memory_usage_* dropped");
     }
     if (resolve(g->lib, "nvmlDeviceGetUtilizationRates", &g->f.utilization) < 0) {
         drop |= BIT(M_UTIL);
-        say(msg, msglen,
+        sm_line_join(msg, msglen,
             "NVML lacks nvmlDeviceGetUtilizationRates: gpu_*_utilization_percentage dropped");
     }
     if (resolve(g->lib, "nvmlDeviceGetPowerUsage", &g->f.power) < 0) {
         drop |= POWER_BITS;
-        say(msg, msglen, "NVML lacks nvmlDeviceGetPowerUsage: gpu_*_power_usage_* dropped");
+        sm_line_join(msg, msglen, "NVML lacks nvmlDeviceGetPowerUsage: gpu_*_power_usage_* dropped");
     }
     if (resolve(g->lib, "nvmlDeviceGetEnforcedPowerLimit", &g->f.limit) < 0 &&
         !(drop & BIT(M_POWER_PCT))) {
         drop |= BIT(M_POWER_PCT);
-        say(msg, msglen,
+        sm_line_join(msg, msglen,
             "NVML lacks nvmlDeviceGetEnforcedPowerLimit: gpu_*_power_usage_percentage dropped");
     }
     return drop;
+}
+
+/* Open, step 1: load NVML, resolve its entry points, init it, count its
+ * devices.  0 or -errno with the lines in res; *initialized says whether
+ * nvmlShutdown is owed. */
+static int load_nvml(struct gpu *g, const char *libname, const char *node, unsigned int *drop,
+                     char *symnote, size_t symcap, int *initialized, sm_opened *res)
+{
+    sm_nvml_return nrc;
+
+    g->lib = dlopen(libname, RTLD_NOW | RTLD_LOCAL);
+    if (!g->lib) {
+        const char *e = dlerror();
+        sm_line(res->msg, sizeof res->msg,
+                "/dev/%s exists but NVML cannot be loaded (%s): gpu_* series absent", node,
+                e ? e : libname);
+        sm_line(res->status, sizeof res->status, "unavailable: %s", e ? e : libname);
+        return -ENOENT;
+    }
+    if (resolve(g->lib, "nvmlInit_v2", &g->f.init) < 0 ||
+        resolve(g->lib, "nvmlShutdown", &g->f.shutdown) < 0 ||
+        resolve(g->lib, "nvmlDeviceGetCount_v2", &g->f.count) < 0 ||
+        resolve(g->lib, "nvmlDeviceGetHandleByIndex_v2", &g->f.handle) < 0) {
+        const char *e = dlerror();
+        sm_line(res->msg, sizeof res->msg, "%s is not a usable NVML (%s): gpu_* series absent",
+                libname, e ? e : "missing entry point");
+        sm_line(res->status, sizeof res->status, "unavailable: %s",
+                e ? e : "missing entry point");
+        return -ENOSYS;
+    }
+    *drop = resolve_optional(g, symnote, symcap);
+
+    nrc = g->f.init();
+    if (nrc != SM_NVML_SUCCESS) {
+        sm_line(res->msg, sizeof res->msg,
+                "/dev/%s exists but NVML init failed: %s; gpu_* series absent", node,
+                nvml_text(g, nrc));
+        sm_line(res->status, sizeof res->status, "unavailable: %s", nvml_text(g, nrc));
+        return -EIO;
+    }
+    *initialized = 1;
+    nrc = g->f.count(&g->n_nvml);
+    if (nrc != SM_NVML_SUCCESS) {
+        sm_line(res->msg, sizeof res->msg,
+                "/dev/%s exists but NVML cannot count devices: %s; gpu_* series absent", node,
+                nvml_text(g, nrc));
+        sm_line(res->status, sizeof res->status, "unavailable: %s", nvml_text(g, nrc));
+        return -EIO;
+    }
+    if (g->n_nvml == 0) {
+        sm_line(res->msg, sizeof res->msg,
+                "/dev/%s exists but NVML reports no device: gpu_* series absent", node);
+        sm_line(res->status, sizeof res->status, "unavailable: NVML reports no device");
+        return -ENODEV;
+    }
+    return 0;
+}
+
+/* Open, step 2: a handle and a first query for every selected device; a
+ * lost one or a metric it lacks goes into devnote. */
+static void open_devices(struct gpu *g, const unsigned int *sel, size_t nsel, unsigned int drop,
+                         char *devnote, size_t devcap)
+{
+    g->n = 0;
+    for (size_t i = 0; i < nsel; i++) {
+        struct gpu_dev *d = &g->dev[g->n];
+        sm_nvml_return nrc;
+        memset(d, 0, sizeof *d);
+        d->index = sel[i];
+        d->want = ALL_BITS & ~drop;
+        d->key = gpu_keys[d->index];
+        nrc = g->f.handle(d->index, &d->h);
+        if (nrc != SM_NVML_SUCCESS) {
+            sm_line_join(devnote, devcap, "GPU %u %s(nvmlDeviceGetHandleByIndex_v2: %s): "
+                         "gpu_%u_* dropped", d->index,
+                         nrc == SM_NVML_ERROR_GPU_IS_LOST ? "lost " : "", nvml_text(g, nrc),
+                         d->index);
+            continue;
+        }
+        query_device(g, d, NULL, 1, devnote, devcap);
+        if (d->lost)
+            continue;
+        g->n++;
+    }
+    say_drops(g, devnote, devcap);
 }
 
 static int gpu_open(void *state, const sm_ctx *ctx, sm_opened *res)
@@ -638,18 +685,17 @@ static int gpu_open(void *state, const sm_ctx *ctx, sm_opened *res)
     char node[64] = "", driver[SM_NVML_DRIVER_VERSION_BUFFER] = "";
     char selnote[sizeof res->msg] = "", devnote[sizeof res->msg] = "";
     char symnote[sizeof res->msg] = "";
-    unsigned int sel[GPU_MAX], drop;
+    unsigned int sel[GPU_MAX], drop = 0;
     size_t nsel;
     int initialized = 0, rc;
-    sm_nvml_return nrc;
 
     if (!libname || !*libname)
         libname = "libnvidia-ml.so.1";
 
     if (!find_dev_node(ctx, node, sizeof node)) {
-        put(res->msg, sizeof res->msg,
-                 "no /dev/nvidia device: gpu_* series absent (normal on CPU workers)");
-        put(res->status, sizeof res->status, "none: no /dev/nvidia device");
+        sm_line(res->msg, sizeof res->msg,
+                "no /dev/nvidia device: gpu_* series absent (normal on CPU workers)");
+        sm_line(res->status, sizeof res->status, "none: no /dev/nvidia device");
         return SM_ABSENT;
     }
     if (visible) {
@@ -658,65 +704,18 @@ static int gpu_open(void *state, const sm_ctx *ctx, sm_opened *res)
         char first[256];
         first_entry(visible, first, sizeof first);
         if (!entry_shape_ok(first)) {
-            put(res->msg, sizeof res->msg,
-                     "CUDA_VISIBLE_DEVICES='%.64s' gives this process no GPU: gpu_* series absent",
-                     visible);
-            put(res->status, sizeof res->status,
-                     "none: CUDA_VISIBLE_DEVICES selects no device");
+            sm_line(res->msg, sizeof res->msg,
+                    "CUDA_VISIBLE_DEVICES='%.64s' gives this process no GPU: gpu_* series absent",
+                    visible);
+            sm_line(res->status, sizeof res->status,
+                    "none: CUDA_VISIBLE_DEVICES selects no device");
             return SM_ABSENT;
         }
     }
 
-    g->lib = dlopen(libname, RTLD_NOW | RTLD_LOCAL);
-    if (!g->lib) {
-        const char *e = dlerror();
-        put(res->msg, sizeof res->msg,
-                 "/dev/%s exists but NVML cannot be loaded (%s): gpu_* series absent", node,
-                 e ? e : libname);
-        put(res->status, sizeof res->status, "unavailable: %s", e ? e : libname);
-        return -ENOENT;
-    }
-    if (resolve(g->lib, "nvmlInit_v2", &g->f.init) < 0 ||
-        resolve(g->lib, "nvmlShutdown", &g->f.shutdown) < 0 ||
-        resolve(g->lib, "nvmlDeviceGetCount_v2", &g->f.count) < 0 ||
-        resolve(g->lib, "nvmlDeviceGetHandleByIndex_v2", &g->f.handle) < 0) {
-        const char *e = dlerror();
-        put(res->msg, sizeof res->msg,
-                 "%s is not a usable NVML (%s): gpu_* series absent", libname,
-                 e ? e : "missing entry point");
-        put(res->status, sizeof res->status, "unavailable: %s",
-                 e ? e : "missing entry point");
-        rc = -ENOSYS;
+    rc = load_nvml(g, libname, node, &drop, symnote, sizeof symnote, &initialized, res);
+    if (rc < 0)
         goto fail;
-    }
-    drop = resolve_optional(g, symnote, sizeof symnote);
-
-    nrc = g->f.init();
-    if (nrc != SM_NVML_SUCCESS) {
-        put(res->msg, sizeof res->msg,
-                 "/dev/%s exists but NVML init failed: %s; gpu_* series absent", node,
-                 nvml_text(g, nrc));
-        put(res->status, sizeof res->status, "unavailable: %s", nvml_text(g, nrc));
-        rc = -EIO;
-        goto fail;
-    }
-    initialized = 1;
-    nrc = g->f.count(&g->n_nvml);
-    if (nrc != SM_NVML_SUCCESS) {
-        put(res->msg, sizeof res->msg,
-                 "/dev/%s exists but NVML cannot count devices: %s; gpu_* series absent", node,
-                 nvml_text(g, nrc));
-        put(res->status, sizeof res->status, "unavailable: %s", nvml_text(g, nrc));
-        rc = -EIO;
-        goto fail;
-    }
-    if (g->n_nvml == 0) {
-        put(res->msg, sizeof res->msg,
-                 "/dev/%s exists but NVML reports no device: gpu_* series absent", node);
-        put(res->status, sizeof res->status, "unavailable: NVML reports no device");
-        rc = -ENODEV;
-        goto fail;
-    }
     if (g->f.driver_version &&
         g->f.driver_version(driver, sizeof driver) == SM_NVML_SUCCESS)
         driver[sizeof driver - 1] = '\0';
@@ -725,54 +724,34 @@ static int gpu_open(void *state, const sm_ctx *ctx, sm_opened *res)
 
     nsel = select_devices(g, visible, sel, selnote, sizeof selnote);
     if (nsel == 0) {
-        put(res->msg, sizeof res->msg,
-                 "CUDA_VISIBLE_DEVICES='%.64s' names none of the %u NVML devices%s: "
-                 "gpu_* series absent", visible, g->n_nvml,
-                 g->f.uuid ? "" : " (NVML lacks nvmlDeviceGetUUID)");
-        put(res->status, sizeof res->status, "none: CUDA_VISIBLE_DEVICES selects no device");
+        sm_line(res->msg, sizeof res->msg,
+                "CUDA_VISIBLE_DEVICES='%.64s' names none of the %u NVML devices%s: "
+                "gpu_* series absent", visible, g->n_nvml,
+                g->f.uuid ? "" : " (NVML lacks nvmlDeviceGetUUID)");
+        sm_line(res->status, sizeof res->status, "none: CUDA_VISIBLE_DEVICES selects no device");
         unload(g, initialized);
         return SM_ABSENT;
     }
-
-    g->n = 0;
-    for (size_t i = 0; i < nsel; i++) {
-        struct gpu_dev *d = &g->dev[g->n];
-        memset(d, 0, sizeof *d);
-        d->index = sel[i];
-        d->want = ALL_BITS & ~drop;
-        d->key = gpu_keys[d->index];
-        nrc = g->f.handle(d->index, &d->h);
-        if (nrc != SM_NVML_SUCCESS) {
-            say(devnote, sizeof devnote, "GPU %u %s(nvmlDeviceGetHandleByIndex_v2: %s): "
-                "gpu_%u_* dropped", d->index, nrc == SM_NVML_ERROR_GPU_IS_LOST ? "lost " : "",
-                nvml_text(g, nrc), d->index);
-            continue;
-        }
-        query_device(g, d, NULL, 1, devnote, sizeof devnote);
-        if (d->lost)
-            continue;
-        g->n++;
-    }
-    say_drops(g, devnote, sizeof devnote);
+    open_devices(g, sel, nsel, drop, devnote, sizeof devnote);
     if (g->n == 0) {
-        put(res->msg, sizeof res->msg, "no usable GPU although /dev/%s exists: %s", node,
-                 devnote);
-        put(res->status, sizeof res->status, "unavailable: %s", devnote);
+        sm_line(res->msg, sizeof res->msg, "no usable GPU although /dev/%s exists: %s", node,
+                devnote);
+        sm_line(res->status, sizeof res->status, "unavailable: %s", devnote);
         rc = -ENODEV;
         goto fail;
     }
-    put(res->status, sizeof res->status, "nvml %s, %zu device%s", driver, g->n,
-             g->n == 1 ? "" : "s");
+    sm_line(res->status, sizeof res->status, "nvml %s, %zu device%s", driver, g->n,
+            g->n == 1 ? "" : "s");
     /* One line; what explains a missing series first: the selection, lost
      * devices and dropped metrics, then entry points the library lacks. */
     if (selnote[0] || devnote[0] || symnote[0]) {
-        put(res->msg, sizeof res->msg, "gpu: ");
+        sm_line(res->msg, sizeof res->msg, "gpu: ");
         if (selnote[0])
-            say(res->msg + 5, sizeof res->msg - 5, "%s", selnote);
+            sm_line_join(res->msg + 5, sizeof res->msg - 5, "%s", selnote);
         if (devnote[0])
-            say(res->msg + 5, sizeof res->msg - 5, "%s", devnote);
+            sm_line_join(res->msg + 5, sizeof res->msg - 5, "%s", devnote);
         if (symnote[0])
-            say(res->msg + 5, sizeof res->msg - 5, "%s", symnote);
+            sm_line_join(res->msg + 5, sizeof res->msg - 5, "%s", symnote);
     }
     return 0;
 

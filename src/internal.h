@@ -8,7 +8,7 @@
  *   identity.c       rank / local rank / world sizes / node from launchers
  *   parse_proc.c     pure parsers of /proc/stat, /proc/meminfo, /proc/net/dev,
  *                    "key value" files and single-number files
- *   parse_cgroup.c   pure parsers of /proc/self/cgroup, mountinfo, cpu.max, PSI
+ *   parse_cgroup.c   pure parsers of /proc/self/cgroup, mountinfo, cpu.max
  *   cgroup.c         locating the cgroup, limits through ancestors
  *   coll_node.c      node_cpu_* (/proc/stat), node_memory_* (/proc/meminfo)
  *   coll_rootfs.c    rootfs_* (statvfs "/")
@@ -18,16 +18,28 @@
  *   collectors.c     the table of collectors and the set that drives them
  *   probe.c          sm_probe_* (one honest look)
  *   monitor.c        the sampling thread, windows, steps
- *   sink_*.c         where finished records go
- *   plan.c           sm_plan_compute
+ *   ring.c           the bounded ring every delivering sink keeps (sink.h)
+ *   sink_queue.c     the pull queue a binding drains (sink.h)
+ *   plan.c           who collects (sm_collects), collectors, write-load cap,
+ *                    sm_plan_compute
+ *   version.c        sm_version, sm_strerror
+ *   clock.c          monotonic / wall clocks, condvars on CLOCK_MONOTONIC
+ * The full library adds src/rest/ (libcurl, jansson; scopemeter_mlflow.h):
+ *   mlflow_rest.c    one HTTP request to MLflow (auth, TLS, retries, redaction)
+ *   mlflow_api.c     the REST calls: experiments, runs, tags, end
+ *   mlflow_run.c     which run a process records into (sm_mlflow_resolve_run)
+ *   sink_mlflow.c    the REST sink (sm_monitor_set_run)
+ *   sink_jsonl.c     the JSONL file sink (sm_monitor_set_jsonl)
  */
 #ifndef SM_INTERNAL_H
 #define SM_INTERNAL_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "scopemeter.h"
 
@@ -61,11 +73,34 @@ SM_HIDDEN ssize_t sm_read_file(const sm_ctx *ctx, const char *abs, char *buf, si
  * (for one-time reads such as mountinfo).  Caller frees *out. */
 SM_HIDDEN ssize_t sm_read_file_alloc(const char *path, char **out);
 
+/* ---- clock.c --------------------------------------------------------------- */
+/* Monotonic clock in seconds. */
+SM_HIDDEN double sm_now_mono(void);
+/* Wall clock in milliseconds since the epoch (MLflow timestamps). */
+SM_HIDDEN int64_t sm_now_ms(void);
+/* A monotonic time (seconds, as sm_now_mono) as an absolute timespec for
+ * pthread_cond_timedwait on a condvar made by sm_cond_init_mono. */
+SM_HIDDEN void sm_mono_timespec(double t, struct timespec *out);
+/* pthread_cond_init with CLOCK_MONOTONIC: timed waits ignore wall-clock steps. */
+SM_HIDDEN int sm_cond_init_mono(pthread_cond_t *cv);
+
+
 /* ---- log.c ----------------------------------------------------------------- */
 enum sm_level { SM_INFO = 0, SM_WARN = 1 };
 /* One line on stderr: "scopemeter: <msg>" or "scopemeter: warning: <msg>". */
 SM_HIDDEN void sm_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 SM_HIDDEN void sm_vlog(int level, const char *fmt, va_list ap);
+
+/* Building one line (every "why" a collector or the cgroup search gives):
+ * sm_line writes (0, or -ENAMETOOLONG when cut: a path built with it is
+ * then refused), sm_line_add appends, sm_line_join appends "; " + text
+ * when the line is not empty.  A cut line ends in "...". */
+SM_HIDDEN int sm_line(char *buf, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+SM_HIDDEN void sm_line_add(char *buf, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+SM_HIDDEN void sm_line_join(char *buf, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* Lines gathered while opening (probe shows them, the monitor prints them). */
 #define SM_NOTES_MAX 24

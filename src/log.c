@@ -5,6 +5,7 @@
  * lines of concurrent ranks sharing a terminal do not interleave mid-line.
  * An embedding program may take the lines instead (sm_set_log_handler).
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -117,4 +118,58 @@ void sm_log_summary(int64_t windows, uint64_t points, uint64_t tags, const sm_si
            (unsigned long long)points, (unsigned long long)tags,
            (unsigned long long)c->delivered, (unsigned long long)c->overflow,
            (unsigned long long)c->refused, (unsigned long long)c->undelivered);
+}
+
+/* ---- building a "why" line ---------------------------------------------------
+ * One family for every file: write, append, or join with "; ".  A line is
+ * cut to its buffer and a cut ends in "..." (a reader sees that it was). */
+static int vline(char *buf, size_t cap, size_t len, const char *fmt, va_list ap)
+{
+    int n;
+
+    if (cap == 0 || len + 1 >= cap)
+        return -ENAMETOOLONG;
+    n = vsnprintf(buf + len, cap - len, fmt, ap);
+    if (n < 0)
+        return -EINVAL;
+    if ((size_t)n >= cap - len) {
+        if (cap > 4)
+            memcpy(buf + cap - 4, "...", 4);
+        return -ENAMETOOLONG;
+    }
+    return 0;
+}
+
+int sm_line(char *buf, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    int rc;
+
+    va_start(ap, fmt);
+    rc = vline(buf, cap, 0, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+void sm_line_add(char *buf, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vline(buf, cap, strnlen(buf, cap), fmt, ap);
+    va_end(ap);
+}
+
+void sm_line_join(char *buf, size_t cap, const char *fmt, ...)
+{
+    size_t len = strnlen(buf, cap);
+    va_list ap;
+
+    if (len && len + 3 < cap) {
+        memcpy(buf + len, "; ", 3);
+        len += 2;
+    }
+    va_start(ap, fmt);
+    vline(buf, cap, len, fmt, ap);
+    va_end(ap);
 }

@@ -562,64 +562,30 @@ static size_t buffer_records(const sm_monitor *m)
     return (size_t)want;
 }
 
-int sm_monitor_start(sm_monitor *m, char *err, size_t errlen)
+/* Start, step 1: the write-load cap on the interval (docs/design.md §5). */
+static void apply_cap(sm_monitor *m)
 {
-    char why[320];
-    char line[400];
-    sm_notes notes;
-    sm_tags start_tags = {0};
-    char v_interval[32], v_samples[32], v_collectors[32], node_key[64];
-    const char *extra[9];
-    sigset_t all, old;
-    int rc, attached, pt;
-    double period, capped;
-    char dummy[1];
+    double period = m->interval * m->samples;
+    double capped;
 
-    if (!err || errlen == 0) {
-        err = dummy;
-        errlen = sizeof dummy;
-    }
-    err[0] = '\0';
-    if (!m)
-        return -EINVAL;
-    if (m->state != ST_NEW) {
-        snprintf(err, errlen, "this monitor was already started; a monitor starts once");
-        return -EALREADY;
-    }
-    if (!m->use_queue && !m->factory) {
-        snprintf(err, errlen, "no sink: call sm_monitor_set_run() (MLflow tracking server), "
-                 "sm_monitor_set_jsonl() (a local file) or sm_monitor_use_queue() (a binding "
-                 "drains) before sm_monitor_start()");
-        return -EINVAL;
-    }
-    m->state = ST_FAILED; /* until proven otherwise */
-    m->pid = getpid();
-    resolve_config(m);
-
-    rc = sm_ctx_init(&m->ctx);
-    if (rc < 0) {
-        snprintf(err, errlen, "SCOPEMETER_SYSROOT: %s", strerror(-rc));
-        return rc;
-    }
-    if (!sm_collects(&m->ctx.id, m->all_workers, why, sizeof why)) {
-        sm_log(m->ctx.id.invalid[0] ? SM_WARN : SM_INFO, "%s", why);
-        snprintf(err, errlen, "%s", why);
-        m->state = ST_NOT_COLLECTING;
-        return SM_NOT_COLLECTING;
-    }
-
-    /* collectors n and the write-load cap (docs/design.md §5) */
     m->collectors = sm_collectors_of(m->ctx.id.world_size, m->ctx.id.local_world_size,
                                      m->all_workers);
-    period = m->interval * m->samples;
     capped = sm_capped_interval(m->collectors, m->interval, m->samples);
     if (capped != m->interval) {
         sm_log(SM_INFO, "write-load cap: %d collectors > 4, logging period raised from %g s to "
                "%g s (interval %g s -> %g s x %d sample%s)", m->collectors, period,
                capped * m->samples, m->interval, capped, m->samples, m->samples == 1 ? "" : "s");
         m->interval = capped;
-        period = capped * m->samples;
     }
+}
+
+/* Start, step 2: open the collectors and take the baseline sample, whose
+ * keys decide the series (its values are not logged: the first window's
+ * points cover the time from here on).  0, -ENODATA after skip(), or -errno. */
+static int open_series(sm_monitor *m, char *err, size_t errlen)
+{
+    sm_notes notes;
+    int attached;
 
     m->pts = calloc(1, sizeof *m->pts);
     if (!m->pts) {
@@ -638,8 +604,6 @@ int sm_monitor_start(sm_monitor *m, char *err, size_t errlen)
     if (attached == 0)
         return skip(m, "no collector could start (see the lines above)", err, errlen);
 
-    /* the baseline: its keys decide the series; its values are not logged
-     * (the first window's points cover the time from here on) */
     m->pts->n = 0;
     m->last_sample = sm_now_mono();
     sm_collset_sample(&m->set, m->pts);
@@ -679,8 +643,14 @@ int sm_monitor_start(sm_monitor *m, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
+    return 0;
+}
 
-    /* the sink */
+/* Start, step 3: the sink (the queue, or the factory's: REST, JSONL). */
+static int open_sink(sm_monitor *m, char *err, size_t errlen)
+{
+    int rc;
+
     if (m->use_queue) {
         rc = sm_sink_queue_new(buffer_records(m), &m->sink);
         if (rc < 0)
@@ -691,21 +661,28 @@ int sm_monitor_start(sm_monitor *m, char *err, size_t errlen)
         if (rc == 0 && !m->sink)
             rc = -EINVAL;
         if (rc < 0 && !err[0])
-            snprintf(err, errlen, "cannot create the MLflow sink: %s", strerror(-rc));
+            snprintf(err, errlen, "cannot create the sink: %s", strerror(-rc));
     }
     if (rc < 0) {
         m->sink = NULL;
         start_cleanup(m);
-        return rc;
     }
+    return rc;
+}
 
-    /* start tags (docs/design.md §3) */
+/* Start, step 4: the start tags (docs/design.md §3). */
+static void push_start_tags(sm_monitor *m)
+{
+    sm_tags start_tags = {0};
+    char v_interval[32], v_samples[32], v_collectors[32], node_key[64];
+    const char *extra[9];
+    int pt = 0;
+
     sm_collset_tags(&m->set, SM_TAGS_START, &start_tags);
     snprintf(node_key, sizeof node_key, "scopemeter.rank%d.node", m->ctx.id.rank);
     snprintf(v_interval, sizeof v_interval, "%g", m->interval);
     snprintf(v_samples, sizeof v_samples, "%d", m->samples);
     snprintf(v_collectors, sizeof v_collectors, "%d", m->collectors);
-    pt = 0;
     extra[pt++] = node_key;
     extra[pt++] = m->ctx.id.node[0] ? m->ctx.id.node : "unknown";
     extra[pt++] = "scopemeter.interval_s";
@@ -716,16 +693,20 @@ int sm_monitor_start(sm_monitor *m, char *err, size_t errlen)
     extra[pt++] = v_collectors;
     extra[pt] = NULL;
     push_tags(m, &start_tags, extra);
-
     if (!m->ctx.id.node[0] && m->ctx.id.world_size > 1)
         sm_log(SM_INFO, "no node name (SCOPEMETER_NODE_NAME, NODE_NAME, SLURMD_NODENAME unset): "
                "tag scopemeter.rank%d.node=unknown, node_*/rootfs_* keys without the node tier",
                m->ctx.id.rank);
-    snprintf(line, sizeof line, "collecting %zu series every %g s (%d collector%s)", m->nslots,
-             period, m->collectors, m->collectors == 1 ? "" : "s");
+}
 
-    /* the thread: no signals for it (the application's threads handle them),
-     * and the owner's reference plus the thread's */
+/* Start, step 5: the sampling thread.  It takes no signals (the
+ * application's threads handle them); it holds a reference beside the
+ * owner's. */
+static int start_thread(sm_monitor *m, char *err, size_t errlen)
+{
+    sigset_t all, old;
+    int rc;
+
     m->state = ST_RUNNING;
     atomic_store(&m->refs, 2);
     sigfillset(&all);
@@ -745,7 +726,55 @@ int sm_monitor_start(sm_monitor *m, char *err, size_t errlen)
         return -rc;
     }
     pthread_setname_np(m->thread, "scopemeter");
-    sm_log(SM_INFO, "%s", line);
+    return 0;
+}
+
+int sm_monitor_start(sm_monitor *m, char *err, size_t errlen)
+{
+    char why[320];
+    char dummy[1];
+    int rc;
+
+    if (!err || errlen == 0) {
+        err = dummy;
+        errlen = sizeof dummy;
+    }
+    err[0] = '\0';
+    if (!m)
+        return -EINVAL;
+    if (m->state != ST_NEW) {
+        snprintf(err, errlen, "this monitor was already started; a monitor starts once");
+        return -EALREADY;
+    }
+    if (!m->use_queue && !m->factory) {
+        snprintf(err, errlen, "no sink: call sm_monitor_set_run() (MLflow tracking server), "
+                 "sm_monitor_set_jsonl() (a local file) or sm_monitor_use_queue() (a binding "
+                 "drains) before sm_monitor_start()");
+        return -EINVAL;
+    }
+    m->state = ST_FAILED; /* until proven otherwise */
+    m->pid = getpid();
+    resolve_config(m);
+
+    rc = sm_ctx_init(&m->ctx);
+    if (rc < 0) {
+        snprintf(err, errlen, "SCOPEMETER_SYSROOT: %s", strerror(-rc));
+        return rc;
+    }
+    if (!sm_collects(&m->ctx.id, m->all_workers, why, sizeof why)) {
+        sm_log(m->ctx.id.invalid[0] ? SM_WARN : SM_INFO, "%s", why);
+        snprintf(err, errlen, "%s", why);
+        m->state = ST_NOT_COLLECTING;
+        return SM_NOT_COLLECTING;
+    }
+    apply_cap(m);
+    if ((rc = open_series(m, err, errlen)) < 0 || (rc = open_sink(m, err, errlen)) < 0)
+        return rc;
+    push_start_tags(m);
+    if ((rc = start_thread(m, err, errlen)) < 0)
+        return rc;
+    sm_log(SM_INFO, "collecting %zu series every %g s (%d collector%s)", m->nslots,
+           m->interval * m->samples, m->collectors, m->collectors == 1 ? "" : "s");
     return 0;
 }
 

@@ -140,14 +140,4 @@ SM_HIDDEN int sm_monitor_set_sink_headers(sm_monitor *m, const char *const *head
 SM_HIDDEN void sm_log_summary(int64_t windows, uint64_t points, uint64_t tags,
                               const sm_sink_counts *c);
 
-/* Monotonic clock in seconds. */
-SM_HIDDEN double sm_now_mono(void);
-/* Wall clock in milliseconds since the epoch (MLflow timestamps). */
-SM_HIDDEN int64_t sm_now_ms(void);
-/* A monotonic time (seconds, as sm_now_mono) as an absolute timespec for
- * pthread_cond_timedwait on a condvar made by sm_cond_init_mono. */
-SM_HIDDEN void sm_mono_timespec(double t, struct timespec *out);
-/* pthread_cond_init with CLOCK_MONOTONIC: timed waits ignore wall-clock steps. */
-SM_HIDDEN int sm_cond_init_mono(pthread_cond_t *cv);
-
 #endif
