@@ -29,31 +29,75 @@
 
 #define PROBE "import scopemeter._report"
 
-/* Whether `py -c PROBE` exits 0; its output goes to /dev/null (a broken
- * candidate's traceback is not the user's business unless none works). */
-static int can_import(const char *py)
+/* "a: b" or "b" into out, cut at cap (a reason line may be long: a cut one
+ * still says what failed). */
+static void join(char *out, size_t cap, const char *a, const char *b)
 {
-    pid_t pid;
-    int status = 0;
+    int n = a ? snprintf(out, cap, "%s: %s", a, b) : snprintf(out, cap, "%s", b);
 
-    pid = fork();
-    if (pid < 0)
+    if (n < 0)
+        out[0] = '\0';
+}
+
+/* Whether `py -c PROBE` exits 0.  Its stdout goes to /dev/null; the last line
+ * of its stderr (the ImportError) is kept in why[] for the one line said
+ * when no candidate works: a traceback is not the user's business, its
+ * reason is. */
+static int can_import(const char *py, char *why, size_t cap)
+{
+    int fds[2], status = 0, ok = 0;
+    char buf[4096];
+    size_t len = 0;
+    ssize_t n;
+    pid_t pid;
+
+    why[0] = '\0';
+    if (pipe(fds) < 0)
         return 0;
+    pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return 0;
+    }
     if (pid == 0) {
         int fd = open("/dev/null", O_RDWR);
 
         if (fd >= 0) {
             dup2(fd, STDIN_FILENO);
             dup2(fd, STDOUT_FILENO);
-            dup2(fd, STDERR_FILENO);
         }
+        dup2(fds[1], STDERR_FILENO);
+        close(fds[0]);
         execlp(py, py, "-c", PROBE, (char *)NULL);
+        fprintf(stderr, "cannot run %s: %s\n", py, strerror(errno));
         _exit(127);
     }
+    close(fds[1]);
+    /* keep the tail: the reason is the last line of a traceback */
+    while ((n = read(fds[0], buf + len, sizeof buf - 1 - len)) != 0) {
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        len += (size_t)n;
+        if (len == sizeof buf - 1) {
+            memmove(buf, buf + len / 2, len - len / 2);
+            len -= len / 2;
+        }
+    }
+    close(fds[0]);
     while (waitpid(pid, &status, 0) < 0)
         if (errno != EINTR)
-            return 0;
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+            goto out;
+    ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+out:
+    buf[len] = '\0';
+    while (len && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
+        buf[--len] = '\0';
+    join(why, cap, NULL, strrchr(buf, '\n') ? strrchr(buf, '\n') + 1 : buf);
+    return ok;
 }
 
 /* dir of /proc/self/exe + "/" + name into out; 0 or -errno. */
@@ -102,23 +146,30 @@ int cmd_report(int argc, char **argv)
 {
     const char *env = getenv("SCOPEMETER_PYTHON");
     static const char *const names[] = {"python3", "python"};
-    char path[PATH_MAX + 16];
+    char path[PATH_MAX + 16], why[512], last[512] = "";
 
     if (env && *env) {
-        if (can_import(env))
+        if (can_import(env, why, sizeof why))
             return exec_report(env, argc, argv);
         fprintf(stderr, "scopemeter report: SCOPEMETER_PYTHON=%s cannot import scopemeter "
-                        "(the report is Python: pip install scopemeter into that interpreter)\n",
-                env);
+                        "(%s): the report is Python, pip install scopemeter into that "
+                        "interpreter\n", env, why[0] ? why : "no reason given");
         return 2;
     }
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (beside_exe(names[i], path, sizeof path) == 0 && can_import(path))
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (beside_exe(names[i], path, sizeof path) != 0)
+            continue;
+        if (can_import(path, why, sizeof why))
             return exec_report(path, argc, argv);
-    if (can_import("python3"))
+        join(last, sizeof last, path, why);
+    }
+    if (can_import("python3", why, sizeof why))
         return exec_report("python3", argc, argv);
+    if (why[0])
+        join(last, sizeof last, "python3", why);
     fprintf(stderr, "scopemeter report: no Python that can import scopemeter (tried "
-                    "SCOPEMETER_PYTHON, python3/python beside this program, python3 on PATH): "
-                    "pip install scopemeter, or set SCOPEMETER_PYTHON\n");
+                    "SCOPEMETER_PYTHON, python3/python beside this program, python3 on PATH%s%s): "
+                    "pip install scopemeter, or set SCOPEMETER_PYTHON\n",
+            last[0] ? "; " : "", last);
     return 2;
 }

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """examples/train_cpu.py — train a small model on the CPU with scopemeter
-recording its system metrics into MLflow, then show what was recorded.
+recording its system metrics into MLflow, then show what was recorded and
+the report: how close the run came to its memory limit, and where.
 
     python3 examples/train_cpu.py                  # into ./mlflow.db (MLflow's local default)
+    python3 examples/train_cpu.py --plot run.png   # also the picture (pip install 'scopemeter[report]')
+    scopemeter report                              # the same report again, from the shell
     mlflow ui --backend-store-uri sqlite:///mlflow.db   # then open the run's "System metrics" tab
 
 Where the call goes is the point of this example: right after the run opens,
@@ -100,6 +103,8 @@ def main():
                     help="seconds between samples (default 2 here so a short demo has "
                          "points; scopemeter's own default is 10)")
     ap.add_argument("--rows", type=int, default=400_000, help="rows of synthetic data")
+    ap.add_argument("--plot", metavar="FILE.png",
+                    help="also draw the report's picture (needs matplotlib)")
     args = ap.parse_args()
 
     # MLflow's embedded default: a sqlite file in this directory.
@@ -121,6 +126,13 @@ def main():
         # in this process, so the last window and the end tags must be in first.
         scopemeter.disable_system_metrics()
     show(run.info.run_id)
+
+    # The report of the run (docs/report.md): per rank, memory against the
+    # container's limit beside the node's, OOM kills, CPU, and verdicts.
+    print()
+    print(scopemeter.format_report(scopemeter.report(run.info.run_id, plot=args.plot)))
+    if args.plot:
+        print(f"\npicture: {args.plot}")
 
 
 if __name__ == "__main__":

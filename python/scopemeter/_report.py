@@ -58,12 +58,12 @@ class ReportError(Exception):
 
 def _client(tracking_uri):
     from mlflow.tracking import MlflowClient
-    uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
-    if not uri:
-        from mlflow.tracking import get_tracking_uri
-        uri = get_tracking_uri()
+    from mlflow.tracking import get_tracking_uri
+    # MLflow's own resolution: mlflow.set_tracking_uri() in this process, else
+    # MLFLOW_TRACKING_URI, else its local default (sqlite:///mlflow.db)
+    uri = tracking_uri or get_tracking_uri()
     _refuse_missing_sqlite(uri)
-    return MlflowClient(tracking_uri=uri), uri
+    return MlflowClient(tracking_uri=uri)
 
 
 def _refuse_missing_sqlite(uri):
@@ -390,7 +390,7 @@ def _cores(c):
     return "?" if c is None else f"{c:g}"
 
 
-def _build(client, uri, run_id, how):
+def _build(client, run_id, how):
     run, ranks = _read(client, run_id)
     tags = dict(run.data.tags)
     if not ranks:
@@ -431,12 +431,12 @@ def _build(client, uri, run_id, how):
 
 
 def _collect(run_id=None, tracking_uri=None):
-    client, uri = _client(tracking_uri)
+    client = _client(tracking_uri)
     run_id, how = _resolve_run_id(client, run_id)
-    return _build(client, uri, run_id, how)
+    return _build(client, run_id, how)
 
 
-def report(run_id=None, tracking_uri=None):
+def report(run_id=None, tracking_uri=None, plot=None):
     """How close the run came to OOM, and where: per rank, the container's
     memory limit, peaks, headroom, node memory beside it, OOM kills, CPU and
     throttling, GPUs, network, the recording's span, and verdicts (most severe
@@ -446,11 +446,31 @@ def report(run_id=None, tracking_uri=None):
     MLFLOW_RUN_ID, else the most recent run holding scopemeter series in the
     current experiment (MLFLOW_EXPERIMENT_ID / _NAME, mlflow.set_experiment),
     or in every experiment when none is set.  tracking_uri: default MLflow's
-    own (MLFLOW_TRACKING_URI, else sqlite:///mlflow.db).
+    own (mlflow.set_tracking_uri(), MLFLOW_TRACKING_URI, else
+    sqlite:///mlflow.db).  plot: a PNG path to also draw the picture into
+    (needs matplotlib: ImportError saying how to get it).
 
     Unlike enable_system_metrics() this raises (ReportError) when the run
     cannot be reported: it is a reading tool, not part of training."""
-    return _collect(run_id, tracking_uri)[0]
+    if plot:
+        _require_plot()
+    rep, ranks = _collect(run_id, tracking_uri)
+    if plot:
+        from . import _report_plot
+        _report_plot.draw(rep, ranks, plot)
+    return rep
+
+
+PLOT_HINT = "pip install 'scopemeter[report]'"
+
+
+def _require_plot():
+    try:
+        from . import _report_plot
+        _report_plot.require()
+    except ImportError as e:
+        raise ImportError(f"the report's picture needs matplotlib ({_first_line(e)}): "
+                          f"{PLOT_HINT}") from None
 
 
 # ---- the terminal table ----------------------------------------------------------
@@ -583,10 +603,9 @@ def main(argv=None, prog="scopemeter report"):
     if args.plot:
         # before reading the run: a missing extra is said at once, in one line
         try:
-            from . import _report_plot
-            _report_plot.require()
+            _require_plot()
         except ImportError as e:
-            _say(f"--plot needs matplotlib ({_first_line(e)}): pip install 'scopemeter[report]'")
+            _say(f"--plot: {e}")
             return 1
     try:
         rep, ranks = _collect(args.run_id)
@@ -594,13 +613,14 @@ def main(argv=None, prog="scopemeter report"):
         _say(str(e))
         return 1
     except Exception as e:  # the store's own error (unreachable server, auth)
-        _say(f"cannot read the run: {type(e).__name__}: {_redact(_first_line(e))}")
+        _say(f"cannot read the run: {type(e).__name__}: {_first_line(e)}")
         return 1
     if args.json:
         print(json.dumps(rep, indent=2))
     else:
         print(format_report(rep))
     if args.plot:
+        from . import _report_plot
         try:
             _report_plot.draw(rep, ranks, args.plot)
         except Exception as e:
@@ -616,5 +636,5 @@ def _redact(s):
 
 
 def _say(line):
-    sys.stderr.write(f"scopemeter: {line}\n")
+    sys.stderr.write(f"scopemeter: {_redact(line)}\n")
     sys.stderr.flush()

@@ -44,7 +44,9 @@ def draw(rep, ranks, path):
         heights += [3.0, 1.7]
     fig = Figure(figsize=(WIDTH_IN, sum(heights) + 1.2), dpi=DPI)
     FigureCanvasAgg(fig)
-    gs = fig.add_gridspec(len(heights), 1, height_ratios=heights, hspace=0.55)
+    # legends right of the axes: they never cover a line
+    gs = fig.add_gridspec(len(heights), 1, height_ratios=heights, hspace=0.55, left=0.06,
+                          right=0.76)
     title = f"run {rep['run_id']}"
     if rep.get("run_name"):
         title += f" ({rep['run_name']})"
@@ -73,22 +75,26 @@ def draw(rep, ranks, path):
         if limit is not None:
             mem.axhline(limit, color="tab:red", ls="--", lw=1.5,
                         label=f"memory limit {limit:.1f} MB")
+        if r["oom_kill"] and x and limit is not None:
+            # the kill's moment is not recorded: the marker sits on the last
+            # point, the recording of this rank ended with the killed job
+            mem.plot([x[-1]], [limit], "X", color="tab:red", ms=13,
+                     label=f"OOM kill x{r['oom_kill']} (after the last point)")
         kp = r["container_memory_kernel_peak_megabytes"]
         if kp is not None:
             mem.axhline(kp, color="0.4", ls=":", lw=1.2, label=f"kernel peak {kp:.1f} MB")
         top = max([v for v in (limit, kp) if v is not None] + list(y) + [1.0])
-        mem.set_ylim(0, top * 1.3)  # room for the legend above the limit line
+        mem.set_ylim(0, top * 1.1)
         mem.set_ylabel("MB")
         node_ax = mem.twinx()
         nx, ny = xs_ys("node_memory_usage_percentage")
         node_ax.plot(nx, ny, color="tab:orange", lw=1.5, label="node memory (% of node)")
-        node_ax.set_ylim(0, 130)
-        node_ax.set_yticks([0, 20, 40, 60, 80, 100])
+        node_ax.set_ylim(0, 105)
         node_ax.set_ylabel("node %")
         handles = mem.get_legend_handles_labels()
         nh = node_ax.get_legend_handles_labels()
-        mem.legend(handles[0] + nh[0], handles[1] + nh[1], loc="upper left", fontsize=9,
-                   ncol=4, framealpha=0.85)
+        mem.legend(handles[0] + nh[0], handles[1] + nh[1], loc="upper left", fontsize=10,
+                   bbox_to_anchor=(1.06, 1.0), borderaxespad=0)
         head = f"rank {r['rank']} on {r['node']}"
         if r["container_memory_peak_percentage"] is not None:
             head += (f": peak {r['container_memory_peak_percentage']:.1f} % of the limit, "
@@ -108,9 +114,9 @@ def draw(rep, ranks, path):
                      label=f"container CPU (% of {r['container_cpu_limit_cores']:g} cores)")
         ncx, ncy = xs_ys("node_cpu_utilization_percentage")
         cpu.plot(ncx, ncy, color="0.5", lw=1, label="node CPU (%)")
-        cpu.set_ylim(0, max([100.0] + list(cy) + list(ncy)) * 1.35)
+        cpu.set_ylim(0, max([100.0] + list(cy) + list(ncy)) * 1.1)
         cpu.set_ylabel("CPU %")
-        cpu.legend(loc="upper left", fontsize=9, ncol=2, framealpha=0.85)
+        cpu.legend(loc="upper left", fontsize=10, bbox_to_anchor=(1.06, 1.0), borderaxespad=0)
         cpu.grid(alpha=0.3)
     if cpu is not None:
         cpu.set_xlabel("seconds since the run started")

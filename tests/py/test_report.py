@@ -30,7 +30,6 @@ import signal
 import struct
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -186,7 +185,7 @@ def test_climb_to_90_percent_of_the_limit(scopemeter_bin, mlflow_server, tmp_pat
     # cgroup for both)
     assert top["top_min"] >= 0.9 * kernel_limit
     assert top["top_min"] / 1e6 - 1.0 <= r["container_memory_peak_megabytes"]
-    assert r["container_memory_peak_megabytes"] <= kernel_max / 1e6
+    assert r["container_memory_peak_megabytes"] <= kernel_max / 1e6 + 0.05  # rounded to 0.1
     assert r["container_memory_peak_megabytes"] <= top["top_max"] / 1e6 + 0.01 * limit_mb
     assert r["container_memory_peak_percentage"] == pytest.approx(
         100 * r["container_memory_peak_megabytes"] / r["container_memory_limit_megabytes"],
