@@ -31,6 +31,7 @@ See docs/python.md for why the end of an MLflow run is not hooked.
 Lines go to stderr, one per event, prefixed "scopemeter:" like the engine's.
 """
 import atexit
+import logging
 import math
 import os
 import pathlib
@@ -61,12 +62,34 @@ _current = None               # the one _Session of this process, or None
 _hooks = {"atexit": False, "sigterm": False, "prev_sigterm": None}
 
 
+class _StderrUnlessConfigured(logging.Handler):
+    """The front's lines go through logging.getLogger("scopemeter").  While the
+    application has not configured logging (the root logger has no handler),
+    they are written to stderr exactly as the C engine writes its own:
+    "scopemeter: <msg>", "scopemeter: warning: <msg>".  Once it has, they
+    propagate to its handlers instead (and this one stays silent), so an
+    application routes them like any library's."""
+
+    def emit(self, record):
+        if logging.getLogger().handlers:
+            return
+        try:
+            warn = "warning: " if record.levelno >= logging.WARNING else ""
+            sys.stderr.write(f"scopemeter: {warn}{record.getMessage()}\n")
+            sys.stderr.flush()
+        except Exception:  # a closed stderr must not break training
+            pass
+
+
+_logger = logging.getLogger("scopemeter")
+if not any(isinstance(h, _StderrUnlessConfigured) for h in _logger.handlers):
+    _logger.addHandler(_StderrUnlessConfigured())
+if _logger.level == logging.NOTSET:
+    _logger.setLevel(logging.INFO)
+
+
 def _log(msg, warn=False):
-    try:
-        sys.stderr.write("scopemeter: " + ("warning: " if warn else "") + msg + "\n")
-        sys.stderr.flush()
-    except Exception:  # a closed stderr must not break training
-        pass
+    _logger.log(logging.WARNING if warn else logging.INFO, "%s", msg)
 
 
 # ---- records -> MLflow ----------------------------------------------------------
@@ -599,13 +622,17 @@ def _on_sigterm(signum, frame):
     os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _install_hooks():
+def _install_hooks(sigterm):
+    """atexit always (a session to stop); the SIGTERM handler only in a
+    process that collects: a rank that records nothing keeps the
+    application's own SIGTERM disposition untouched."""
     if not _hooks["atexit"]:
         # Registered after `import mlflow`, so it runs before MLflow's own
         # atexit end_run (atexit is last-in, first-out).
         atexit.register(_at_exit)
         _hooks["atexit"] = True
-    if _hooks["sigterm"] or threading.current_thread() is not threading.main_thread():
+    if not sigterm or _hooks["sigterm"] or \
+            threading.current_thread() is not threading.main_thread():
         return  # signal handlers can only be set from the main thread
     try:
         prev = signal.getsignal(signal.SIGTERM)
@@ -747,7 +774,7 @@ def _enable(all_workers, interval, samples):
         monitors = _mlflow_monitors()
         if monitors is not None and run is not None and run.info.run_id == run_id:
             s.hook = monitors[run_id] = _RunEndHook(s)
-        _install_hooks()
+        _install_hooks(sigterm=status == "collecting")
         return status == "collecting"
 
 

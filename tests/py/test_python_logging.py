@@ -1,0 +1,60 @@
+"""The Python front's lines go through logging.getLogger("scopemeter")
+(docs/python.md): on stderr as "scopemeter: ..." while the application has
+not configured logging, through the application's handlers once it has; the
+SIGTERM handler is installed only in a process that collects."""
+import subprocess
+import sys
+
+from pyfront_util import python_env
+
+NO_RUN = ("import scopemeter\n"
+          "print('RESULT', scopemeter.enable_system_metrics())\n")
+
+
+def run(code, tmp_path, **env):
+    return subprocess.run([sys.executable, "-c", code], env=python_env(**env), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_lines_on_stderr_by_default(tmp_path):
+    p = run(NO_RUN, tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "RESULT False" in p.stdout
+    assert any(l.startswith("scopemeter: no active MLflow run") for l in p.stderr.splitlines()), \
+        p.stderr
+
+
+def test_lines_follow_the_applications_logging(tmp_path):
+    code = ("import logging, sys\n"
+            "logging.basicConfig(stream=sys.stdout, level=logging.INFO,\n"
+            "                    format='APP %(name)s %(levelname)s %(message)s')\n" + NO_RUN)
+    p = run(code, tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "APP scopemeter INFO no active MLflow run" in p.stdout, p.stdout
+    assert "scopemeter: no active MLflow run" not in p.stderr, p.stderr
+
+
+def test_warnings_keep_their_level(tmp_path):
+    code = ("import logging, sys\n"
+            "logging.basicConfig(stream=sys.stdout, format='%(levelname)s %(message)s')\n"
+            "import scopemeter\n"
+            "print('RESULT', scopemeter.enable_system_metrics(interval=0))\n")
+    p = run(code, tmp_path)
+    assert "WARNING enable_system_metrics(): interval must be between 0.01 and 86400 s" in p.stdout
+
+
+SIGTERM = ("import signal, mlflow, scopemeter\n"
+           "mlflow.set_tracking_uri('sqlite:///{db}')\n"
+           "with mlflow.start_run():\n"
+           "    ok = scopemeter.enable_system_metrics(interval=0.5)\n"
+           "    h = signal.getsignal(signal.SIGTERM)\n"
+           "    print('RESULT', ok, 'DEFAULT' if h is signal.SIG_DFL else getattr(h, '__module__', h))\n"
+           "    scopemeter.disable_system_metrics()\n")
+
+
+def test_sigterm_handler_only_where_collecting(tmp_path):
+    db = tmp_path / "m.db"
+    collecting = run(SIGTERM.format(db=db), tmp_path)
+    assert "RESULT True scopemeter._front" in collecting.stdout, collecting.stderr
+    idle = run(SIGTERM.format(db=db), tmp_path, RANK="1", WORLD_SIZE="2", LOCAL_RANK="1")
+    assert "RESULT False DEFAULT" in idle.stdout, idle.stderr
