@@ -25,7 +25,8 @@ guest, with real allocations inside the cgroup (tests/vm/alloc.c, python3):
   the victim); memory.oom.group=1 (everything in the cgroup dies).
 
 The guest not booting is a failure (GuestError), never a skip.  Boots here
-take about 7 s; the cases run under TCG, the tier takes a few minutes.
+take about 7 s; the cases run under TCG: about 80 s for the first boot's
+cases and 96 s for the OOM runs on this machine's two shared cores.
 """
 import json
 import os
