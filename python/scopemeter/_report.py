@@ -137,7 +137,8 @@ def _resolve_run_id(client, run_id):
 
 
 def _read(client, run_id):
-    """(run, {rank: {"series": {name: [(ts_ms, value)]}, "node_tier": str|None}})"""
+    """(run, {rank: {"series": {name: [(ts_ms, step, value)]}, "node_tier": str|None}}),
+    name without the node tier and the rank (container_memory_usage_megabytes)."""
     try:
         run = client.get_run(run_id)
     except Exception as e:

@@ -34,6 +34,7 @@ import sys
 import pytest
 
 from conftest import clean_env
+from test_gpu import TOTAL as GPU_TOTAL, lib, machine, used as gpu_used  # noqa: F401 (fixtures)
 from pyfront_util import (Netns, Pod, _v1_mounts, cgroups_usable, netns_usable, new_run,
                           python_env, read_run, staged_package, worker_cmd)
 
@@ -391,6 +392,34 @@ def test_two_pods_on_one_node(scopemeter_bin, tmp_path):
     assert json.loads(t.stdout)["run_id"] == run_id  # --json stays parseable with --plot
     w, h = png_size(png)
     assert w == 1600 and h > 600
+
+
+# ---- GPUs (the fake NVML of tests/fakenvml, the suite's one stand-in) ----------------------
+
+
+def test_gpus_per_rank(scopemeter_bin, mlflow_server, machine, lib):
+    root = machine.dev_nodes("nvidia0", "nvidia1")
+    env = clean_env(MLFLOW_TRACKING_URI=mlflow_server, SCOPEMETER_SYSROOT=root,
+                    SCOPEMETER_NVML_LIBRARY=lib["full"], FAKE_NVML_DEVICES="2")
+    p = subprocess.run([scopemeter_bin, "run", "--interval", "0.5", "--", "sleep", "1.5"],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    run_id = [ln.split("created run ")[1].split()[0] for ln in p.stderr.splitlines()
+              if "created run " in ln][0]
+    rep = cli_json(scopemeter_bin, run_id, env=report_env(MLFLOW_TRACKING_URI=mlflow_server))
+    gpus = rank_of(rep, 0)["gpus"]
+    assert [g["index"] for g in gpus] == [0, 1]
+    for g in gpus:  # the fake's constant answers (fakenvml.c), as NVML reported them
+        i = g["index"]
+        assert g["memory_peak_percentage"] == round(100 * gpu_used(i) / GPU_TOTAL, 1)
+        assert g["memory_peak_megabytes"] == round(gpu_used(i) / 1e6, 1)
+        assert g["utilization_mean_percentage"] == 40 + i
+        assert g["power_mean_watts"] == 150 + i
+    t = cli_report(scopemeter_bin, run_id, env=report_env(MLFLOW_TRACKING_URI=mlflow_server))
+    assert t.returncode == 0, t.stderr
+    assert_fits(t.stdout)
+    rows = [ln.split() for ln in t.stdout.splitlines() if ln.startswith("  rank 0 ")]
+    assert [r[2] for r in rows if len(r) == 7] == ["0", "1"]  # one row per GPU
 
 
 # ---- the recording's own gaps -----------------------------------------------------------
