@@ -30,8 +30,10 @@ static int to_errno(const sm_rest *r, int outcome)
         return -ETIMEDOUT;
     if (outcome == SM_REST_FAILED)
         return -EIO;
-    if (strcmp(r->last_error_code, "RESOURCE_DOES_NOT_EXIST") == 0 || r->last_http == 404)
+    if (strcmp(r->last_error_code, "RESOURCE_DOES_NOT_EXIST") == 0)
         return -ENOENT;
+    if (r->last_http == 404)
+        return -EPROTO; /* no MLflow API there (a wrong path prefix): its own line */
     if (strcmp(r->last_error_code, "RESOURCE_ALREADY_EXISTS") == 0)
         return -EEXIST;
     if (r->last_http == 401 || r->last_http == 403)
@@ -149,7 +151,7 @@ int sm_mlflow_experiment(const char *uri, const char *name, const char *id, char
         rc = to_errno(&r, outcome);
         if (rc == 0)
             rc = copy_out(id, id_out, id_len, err, errlen, "experiment_id");
-        else if (rc == -ENOENT || rc == -EPROTO)
+        else if (rc == -ENOENT || (rc == -EPROTO && r.last_http != 404))
             snprintf(err, errlen, "experiment id %.64s does not exist on the server", id);
         goto out;
     }

@@ -343,6 +343,20 @@ int sm_rest_init(sm_rest *r, const char *uri, char *err, size_t errlen)
     }
     memcpy(r->base, uri, n);
     r->base[n] = '\0';
+    {
+        /* "http://" or "http:///x": curl would go looking for a host named
+         * by the path ("Could not resolve host: api"); say what is wrong */
+        const char *auth = uri + (uri[4] == ':' ? 7 : 8);
+        size_t alen = strcspn(auth, "/?#");
+        const char *at = memchr(auth, '@', alen);
+        if ((at ? (size_t)(auth + alen - at - 1) : alen) == 0 ||
+            (at ? at[1] : auth[0]) == ':') {
+            sm_rest_redact(uri, r->shown, sizeof r->shown);
+            snprintf(err, errlen, "tracking URI '%s' has no host (expected "
+                     "http(s)://HOST[:PORT][/PREFIX])", r->shown);
+            return -EINVAL;
+        }
+    }
     if (strpbrk(r->base, "?#")) {
         sm_rest_redact(r->base, r->shown, sizeof r->shown);
         snprintf(err, errlen, "tracking URI %s has a query or fragment; MLflow appends "
@@ -527,6 +541,14 @@ static void describe_error(const char *endpoint, const char *body, size_t len,
     }
     if (code)
         snprintf(res->error_code, sizeof res->error_code, "%s", code);
+    if (!code && res->http == 404) {
+        /* MLflow answers a missing run or experiment with its JSON error;
+         * a bare 404 (an HTML page) means no MLflow API lives there */
+        snprintf(res->msg, sizeof res->msg, "%s: HTTP 404 with no MLflow error: no MLflow "
+                 "REST API at this tracking URI (a wrong path prefix? MLflow's API is the "
+                 "tracking URI + /api/2.0/mlflow/)", ep);
+        return;
+    }
     if (code || message) {
         snprintf(res->msg, sizeof res->msg, "%s: HTTP %ld %s: %.300s", ep, res->http,
                  code ? code : "", message ? message : "");
@@ -666,6 +688,17 @@ int sm_rest_once(sm_rest *r, const char *method, const char *endpoint, const cha
         case CURLE_TOO_MANY_REDIRECTS:
             /* configuration problems: retrying cannot fix them */
             res->outcome = SM_REST_REFUSED;
+            break;
+        case CURLE_SSL_CONNECT_ERROR:
+            /* https:// to a plain-http port: OpenSSL reads the HTTP answer
+             * as a TLS record ("wrong version number"); no retry fixes it */
+            if (strstr(r->errbuf, "wrong version number") || strstr(r->errbuf, "packet length")) {
+                res->outcome = SM_REST_REFUSED;
+                snprintf(res->msg, sizeof res->msg, "%s on %.200s: TLS handshake failed (%.120s): "
+                         "the server answers plain HTTP there? (use http://)", ep, r->shown,
+                         r->errbuf);
+                return res->outcome;
+            }
             break;
         default:
             break;

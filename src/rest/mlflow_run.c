@@ -83,7 +83,7 @@ static int attach(const sm_run_request *q, const char *given, const char *why,
     int rc = sm_mlflow_get_run(q->tracking_uri, given, status, sizeof status,
                                t < CHECK_BOUND_S ? t : CHECK_BOUND_S, err, sizeof err);
 
-    if (rc == -ENOENT || rc == -EINVAL) {
+    if (rc == -ENOENT || rc == -EINVAL || rc == -EPROTO || rc == -EACCES) {
         sm_log(SM_INFO, "%s (%s); not recording into it", err, why);
         return rc;
     }

@@ -554,7 +554,7 @@ static int check_run(mlsink *s, int rank, double bound, char *err, size_t errlen
 
     rc = sm_mlflow_get_run_on(&s->rest, s->run_id, status, sizeof status, rank, &last,
                               sm_now_mono() + bound, why, sizeof why);
-    if (rc == -ENOENT || rc == -EACCES || rc == -EINVAL || rc == -EIO) {
+    if (rc == -ENOENT || rc == -EACCES || rc == -EINVAL || rc == -EIO || rc == -EPROTO) {
         snprintf(err, errlen, "%s", why);
         return rc;
     }

@@ -249,3 +249,53 @@ def test_front_resumed_run_continues_steps(tmp_path, mlflow_server, store):
     for s in steps:
         assert s == list(range(len(s))), s  # contiguous, no step written twice
     assert any("steps continue at" in l for l in sm_lines(p.stderr)), p.stderr
+
+
+# ---- wrong server, the right message ----------------------------------------------
+
+def test_wrong_path_prefix_is_said_as_such(scopemeter_bin, mlflow_server, tmp_path):
+    """The server answers 404 with an HTML page: no MLflow API under that
+    path.  Neither "run X does not exist" nor the raw HTML body."""
+    uri = mlflow_server + "/wrong-prefix"
+    run_id = new_run(mlflow_server)
+    for extra in (["--run-id", run_id], []):
+        p = run_cli(scopemeter_bin, [*extra, "--interval", "1", "--", "true"],
+                    env={"MLFLOW_TRACKING_URI": uri}, cwd=tmp_path)
+        assert p.returncode == 0, p.stderr
+        text = "\n".join(sm_lines(p.stderr))
+        assert "no MLflow REST API at this tracking URI (a wrong path prefix?" in text, text
+        assert "does not exist" not in text and "<!" not in text.lower(), text
+        assert p.run_id is None
+
+
+def test_uri_without_host_is_said(scopemeter_bin, tmp_path):
+    p = run_cli(scopemeter_bin, ["--interval", "1", "--", "true"],
+                env={"MLFLOW_TRACKING_URI": "http://"}, cwd=tmp_path)
+    assert p.returncode == 0
+    text = "\n".join(sm_lines(p.stderr))
+    assert "tracking URI 'http://' has no host" in text, text
+    assert "resolve host" not in text
+
+
+def test_https_to_plain_http_port_is_said(scopemeter_bin, mlflow_server, tmp_path):
+    uri = mlflow_server.replace("http://", "https://")
+    p = run_cli(scopemeter_bin, ["--interval", "1", "--startup-timeout", "20", "--", "true"],
+                env={"MLFLOW_TRACKING_URI": uri}, cwd=tmp_path)
+    assert p.returncode == 0
+    text = "\n".join(sm_lines(p.stderr))
+    assert "the server answers plain HTTP there? (use http://)" in text, text
+    assert p.took < 15, p.took  # refused at once, not retried until the startup bound
+
+
+def test_front_wrong_prefix_returns_false(tmp_path, mlflow_server):
+    code = ("import mlflow, scopemeter\n"
+            f"mlflow.set_tracking_uri({mlflow_server!r})\n"
+            "with mlflow.start_run() as r:\n"
+            "    pass\n"
+            f"mlflow.set_tracking_uri({mlflow_server + '/wrong-prefix'!r})\n"
+            "import os; os.environ['MLFLOW_RUN_ID'] = r.info.run_id\n"
+            "print('ENABLED', scopemeter.enable_system_metrics(interval=0.5))\n")
+    p = subprocess.run([sys.executable, "-c", code], env=python_env(), cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120)
+    assert "ENABLED False" in p.stdout, (p.stdout, p.stderr)
+    assert "a wrong path prefix?" in p.stderr, p.stderr
