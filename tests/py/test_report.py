@@ -33,7 +33,7 @@ import sys
 
 import pytest
 
-from conftest import clean_env
+from conftest import ROOT, clean_env
 from test_gpu import TOTAL as GPU_TOTAL, lib, machine, used as gpu_used  # noqa: F401 (fixtures)
 from pyfront_util import (Netns, Pod, _v1_mounts, cgroups_usable, netns_usable, new_run,
                           python_env, read_run, staged_package, worker_cmd)
@@ -472,6 +472,25 @@ def test_started_late_and_stopped_early(scopemeter_bin, tmp_path):
     assert r["stopped_early"] is True
     assert "stopped_early" in r["verdict_codes"], r["verdicts"]
     assert r["verdict_codes"][-1] == "stopped_early"  # the least severe, listed last
+
+
+# ---- the example ----------------------------------------------------------------------
+
+
+def test_example_prints_the_report(tmp_path):
+    example = os.path.join(ROOT, "examples", "train_cpu.py")
+    png = tmp_path / "example.png"
+    p = subprocess.run([sys.executable, example, "--seconds", "2", "--interval", "0.5",
+                        "--rows", "20000", "--plot", str(png)],
+                       env=python_env(), capture_output=True, text=True, timeout=240,
+                       cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    run_id = p.stdout.split("recorded into run ")[1].split()[0]
+    assert f"run {run_id} " in p.stdout       # the report's head line, after the series
+    assert "node / rank" in p.stdout and "verdicts" in p.stdout
+    report_part = p.stdout[p.stdout.index(f"run {run_id} "):]
+    assert_fits(report_part)
+    assert png_size(png)[0] == 1600
 
 
 # ---- plumbing --------------------------------------------------------------------------
