@@ -601,6 +601,11 @@ def main(argv=None, prog="scopemeter report"):
                    help="also draw memory and CPU per rank over time into a PNG "
                         "(needs matplotlib: pip install 'scopemeter[report]')")
     args = p.parse_args(argv)
+    # A person waits for this command: MLflow's client retries a dead server
+    # for minutes by default (7 retries with doubling backoff).  The user's own
+    # settings win; scopemeter.report() in a program leaves them alone.
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
     if args.plot:
         # before reading the run: a missing extra is said at once, in one line
         try:

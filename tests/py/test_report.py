@@ -33,7 +33,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, clean_env
+from conftest import ROOT, clean_env, free_port
 from test_gpu import TOTAL as GPU_TOTAL, lib, machine, used as gpu_used  # noqa: F401 (fixtures)
 from pyfront_util import (Netns, Pod, _v1_mounts, cgroups_usable, netns_usable, new_run,
                           python_env, read_run, staged_package, worker_cmd)
@@ -523,6 +523,18 @@ def test_python_m_scopemeter_version():
     assert p.stdout.strip() == f"scopemeter {version} ({where})"
     if staged_package():
         assert where.startswith(staged_package())  # this tree's package, not an older install
+
+
+def test_unreachable_server_is_one_line_without_the_password(scopemeter_bin):
+    """Nothing listens on the port: the command gives up after its few retries
+    (docs/report.md) with one line, and the URL's password is not in it."""
+    uri = f"http://someone:s3cret-pw@127.0.0.1:{free_port()}"
+    p = cli_report(scopemeter_bin, "0123456789abcdef", env=report_env(MLFLOW_TRACKING_URI=uri),
+                   timeout=150)
+    assert p.returncode == 1
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot read run 0123456789abcdef" in lines[0], p.stderr
+    assert "s3cret-pw" not in p.stderr
 
 
 def test_cli_finds_python_or_says_it_cannot(scopemeter_bin, tmp_path):
