@@ -53,6 +53,9 @@ _MAX_TAGS = _native.BATCH_TAGS
 _MAX_ENTITIES = _native.BATCH_ENTITIES
 _BACKOFF_MAX = 30.0
 _CHECK_TIMEOUT = 5.0         # the run check at start, as the REST sink's
+# ... but a local store (sqlite, file) answers no network: its first open
+# creates or migrates the database, which takes seconds on a loaded machine
+_CHECK_TIMEOUT_LOCAL = 30.0
 _REQUEST_TIMEOUT = 30.0      # one log_batch request of the MlflowClient path
 
 _ENV_MLFLOW_MONITOR = "MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING"
@@ -442,9 +445,11 @@ def _run_usable(run_id, uri, run):
             result["run"] = MlflowClient(tracking_uri=uri).get_run(run_id)
         except Exception as e:
             result["error"] = e
+    bound = _CHECK_TIMEOUT if uri.split(":", 1)[0].lower() in ("http", "https") \
+        else _CHECK_TIMEOUT_LOCAL
     t = threading.Thread(target=get, name="scopemeter-check-run", daemon=True)
     t.start()
-    t.join(_CHECK_TIMEOUT)
+    t.join(bound)
     if "run" in result:
         if getattr(result["run"].info, "lifecycle_stage", "active") == "deleted":
             _log(f"run {run_id} is deleted; system metrics not recorded", warn=True)
@@ -455,7 +460,7 @@ def _run_usable(run_id, uri, run):
         _log(f"run {run_id} does not exist at {_redact(uri)}; system metrics not recorded",
              warn=True)
         return False
-    why = _short(e) if e is not None else f"no answer in {_CHECK_TIMEOUT:g} s"
+    why = _short(e) if e is not None else f"no answer in {bound:g} s"
     _log(f"cannot check run {run_id} at {_redact(uri)} ({why}); recording into it anyway: "
          "points wait in the buffer until the store answers", warn=True)
     return True
@@ -487,20 +492,32 @@ def _process_start_ms():
         return 0
 
 
+# A call is late only when it comes after work the run should have recorded
+# (docs/design.md §8).  In the process that opened the run, that is anything
+# past one window or OWN_RUN_GRACE_S after the run's start: a second of delay
+# loses nothing worth a warning.  A worker attaching to a run opened earlier
+# (a launcher's, rank 0's) first imports its framework and joins the
+# rendezvous (init_process_group): ATTACH_GRACE_S after its own start.
+OWN_RUN_GRACE_S = 10.0
+ATTACH_GRACE_S = 60.0
+
+
 def _warn_if_late(run_id, start_ms, called_ms, period):
     """The reference is the later of the run's start and this process's: a
     worker attaching to a run its launcher opened earlier is late only by its
     own time (for it, the start of the process is the start of the run)."""
     if not start_ms:
         return
-    start_ms = max(start_ms, _process_start_ms())
-    late = (called_ms - start_ms) / 1000.0
-    if late > period:
-        _log(f"enable_system_metrics() was called {late:.0f} s into run {run_id} (from the run's "
-             "start, or this process's if later), more than one logging window "
-             f"({period:g} s): the beginning of the run (data loading, where memory spikes) was "
-             "not recorded; call it right after mlflow.start_run(), "
-             "before building data loaders and models", warn=True)
+    proc_ms = _process_start_ms()
+    attached = proc_ms > start_ms
+    grace = max(period, ATTACH_GRACE_S if attached else OWN_RUN_GRACE_S)
+    late = (called_ms - max(start_ms, proc_ms)) / 1000.0
+    if late > grace:
+        since = "this process's start (the run is older)" if attached else "the run's start"
+        _log(f"enable_system_metrics() was called {late:.0f} s after {since} in run {run_id}: "
+             "the beginning of the run (data loading, where memory spikes) was not recorded; "
+             "call it right after mlflow.start_run(), before building data loaders and models",
+             warn=True)
 
 
 # ---- guard rails ------------------------------------------------------------------

@@ -550,7 +550,9 @@ static PyObject *mod_identity(PyObject *Py_UNUSED(mod), PyObject *Py_UNUSED(igno
         dict_set(d, "local_rank", PyLong_FromLong(id.local_rank)) < 0 ||
         dict_set(d, "world_size", PyLong_FromLong(id.world_size)) < 0 ||
         dict_set(d, "local_world_size", PyLong_FromLong(id.local_world_size)) < 0 ||
-        dict_set(d, "node", PyUnicode_FromString(id.node)) < 0 ||
+        /* the environment's bytes, as os.environ decodes them (a node name
+         * that is not UTF-8 must not make identity() raise) */
+        dict_set(d, "node", PyUnicode_DecodeFSDefault(id.node)) < 0 ||
         dict_set(d, "launcher", PyUnicode_FromString(id.launcher ? id.launcher : "none")) < 0 ||
         dict_set(d, "invalid", id.invalid[0] ? PyUnicode_FromString(id.invalid)
                                              : (Py_INCREF(Py_None), Py_None)) < 0) {

@@ -69,9 +69,14 @@ def closing(stderr):
 
 
 def fault_sequence(proxy, stop):
-    """503 to every log-batch for 5 s, then one 429 with Retry-After: 1, then
-    one reset connection, then pass."""
+    """503 to every log-batch for 5 s from the first one (a loaded machine may
+    take seconds to import mlflow: the outage must meet the posts), then one
+    429 with Retry-After: 1, then one reset connection, then pass."""
     proxy.set_fault("status", match=LOG_BATCH, code=503, count=10 ** 6)
+    first = time.monotonic() + 120
+    while not proxy.log(LOG_BATCH) and time.monotonic() < first:
+        if stop.wait(0.05):
+            return
     if stop.wait(5):
         return
     proxy.set_fault("status", match=LOG_BATCH, code=429, count=1, retry_after=1)
