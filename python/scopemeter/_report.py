@@ -154,6 +154,13 @@ def _read(client, run_id):
             r["node_tier"] = tier
         hist = client.get_metric_history(run_id, key)
         r["series"][name] = sorted((h.timestamp, h.step, h.value) for h in hist)
+    if ranks:
+        # a rank that started (its start tag) but logged no point is part of
+        # the run too: killed before its first window, it is what to look at
+        for key in run.data.tags:
+            m = _RANK_TAG.match(key)
+            if m and m.group(2) == "node":
+                ranks.setdefault(int(m.group(1)), {"series": {}, "node_tier": None})
     return run, ranks
 
 
