@@ -39,6 +39,7 @@
 #include <jansson.h>
 
 #include "cli.h"
+#include "oom_guard.h"
 #include "scopemeter_mlflow.h"
 
 extern char **environ;
@@ -278,6 +279,7 @@ static pid_t spawn(char **cmd, char **env, const struct run_state *st, const sig
         *exec_errno = errno;
         return -1;
     }
+    (void)sm_oom_guard_lower(); /* CMD goes before us in an OOM: docs/cgroup.md §7 */
     pid = fork();
     if (pid < 0) {
         *exec_errno = errno;
@@ -291,6 +293,7 @@ static pid_t spawn(char **cmd, char **env, const struct run_state *st, const sig
         sigaction(SIGCHLD, &st->old_chld, NULL);
         sigaction(SIGPIPE, &st->old_pipe, NULL);
         sigprocmask(SIG_SETMASK, orig, NULL);
+        sm_oom_guard_child();
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent) /* the parent died before prctl */
             _exit(127);
