@@ -113,7 +113,13 @@ int sm_collset_open(sm_collset *s, const sm_ctx *ctx, sm_notes *notes)
             sm_tag_add(&s->status, ops->status_tag, "%s", res.status);
         if (rc != 0) {
             free(state);
-            if (res.msg[0])
+            /* a failure under a sysroot names it: the file that could not be
+             * read is the fake machine's, not this one's */
+            if (res.msg[0] && rc < 0 && ctx->sysroot[0] &&
+                (strncmp(res.msg, "cannot ", 7) == 0 || strncmp(res.msg, "cgroup: cannot ", 15) == 0))
+                sm_note(notes, SM_WARN, "%s (paths under SCOPEMETER_SYSROOT=%s)", res.msg,
+                        ctx->sysroot);
+            else if (res.msg[0])
                 sm_note(notes, rc == SM_ABSENT ? SM_INFO : SM_WARN, "%s", res.msg);
             continue;
         }

@@ -139,6 +139,7 @@ def test_usage_errors_one_line_exit_2(scopemeter_bin, args, said):
                        text=True, timeout=60)
     assert p.returncode == 2, (args, p.stderr)
     assert p.stderr.count("\n") == 1 and said in p.stderr, p.stderr
+    assert p.stderr.startswith(f"scopemeter {args[0]}: "), p.stderr  # docs/cli.md
     assert p.stdout == ""
 
 
@@ -299,3 +300,11 @@ def test_front_wrong_prefix_returns_false(tmp_path, mlflow_server):
                        capture_output=True, text=True, timeout=120)
     assert "ENABLED False" in p.stdout, (p.stdout, p.stderr)
     assert "a wrong path prefix?" in p.stderr, p.stderr
+
+
+def test_sysroot_is_said_where_a_file_cannot_be_opened(probe_json, tmp_path):
+    (tmp_path / "proc").mkdir()
+    out = probe_json(sysroot=tmp_path)
+    notes = [n for n in out["notes"] if "/proc/stat" in n]
+    assert notes and f"(paths under SCOPEMETER_SYSROOT={tmp_path})" in notes[0], out["notes"]
+
