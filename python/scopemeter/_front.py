@@ -181,7 +181,11 @@ def _shipping(uri):
 
 
 def _redact(uri):
-    return _USERINFO.sub("***@", uri or "").split("?", 1)[0]
+    """The URI as the engine prints it (sm_mlflow_redact_uri): one redaction."""
+    try:
+        return _native.redact_uri(uri or "")
+    except (TypeError, ValueError):  # an embedded NUL
+        return _USERINFO.sub("***@", uri or "").split("?", 1)[0]
 
 
 class _Session:

@@ -609,6 +609,19 @@ static PyObject *mod_series_scope(PyObject *Py_UNUSED(mod), PyObject *args)
     return PyUnicode_FromString(scope);
 }
 
+/* redact_uri(uri) -> the URI as scopemeter prints it (sm_mlflow_redact_uri):
+ * userinfo replaced by "***", query dropped.  One redaction for C and Python. */
+static PyObject *mod_redact_uri(PyObject *Py_UNUSED(mod), PyObject *args)
+{
+    const char *uri;
+    char out[2048];
+
+    if (!PyArg_ParseTuple(args, "s", &uri))
+        return NULL;
+    sm_mlflow_redact_uri(uri, out, sizeof out);
+    return PyUnicode_FromString(out);
+}
+
 static PyObject *mod_version(PyObject *Py_UNUSED(mod), PyObject *Py_UNUSED(ignored))
 {
     return PyUnicode_FromString(sm_version());
@@ -628,6 +641,8 @@ static PyMethodDef module_methods[] = {
     {"series_scope", mod_series_scope, METH_VARARGS,
      "series_scope(key) -> 'node' | 'rootfs' | 'pod' | 'gpu' | 'container' | None"},
     {"version", mod_version, METH_NOARGS, "version() -> the C library's version"},
+    {"redact_uri", mod_redact_uri, METH_VARARGS,
+     "redact_uri(uri) -> the URI with userinfo as *** and no query (as the engine prints it)"},
     {NULL, NULL, 0, NULL},
 };
 

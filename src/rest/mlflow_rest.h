@@ -34,10 +34,11 @@
 #include "internal.h"
 #include "scopemeter_mlflow.h"
 
-/* MLflow's own limits (mlflow/utils/validation.py) */
-#define SM_MLFLOW_MAX_METRICS 1000      /* MAX_METRICS_PER_BATCH */
-#define SM_MLFLOW_MAX_TAGS 100          /* MAX_PARAMS_TAGS_PER_BATCH */
-#define SM_MLFLOW_MAX_ENTITIES 1000     /* MAX_ENTITIES_PER_BATCH */
+/* MLflow's own limits (mlflow/utils/validation.py), from the one place
+ * every surface reads them (scopemeter.h) */
+#define SM_MLFLOW_MAX_METRICS SM_MLFLOW_BATCH_METRICS   /* MAX_METRICS_PER_BATCH */
+#define SM_MLFLOW_MAX_TAGS SM_MLFLOW_BATCH_TAGS         /* MAX_PARAMS_TAGS_PER_BATCH */
+#define SM_MLFLOW_MAX_ENTITIES SM_MLFLOW_BATCH_ENTITIES /* MAX_ENTITIES_PER_BATCH */
 #define SM_MLFLOW_MAX_BODY 1000000      /* MAX_BATCH_LOG_REQUEST_SIZE, bytes */
 
 typedef struct sm_rest {
