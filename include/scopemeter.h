@@ -18,8 +18,9 @@
  * exceptions: sm_monitor_stop() may be called from any thread (and from an
  * atexit handler) while another thread is still in sm_monitor_drain() or
  * sm_monitor_queued() on the same monitor — the drain then returns what is
- * left and -EPIPE; and sm_monitor_free() waits for nothing, so call it only
- * after every other call on the handle has returned.  Different handles are
+ * left and -EPIPE; sm_monitor_free() stops (bounded) and releases the
+ * handle, so call it only after every other call on it has returned (join
+ * the drain thread first).  Different handles are
  * independent.  The monitor's own threads never call back into user code,
  * except a log handler set with sm_set_log_handler().
  */
