@@ -708,6 +708,58 @@ static void test_concurrent_stop(void)
     sm_monitor_free(m);
 }
 
+/* The embedding program's log handler (scopemeter.h): lines reach it
+ * without the prefix and with their level; NULL restores stderr.  And the
+ * API's small helpers: sm_strerror, the version macros. */
+static char handled[512];
+static int handled_level = -1, handled_n;
+
+static void on_line(int level, const char *msg, void *userdata)
+{
+    *(int *)userdata += 1;
+    handled_level = level;
+    snprintf(handled, sizeof handled, "%s", msg);
+    handled_n++;
+}
+
+static void test_log_handler_and_helpers(void)
+{
+    char err[256];
+    int calls = 0;
+    sm_monitor *m;
+
+    reset_env(fixture);
+    setenv("RANK", "1", 1);
+    setenv("WORLD_SIZE", "2", 1);
+    sm_set_log_handler(on_line, &calls);
+    m = queue_monitor(0, 0);
+    CHECK_EQ_INT(sm_monitor_start(m, err, sizeof err), SM_NOT_COLLECTING);
+    sm_monitor_free(m);
+    CHECK(calls >= 1);
+    CHECK_EQ_INT(handled_level, SM_LOG_INFO);
+    CHECK(strncmp(handled, "rank 1 does not collect", 23) == 0);
+    /* a malformed RANK is a warning, through the handler too */
+    setenv("RANK", "abc", 1);
+    m = queue_monitor(0, 0);
+    CHECK_EQ_INT(sm_monitor_start(m, err, sizeof err), SM_NOT_COLLECTING);
+    sm_monitor_free(m);
+    CHECK_EQ_INT(handled_level, SM_LOG_WARNING);
+    CHECK(strstr(handled, "RANK='abc'") != NULL);
+    sm_set_log_handler(NULL, NULL);
+    calls = 0;
+    m = queue_monitor(0, 0);
+    sm_monitor_start(m, err, sizeof err);
+    sm_monitor_free(m);
+    CHECK_EQ_INT(calls, 0); /* back on stderr */
+
+    CHECK_EQ_STR(sm_strerror(-ENOENT), strerror(ENOENT));
+    CHECK(strstr(sm_strerror(SM_NOT_COLLECTING), "does not collect") != NULL);
+    CHECK_EQ_STR(sm_strerror(0), "success");
+    CHECK_EQ_STR(sm_version(), SM_VERSION);
+    CHECK_EQ_INT(SM_VERSION_HEX, (SM_VERSION_MAJOR << 16) | (SM_VERSION_MINOR << 8) |
+                                     SM_VERSION_PATCH);
+}
+
 int main(void)
 {
     const char *fx = getenv("SM_FIXTURES");
@@ -722,5 +774,6 @@ int main(void)
     test_moving_values();
     test_fork();
     test_concurrent_stop();
+    test_log_handler_and_helpers();
     return CHECK_DONE();
 }
