@@ -70,7 +70,7 @@ static int can_import(const char *py, char *why, size_t cap)
         dup2(fds[1], STDERR_FILENO);
         close(fds[0]);
         execlp(py, py, "-c", PROBE, (char *)NULL);
-        fprintf(stderr, "cannot run %s: %s\n", py, strerror(errno));
+        fprintf(stderr, "scopemeter report: cannot run %s: %s\n", py, strerror(errno));
         _exit(127);
     }
     close(fds[1]);
