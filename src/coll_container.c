@@ -225,27 +225,6 @@ static void ctr_close(void *state)
     kf_close(&s->thr);
 }
 
-/* out = pre + mid + post, cutting mid (with "...") so that post always fits:
- * the line ends with what was dropped, however long the cgroup path. */
-static void say(char *out, size_t cap, const char *pre, const char *mid, const char *post)
-{
-    size_t pl = strlen(pre), ml = strlen(mid), tl = strlen(post);
-
-    if (pl + tl + 4 >= cap) {
-        snprintf(out, cap, "%s", post);
-        return;
-    }
-    if (pl + ml + tl >= cap)
-        ml = cap - pl - tl - 4;
-    memcpy(out, pre, pl);
-    memcpy(out + pl, mid, ml);
-    if (ml < strlen(mid)) {
-        memcpy(out + pl + ml, "...", 3);
-        ml += 3;
-    }
-    memcpy(out + pl + ml, post, tl + 1);
-}
-
 static int fail(struct ctr *s, sm_opened *res, const struct kfile *f, const char *what, int rc)
 {
     snprintf(res->msg, sizeof res->msg, "cannot %s %s: %s; container_* dropped", what,
@@ -288,13 +267,13 @@ static int ctr_open(void *state, const sm_ctx *ctx, sm_opened *res)
     rc = sm_cgroup_resolve(ctx, cg);
     snprintf(res->status, sizeof res->status, "%s", cg->tag);
     if (rc < 0) {
-        say(res->msg, sizeof res->msg, "cgroup: ", cg->why, "; container_* dropped");
+        sm_line_mid(res->msg, sizeof res->msg, "cgroup: ", cg->why, "; container_* dropped");
         return rc;
     }
     s->has_mem = cg->mem_limit > 0;
     s->has_cpu = cg->cpu_cores > 0 && cg->cpu_usage_dir[0];
     if (!s->has_mem && !s->has_cpu) {
-        say(res->msg, sizeof res->msg,
+        sm_line_mid(res->msg, sizeof res->msg,
             cg->cpu_cores > 0 ? "cgroup CPU limit but no CPU usage file (" : "no cgroup limit (",
             cg->why, "): container_* absent");
         return SM_ABSENT;
@@ -350,7 +329,7 @@ static int ctr_open(void *state, const sm_ctx *ctx, sm_opened *res)
     if (!s->has_mem && !s->has_cpu) { /* every part that exists failed */
         snprintf(both, sizeof both, "%s%s%s", why_mem, why_mem[0] && why_cpu[0] ? "; " : "",
                  why_cpu);
-        say(res->msg, sizeof res->msg, "", both, "; container_* dropped");
+        sm_line_mid(res->msg, sizeof res->msg, "", both, "; container_* dropped");
         ctr_close(s);
         return rc_mem < 0 ? rc_mem : rc_cpu;
     }
@@ -371,9 +350,9 @@ static int ctr_open(void *state, const sm_ctx *ctx, sm_opened *res)
     }
     s->parts = s->has_mem + s->has_cpu;
     if (why_mem[0]) /* the other part stands: only this one's series go */
-        say(res->msg, sizeof res->msg, "", why_mem, "; container_memory_* dropped");
+        sm_line_mid(res->msg, sizeof res->msg, "", why_mem, "; container_memory_* dropped");
     else if (why_cpu[0])
-        say(res->msg, sizeof res->msg, "", why_cpu,
+        sm_line_mid(res->msg, sizeof res->msg, "", why_cpu,
             "; container_cpu_utilization_percentage dropped");
     else if (!s->has_mem)
         snprintf(res->msg, sizeof res->msg,

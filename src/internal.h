@@ -101,6 +101,10 @@ SM_HIDDEN void sm_line_add(char *buf, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 SM_HIDDEN void sm_line_join(char *buf, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* pre + mid + post with mid cut ("...") so that post, what was dropped,
+ * always fits. */
+SM_HIDDEN void sm_line_mid(char *out, size_t cap, const char *pre, const char *mid,
+                           const char *post);
 
 /* Lines gathered while opening (probe shows them, the monitor prints them). */
 #define SM_NOTES_MAX 24

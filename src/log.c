@@ -173,3 +173,27 @@ void sm_line_join(char *buf, size_t cap, const char *fmt, ...)
     vline(buf, cap, len, fmt, ap);
     va_end(ap);
 }
+
+/* pre + mid + post, cutting mid (with "...") so that post always fits: a
+ * line ends with what was dropped, however long the path in the middle. */
+void sm_line_mid(char *out, size_t cap, const char *pre, const char *mid, const char *post)
+{
+    size_t pl = strlen(pre), ml = strlen(mid), tl = strlen(post);
+
+    if (cap == 0)
+        return;
+    if (pl + tl + 4 >= cap) {
+        snprintf(out, cap, "%s", post);
+        return;
+    }
+    if (pl + ml + tl >= cap)
+        ml = cap - pl - tl - 4;
+    memcpy(out, pre, pl);
+    memcpy(out + pl, mid, ml);
+    if (ml < strlen(mid)) {
+        memcpy(out + pl + ml, "...", 3);
+        ml += 3;
+    }
+    memcpy(out + pl + ml, post, tl + 1);
+}
+
