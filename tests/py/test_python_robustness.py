@@ -112,11 +112,13 @@ def test_non_utf8_node_name_loses_nothing(tmp_path):
         assert "scopemeter.rank0.mem_peak_sampled_mb" in tags, sorted(tags)
 
 
-def test_logging_thread_outlives_a_failing_drain(tmp_path, capsys):
+def test_logging_thread_outlives_a_failing_drain(tmp_path, caplog):
     """A drain() that raises costs that drain, not the run: the logging thread
     says so once and goes on, and stop() still ends it within its bound.  The
     failure is a real one: drain() on a monitor that was never started is an
-    OSError (EINVAL) from the engine, every time it is called."""
+    OSError (EINVAL) from the engine, every time it is called.  In-process,
+    pytest has configured logging, so the front's line reaches its handlers
+    through logging.getLogger("scopemeter") (docs/python.md)."""
     f = front()
     from scopemeter import _native
     s = f._Session("0" * 32, f"sqlite:///{tmp_path}/mlflow.db", _native.Monitor(), "collecting")
@@ -124,13 +126,15 @@ def test_logging_thread_outlives_a_failing_drain(tmp_path, capsys):
     deadline = time.time() + 60     # MLflow's client opens its store first
     while time.time() < deadline and s.thread.is_alive() and getattr(s, "drain_errors", 0) < 3:
         time.sleep(0.1)
-    assert s.thread.is_alive(), capsys.readouterr().err
+    lines = [r.getMessage() for r in caplog.records if r.name == "scopemeter"]
+    assert s.thread.is_alive(), lines
     assert s.drain_errors >= 3
     s.stop(2.0)
     s.thread.join(10)
     assert not s.thread.is_alive()
-    lines = sm_lines(capsys.readouterr().err)
+    lines = [r.getMessage() for r in caplog.records if r.name == "scopemeter"]
     assert len(lines) == 1 and "from the queue failed" in lines[0], lines
+    assert [r.levelname for r in caplog.records if r.name == "scopemeter"] == ["WARNING"]
 
 
 # ---- 3. the stop bound reaches the engine ------------------------------------------------
