@@ -284,3 +284,49 @@ class Netns:
 
 def worker_cmd(*args):
     return [sys.executable, WORKER] + [str(a) for a in args]
+
+
+def wait_all(procs, timeout=300):
+    """[(returncode, stdout, stderr)] of every process, all within timeout
+    seconds; one still running then is killed."""
+    outs = []
+    deadline = time.time() + timeout
+    for p in procs:
+        try:
+            out, err = p.communicate(timeout=max(1, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, err = p.communicate()
+        outs.append((p.returncode, out, err))
+    return outs
+
+
+def run_pods_on_one_node(uri, run_id, spec, node, name="pod"):
+    """Each (rank, memory limit, CPU cores, MB sent) of spec as its own pod —
+    a cgroup with those limits and a network namespace — running the front's
+    worker with all_workers into run_id on one node (world size len(spec), one
+    rank per pod), sending the MB over the pod's loopback.  Returns
+    wait_all's [(returncode, stdout, stderr)]; pods and namespaces are gone
+    afterwards."""
+    pods, nets, procs = [], [], []
+    try:
+        for rank, mem, cpu, mb in spec:
+            pod, net = Pod(f"{name}{rank}", mem, cpu), Netns(f"{name}{rank}")
+            pods.append(pod)
+            nets.append(net)
+            env = python_env(MLFLOW_TRACKING_URI=uri, MLFLOW_RUN_ID=run_id, RANK=rank,
+                             WORLD_SIZE=len(spec), LOCAL_RANK=0, LOCAL_WORLD_SIZE=1,
+                             NODE_NAME=node)
+            cmd = pod.wrap(net.wrap(worker_cmd("--attach", "env", "--all-workers",
+                                               "--interval", "0.5", "--seconds", "2.5",
+                                               "--traffic-mb", mb)))
+            procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True))
+        return wait_all(procs)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        for x in pods + nets:
+            x.cleanup()
+

@@ -19,27 +19,15 @@ import time
 
 import pytest
 
-from pyfront_util import (Netns, Pod, assert_limits, cgroups_usable, expected_keys,
-                          netns_usable, new_run, python_env, read_run, system_keys, worker_cmd)
+from pyfront_util import (assert_limits, cgroups_usable, expected_keys, netns_usable, new_run,
+                          python_env, read_run, run_pods_on_one_node, system_keys, wait_all,
+                          worker_cmd)
 
 NODE = "test-node-a"
 
 
 def last(metrics, key):
     return metrics[key][-1][1]
-
-
-def wait_all(procs, timeout=300):
-    outs = []
-    deadline = time.time() + timeout
-    for p in procs:
-        try:
-            out, err = p.communicate(timeout=max(1, deadline - time.time()))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            out, err = p.communicate()
-        outs.append((p.returncode, out, err))
-    return outs
 
 
 def test_two_pods_on_one_node(tmp_path):
@@ -52,26 +40,7 @@ def test_two_pods_on_one_node(tmp_path):
         (0, 512 << 20, 0.5, 4),
         (1, 1 << 30, 1.0, 24),
     ]
-    pods, nets, procs = [], [], []
-    try:
-        for rank, mem, cpu, mb in spec:
-            pod, net = Pod(f"pod{rank}", mem, cpu), Netns(f"pod{rank}")
-            pods.append(pod)
-            nets.append(net)
-            env = python_env(MLFLOW_TRACKING_URI=uri, MLFLOW_RUN_ID=run_id, RANK=rank,
-                             WORLD_SIZE=2, LOCAL_RANK=0, LOCAL_WORLD_SIZE=1, NODE_NAME=NODE)
-            cmd = pod.wrap(net.wrap(worker_cmd("--attach", "env", "--all-workers",
-                                               "--interval", "0.5", "--seconds", "2.5",
-                                               "--traffic-mb", mb)))
-            procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE, text=True))
-        results = wait_all(procs)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-        for x in pods + nets:
-            x.cleanup()
+    results = run_pods_on_one_node(uri, run_id, spec, NODE)
     for rc, out, err in results:
         assert rc == 0, err[-3000:]
 

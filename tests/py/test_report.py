@@ -35,8 +35,8 @@ import pytest
 
 from conftest import ROOT, clean_env, free_port
 from test_gpu import TOTAL as GPU_TOTAL, lib, machine, used as gpu_used  # noqa: F401 (fixtures)
-from pyfront_util import (Netns, Pod, _v1_mounts, cgroups_usable, netns_usable, new_run,
-                          python_env, read_run, staged_package, worker_cmd)
+from pyfront_util import (Pod, _v1_mounts, cgroups_usable, netns_usable, new_run, python_env,
+                          read_run, run_pods_on_one_node, staged_package)
 
 NODE = "report-node-a"
 WIDTH = 100
@@ -328,29 +328,8 @@ def test_two_pods_on_one_node(scopemeter_bin, tmp_path):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     run_id = new_run(uri)
     spec = [(0, 512 << 20, 0.5, 4), (1, 1 << 30, 1.0, 24)]  # rank, memory, cores, MB sent
-    pods, nets, procs, results = [], [], [], []
-    try:
-        for rank, mem, cpu, mb in spec:
-            pod, net = Pod(f"rpod{rank}", mem, cpu), Netns(f"rpod{rank}")
-            pods.append(pod)
-            nets.append(net)
-            env = python_env(MLFLOW_TRACKING_URI=uri, MLFLOW_RUN_ID=run_id, RANK=rank,
-                             WORLD_SIZE=2, LOCAL_RANK=0, LOCAL_WORLD_SIZE=1, NODE_NAME=NODE)
-            cmd = pod.wrap(net.wrap(worker_cmd("--attach", "env", "--all-workers",
-                                               "--interval", "0.5", "--seconds", "2.5",
-                                               "--traffic-mb", mb)))
-            procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE, text=True))
-        for p in procs:
-            out, err = p.communicate(timeout=240)
-            results.append((p.returncode, err))
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-        for x in pods + nets:
-            x.cleanup()
-    for rc, err in results:
+    results = run_pods_on_one_node(uri, run_id, spec, NODE, name="rpod")
+    for rc, _, err in results:
         assert rc == 0, err[-3000:]
 
     rep = py_report(run_id, uri)
