@@ -36,8 +36,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <jansson.h>
-
 #include "cli.h"
 #include "oom_guard.h"
 #include "scopemeter_mlflow.h"

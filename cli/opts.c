@@ -58,9 +58,13 @@ static int set_value(const char *cmd, struct cli_opt *o, const char *v)
         return 0;
     case CLI_INT:
     case CLI_SECONDS:
+        if (!decimal(v, o->kind == CLI_SECONDS)) {
+            say_range(cmd, o, v);
+            return -1;
+        }
         errno = 0;
-        d = decimal(v, o->kind == CLI_SECONDS) ? strtod(v, &end) : -1;
-        if (!decimal(v, o->kind == CLI_SECONDS) || errno || d < o->min || d > o->max) {
+        d = strtod(v, &end);
+        if (errno || d < o->min || d > o->max) {
             say_range(cmd, o, v);
             return -1;
         }

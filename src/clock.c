@@ -6,6 +6,7 @@
  * burst of samples.  MLflow timestamps are wall-clock milliseconds since the
  * epoch (CLOCK_REALTIME), as MLflow's own client writes them (time.time()).
  */
+#include <errno.h>
 #include <time.h>
 
 #include "sink.h"
@@ -58,3 +59,16 @@ int sm_cond_init_mono(pthread_cond_t *cv)
     pthread_condattr_destroy(&a);
     return -rc;
 }
+
+void sm_sleep(double s)
+{
+    struct timespec ts;
+
+    if (!(s > 0))
+        return;
+    ts.tv_sec = (time_t)s;
+    ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+

@@ -81,6 +81,8 @@ SM_HIDDEN int64_t sm_now_ms(void);
 /* A monotonic time (seconds, as sm_now_mono) as an absolute timespec for
  * pthread_cond_timedwait on a condvar made by sm_cond_init_mono. */
 SM_HIDDEN void sm_mono_timespec(double t, struct timespec *out);
+/* Sleeps s seconds (nothing for s <= 0), resuming after a signal. */
+SM_HIDDEN void sm_sleep(double s);
 /* pthread_cond_init with CLOCK_MONOTONIC: timed waits ignore wall-clock steps. */
 SM_HIDDEN int sm_cond_init_mono(pthread_cond_t *cv);
 

@@ -35,18 +35,6 @@ struct sm_probe {
     const char *mode;
 };
 
-static void sleep_s(double s)
-{
-    struct timespec ts;
-
-    if (!(s > 0))
-        return;
-    ts.tv_sec = (time_t)s;
-    ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-        ;
-}
-
 /* The modes in which this identity collects, from the monitor's own rule. */
 static const char *collect_mode(const sm_identity *id)
 {
@@ -89,7 +77,7 @@ int sm_probe_run(double interval_s, sm_probe **out, char *err, size_t errlen)
         snprintf(err, errlen, "cannot open collectors: %s", strerror(-rc));
         goto out;
     }
-    sleep_s(interval_s);
+    sm_sleep(interval_s);
     sm_collset_sample(&set, pts);
     sm_collset_tags(&set, SM_TAGS_START, &tags);
 

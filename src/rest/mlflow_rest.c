@@ -789,19 +789,6 @@ double sm_rest_parse_retry_after(const char *v, long now_epoch)
     return when > now_epoch ? (double)(when - now_epoch) : 0.0;
 }
 
-static void sleep_until(double t)
-{
-    double left = t - sm_now_mono();
-    struct timespec ts;
-
-    if (left <= 0)
-        return;
-    ts.tv_sec = (time_t)left;
-    ts.tv_nsec = (long)((left - (double)ts.tv_sec) * 1e9);
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-        ;
-}
-
 int sm_rest_call(sm_rest *r, const char *method, const char *endpoint, json_t *req,
                  json_t **resp, double deadline, char *err, size_t errlen)
 {
@@ -840,7 +827,7 @@ int sm_rest_call(sm_rest *r, const char *method, const char *endpoint, json_t *r
             goto out;
         }
         sm_rest_result_clear(&res);
-        sleep_until(sm_now_mono() + wait);
+        sm_sleep(wait);
     }
     if (outcome == SM_REST_OK) {
         if (resp) {

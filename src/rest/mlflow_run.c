@@ -66,13 +66,6 @@ static int quotable(const char *s)
     return !strpbrk(s, "'\\");
 }
 
-static void sleep_s(double s)
-{
-    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-        ;
-}
-
 /* 1: a given run id, checked once (a mistyped id would record into nothing;
  * a server that is down delays CMD by at most CHECK_BOUND_S, then points
  * wait).  The REST sink says more at start (an ended run, steps continued). */
@@ -116,7 +109,7 @@ static int find_rank0_run(const sm_run_request *q, const char *exp_id, const cha
         if (rc != -ENOENT || sm_now_mono() + pause >= deadline ||
             (q->cancelled && q->cancelled(q->cancel_arg)))
             break;
-        sleep_s(pause);
+        sm_sleep(pause);
         pause = pause < 2 ? pause * 2 : 2;
     }
     out->run_id[0] = '\0';
@@ -127,7 +120,7 @@ static int find_rank0_run(const sm_run_request *q, const char *exp_id, const cha
 
 int sm_mlflow_resolve_run(const sm_run_request *q, sm_run_result *out)
 {
-    char err[600], exp_id[128], job[300];
+    char err[600], exp_id[128], job[300], shown[512];
     const char *env_run = getenv("MLFLOW_RUN_ID");
     const char *exp_name, *exp_env_id;
     double t;
@@ -192,18 +185,13 @@ int sm_mlflow_resolve_run(const sm_run_request *q, sm_run_result *out)
     tags[n] = NULL;
     rc = sm_mlflow_create_run(q->tracking_uri, exp_id, NULL, tags, out->run_id,
                               sizeof out->run_id, t, err, sizeof err);
+    sm_mlflow_redact_uri(q->tracking_uri, shown, sizeof shown);
     if (rc < 0) {
-        char shown[512];
         out->run_id[0] = '\0';
-        sm_mlflow_redact_uri(q->tracking_uri, shown, sizeof shown);
         sm_log(SM_INFO, "cannot create an MLflow run at %s: %s", shown, err);
         return rc;
     }
     out->owns_run = 1;
-    {
-        char shown[512];
-        sm_mlflow_redact_uri(q->tracking_uri, shown, sizeof shown);
-        sm_log(SM_INFO, "created run %s in experiment %s at %s", out->run_id, exp_id, shown);
-    }
+    sm_log(SM_INFO, "created run %s in experiment %s at %s", out->run_id, exp_id, shown);
     return 0;
 }
