@@ -141,14 +141,16 @@ def load_conftest():
 def pyfront_dir(build):
     """A directory to put on PYTHONPATH so `import scopemeter` loads this
     checkout's Python front with the extension built in `build`: the package's
-    .py files and build/python/_native*.so copied side by side under
+    .py files, build/python/_native*.so and scopemeter-https.so copied side by side under
     build/bench-pyfront/scopemeter.  Copied, not linked, when the harness
     starts: an edit of python/scopemeter during a 20-minute run must not mix
     new Python with the extension built before it.  None when the extension
     is not built (the harness then uses an installed scopemeter, if any)."""
     ext_dir = os.path.join(build, "python")
     try:
-        exts = [f for f in os.listdir(ext_dir) if f.startswith("_native") and f.endswith(".so")]
+        # the extension and the TLS module beside it, as installed
+        exts = [f for f in os.listdir(ext_dir) if f.endswith(".so") and
+                (f.startswith("_native") or f == "scopemeter-https.so")]
     except OSError:
         return None
     if not exts:

@@ -91,6 +91,12 @@ SM_EXTERN int sm_mlflow_end_run(const char *tracking_uri, const char *run_id, co
  * print.  Always NUL-terminates out. */
 SM_EXTERN void sm_mlflow_redact_uri(const char *uri, char *out, size_t outlen);
 
+/* Whether https tracking URIs can be reached: 0, with out naming the
+ * libcurl that does TLS and where it comes from ("built in", or the path of
+ * the module scopemeter-https.so, loaded here if it was not); < 0 with out
+ * saying why not.  An http URI never needs it (src/rest/curl_api.c). */
+SM_EXTERN int sm_mlflow_tls(char *out, size_t outlen);
+
 /* ---------------------------------------------------------------------------
  * Run resolution (src/rest/mlflow_run.c, docs/cli.md): the run a process
  * records into, as `scopemeter run` finds it before CMD starts.  In order:

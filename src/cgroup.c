@@ -690,7 +690,7 @@ int sm_cgroup_resolve(const sm_ctx *ctx, sm_cgroup *cg)
     int rc;
 
     memset(cg, 0, sizeof *cg);
-    w = calloc(1, sizeof *w);
+    w = sm_zalloc(sizeof *w); /* 100 KB of path buffers, sparsely used */
     if (!w) {
         sm_line(cg->why, sizeof cg->why, "out of memory");
         rc = -ENOMEM;
@@ -729,7 +729,7 @@ out:
     if (w) {
         free(w->cg);
         free(w->mi);
-        free(w);
+        sm_zfree(w);
     }
     return rc;
 }

@@ -100,7 +100,7 @@ int sm_collset_open(sm_collset *s, const sm_ctx *ctx, sm_notes *notes)
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         const sm_collector_ops *ops = table[i];
         sm_opened res;
-        void *state = calloc(1, ops->state_size ? ops->state_size : 1);
+        void *state = sm_zalloc(ops->state_size ? ops->state_size : 1); /* sparse */
         int rc;
 
         if (!state) {
@@ -112,7 +112,7 @@ int sm_collset_open(sm_collset *s, const sm_ctx *ctx, sm_notes *notes)
         if (ops->status_tag && res.status[0])
             sm_tag_add(&s->status, ops->status_tag, "%s", res.status);
         if (rc != 0) {
-            free(state);
+            sm_zfree(state);
             /* a failure under a sysroot names it: the file that could not be
              * read is the fake machine's, not this one's */
             if (res.msg[0] && rc < 0 && ctx->sysroot[0] &&
@@ -171,7 +171,7 @@ void sm_collset_close(sm_collset *s)
 {
     for (size_t i = 0; i < s->n; i++) {
         s->c[i].ops->close(s->c[i].state);
-        free(s->c[i].state);
+        sm_zfree(s->c[i].state);
     }
     s->n = 0;
 }

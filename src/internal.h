@@ -24,6 +24,7 @@
  *                    sm_plan_compute
  *   version.c        sm_version, sm_strerror
  *   clock.c          monotonic / wall clocks, condvars on CLOCK_MONOTONIC
+ *   zalloc.c         zeroed memory resident only where written (big sparse structs)
  * The full library adds src/rest/ (libcurl, jansson; scopemeter_mlflow.h):
  *   mlflow_rest.c    one HTTP request to MLflow (auth, TLS, retries, redaction)
  *   mlflow_api.c     the REST calls: experiments, runs, tags, end
@@ -56,6 +57,10 @@ typedef struct sm_ctx {
 } sm_ctx;
 
 SM_HIDDEN int sm_ctx_init(sm_ctx *ctx);
+
+/* ---- zalloc.c: zeroed, page-granular memory; pages resident once written --- */
+SM_HIDDEN void *sm_zalloc(size_t n);
+SM_HIDDEN void sm_zfree(void *p); /* NULL is fine */
 
 /* ---- sysroot.c ------------------------------------------------------------- */
 /* out = sysroot + abs.  -ENAMETOOLONG when it does not fit. */

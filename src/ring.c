@@ -91,18 +91,30 @@ void sm_ring_expand(const sm_ring *r, const sm_entry *e, sm_record *out)
 
 /* ---- the ring ----------------------------------------------------------------- */
 
+/* Entries, string pointers and hash buckets in one block of sm_zalloc: a
+ * ring costs the pages its head has touched (a few while the sink keeps up;
+ * it restarts at the front when emptied), not its capacity. */
+static size_t ring_bytes(size_t cap)
+{
+    return cap * sizeof(sm_entry) + SM_RING_STRINGS * sizeof(char *) +
+           SM_RING_HASH * sizeof(uint16_t);
+}
+
 int sm_ring_init(sm_ring *r, size_t cap)
 {
     int rc = -ENOMEM;
+    void *mem;
 
     memset(r, 0, sizeof *r);
-    if (cap == 0 || cap > SIZE_MAX / sizeof(sm_entry))
+    if (cap == 0 || cap > (SIZE_MAX / 2) / sizeof(sm_entry))
         return -EINVAL;
-    r->buf = calloc(cap, sizeof *r->buf);
-    r->str = calloc(SM_RING_STRINGS, sizeof *r->str);
-    r->hash = calloc(SM_RING_HASH, sizeof *r->hash);
-    if (!r->buf || !r->str || !r->hash)
-        goto fail;
+    /* sm_entry (8-byte aligned) first, then the pointers, then the buckets */
+    mem = sm_zalloc(ring_bytes(cap));
+    if (!mem)
+        return -ENOMEM;
+    r->buf = mem;
+    r->str = (char **)(r->buf + cap);
+    r->hash = (uint16_t *)(r->str + SM_RING_STRINGS);
     r->nstr = 1;      /* id 0 (str[0] NULL): no string, "" to readers */
     r->cap = cap;
     rc = -pthread_mutex_init(&r->mu, NULL);
@@ -115,9 +127,7 @@ int sm_ring_init(sm_ring *r, size_t cap)
     }
     return 0;
 fail:
-    free(r->buf);
-    free(r->str);
-    free(r->hash);
+    sm_zfree(mem);
     memset(r, 0, sizeof *r);
     return rc;
 }
@@ -130,9 +140,7 @@ void sm_ring_destroy(sm_ring *r)
     pthread_mutex_destroy(&r->mu);
     for (uint32_t i = 1; i < r->nstr; i++)
         free(r->str[i]);
-    free(r->str);
-    free(r->hash);
-    free(r->buf);
+    sm_zfree(r->buf);
     memset(r, 0, sizeof *r);
 }
 

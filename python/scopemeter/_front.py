@@ -171,6 +171,11 @@ def _shipping(uri):
     if auth:
         return "client", (f"MLFLOW_TRACKING_AUTH={auth} (an MLflow auth plugin) cannot be "
                           "applied from C, so points go through MlflowClient")
+    if scheme == "https":
+        try:
+            _native.tls()  # the engine's TLS module loads here, not for http
+        except OSError as e:
+            return "client", f"{e}, so points go through MlflowClient"
     try:
         from mlflow.tracking.request_header.registry import resolve_request_headers
         headers = sorted((str(k), str(v)) for k, v in resolve_request_headers().items())

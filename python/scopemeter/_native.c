@@ -622,6 +622,19 @@ static PyObject *mod_redact_uri(PyObject *Py_UNUSED(mod), PyObject *args)
     return PyUnicode_FromString(out);
 }
 
+/* tls() -> which libcurl does https and from where (sm_mlflow_tls); loads
+ * the TLS module when needed.  OSError naming why when https cannot work. */
+static PyObject *mod_tls(PyObject *Py_UNUSED(mod), PyObject *Py_UNUSED(ignored))
+{
+    char out[1024];
+
+    if (sm_mlflow_tls(out, sizeof out) < 0) {
+        PyErr_SetString(PyExc_OSError, out);
+        return NULL;
+    }
+    return PyUnicode_FromString(out);
+}
+
 static PyObject *mod_version(PyObject *Py_UNUSED(mod), PyObject *Py_UNUSED(ignored))
 {
     return PyUnicode_FromString(sm_version());
@@ -641,6 +654,9 @@ static PyMethodDef module_methods[] = {
     {"series_scope", mod_series_scope, METH_VARARGS,
      "series_scope(key) -> 'node' | 'rootfs' | 'pod' | 'gpu' | 'container' | None"},
     {"version", mod_version, METH_NOARGS, "version() -> the C library's version"},
+    {"tls", mod_tls, METH_NOARGS,
+     "tls() -> the libcurl that does https and where it comes from (loads the TLS module); "
+     "OSError when https cannot work"},
     {"redact_uri", mod_redact_uri, METH_VARARGS,
      "redact_uri(uri) -> the URI with userinfo as *** and no query (as the engine prints it)"},
     {NULL, NULL, 0, NULL},

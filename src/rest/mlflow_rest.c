@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "curl_api.h"
 #include "mlflow_rest.h"
 #include "sink.h"
 
@@ -51,8 +52,9 @@ static CURLcode global_rc = CURLE_FAILED_INIT;
 
 static void global_init(void)
 {
-    /* never cleaned up: the sink may be in use until process exit */
-    global_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+    /* never cleaned up: the sink may be in use until process exit; the TLS
+     * module's libcurl is initialised when it loads (curl_api.c) */
+    global_rc = sm_curl_builtin()->global_init(CURL_GLOBAL_DEFAULT);
 }
 
 int sm_rest_global_init(void)
@@ -319,6 +321,85 @@ static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, cu
     return 0;
 }
 
+/* ---- which libcurl -------------------------------------------------------------- */
+/* Frees a header list made by c; it holds the Authorization value, so it
+ * is wiped first. */
+static void free_headers(const sm_curl_api *c, struct curl_slist *headers)
+{
+    for (struct curl_slist *l = headers; l; l = l->next)
+        if (l->data)
+            explicit_bzero(l->data, strlen(l->data));
+    if (headers)
+        c->slist_free_all(headers);
+}
+
+static int is_https(const char *url)
+{
+    return url && strncasecmp(url, "https://", 8) == 0;
+}
+
+/* Whether reaching the server needs TLS: an https URI, or an https proxy
+ * for an http one.  libcurl picks the proxy of an http URL from http_proxy
+ * (never HTTP_PROXY: r->proxy carries that), then all_proxy / ALL_PROXY
+ * (curl's lib/url.c, detect_proxy); no_proxy is not weighed, so this may
+ * load TLS that is not used, never the reverse. */
+static int needs_tls(const sm_rest *r)
+{
+    const char *p = env_nonempty("http_proxy");
+
+    if (is_https(r->base))
+        return 1;
+    if (r->proxy)
+        p = r->proxy;
+    if (!p)
+        p = env_nonempty("all_proxy");
+    if (!p)
+        p = env_nonempty("ALL_PROXY");
+    return is_https(p);
+}
+
+/* Moves the handle to a libcurl with TLS (a redirect from http to https):
+ * a new easy handle, and the header list copied into it.  0 when done;
+ * < 0 when TLS was there already or cannot be had (errbuf says why). */
+static int use_tls(sm_rest *r)
+{
+    char err[sizeof r->errbuf];
+    const sm_curl_api *c;
+    struct curl_slist *copy = NULL;
+    CURL *h;
+
+    if (r->tls)
+        return -EALREADY;
+    c = sm_curl_tls(err, sizeof err);
+    if (!c) {
+        snprintf(r->errbuf, sizeof r->errbuf, "redirected to https: %.200s", err);
+        return -ENOENT;
+    }
+    h = c->easy_init();
+    for (struct curl_slist *l = r->headers; h && l; l = l->next) {
+        struct curl_slist *n = c->slist_append(copy, l->data);
+        if (!n)
+            goto nomem;
+        copy = n;
+    }
+    if (!h)
+        goto nomem;
+    r->c->easy_cleanup(r->h);
+    free_headers(r->c, r->headers);
+    r->c = c;
+    r->h = h;
+    r->headers = copy;
+    r->tls = 1;
+    r->errbuf[0] = '\0';
+    return 0;
+nomem:
+    free_headers(c, copy);
+    if (h)
+        c->easy_cleanup(h);
+    snprintf(r->errbuf, sizeof r->errbuf, "redirected to https: out of memory");
+    return -ENOMEM;
+}
+
 /* ---- init / free ------------------------------------------------------------- */
 int sm_rest_init(sm_rest *r, const char *uri, char *err, size_t errlen)
 {
@@ -400,18 +481,29 @@ int sm_rest_init(sm_rest *r, const char *uri, char *err, size_t errlen)
         snprintf(err, errlen, "libcurl initialisation failed");
         goto fail;
     }
+    r->c = sm_curl_builtin();
+    r->tls = sm_curl_builtin_tls();
+    if (!r->tls && needs_tls(r)) {
+        if (!(r->c = sm_curl_tls(err, errlen))) {
+            r->c = sm_curl_builtin();
+            rc = -ENOENT;
+            goto fail;
+        }
+        r->tls = 1;
+    }
     rc = auth_header(&auth);
     if (rc < 0)
         goto nomem;
-    r->h = curl_easy_init();
+    r->h = r->c->easy_init();
     if (!r->h)
         goto nomem;
     {
-        struct curl_slist *l = curl_slist_append(NULL, "Content-Type: application/json");
-        struct curl_slist *l2 = l ? curl_slist_append(l, "Expect:") : NULL; /* no 100-continue */
-        struct curl_slist *l3 = l2 && auth ? curl_slist_append(l2, auth) : l2;
+        const sm_curl_api *c = r->c;
+        struct curl_slist *l = c->slist_append(NULL, "Content-Type: application/json");
+        struct curl_slist *l2 = l ? c->slist_append(l, "Expect:") : NULL; /* no 100-continue */
+        struct curl_slist *l3 = l2 && auth ? c->slist_append(l2, auth) : l2;
         if (!l || !l2 || !l3) {
-            curl_slist_free_all(l2 ? l2 : l);
+            c->slist_free_all(l2 ? l2 : l);
             goto nomem;
         }
         r->headers = l3;
@@ -463,7 +555,7 @@ int sm_rest_add_headers(sm_rest *r, const char *const *pairs, char *err, size_t 
             snprintf(line, n, "%s: %s", name, value);
         else
             snprintf(line, n, "%s;", name);
-        l = curl_slist_append(r->headers, line);
+        l = r->c->slist_append(r->headers, line);
         free_secret(line);
         if (!l) {
             snprintf(err, errlen, "out of memory");
@@ -477,15 +569,9 @@ int sm_rest_add_headers(sm_rest *r, const char *const *pairs, char *err, size_t 
 void sm_rest_free(sm_rest *r)
 {
     if (r->h)
-        curl_easy_cleanup(r->h);
+        r->c->easy_cleanup(r->h);
     r->h = NULL;
-    if (r->headers) {
-        /* the list holds the Authorization value: wipe before freeing */
-        for (struct curl_slist *l = r->headers; l; l = l->next)
-            if (l->data)
-                explicit_bzero(l->data, strlen(l->data));
-        curl_slist_free_all(r->headers);
-    }
+    free_headers(r->c, r->headers);
     r->headers = NULL;
     free(r->ca_path);
     free(r->client_cert);
@@ -497,14 +583,14 @@ void sm_rest_free(sm_rest *r)
 
 int sm_rest_escape(sm_rest *r, const char *in, char *out, size_t outlen)
 {
-    char *e = curl_easy_escape(r->h, in, 0);
+    char *e = r->c->easy_escape(r->h, in, 0);
     int rc = 0;
 
     if (!e)
         return -ENOMEM;
     if ((size_t)snprintf(out, outlen, "%s", e) >= outlen)
         rc = -ENOSPC;
-    curl_free(e);
+    r->c->free(e);
     return rc;
 }
 
@@ -588,12 +674,76 @@ void sm_rest_parse_reply(const char *endpoint, long http, const char *body, size
     res->outcome = retryable_status(http) ? SM_REST_RETRY : SM_REST_REFUSED;
 }
 
+/* The options of one request: all set again after a reset, which keeps the
+ * live connection and the TLS session cache. */
+static void set_options(sm_rest *r, const char *url, int post, const char *body,
+                        size_t body_len)
+{
+    const sm_curl_api *c = r->c;
+    CURL *h = r->h;
+
+    c->easy_reset(h);
+    c->easy_setopt(h, CURLOPT_URL, url);
+    /* without TLS, a redirect to https fails as unsupported, and
+     * sm_rest_once() goes on with the TLS module */
+    c->easy_setopt(h, CURLOPT_PROTOCOLS_STR, r->tls ? "http,https" : "http");
+    c->easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, r->tls ? "http,https" : "http");
+    c->easy_setopt(h, CURLOPT_NOSIGNAL, 1L); /* a thread inside someone's process */
+    c->easy_setopt(h, CURLOPT_HTTPHEADER, r->headers);
+    c->easy_setopt(h, CURLOPT_USERAGENT, "scopemeter/" SM_VERSION);
+    c->easy_setopt(h, CURLOPT_ERRORBUFFER, r->errbuf);
+    c->easy_setopt(h, CURLOPT_CONNECTTIMEOUT, r->connect_timeout_s);
+    c->easy_setopt(h, CURLOPT_TIMEOUT, r->total_timeout_s);
+    if (r->abort_deadline_ms && atomic_load(r->abort_deadline_ms) > 0) {
+        /* a deadline known now is libcurl's own timer (exact); one set while
+         * the request is in flight is seen by on_progress (within ~1 s) */
+        long long left = atomic_load(r->abort_deadline_ms) - (long long)(sm_now_mono() * 1000.0);
+        if (left < r->total_timeout_s * 1000LL)
+            c->easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(left > 1 ? left : 1));
+    }
+    /* a server that accepted and stalls: under 1 byte/s for 10 s is an outage
+     * (said while the job runs); MLflow answers a log-batch in milliseconds */
+    c->easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    c->easy_setopt(h, CURLOPT_LOW_SPEED_TIME, 10L);
+    c->easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    c->easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
+    c->easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    c->easy_setopt(h, CURLOPT_WRITEDATA, r);
+    c->easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    c->easy_setopt(h, CURLOPT_HEADERDATA, r);
+    c->easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    c->easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+    c->easy_setopt(h, CURLOPT_XFERINFODATA, r);
+    /* requests follows redirects, keeping the method for 307/308 only;
+     * libcurl's POSTREDIR default matches (301/302/303 become GET). */
+    c->easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
+    c->easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
+    if (r->insecure) {
+        c->easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+        c->easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+    }
+    if (r->ca_path)
+        c->easy_setopt(h, CURLOPT_CAINFO, r->ca_path);
+    if (r->client_cert) {
+        c->easy_setopt(h, CURLOPT_SSLCERT, r->client_cert);
+        c->easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
+    }
+    if (r->proxy)
+        c->easy_setopt(h, CURLOPT_PROXY, r->proxy);
+    if (post) {
+        c->easy_setopt(h, CURLOPT_POST, 1L);
+        c->easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "");
+        c->easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(body ? body_len : 0));
+    } else {
+        c->easy_setopt(h, CURLOPT_HTTPGET, 1L);
+    }
+}
+
 int sm_rest_once(sm_rest *r, const char *method, const char *endpoint, const char *body,
                  size_t body_len, sm_rest_result *res)
 {
     char url[sizeof r->base + 512], ep[96];
     CURLcode cc;
-    CURL *h = r->h;
     long http = 0;
     int post = strcmp(method, "POST") == 0;
 
@@ -612,63 +762,13 @@ int sm_rest_once(sm_rest *r, const char *method, const char *endpoint, const cha
     r->retry_after = -1;
     r->errbuf[0] = '\0';
 
-    curl_easy_reset(h);
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L); /* a thread inside someone's process */
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, r->headers);
-    curl_easy_setopt(h, CURLOPT_USERAGENT, "scopemeter/" SM_VERSION);
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, r->errbuf);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, r->connect_timeout_s);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, r->total_timeout_s);
-    if (r->abort_deadline_ms && atomic_load(r->abort_deadline_ms) > 0) {
-        /* a deadline known now is libcurl's own timer (exact); one set while
-         * the request is in flight is seen by on_progress (within ~1 s) */
-        long long left = atomic_load(r->abort_deadline_ms) - (long long)(sm_now_mono() * 1000.0);
-        if (left < r->total_timeout_s * 1000LL)
-            curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(left > 1 ? left : 1));
+    set_options(r, url, post, body, body_len);
+    cc = r->c->easy_perform(r->h);
+    if (cc == CURLE_UNSUPPORTED_PROTOCOL && use_tls(r) == 0) {
+        /* an http:// server that redirects to https: again with TLS */
+        set_options(r, url, post, body, body_len);
+        cc = r->c->easy_perform(r->h);
     }
-    /* a server that accepted and stalls: under 1 byte/s for 10 s is an outage
-     * (said while the job runs); MLflow answers a log-batch in milliseconds */
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, 10L);
-    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
-    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
-    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
-    curl_easy_setopt(h, CURLOPT_XFERINFODATA, r);
-    /* requests follows redirects, keeping the method for 307/308 only;
-     * libcurl's POSTREDIR default matches (301/302/303 become GET). */
-    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
-    curl_easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
-    if (r->insecure) {
-        curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
-        curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
-    }
-    if (r->ca_path)
-        curl_easy_setopt(h, CURLOPT_CAINFO, r->ca_path);
-    if (r->client_cert) {
-        curl_easy_setopt(h, CURLOPT_SSLCERT, r->client_cert);
-        curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
-    }
-    if (r->proxy)
-        curl_easy_setopt(h, CURLOPT_PROXY, r->proxy);
-    if (post) {
-        curl_easy_setopt(h, CURLOPT_POST, 1L);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "");
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(body ? body_len : 0));
-    } else {
-        curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
-    }
-
-    cc = curl_easy_perform(h);
-    /* curl_easy_reset() keeps live connections and the session cache, so
-     * the next request reuses the connection. */
     if (cc == CURLE_ABORTED_BY_CALLBACK) {
         res->outcome = SM_REST_ABORTED;
         snprintf(res->msg, sizeof res->msg, "%s: aborted at stop", ep);
@@ -708,10 +808,10 @@ int sm_rest_once(sm_rest *r, const char *method, const char *endpoint, const cha
                      "%u MiB (or out of memory)", ep, r->shown, RESP_MAX >> 20);
         else
             snprintf(res->msg, sizeof res->msg, "%s on %.200s: %.200s", ep, r->shown,
-                     r->errbuf[0] ? r->errbuf : curl_easy_strerror(cc));
+                     r->errbuf[0] ? r->errbuf : r->c->easy_strerror(cc));
         return res->outcome;
     }
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &http);
+    r->c->easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, &http);
     res->retry_after = r->retry_after;
     sm_rest_parse_reply(endpoint, http, r->resp, r->resp_len, res);
     return res->outcome;
@@ -783,7 +883,7 @@ double sm_rest_parse_retry_after(const char *v, long now_epoch)
             return -1;
         return (double)secs;
     }
-    when = curl_getdate(buf, NULL); /* RFC 9110 HTTP-date (and the obsolete forms) */
+    when = sm_curl_builtin()->getdate(buf, NULL); /* RFC 9110 HTTP-date (and the obsolete forms) */
     if (when == (time_t)-1)
         return -1;
     return when > now_epoch ? (double)(when - now_epoch) : 0.0;

@@ -26,7 +26,10 @@ import base64
 import datetime
 import ipaddress
 import json
+import os
 import re
+import shutil
+import subprocess
 import sys
 import textwrap
 
@@ -248,6 +251,130 @@ def test_tls_self_signed_verification_on_by_default(scopemeter_bin, mlflow_serve
         assert {r.auth for r in px.log()} == {f"Bearer {TOKEN}"}
     finally:
         px.close()
+
+
+# ---- https in the Python front: the TLS module, loaded for https only -------------------
+
+TLS_SCRIPT = textwrap.dedent("""
+    import sys, time
+    import mlflow, scopemeter
+    with mlflow.start_run() as run:
+        print("RUN", run.info.run_id, flush=True)
+        ok = scopemeter.enable_system_metrics(interval=0.3)
+        time.sleep(1.5)
+        with open("/proc/self/maps") as f:
+            mapped = sorted({ln.split()[-1] for ln in f if "scopemeter-https" in ln})
+        print("ENABLED", ok, flush=True)
+        print("MODULE", ",".join(mapped) or "-", flush=True)
+        scopemeter.disable_system_metrics()
+""")
+
+
+class _Redirect:
+    """An http server that answers every request with 308 to the same path
+    on `target` (an http tracking server put behind https, as a load
+    balancer does)."""
+
+    def __init__(self, target):
+        import http.server
+        import threading
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def _go(self):
+                self.send_response(308)
+                self.send_header("Location", target + self.path)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+            do_GET = do_POST = _go
+
+            def log_message(self, *a):
+                pass
+
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.uri = f"http://127.0.0.1:{self.srv.server_address[1]}"
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+def package_copy(tmp_path, with_module):
+    """The package under test copied into tmp_path: its .py files, the
+    extension and, when asked, the TLS module beside it (an installed
+    layout, or one that lost the module).  Returns the PYTHONPATH entry."""
+    out = subprocess.run([sys.executable, "-c", "import os, scopemeter; "
+                          "print(os.path.dirname(scopemeter.__file__))"],
+                         env=python_env(), capture_output=True, text=True, check=True)
+    src = out.stdout.strip()
+    pkg = tmp_path / "pkg" / "scopemeter"
+    pkg.mkdir(parents=True)
+    for f in os.listdir(src):
+        if f.endswith(".py") or f.startswith("_native"):
+            shutil.copy(os.path.realpath(os.path.join(src, f)), pkg / f)
+    if with_module:
+        # beside the extension (the staged package links it from the build)
+        ext = os.path.realpath(os.path.join(src, "_native.abi3.so"))
+        shutil.copy(os.path.join(os.path.dirname(ext), "scopemeter-https.so"), pkg)
+    return str(tmp_path / "pkg")
+
+
+@pytest.mark.parametrize("how", ["http", "https", "https-installed", "redirect", "no-module"])
+def test_python_front_loads_the_tls_module_for_https_only(mlflow_server, self_signed, tmp_path,
+                                                          how):
+    """The extension links libcurl without TLS; https goes through the module
+    scopemeter-https.so beside it (src/rest/curl_api.c).  An http run never
+    maps it; an https run (the module found beside the extension, or through
+    the staged extension's symbolic link), and an http URI that redirects to
+    https, ship through it; without the module, https goes through
+    MlflowClient with one line."""
+    px = FaultProxy(mlflow_server, tls=(str(self_signed / "cert.pem"),
+                                        str(self_signed / "key.pem"), None))
+    redirect = _Redirect(px.uri) if how == "redirect" else None
+    uri = {"http": mlflow_server, "redirect": redirect and redirect.uri}.get(how, px.uri)
+    extra = {}
+    if how in ("https-installed", "no-module"):
+        extra["PYTHONPATH"] = package_copy(tmp_path, with_module=how != "no-module")
+    script = tmp_path / "train.py"
+    script.write_text(TLS_SCRIPT)
+    env = python_env(MLFLOW_TRACKING_URI=uri, MLFLOW_TRACKING_TOKEN=TOKEN,
+                     MLFLOW_TRACKING_SERVER_CERT_PATH=str(self_signed / "cert.pem"),
+                     MLFLOW_HTTP_REQUEST_MAX_RETRIES=0)
+    env.update(extra)  # the copy, not the staged package
+    try:
+        p = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                           text=True, timeout=180)
+    finally:
+        px.close()
+        if redirect:
+            redirect.close()
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = dict(ln.split(" ", 1) for ln in p.stdout.splitlines()
+               if ln.startswith(("RUN ", "ENABLED ", "MODULE ")))
+    assert out["ENABLED"] == "True", p.stdout + p.stderr
+    lines = sm_lines(p.stderr)
+    client = [ln for ln in lines if "through MlflowClient" in ln]
+    if how == "http":
+        assert out["MODULE"] == "-", out
+    elif how == "no-module":
+        assert out["MODULE"] == "-", out
+        assert len(client) == 1 and "scopemeter-https.so" in client[0], lines
+    else:
+        where = extra.get("PYTHONPATH") if how == "https-installed" else \
+            os.environ.get("SCOPEMETER_BUILD") or ""
+        assert out["MODULE"] != "-" and where in out["MODULE"], (out, where)
+    if how != "no-module":
+        assert not client, lines
+    batches = px.log("runs/log-batch")
+    if how in ("https", "https-installed"):
+        assert batches and {r.auth for r in batches} == {f"Bearer {TOKEN}"}, batches
+    elif how == "redirect":
+        # shipped over TLS after the redirect; the token is not carried to
+        # another port, by libcurl as by requests (MLflow's client)
+        assert batches, "nothing reached the https server"
+    hist = histories(mlflow_server, out["RUN"])
+    assert hist and min(assert_steps_contiguous(hist).values()) >= 2, hist
+    assert_clean(p.stderr)
 
 
 # ---- oversized and malformed replies -------------------------------------------------------

@@ -104,7 +104,13 @@ def test_wheel_is_self_contained(wheel, tmp_path, capsys):
                 if f.read(4) == b"\x7fELF":
                     elves.append(os.path.join(tmp_path, n))
     kinds = sorted(os.path.basename(e) for e in elves)
-    assert kinds == ["_native.abi3.so", "scopemeter"], kinds
+    assert kinds == ["_native.abi3.so", "scopemeter", "scopemeter-https.so"], kinds
+    # OpenSSL is in the CLI and the TLS module, never in the extension that
+    # loads into every training process (src/rest/curl_api.c)
+    for e in elves:
+        with open(e, "rb") as f:
+            has_ssl = b"OpenSSL 3." in f.read()  # OpenSSL_version() text
+        assert has_ssl == (not e.endswith("_native.abi3.so")), (e, has_ssl)
     for e in elves:
         needed = elf_needed(e)
         assert needed and needed <= GLIBC_LIBS, (e, needed)
@@ -144,8 +150,11 @@ with mlflow.start_run() as run:
     scopemeter.disable_system_metrics()
 got = mlflow.MlflowClient().get_run(run.info.run_id).data.metrics
 maps = open("/proc/self/maps").read()
+tls = scopemeter._native.tls()  # https would load the module beside the extension
+assert os.path.join(here, "scopemeter-https.so") in tls and "OpenSSL" in tls, tls
 print(json.dumps({"metrics": sorted(got), "mlflow": mlflow.__version__,
-                  "libcurl_mapped": "libcurl" in maps, "jansson_mapped": "libjansson" in maps}))
+                  "libcurl_mapped": "libcurl" in maps, "jansson_mapped": "libjansson" in maps,
+                  "tls_module_mapped": "scopemeter-https" in maps}))
 """
 
 
@@ -272,6 +281,7 @@ def test_runs_with_system_libcurl_and_jansson_hidden(venvs, mlflow_server):
                capture_output=True, text=True, timeout=300, env=clean_env())
     res = check_recording(p)
     assert not res["libcurl_mapped"] and not res["jansson_mapped"], res
+    assert not res["tls_module_mapped"], res  # an http server: no OpenSSL mapped
 
 
 def host_suite():

@@ -1,0 +1,17 @@
+/*
+ * https_module.c — scopemeter-https.so: a libcurl with TLS (OpenSSL) for the
+ * shared objects that link a libcurl without it (curl_api.c says why).
+ *
+ * Everything in it is hidden (-fvisibility=hidden, --exclude-libs for the
+ * static libcurl and OpenSSL) except the one entry point, so its OpenSSL
+ * never meets the one Python's ssl module loaded.
+ */
+#include "curl_api.h"
+
+__attribute__((visibility("default"))) const sm_curl_api *sm_https_curl_api(void);
+
+const sm_curl_api *sm_https_curl_api(void)
+{
+    static const sm_curl_api api = SM_CURL_API_TABLE;
+    return &api;
+}
