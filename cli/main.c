@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "scopemeter.h"
+#include "scopemeter_mlflow.h"
 
 struct command {
     const char *name;
@@ -38,10 +39,11 @@ static void usage(FILE *f)
 
 /* What is installed and from where: a platform team that put a wheel's CLI
  * into a bundle directory checks which copy a PATH finds, and which libcurl
- * it carries (static and http(s)-only in the wheel, scripts/build-deps). */
+ * it carries (static, http only; https through the TLS module, whose path
+ * the last line names: src/rest/curl_api.c, scripts/build-deps). */
 static int print_version(void)
 {
-    char exe[PATH_MAX];
+    char exe[PATH_MAX], tls[1024];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
 
     if (n < 0)
@@ -49,6 +51,11 @@ static int print_version(void)
     else
         exe[n] = '\0';
     printf("scopemeter %s\nexecutable: %s\n%s\n", sm_version(), exe, curl_version());
+    /* https is a module loaded on need (src/rest/curl_api.c): say which */
+    if (sm_mlflow_tls(tls, sizeof tls) == 0)
+        printf("https: %s\n", tls);
+    else
+        printf("https: unavailable: %s\n", tls);
     return 0;
 }
 

@@ -1,24 +1,26 @@
 /*
  * curl_api.c — which libcurl a REST handle uses: the one linked in, or, for
- * https in an object linked without TLS, the one in scopemeter-https.so.
+ * https in a binary linked without TLS, the one in scopemeter-https.so.
  *
  * Why TLS is a separate module: the Python extension loads into every
- * training process, most of which ship to an http:// tracking server inside
- * the cluster.  Linked statically, OpenSSL brought ~19000 relocations into
- * the extension; the dynamic loader writes every one at import, so 0.4 MB of
- * private pages and 0.5 MB of relocation table were resident before the
- * first sample, with no https in sight (bench/README.md, table 5).  So the
- * shared objects link a libcurl without TLS, and the first https handle
- * loads the module, a second copy of libcurl with OpenSSL (scripts/build-
- * deps builds both from one source).  The executables link the TLS libcurl:
- * as a PIE they pay the same relocations, but they are separate processes,
- * and one self-contained file matters more for a launcher.
+ * training process, and most of them ship to an http:// tracking server
+ * inside the cluster.  Linked statically, OpenSSL brought ~19000 relocations
+ * into the extension; the dynamic loader writes every one at load, so 0.4 MB
+ * of private pages and 0.5 MB of relocation table were resident before the
+ * first sample, with no https in sight, and the CLI paid the same (bench/
+ * README.md, table 5).  So the extension, libscopemeter.so and the CLI link
+ * a libcurl without TLS, and the first https handle (or an http server's
+ * redirect to https) loads the module: a second copy of libcurl, with
+ * OpenSSL (scripts/build-deps builds both from one source).  Only the test
+ * programs link the TLS libcurl directly.
  *
- * Where the module is looked for: beside the object this code is in (the
- * Python package's directory, libscopemeter.so's libdir), then in its
- * scopemeter/ subdirectory (meson installs it to libdir/scopemeter), each
- * both as the object was loaded and with symbolic links resolved (the test
- * suite's staged package links the extension from the build directory).
+ * Where the module is looked for — beside_object() and beside_executable()
+ * below: next to the shared object this code is in, as loaded and with
+ * symbolic links resolved (the test suite's staged package links the
+ * extension from the build directory); for the CLI, next to the executable,
+ * in the libdir meson installs it to, and in the Python package of a pip
+ * install.  A missing module fails https only, with one line naming where
+ * it looked; http never needs it.
  *
  * The module is loaded once per process and never unloaded: handles made by
  * it may live until exit.  That pthread_once state is the one process-wide
@@ -26,7 +28,9 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <glob.h>
 #include <limits.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,44 +58,79 @@ int sm_curl_builtin_tls(void)
 }
 
 /* ---- the module, loaded once ----------------------------------------------- */
+#ifndef SM_BIN_TO_LIBDIR
+#define SM_BIN_TO_LIBDIR "../lib" /* meson.build passes bindir -> libdir */
+#endif
+
 static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
 static const sm_curl_api *tls_api;
 static char tls_path[PATH_MAX];
 static char tls_err[768];
 
-/* dir/sub/file into out; 0 when it fits */
-static int join(char *out, size_t outlen, const char *dir, size_t dirlen, const char *sub)
+/* Appends the first miss's reason (dlerror names the file and why). */
+static void note_miss(void)
 {
-    return (size_t)snprintf(out, outlen, "%.*s/%s%s", (int)dirlen, dir, sub,
-                            SM_HTTPS_MODULE_FILE) < outlen ? 0 : -ENAMETOOLONG;
+    size_t n = strlen(tls_err);
+
+    if (n < sizeof tls_err - 1)
+        snprintf(tls_err + n, sizeof tls_err - n, "%s%s", n ? "; " : "", dlerror());
 }
 
-/* Tries DIR/scopemeter-https.so and DIR/scopemeter/scopemeter-https.so for
- * the directory of `obj`; the first that loads wins.  Appends each miss to
- * tls_err. */
-static void *try_dir(const char *obj, char *path, size_t pathlen)
+/* Loads DIR/scopemeter-https.so into tls_path; NULL (and a note) if not. */
+static void *try_file(const char *dir, size_t dirlen, const char *sub)
 {
-    static const char *const subs[] = {"", "scopemeter/"};
+    void *h;
+
+    if ((size_t)snprintf(tls_path, sizeof tls_path, "%.*s/%s%s", (int)dirlen, dir, sub,
+                         SM_HTTPS_MODULE_FILE) >= sizeof tls_path)
+        return NULL;
+    h = dlopen(tls_path, RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        note_miss();
+    return h;
+}
+
+/* A shared object (the extension, libscopemeter.so): beside it, then in
+ * its scopemeter/ subdirectory (meson installs there from libdir). */
+static void *beside_object(const char *obj)
+{
     const char *slash = strrchr(obj, '/');
-    size_t dirlen = slash ? (size_t)(slash - obj) : 0;
-    const char *dir = slash ? obj : ".";
     void *h;
 
     if (!slash)
-        dirlen = 1;
-    for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
-        if (join(path, pathlen, dir, dirlen, subs[i]) < 0)
-            continue;
-        h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-        if (h)
-            return h;
-        if (i == 0 && strlen(tls_err) < sizeof tls_err - 1) {
-            /* dlerror() names the file and why ("No such file or directory") */
-            size_t n = strlen(tls_err);
-            snprintf(tls_err + n, sizeof tls_err - n, "%s%s", n ? "; " : "", dlerror());
-        }
+        return NULL;
+    h = try_file(obj, (size_t)(slash - obj), "");
+    return h ? h : try_file(obj, (size_t)(slash - obj), "scopemeter/");
+}
+
+/* The executable (the CLI), in BINDIR: BINDIR itself (the build tree), the
+ * libdir meson installs the module into, and the Python package of a pip
+ * install (the wheel puts the CLI in the environment's bin/ and the module
+ * in lib/pythonX.Y/site-packages/scopemeter/, X.Y being any Python >= 3.9,
+ * or dist-packages on Debian's /usr/local). */
+static void *beside_executable(void)
+{
+    char exe[PATH_MAX], pat[PATH_MAX + 64];
+    const char *slash;
+    size_t dirlen;
+    glob_t g;
+    void *h;
+
+    if (!realpath("/proc/self/exe", exe) || !(slash = strrchr(exe, '/')))
+        return NULL;
+    dirlen = (size_t)(slash - exe);
+    if ((h = try_file(exe, dirlen, "")) || (h = try_file(exe, dirlen, SM_BIN_TO_LIBDIR "/scopemeter/")))
+        return h;
+    snprintf(pat, sizeof pat, "%.*s/../lib/python3.*/*-packages/scopemeter/%s", (int)dirlen, exe,
+             SM_HTTPS_MODULE_FILE);
+    if (glob(pat, GLOB_NOSORT, NULL, &g) != 0)
+        return NULL;
+    for (size_t i = 0; i < g.gl_pathc && !h; i++) {
+        const char *d = g.gl_pathv[i];
+        h = try_file(d, (size_t)(strrchr(d, '/') - d), "");
     }
-    return NULL;
+    globfree(&g);
+    return h;
 }
 
 static void tls_load(void)
@@ -99,18 +138,25 @@ static void tls_load(void)
     const sm_curl_api *(*entry)(void);
     const sm_curl_api *api;
     char resolved[PATH_MAX];
+    struct link_map *lm = NULL;
     Dl_info info;
     void *h = NULL;
 
-    if (!dladdr((void *)&sm_curl_tls, &info) || !info.dli_fname || !*info.dli_fname) {
+    if (!dladdr1((void *)&sm_curl_tls, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm) {
         snprintf(tls_err, sizeof tls_err, "cannot tell which file this code was loaded from");
         return;
     }
-    h = try_dir(info.dli_fname, tls_path, sizeof tls_path);
-    if (!h && realpath(info.dli_fname, resolved) && strcmp(resolved, info.dli_fname) != 0)
-        h = try_dir(resolved, tls_path, sizeof tls_path);
-    if (!h)
+    if (!lm->l_name[0]) { /* the main program's link map has no name */
+        h = beside_executable();
+    } else {
+        h = beside_object(info.dli_fname);
+        if (!h && realpath(info.dli_fname, resolved) && strcmp(resolved, info.dli_fname) != 0)
+            h = beside_object(resolved);
+    }
+    if (!h) {
+        tls_path[0] = '\0';
         return;
+    }
     *(void **)&entry = dlsym(h, SM_HTTPS_MODULE_ENTRY);
     api = entry ? entry() : NULL;
     if (!api || api->abi != SM_CURL_API_ABI || !has_tls(api)) {

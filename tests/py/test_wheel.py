@@ -105,12 +105,12 @@ def test_wheel_is_self_contained(wheel, tmp_path, capsys):
                     elves.append(os.path.join(tmp_path, n))
     kinds = sorted(os.path.basename(e) for e in elves)
     assert kinds == ["_native.abi3.so", "scopemeter", "scopemeter-https.so"], kinds
-    # OpenSSL is in the CLI and the TLS module, never in the extension that
-    # loads into every training process (src/rest/curl_api.c)
+    # OpenSSL is in the TLS module only, never in the extension that loads
+    # into every training process nor in the CLI (src/rest/curl_api.c)
     for e in elves:
         with open(e, "rb") as f:
             has_ssl = b"OpenSSL 3." in f.read()  # OpenSSL_version() text
-        assert has_ssl == (not e.endswith("_native.abi3.so")), (e, has_ssl)
+        assert has_ssl == e.endswith("scopemeter-https.so"), (e, has_ssl)
     for e in elves:
         needed = elf_needed(e)
         assert needed and needed <= GLIBC_LIBS, (e, needed)
@@ -177,6 +177,11 @@ def check_cli(bindir, server, env=None):
     v = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30)
     assert v.returncode == 0, v.stderr
     assert v.stdout.startswith("scopemeter ") and f"executable: {exe}" in v.stdout, v.stdout
+    # https: the TLS module of the same install, in the venv's package
+    https = re.search(r"^https: (.*OpenSSL.*) \((.*)\)$", v.stdout, re.M)
+    assert https, v.stdout
+    assert os.path.realpath(https.group(2)).startswith(
+        os.path.realpath(os.path.dirname(bindir))), (https.group(2), bindir)
     pr = subprocess.run([exe, "probe"], capture_output=True, text=True, timeout=60)
     assert pr.returncode == 0, pr.stderr
     assert "system/node_cpu_utilization_percentage/rank0" in pr.stdout, pr.stdout
