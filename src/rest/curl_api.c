@@ -103,11 +103,13 @@ static void *beside_object(const char *obj)
     return h ? h : try_file(obj, (size_t)(slash - obj), "scopemeter/");
 }
 
-/* The executable (the CLI), in BINDIR: BINDIR itself (the build tree), the
- * libdir meson installs the module into, and the Python package of a pip
- * install (the wheel puts the CLI in the environment's bin/ and the module
- * in lib/pythonX.Y/site-packages/scopemeter/, X.Y being any Python >= 3.9,
- * or dist-packages on Debian's /usr/local). */
+/* The executable (the CLI), in BINDIR: BINDIR itself (the build tree, or a
+ * directory the two files were copied to), the libdir meson installs the
+ * module into, a bundle made by `pip install --target DIR` (DIR/bin and
+ * DIR/scopemeter), and the Python package of a pip install into an
+ * environment (the CLI in its bin/, the module in lib/pythonX.Y/
+ * site-packages/scopemeter/, X.Y any Python >= 3.9; dist-packages on
+ * Debian's /usr/local). */
 static void *beside_executable(void)
 {
     char exe[PATH_MAX], pat[PATH_MAX + 64];
@@ -119,7 +121,9 @@ static void *beside_executable(void)
     if (!realpath("/proc/self/exe", exe) || !(slash = strrchr(exe, '/')))
         return NULL;
     dirlen = (size_t)(slash - exe);
-    if ((h = try_file(exe, dirlen, "")) || (h = try_file(exe, dirlen, SM_BIN_TO_LIBDIR "/scopemeter/")))
+    if ((h = try_file(exe, dirlen, "")) ||
+        (h = try_file(exe, dirlen, SM_BIN_TO_LIBDIR "/scopemeter/")) ||
+        (h = try_file(exe, dirlen, "../scopemeter/")))
         return h;
     snprintf(pat, sizeof pat, "%.*s/../lib/python3.*/*-packages/scopemeter/%s", (int)dirlen, exe,
              SM_HTTPS_MODULE_FILE);

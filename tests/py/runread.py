@@ -1,11 +1,14 @@
 """runread — what `scopemeter run` tests share: running the CLI, and reading
 a run back through MLflow's REST API (urllib; no MLflow client import, which
 costs seconds per test)."""
+import atexit
 import json
 import os
 import re
 import select
+import shutil
 import subprocess
+import tempfile
 import time
 import urllib.parse
 import urllib.request
@@ -66,10 +69,22 @@ def new_run(uri, experiment_id="0"):
     return r["run"]["info"]["run_id"]
 
 
+def scratch_cwd(kw):
+    """A fresh working directory unless the test chose one: a run that
+    cannot reach MLflow writes its JSONL file there, never into the
+    checkout."""
+    if "cwd" not in kw:
+        d = tempfile.mkdtemp(prefix="scopemeter-cwd-")
+        atexit.register(shutil.rmtree, d, True)
+        kw["cwd"] = d
+    return kw
+
+
 def run_cli(binary, args, env=None, timeout=120, **kw):
     """`scopemeter run ARGS`; returns the CompletedProcess plus .run_id (the
     run it said it created, else None) and .took (seconds)."""
     e = clean_env(**(env or {}))
+    scratch_cwd(kw)
     t0 = time.monotonic()
     p = subprocess.run([binary, "run", *args], env=e, capture_output=True, text=True,
                        timeout=timeout, **kw)
@@ -82,7 +97,7 @@ def run_cli(binary, args, env=None, timeout=120, **kw):
 def start_cli(binary, args, env=None, **kw):
     e = clean_env(**(env or {}))
     return subprocess.Popen([binary, "run", *args], env=e, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kw)
+                            stderr=subprocess.PIPE, text=True, **scratch_cwd(kw))
 
 
 def read_bytes(stream, n, timeout=60):

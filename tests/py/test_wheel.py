@@ -231,6 +231,19 @@ def test_every_cpython(venvs, minor, mlflow_server, tmp_path):
     check_cli(bindir, mlflow_server)
 
 
+@pytest.mark.timeout(600)
+def test_bundle_directory(wheel, mlflow_server, tmp_path):
+    """The platform teams' layout (README, Install): the wheel unpacked with
+    `pip install --target DIR` and mounted into images; the CLI runs from
+    DIR/bin and finds its TLS module in DIR/scopemeter/."""
+    d = tmp_path / "bundle"
+    p = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                        "--no-deps", "--target", str(d), wheel[0]],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    check_cli(str(d / "bin"), mlflow_server)
+
+
 def system_libs(*stems):
     """Every file of the system's copies of these libraries (ldconfig's cache
     and the usual directories), real paths."""
