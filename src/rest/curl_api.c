@@ -46,15 +46,10 @@ const sm_curl_api *sm_curl_builtin(void)
     return &builtin;
 }
 
-static int has_tls(const sm_curl_api *c)
+int sm_curl_has_tls(const sm_curl_api *c)
 {
     const curl_version_info_data *v = c->version_info(CURLVERSION_NOW);
     return v && (v->features & CURL_VERSION_SSL);
-}
-
-int sm_curl_builtin_tls(void)
-{
-    return has_tls(&builtin);
 }
 
 /* ---- the module, loaded once ----------------------------------------------- */
@@ -163,7 +158,7 @@ static void tls_load(void)
     }
     *(void **)&entry = dlsym(h, SM_HTTPS_MODULE_ENTRY);
     api = entry ? entry() : NULL;
-    if (!api || api->abi != SM_CURL_API_ABI || !has_tls(api)) {
+    if (!api || api->abi != SM_CURL_API_ABI || !sm_curl_has_tls(api)) {
         snprintf(tls_err, sizeof tls_err, "%.600s is not the TLS module of this build of scopemeter",
                  tls_path);
         goto fail;
@@ -182,18 +177,13 @@ fail:
 
 const sm_curl_api *sm_curl_tls(char *err, size_t errlen)
 {
-    if (has_tls(&builtin))
+    if (sm_curl_has_tls(&builtin))
         return &builtin;
     pthread_once(&tls_once, tls_load);
     if (!tls_api)
         snprintf(err, errlen, "https needs the TLS module %s, which did not load: %s",
                  SM_HTTPS_MODULE_FILE, tls_err);
     return tls_api;
-}
-
-const char *sm_curl_tls_path(void)
-{
-    return tls_api ? tls_path : "";
 }
 
 int sm_mlflow_tls(char *out, size_t outlen)

@@ -1,11 +1,11 @@
 /*
  * curl_api.h — the libcurl entry points the REST client uses, as a table.
  *
- * Why a table: the shared objects that load into a training process (the
- * Python extension, libscopemeter.so) link a libcurl without TLS, and reach
- * a libcurl with TLS through the module scopemeter-https.so, loaded at the
- * first https use (curl_api.c says why).  The executables link a libcurl
- * with TLS and use it directly.  mlflow_rest.c calls libcurl only through
+ * Why a table: what ships (the Python extension, libscopemeter.so, the
+ * CLI) links a libcurl without TLS, and reaches a libcurl with TLS through
+ * the module scopemeter-https.so, loaded at the first https use (curl_api.c
+ * says why).  The test programs link a libcurl with TLS and use it
+ * directly.  mlflow_rest.c calls libcurl only through
  * the table of its handle, so an easy handle and its header list are always
  * made and freed by the same libcurl.
  */
@@ -59,13 +59,10 @@ typedef struct sm_curl_api {
 
 /* The libcurl linked into this object (TLS or not). */
 SM_HIDDEN const sm_curl_api *sm_curl_builtin(void);
-/* 1 when the built-in libcurl has TLS. */
-SM_HIDDEN int sm_curl_builtin_tls(void);
+/* 1 when the libcurl of c has TLS. */
+SM_HIDDEN int sm_curl_has_tls(const sm_curl_api *c);
 /* A libcurl with TLS: the built-in one when it has TLS, else the module's,
  * loaded (and curl_global_init'ed) once per process; on failure NULL and one
  * sentence in err naming where it looked. */
 SM_HIDDEN const sm_curl_api *sm_curl_tls(char *err, size_t errlen);
-/* Where the module was loaded from ("" when it was not). */
-SM_HIDDEN const char *sm_curl_tls_path(void);
-
 #endif

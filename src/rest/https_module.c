@@ -1,6 +1,7 @@
 /*
  * https_module.c — scopemeter-https.so: a libcurl with TLS (OpenSSL) for the
- * shared objects that link a libcurl without it (curl_api.c says why).
+ * binaries that link a libcurl without it: the Python extension,
+ * libscopemeter.so and the CLI (curl_api.c says why).
  *
  * Everything in it is hidden (-fvisibility=hidden, --exclude-libs for the
  * static libcurl and OpenSSL) except the one entry point, so its OpenSSL

@@ -368,7 +368,7 @@ static int use_tls(sm_rest *r)
     struct curl_slist *copy = NULL;
     CURL *h;
 
-    if (r->tls)
+    if (sm_curl_has_tls(r->c))
         return -EALREADY;
     c = sm_curl_tls(err, sizeof err);
     if (!c) {
@@ -389,7 +389,6 @@ static int use_tls(sm_rest *r)
     r->c = c;
     r->h = h;
     r->headers = copy;
-    r->tls = 1;
     r->errbuf[0] = '\0';
     return 0;
 nomem:
@@ -481,15 +480,13 @@ int sm_rest_init(sm_rest *r, const char *uri, char *err, size_t errlen)
         snprintf(err, errlen, "libcurl initialisation failed");
         goto fail;
     }
-    r->c = sm_curl_builtin();
-    r->tls = sm_curl_builtin_tls();
-    if (!r->tls && needs_tls(r)) {
-        if (!(r->c = sm_curl_tls(err, errlen))) {
-            r->c = sm_curl_builtin();
+    {
+        const sm_curl_api *c = needs_tls(r) ? sm_curl_tls(err, errlen) : sm_curl_builtin();
+        if (!c) {
             rc = -ENOENT;
             goto fail;
         }
-        r->tls = 1;
+        r->c = c;
     }
     rc = auth_header(&auth);
     if (rc < 0)
@@ -680,14 +677,15 @@ static void set_options(sm_rest *r, const char *url, int post, const char *body,
                         size_t body_len)
 {
     const sm_curl_api *c = r->c;
+    /* without TLS, a redirect to https fails as unsupported, and
+     * sm_rest_once() goes on with the TLS module */
+    const char *protocols = sm_curl_has_tls(c) ? "http,https" : "http";
     CURL *h = r->h;
 
     c->easy_reset(h);
     c->easy_setopt(h, CURLOPT_URL, url);
-    /* without TLS, a redirect to https fails as unsupported, and
-     * sm_rest_once() goes on with the TLS module */
-    c->easy_setopt(h, CURLOPT_PROTOCOLS_STR, r->tls ? "http,https" : "http");
-    c->easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, r->tls ? "http,https" : "http");
+    c->easy_setopt(h, CURLOPT_PROTOCOLS_STR, protocols);
+    c->easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, protocols);
     c->easy_setopt(h, CURLOPT_NOSIGNAL, 1L); /* a thread inside someone's process */
     c->easy_setopt(h, CURLOPT_HTTPHEADER, r->headers);
     c->easy_setopt(h, CURLOPT_USERAGENT, "scopemeter/" SM_VERSION);

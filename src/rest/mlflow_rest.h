@@ -45,7 +45,6 @@ typedef struct sm_rest {
     char base[2048];          /* tracking URI without trailing '/' (may hold userinfo) */
     char shown[512];          /* the same, redacted, for messages */
     const struct sm_curl_api *c; /* the libcurl h and headers belong to (curl_api.h) */
-    int tls;                  /* c has TLS */
     CURL *h;
     struct curl_slist *headers; /* Content-Type, Expect:, Authorization (secret) */
     int insecure;
