@@ -15,8 +15,9 @@
  *      run, the queue sink drained into a local JSONL file — nothing is lost
  *      silently);
  *   4. fork/exec CMD with MLFLOW_RUN_ID/MLFLOW_TRACKING_URI exported and
- *      MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING removed; forward INT, TERM, HUP,
- *      QUIT, USR1, USR2 until it exits;
+ *      MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING removed, in a process group of
+ *      its own; forward INT, TERM, HUP, QUIT, USR1, USR2 to that group until
+ *      it exits (below: why every signal reaches CMD exactly once);
  *   5. stop the monitor (bounded), mark a run this process owns FINISHED,
  *      FAILED or KILLED, exit with CMD's status (128+N for signal N).
  */
@@ -66,6 +67,8 @@ struct run_state {
     int sfd;                   /* signalfd */
     int pending_sig;           /* a terminating signal that came before CMD started */
     struct sigaction old_chld, old_pipe; /* the dispositions we were given, CMD's */
+    int tty;                   /* our controlling terminal, or -1 */
+    int tty_lent;              /* CMD's group is the terminal's foreground group */
 
     /* JSONL fallback (the monitor's JSONL sink writes it) */
     char jsonl_path[4096];
@@ -155,6 +158,108 @@ static int terminating(int sig)
     return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT;
 }
 
+/*
+ * Every signal reaches CMD exactly once (docs/cli.md, Signals).  CMD runs in
+ * a process group of its own, so a signal sent to our group (GNU timeout,
+ * Slurm, torchrun's agent all use killpg) reaches only us, and we pass it on
+ * to CMD's group — what the group's members would have got — once.  In an
+ * interactive shell the terminal's foreground group follows CMD (a shell
+ * does the same for its jobs), so Ctrl-C and Ctrl-\ reach CMD's group
+ * directly and never us; Ctrl-Z stops CMD, and we stop ourselves with it so
+ * the shell sees its job stopped; `fg` continues us, and we give CMD the
+ * terminal back and continue it.  dumb-init forwards to its child's group
+ * for the same reason.  A SIGKILL that cannot be forwarded still ends CMD:
+ * PR_SET_PDEATHSIG (spawn).
+ */
+
+static double mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Whether we hold the terminal: our group is its foreground group. */
+static int foreground(const struct run_state *st)
+{
+    return st->tty >= 0 && tcgetpgrp(st->tty) == getpgrp();
+}
+
+/* tcsetpgrp from a background group raises SIGTTOU unless it is blocked. */
+static void set_tty_group(const struct run_state *st, pid_t pgid)
+{
+    sigset_t ttou, old;
+
+    sigemptyset(&ttou);
+    sigaddset(&ttou, SIGTTOU);
+    pthread_sigmask(SIG_BLOCK, &ttou, &old);
+    (void)tcsetpgrp(st->tty, pgid);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+static void lend_tty(struct run_state *st, pid_t child)
+{
+    set_tty_group(st, child);
+    st->tty_lent = 1;
+}
+
+static void take_tty_back(struct run_state *st)
+{
+    if (st->tty_lent)
+        set_tty_group(st, getpgrp());
+    st->tty_lent = 0;
+}
+
+/* To CMD's group; to CMD alone when it left the group it was given. */
+static void forward(pid_t child, int sig)
+{
+    if (kill(-child, sig) < 0)
+        kill(child, sig);
+}
+
+/*
+ * One signal sent to us twice at once — GNU timeout sends it to its child and
+ * then to its group, scopemeter being in both — is one signal: standard
+ * signals do not queue, a second delivery while the first is pending merges
+ * with it (signal(7)).  The signalfd would hand us both, so the signals that
+ * arrive within COALESCE_S of the first are gathered, and each number is
+ * passed on once, in the order it first came.  A SIGCHLD among them is
+ * returned in *chld.
+ */
+#define COALESCE_S 0.05
+
+static void forward_coalesced(struct run_state *st, pid_t child, int first, int *forwarded_term,
+                              int *chld)
+{
+    int order[sizeof forwarded / sizeof forwarded[0]], n = 0;
+    double end = mono() + COALESCE_S;
+    int sig = first;
+
+    for (;;) {
+        struct pollfd p = {.fd = st->sfd, .events = POLLIN};
+        struct signalfd_siginfo si;
+        int seen = 0, ms;
+
+        for (int i = 0; i < n; i++)
+            seen |= order[i] == sig;
+        if (!seen && n < (int)(sizeof order / sizeof order[0]))
+            order[n++] = sig;
+        ms = (int)((end - mono()) * 1000);
+        if (ms <= 0 || poll(&p, 1, ms) != 1 || read(st->sfd, &si, sizeof si) != sizeof si)
+            break;
+        sig = (int)si.ssi_signo;
+        if (sig == SIGCHLD) {
+            *chld = 1;
+            sig = first; /* already in order: nothing added */
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        forward(child, order[i]);
+        if (terminating(order[i]))
+            *forwarded_term = 1;
+    }
+}
+
 /* A terminating signal that arrived while CMD was not started yet. */
 static int check_early_signal(struct run_state *st)
 {
@@ -168,13 +273,6 @@ static int check_early_signal(struct run_state *st)
             st->pending_sig = (int)si.ssi_signo;
     }
     return st->pending_sig;
-}
-
-static double mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* ---- finding the run: sm_mlflow_resolve_run (src/rest/mlflow_run.c) ---------- */
@@ -264,12 +362,12 @@ static int child_env(struct run_state *st)
  * exec, signal(7)), and dies with us (PR_SET_PDEATHSIG) so a SIGKILLed
  * scopemeter leaves no orphan training.  Exec failures come back over a
  * close-on-exec pipe. */
-static pid_t spawn(char **cmd, char **env, const struct run_state *st, const sigset_t *orig,
+static pid_t spawn(char **cmd, char **env, struct run_state *st, const sigset_t *orig,
                    int *exec_errno)
 {
     int p[2];
     pid_t parent = getpid(), pid;
-    int e = 0;
+    int e = 0, lend = foreground(st);
     ssize_t n;
 
     *exec_errno = 0;
@@ -290,6 +388,16 @@ static pid_t spawn(char **cmd, char **env, const struct run_state *st, const sig
         close(p[0]);
         sigaction(SIGCHLD, &st->old_chld, NULL);
         sigaction(SIGPIPE, &st->old_pipe, NULL);
+        /* CMD's own group; the terminal follows it when we had it (both
+         * sides do both, as a shell does, so neither order races) */
+        setpgid(0, 0);
+        if (lend) {
+            sigset_t ttou;
+            sigemptyset(&ttou);
+            sigaddset(&ttou, SIGTTOU);
+            sigprocmask(SIG_BLOCK, &ttou, NULL);
+            tcsetpgrp(st->tty, getpid());
+        }
         sigprocmask(SIG_SETMASK, orig, NULL);
         sm_oom_guard_child();
         prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -302,6 +410,9 @@ static pid_t spawn(char **cmd, char **env, const struct run_state *st, const sig
         _exit(e == ENOENT ? 127 : 126);
     }
     close(p[1]);
+    setpgid(pid, pid); /* EACCES once it has exec'd: it did it itself */
+    if (lend)
+        lend_tty(st, pid);
     do
         n = read(p[0], &e, sizeof e);
     while (n < 0 && errno == EINTR);
@@ -314,15 +425,38 @@ static pid_t spawn(char **cmd, char **env, const struct run_state *st, const sig
 /* 1 when the child is gone (*status set), else 0.  ECHILD: it was reaped
  * without us (SIGCHLD ignored or SA_NOCLDWAIT after all — cmd_run resets
  * both, so only if something else in this process undid that): its status
- * is lost, which is said, and counts as a failure. */
-static int reaped(pid_t child, int *status, int flags)
+ * is lost, which is said, and counts as a failure.  As PID 1 of a container
+ * every orphan is ours to reap: any child is waited for, CMD's status kept.
+ * A CMD stopped from the terminal stops us too (the comment above forward). */
+static int reaped(struct run_state *st, pid_t child, int *status, int flags)
 {
-    pid_t w;
+    pid_t w, which = getpid() == 1 ? -1 : child;
+    int ws;
 
-    while ((w = waitpid(child, status, flags)) < 0 && errno == EINTR)
-        ;
-    if (w == child)
+    for (;;) {
+        while ((w = waitpid(which, &ws, flags | WUNTRACED)) < 0 && errno == EINTR)
+            ;
+        if (w <= 0 || w == child)
+            break;
+        /* an orphan reaped as init; look for more */
+    }
+    if (w == child && WIFSTOPPED(ws)) {
+        int sig = WSTOPSIG(ws);
+        if (sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU) {
+            int had = st->tty_lent;
+            take_tty_back(st);
+            kill(getpid(), SIGSTOP); /* returns once the shell continues us */
+            if (had && foreground(st))
+                lend_tty(st, child);
+            forward(child, SIGCONT);
+        }
+        return 0;
+    }
+    if (w == child) {
+        *status = ws;
+        take_tty_back(st);
         return 1;
+    }
     if (w < 0 && errno == ECHILD) {
         fprintf(stderr, "scopemeter: CMD (pid %ld) was reaped elsewhere; its exit status is "
                 "lost\n", (long)child);
@@ -339,7 +473,7 @@ static int wait_child(struct run_state *st, pid_t child, int *forwarded_term)
     int status = 0;
 
     if (st->pending_sig) {
-        kill(child, st->pending_sig);
+        forward(child, st->pending_sig);
         *forwarded_term = 1;
     }
     for (;;) {
@@ -350,29 +484,29 @@ static int wait_child(struct run_state *st, pid_t child, int *forwarded_term)
             if (n < 0 && errno == EINTR)
                 continue;
             /* the signalfd broke: plain wait (no forwarding possible) */
-            reaped(child, &status, 0);
+            while (!reaped(st, child, &status, 0))
+                ;
             return status;
         }
         if (si.ssi_signo == SIGCHLD) {
-            if (reaped(child, &status, WNOHANG))
+            if (reaped(st, child, &status, WNOHANG))
                 return status;
             continue;
         }
-        /* A signal the terminal sent (Ctrl-C, hangup) went to the whole
-         * foreground process group, CMD included: passing it on again
-         * would deliver it twice. */
-        if (si.ssi_code == SI_KERNEL)
-            continue;
-        kill(child, (int)si.ssi_signo);
-        if (terminating((int)si.ssi_signo))
-            *forwarded_term = 1;
+        /* Whoever sent it, it came to us and not to CMD's group (a
+         * terminal's Ctrl-C only while we still held the terminal, before
+         * CMD's group took it): passed on once, like any other. */
+        int chld = 0;
+        forward_coalesced(st, child, (int)si.ssi_signo, forwarded_term, &chld);
+        if (chld && reaped(st, child, &status, WNOHANG))
+            return status;
     }
 }
 
 /* ---- the command ------------------------------------------------------------------- */
 /* Whether CMD can be executed, as execvp will look for it: a name with a
  * '/' as given, else each PATH entry (unset PATH: confstr's default).  0,
- * ENOENT (not found) or EACCES (found, not executable).  Run before any
+ * ENOENT (not found), EISDIR (a directory) or EACCES (found, not executable).  Run before any
  * MLflow call: `scopemeter run typo` creates no run. */
 static int find_cmd(const char *name)
 {
@@ -382,9 +516,13 @@ static int find_cmd(const char *name)
 
     if (!*name)
         return ENOENT;
-    if (strchr(name, '/'))
+    if (strchr(name, '/')) {
+        struct stat sb;
+        if (stat(name, &sb) == 0 && S_ISDIR(sb.st_mode))
+            return EISDIR; /* access(X_OK) passes a directory; execve refuses it */
         return access(name, X_OK) == 0 ? 0 : errno == ENOENT || errno == ENOTDIR ? ENOENT
                                                                                  : EACCES;
+    }
     if (!path) {
         if (confstr(_CS_PATH, def, sizeof def) == 0)
             snprintf(def, sizeof def, "/bin:/usr/bin");
@@ -604,6 +742,7 @@ int cmd_run(int argc, char **argv)
     }
     memset(&st, 0, sizeof st);
     st.sfd = -1;
+    st.tty = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC); /* -1: none (ENXIO) */
     if (!(m = new_monitor(&o)))
         return 125;
     if (take_signals(&st, &orig) < 0) {
@@ -633,6 +772,8 @@ int cmd_run(int argc, char **argv)
     free(st.env_run);
     free(st.env_uri);
     close(st.sfd);
+    if (st.tty >= 0)
+        close(st.tty);
     pthread_sigmask(SIG_SETMASK, &orig, NULL);
     sigaction(SIGCHLD, &st.old_chld, NULL);
     return exit_code;

@@ -91,6 +91,12 @@ SM_EXTERN int sm_mlflow_end_run(const char *tracking_uri, const char *run_id, co
  * print.  Always NUL-terminates out. */
 SM_EXTERN void sm_mlflow_redact_uri(const char *uri, char *out, size_t outlen);
 
+/* 1 when id is a string MLflow accepts as a run id (its rule,
+ * mlflow/utils/validation.py _validate_run_id: [a-zA-Z0-9][\w-]{0,255}),
+ * else 0.  "../x", "a/b" and "x?y=1" are not: they would name another
+ * endpoint or be refused by every store. */
+SM_EXTERN int sm_mlflow_valid_run_id(const char *id);
+
 /* Whether https tracking URIs can be reached: 0, with out naming the
  * libcurl that does TLS and where it comes from ("built in", or the path of
  * the module scopemeter-https.so, loaded here if it was not); < 0 with out

@@ -30,7 +30,8 @@ static int env_int(const char *name, int *out, int allow_suffix)
         return 0;
     errno = 0;
     v = strtol(s, &end, 10);
-    if (errno || end == s || *s == '-' || *s == '+' || *s == ' ' || v < 0 || v > INT_MAX)
+    /* digits first: strtol's leading white space (" 1", "\t1") and sign are refused */
+    if (errno || end == s || *s < '0' || *s > '9' || v < 0 || v > INT_MAX)
         return -1;
     if (*end && !(allow_suffix && (*end == '(' || *end == ',')))
         return -1;

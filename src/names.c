@@ -72,7 +72,9 @@ static int node_char_ok(char c)
  * Kubernetes node names may have 253 characters.  A longer name keeps its
  * first 171 characters and gets "-" + 8 hex digits of its FNV-1a hash: the
  * same for every series and rank of that node (the UI groups them), distinct
- * for names that differ only at their end.  The full name is in the run tag
+ * for names that differ only at their end.  A name that lost characters to
+ * '_' gets the same suffix: "東京ノード1" and "大阪ノード1" would both read
+ * "_______________1".  The full name is in the run tag
  * scopemeter.rankN.node (docs/design.md §2, §3). */
 #define NODE_SEGMENT_MAX 180
 #define SCOPED_KEY_ROOM 48
@@ -108,13 +110,17 @@ int sm_series_name(const char *upstream_key, int rank, const char *node, char *o
         return -ENOSPC;
     len = (size_t)n;
     if (f->node_tier && node && *node) {
-        size_t nl = strlen(node), keep = nl > NODE_SEGMENT_MAX ? NODE_SEGMENT_MAX - 9 : nl;
-        if (len + 1 + (nl > NODE_SEGMENT_MAX ? NODE_SEGMENT_MAX : nl) >= outlen)
+        size_t nl = strlen(node), keep = nl, lossy = 0;
+        for (size_t i = 0; i < nl; i++)
+            lossy += !node_char_ok(node[i]);
+        if ((nl > NODE_SEGMENT_MAX || lossy) && nl > NODE_SEGMENT_MAX - 9)
+            keep = NODE_SEGMENT_MAX - 9; /* the suffix fits in the tier's maximum */
+        if (len + 1 + keep + (keep < nl || lossy ? 9 : 0) >= outlen)
             return -ENOSPC;
         out[len++] = '/';
         for (size_t i = 0; i < keep; i++)
             out[len++] = node_char_ok(node[i]) ? node[i] : '_';
-        if (keep < nl)
+        if (keep < nl || lossy)
             len += (size_t)snprintf(out + len, outlen - len, "-%08x", fnv1a(node));
         out[len] = '\0';
     }

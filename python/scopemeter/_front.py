@@ -743,6 +743,10 @@ def _enable(all_workers, interval, samples):
         _log("no active MLflow run (call mlflow.start_run() first, or set MLFLOW_RUN_ID); "
              "system metrics not recorded")
         return False
+    if not _native.valid_run_id(run_id):
+        _log(f"MLFLOW_RUN_ID is not an MLflow run id: {run_id[:80]!r}; system metrics not "
+             "recorded", warn=True)
+        return False
     _stop_mlflow_monitor(run_id)
 
     with _lock:

@@ -25,6 +25,7 @@
 #include <Python.h>
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -163,12 +164,17 @@ static int Monitor_init(PyObject *self_, PyObject *args, PyObject *kw)
         rc = sm_monitor_use_queue(self->m);
     }
     if (rc < 0) {
-        if (rc == -EINVAL)
-            PyErr_Format(PyExc_ValueError, "invalid monitor setting: interval must be between "
-                         "%g and %g s, samples between 1 and %d, stop_timeout between 0 and "
-                         "%g s; the tracking URI http(s), the run id and headers non-empty",
-                         SM_INTERVAL_MIN, SM_INTERVAL_MAX, SM_SAMPLES_MAX, SM_STOP_TIMEOUT_MAX);
-        else
+        if (rc == -EINVAL && run_id && !sm_mlflow_valid_run_id(run_id)) {
+            PyErr_Format(PyExc_ValueError, "not an MLflow run id: %.80s", run_id);
+        } else if (rc == -EINVAL) {
+            /* PyErr_Format has no %g */
+            char msg[300];
+            snprintf(msg, sizeof msg, "invalid monitor setting: interval must be between %g "
+                     "and %g s, samples between 1 and %d, stop_timeout between 0 and %g s; the "
+                     "tracking URI http(s) and headers non-empty", SM_INTERVAL_MIN,
+                     SM_INTERVAL_MAX, SM_SAMPLES_MAX, SM_STOP_TIMEOUT_MAX);
+            PyErr_SetString(PyExc_ValueError, msg);
+        } else
             raise_errno(rc, "monitor setup", NULL);
         sm_monitor_free(self->m);
         self->m = NULL;
@@ -609,6 +615,17 @@ static PyObject *mod_series_scope(PyObject *Py_UNUSED(mod), PyObject *args)
     return PyUnicode_FromString(scope);
 }
 
+/* valid_run_id(s) -> whether MLflow accepts s as a run id (the engine's rule,
+ * sm_mlflow_valid_run_id), so the front says which setting is wrong. */
+static PyObject *mod_valid_run_id(PyObject *Py_UNUSED(mod), PyObject *args)
+{
+    const char *id;
+
+    if (!PyArg_ParseTuple(args, "s", &id))
+        return NULL;
+    return PyBool_FromLong(sm_mlflow_valid_run_id(id));
+}
+
 /* redact_uri(uri) -> the URI as scopemeter prints it (sm_mlflow_redact_uri):
  * userinfo replaced by "***", query dropped.  One redaction for C and Python. */
 static PyObject *mod_redact_uri(PyObject *Py_UNUSED(mod), PyObject *args)
@@ -657,6 +674,8 @@ static PyMethodDef module_methods[] = {
     {"tls", mod_tls, METH_NOARGS,
      "tls() -> the libcurl that does https and where it comes from (loads the TLS module); "
      "OSError when https cannot work"},
+    {"valid_run_id", mod_valid_run_id, METH_VARARGS,
+     "valid_run_id(s) -> True when MLflow accepts s as a run id"},
     {"redact_uri", mod_redact_uri, METH_VARARGS,
      "redact_uri(uri) -> the URI with userinfo as *** and no query (as the engine prints it)"},
     {NULL, NULL, 0, NULL},

@@ -146,9 +146,6 @@ SM_HIDDEN int sm_rest_is_http(const char *uri);
 /* URL-encode for a query value; returns 0 or -ENOSPC. */
 SM_HIDDEN int sm_rest_escape(sm_rest *r, const char *in, char *out, size_t outlen);
 
-/* MLflow's run id rule (mlflow/utils/validation.py _validate_run_id):
- * [a-zA-Z0-9][\w-]{0,255}.  Checked because the id goes into JSON and URLs. */
-SM_HIDDEN int sm_mlflow_valid_run_id(const char *id);
 
 /* mlflow_api.c: runs/get on an open handle until the monotonic deadline;
  * 0 (status_out gets RUNNING, FINISHED, ...), -ENOENT for a missing or

@@ -52,7 +52,7 @@ int main(void)
      * (docs/design.md §4): -EINVAL, a line naming it, and no collecting */
     {
         static const char *const bad[][2] = {
-            {"RANK", "abc"}, {"RANK", "-1"}, {"RANK", "0x1"}, {"RANK", " 1"},
+            {"RANK", "abc"}, {"RANK", "-1"}, {"RANK", "0x1"}, {"RANK", " 1"}, {"RANK", "\t1"}, {"RANK", "\n1"},
             {"WORLD_SIZE", "0"}, {"WORLD_SIZE", "two"}, {"LOCAL_RANK", "abc"},
             {"LOCAL_WORLD_SIZE", "0"},
         };

@@ -45,9 +45,37 @@ int main(void)
                  "system/container_cpu_utilization_percentage/rank5");
     /* a future key of a known family follows the rule by itself */
     CHECK_EQ_STR(name("cpu_steal_percentage", 0, "n1"), "system/node_cpu_steal_percentage/n1/rank0");
-    /* a node name cannot open a new UI section */
-    CHECK_EQ_STR(name("cpu_utilization_percentage", 0, "a/b c"),
-                 "system/node_cpu_utilization_percentage/a_b_c/rank0");
+    /* a node name cannot open a new UI section; what it lost to '_' is kept
+     * distinct by its hash (FNV-1a of the full name) */
+    {
+        char k1[256], k2[256];
+        const char *seg1, *seg2;
+        CHECK_EQ_INT(sm_series_name("cpu_utilization_percentage", 0, "a/b c", k1, sizeof k1), 0);
+        CHECK(strncmp(k1, "system/node_cpu_utilization_percentage/a_b_c-", 45) == 0);
+        CHECK_EQ_INT((int)strlen(k1), 45 + 8 + 6);
+        CHECK_EQ_INT(sm_series_name("cpu_utilization_percentage", 0,
+                                    "\xe6\x9d\xb1\xe4\xba\xac\xe3\x83\x8e\xe3\x83\xbc"
+                                    "\xe3\x83\x89" "1", k1, sizeof k1), 0); /* 東京ノード1 */
+        CHECK_EQ_INT(sm_series_name("cpu_utilization_percentage", 0,
+                                    "\xe5\xa4\xa7\xe9\x98\xaa\xe3\x83\x8e\xe3\x83\xbc"
+                                    "\xe3\x83\x89" "1", k2, sizeof k2), 0); /* 大阪ノード1 */
+        seg1 = k1 + strlen("system/node_cpu_utilization_percentage/");
+        seg2 = k2 + strlen("system/node_cpu_utilization_percentage/");
+        CHECK(strncmp(seg1, "_______________1-", 17) == 0);
+        CHECK(strcmp(seg1, seg2) != 0); /* two nodes, two sections */
+        /* a clean name is kept as it is, without a suffix */
+        CHECK_EQ_STR(name("cpu_utilization_percentage", 0, "gpu-node_1.a"),
+                     "system/node_cpu_utilization_percentage/gpu-node_1.a/rank0");
+        /* a lossy name of 175 characters still fits the 180 of the tier */
+        {
+            char node[176], k3[512];
+            memset(node, 'x', 175);
+            node[0] = ' ';
+            node[175] = '\0';
+            CHECK_EQ_INT(sm_series_name("disk_usage_megabytes", 0, node, k3, sizeof k3), 0);
+            CHECK_EQ_INT((int)strlen(k3), (int)strlen("system/rootfs_usage_megabytes//rank0") + 180);
+        }
+    }
 
     /* families no rule covers are errors, never silent passes */
     CHECK_EQ_STR(name("memory_usage_megabytes", 0, NULL), "EINVAL");

@@ -229,6 +229,19 @@ def test_cmd_not_found_is_127(scopemeter_bin, tmp_path):
     assert any("cannot run /nonexistent/cmd" in l for l in sm_lines(p.stderr))
 
 
+def test_a_directory_as_cmd_is_126_and_creates_no_run(scopemeter_bin, mlflow_server, tmp_path):
+    exp = new_experiment()
+    p = run_cli(scopemeter_bin, ["--experiment", exp, "--", str(tmp_path)],
+                env={"MLFLOW_TRACKING_URI": mlflow_server}, cwd=tmp_path)
+    assert p.returncode == 126, p.stderr  # as a shell: "Is a directory"
+    assert any("Is a directory; no run created" in l for l in sm_lines(p.stderr)), p.stderr
+    assert p.run_id is None
+    # nothing reached the server: not even the experiment
+    r = rest(mlflow_server, "experiments/search", {"max_results": 1000})
+    assert exp not in [e["name"] for e in r.get("experiments", [])]
+    assert not list(tmp_path.glob("scopemeter-rank*.jsonl"))
+
+
 def test_usage_errors_are_2(scopemeter_bin):
     for args in ([], ["--interval", "0", "--", "true"], ["--run-id", "x", "--experiment", "y",
                                                          "--", "true"], ["--bogus", "--", "true"]):

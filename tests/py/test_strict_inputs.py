@@ -308,3 +308,21 @@ def test_sysroot_is_said_where_a_file_cannot_be_opened(probe_json, tmp_path):
     notes = [n for n in out["notes"] if "/proc/stat" in n]
     assert notes and f"(paths under SCOPEMETER_SYSROOT={tmp_path})" in notes[0], out["notes"]
 
+
+
+@pytest.mark.parametrize("bad", ["../x", "a/b", "x" * 300, "x?y=1"])
+@pytest.mark.parametrize("store", ["local", "server"])
+def test_front_bad_run_id_is_named(mlflow_server, tmp_path, bad, store):
+    """MLFLOW_RUN_ID that is not a run id: one line naming it (not an
+    'invalid monitor setting' with unfilled %g placeholders), False, and
+    nothing recorded into a store that would refuse it anyway."""
+    uri = mlflow_server if store == "server" else f"sqlite:///{tmp_path}/mlflow.db"
+    code = ("import scopemeter; print('RESULT', scopemeter.enable_system_metrics(interval=1)); "
+            "scopemeter.disable_system_metrics()")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       cwd=tmp_path, env=python_env(MLFLOW_RUN_ID=bad, MLFLOW_TRACKING_URI=uri))
+    assert "RESULT False" in p.stdout, p.stdout + p.stderr
+    lines = sm_lines(p.stderr)
+    assert len([l for l in lines if "not an MLflow run id" in l]) == 1, lines
+    assert not any("%g" in l or "invalid monitor setting" in l for l in lines), lines
+    assert not any("collecting" in l for l in lines), lines
