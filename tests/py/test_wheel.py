@@ -119,6 +119,19 @@ def test_wheel_is_self_contained(wheel, tmp_path, capsys):
         syms = subprocess.run(["nm", "-D", "--defined-only", e], capture_output=True,
                               text=True).stdout
         assert not re.search(r" (curl_|json_|SSL_|EVP_)", syms), e
+    # PEP 639: our licence and those of the three libraries linked in
+    dist = [n for n in names if re.match(r"scopemeter-[^/]+\.dist-info/", n)]
+    lic = sorted(n.split("/licenses/", 1)[1] for n in dist if "/licenses/" in n)
+    assert lic == ["LICENSE", "LICENSES/OpenSSL.txt", "LICENSES/curl.txt",
+                   "LICENSES/jansson.txt"], dist
+    meta = open(os.path.join(tmp_path, [n for n in dist if n.endswith("/METADATA")][0])).read()
+    assert "License-Expression: Apache-2.0 AND curl AND MIT" in meta, meta[:2000]
+    assert sorted(re.findall(r"^License-File: (.+)$", meta, re.M)) == lic, meta[:2000]
+    for n in lic:
+        text = open(os.path.join(tmp_path, [d for d in dist if d.endswith("/" + n)][0])).read()
+        assert {"LICENSE": "Apache License", "LICENSES/OpenSSL.txt": "OpenSSL",
+                "LICENSES/curl.txt": "Daniel Stenberg",
+                "LICENSES/jansson.txt": "Petri Lehtinen"}[n] in text, n
 
 
 def venv_for(py, where):
