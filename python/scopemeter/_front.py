@@ -76,23 +76,33 @@ class _StderrUnlessConfigured(logging.Handler):
     def emit(self, record):
         if logging.getLogger().handlers:
             return
+        self.write(record.levelno, record.getMessage())
+
+    @staticmethod
+    def write(levelno, msg):
         try:
-            warn = "warning: " if record.levelno >= logging.WARNING else ""
-            sys.stderr.write(f"scopemeter: {warn}{record.getMessage()}\n")
+            warn = "warning: " if levelno >= logging.WARNING else ""
+            sys.stderr.write(f"scopemeter: {warn}{msg}\n")
             sys.stderr.flush()
         except Exception:  # a closed stderr must not break training
             pass
 
 
+# The library never sets a level: an application's logging.basicConfig(
+# level=WARNING) or a level on "scopemeter" decides which lines it sees.
 _logger = logging.getLogger("scopemeter")
 if not any(isinstance(h, _StderrUnlessConfigured) for h in _logger.handlers):
     _logger.addHandler(_StderrUnlessConfigured())
-if _logger.level == logging.NOTSET:
-    _logger.setLevel(logging.INFO)
 
 
 def _log(msg, warn=False):
-    _logger.log(logging.WARNING if warn else logging.INFO, "%s", msg)
+    level = logging.WARNING if warn else logging.INFO
+    if _logger.level == logging.NOTSET and not logging.getLogger().handlers:
+        # logging configured by no one: every line on stderr, as the engine
+        # writes its own (logging's default WARNING would hide the INFO ones)
+        _StderrUnlessConfigured.write(level, msg)
+    else:
+        _logger.log(level, "%s", msg)
 
 
 # ---- records -> MLflow ----------------------------------------------------------

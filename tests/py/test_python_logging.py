@@ -34,6 +34,23 @@ def test_lines_follow_the_applications_logging(tmp_path):
     assert "scopemeter: no active MLflow run" not in p.stderr, p.stderr
 
 
+def test_the_applications_level_is_kept(tmp_path):
+    # basicConfig(level=WARNING): the front's INFO lines are not shown, its
+    # warnings are; importing scopemeter sets no level of its own
+    code = ("import logging, sys\n"
+            "logging.basicConfig(stream=sys.stdout, level=logging.WARNING,\n"
+            "                    format='APP %(levelname)s %(message)s')\n"
+            "import scopemeter\n"
+            "print('LEVEL', logging.getLogger('scopemeter').level)\n"
+            "print('RESULT', scopemeter.enable_system_metrics())\n"
+            "print('RESULT', scopemeter.enable_system_metrics(interval=0))\n")
+    p = run(code, tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "LEVEL 0" in p.stdout, p.stdout
+    assert "no active MLflow run" not in p.stdout + p.stderr, p.stdout + p.stderr
+    assert "APP WARNING enable_system_metrics(): interval must be" in p.stdout, p.stdout
+
+
 def test_warnings_keep_their_level(tmp_path):
     code = ("import logging, sys\n"
             "logging.basicConfig(stream=sys.stdout, format='%(levelname)s %(message)s')\n"
