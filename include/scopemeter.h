@@ -40,12 +40,9 @@ extern "C" {
 #define SM_EXTERN
 #endif
 
-/* Compile-time version (as curl's LIBCURL_VERSION_NUM): 0xMMmmpp. */
-#define SM_VERSION_MAJOR 0
-#define SM_VERSION_MINOR 1
-#define SM_VERSION_PATCH 0
-#define SM_VERSION "0.1.0"
-#define SM_VERSION_HEX ((SM_VERSION_MAJOR << 16) | (SM_VERSION_MINOR << 8) | SM_VERSION_PATCH)
+/* SM_VERSION, SM_VERSION_{MAJOR,MINOR,PATCH}, SM_VERSION_HEX (0xMMmmpp):
+ * generated from VERSION, the one place the version is written. */
+#include "scopemeter_version.h"
 
 /* The library's version at run time ("0.1.0"); compare with SM_VERSION to
  * catch a program built against another header. */
