@@ -21,7 +21,11 @@ cgroup's files:
 - a late call and a process killed before its end tags;
 - the command's plumbing: --plot without matplotlib, `python -m scopemeter
   --version`, the C CLI finding (or not finding) a Python that imports
-  scopemeter.
+  scopemeter;
+- what filled the pod (docs/design.md §9): runs written through MLflow's
+  client into a real sqlite store with §9's series and tags in its exact
+  formats (verdicts, JSON values, the table, the picture), and a run of an
+  older engine without them, which reports as before.
 """
 import json
 import os
