@@ -34,8 +34,26 @@ _GPU = re.compile(r"^gpu_(\d+)_(.+)$")
 _END_TAGS = ("oom_kill", "mem_peak_sampled_mb", "memory_peak_mb", "cpu_throttled_periods",
              "cpu_throttled_s")
 
+# The composition of the working set (docs/design.md §9): the series'
+# names, the key of each part in the tag memory_at_peak and in the JSON, and
+# what the part typically is, for the verdict that names the cause.
+PARTS = (  # (JSON key, series, memory_at_peak key, name, what it typically is)
+    ("anon", "container_memory_anon_megabytes", "anon_mb", "anonymous",
+     "heaps: tensors, arrays, Python objects"),
+    ("shmem", "container_memory_shmem_megabytes", "shmem_mb", "shared memory",
+     "/dev/shm, typically DataLoader workers"),
+    ("file_active", "container_memory_file_active_megabytes", "file_active_mb", "page cache",
+     "files in use: datasets, checkpoints"),
+    ("kernel", "container_memory_kernel_megabytes", "kernel_mb", "kernel",
+     "slab, sockets, page tables"),
+)
+PROCESS_SERIES = ("process_count", "process_memory_megabytes",
+                  "process_cpu_utilization_percentage")
+
 # Thresholds of the verdicts (docs/report.md, "Verdicts").
 MEMORY_HIGH_PCT = 90.0        # working-set peak as % of the memory limit
+MEMORY_PRESSURE_PCT = 10.0    # memory stalled this share of the time (PSI "some") ...
+PRESSURE_WINDOW_S = 60.0      # ... over the last minute of points, or over the whole run
 THROTTLED_PCT = 10.0          # share of CFS periods throttled ...
 THROTTLED_MIN = 10            # ... and at least this many (a second of periods)
 NODE_HIGH_PCT = 90.0          # node memory peak, for the neighbours verdict ...
@@ -45,8 +63,8 @@ QUIET_S = 60.0                # a RUNNING run without a point for this long is n
 CFS_PERIOD_S = 0.1            # the kernel's default CFS period (the engine does not tag it)
 
 # Verdict codes, most severe first: the order of docs/report.md.
-CODES = ("oom_killed", "memory_high", "cpu_throttled", "node_neighbours", "no_limit",
-         "started_late", "stopped_early")
+CODES = ("oom_killed", "memory_high", "memory_cause", "memory_events", "memory_pressure",
+         "cpu_throttled", "node_neighbours", "no_limit", "started_late", "stopped_early")
 
 
 class ReportError(Exception):
@@ -223,13 +241,105 @@ def _cgroup_limits(tag):
     return limit, half, (float(cpu.group(1)) if cpu else None)
 
 
-def _memory_limit_mb(tag, series):
-    """The memory limit in MB.  The tag rounds (0.1 GiB, 1 MiB); every logged
+def _kv(text, kind=float):
+    """{key: number} of a "key=value key=value" tag (docs/design.md §9);
+    a malformed pair is left out, an absent or empty tag is None."""
+    out = {}
+    for word in (text or "").split():
+        key, eq, val = word.partition("=")
+        if not eq or not key:
+            continue
+        try:
+            x = kind(val)
+        except ValueError:
+            continue
+        if kind is int or math.isfinite(x):
+            out[key] = x
+    return out or None
+
+
+def _at_step(series, name, step):
+    for _, st, v in series.get(name, ()):
+        if st == step:
+            return v
+    return None
+
+
+def _peak_point(series, name):
+    """(step, value) of the highest point of a series (the first of equals)."""
+    best = None
+    for _, st, v in series.get(name, ()):
+        if best is None or v > best[1]:
+            best = (st, v)
+    return best
+
+
+def _composition(t, series, limit_mb):
+    """(the working set's parts at its peak in MB, where they come from).
+    The tag memory_at_peak is exact (the sample with the highest working set,
+    shipped when it changes, so it survives an OOM kill); without it (an
+    older engine) the composition series at the step of the working set's
+    highest point, a window's mean like every point."""
+    tag = _kv(t.get("memory_at_peak"))
+    if tag and "working_set_mb" in tag:
+        out = {"working_set": _r1(tag["working_set_mb"])}
+        for key, _, tkey, _, _ in PARTS:
+            out[key] = _r1(tag.get(tkey))
+        out["limit"] = _r1(tag.get("limit_mb", limit_mb))
+        return out, "tag"
+    peak = _peak_point(series, "container_memory_usage_megabytes")
+    if peak is None:
+        return None, None
+    parts = {key: _at_step(series, name, peak[0]) for key, name, _, _, _ in PARTS}
+    if all(v is None for v in parts.values()):
+        return None, None
+    out = {"working_set": _r1(peak[1])}
+    out.update({k: _r1(v) for k, v in parts.items()})
+    out["limit"] = _r1(limit_mb)
+    return out, "series"
+
+
+def _process_tree_peak(t, series):
+    """{"processes", "memory_megabytes"} at the tree's highest memory: the tag
+    process_tree_peak (a single sample), else the series' highest point."""
+    tag = _kv(t.get("process_tree_peak"))
+    if tag and "memory_mb" in tag:
+        n = tag.get("processes")
+        return {"processes": int(n) if n is not None else None,
+                "memory_megabytes": _r1(tag["memory_mb"])}
+    peak = _peak_point(series, "process_memory_megabytes")
+    if peak is None:
+        return None
+    n = _at_step(series, "process_count", peak[0])
+    return {"processes": int(round(n)) if n is not None else None,
+            "memory_megabytes": _r1(peak[1])}
+
+
+def _last_window_mean(series, name, end_ms, window_s):
+    """The mean of a series' points in the window_s before end_ms: each point
+    is a window's share of time, windows are equally long, so the mean is the
+    share of that whole stretch."""
+    pts = [v for ts, _, v in series.get(name, ()) if ts > end_ms - window_s * 1000]
+    return sum(pts) / len(pts) if pts else None
+
+
+def _max_of(*xs):
+    xs = [x for x in xs if x is not None]
+    return max(xs) if xs else None
+
+
+def _memory_limit_mb(tag, series, limit_bytes=None):
+    """The memory limit in MB: exact from the tag memory_limit_bytes (engines
+    since docs/design.md §9), else from the display tag cgroup as below.
+
+    The tag rounds (0.1 GiB, 1 MiB); every logged
     point pairs the working set (MB) with its share of the limit (%), both
     rounded to 0.1, so each point bounds the limit too.  Limits are mostly
     round numbers (512 MiB, 56 GiB): the tag's value when every point allows
     it, else the middle of what the tag and the points allow; should they
     disagree (a limit changed during the run) the tag wins."""
+    if limit_bytes is not None and limit_bytes > 0:
+        return limit_bytes / 1e6
     limit, half, _ = _cgroup_limits(tag)
     if limit is None:
         return None
@@ -247,12 +357,41 @@ def _memory_limit_mb(tag, series):
     return (lo + hi) / 2
 
 
-def _rank_report(rank, data, tags, run, period_s):
+def _recorders(ranks):
+    """{rank: the rank whose windows carried its points}.  A rank with only
+    process series is a sibling whose tree its pod's collector recorded
+    (docs/design.md §9); every key of one window carries the same timestamp
+    (§1), so the collector is the rank sharing the most of its timestamps."""
+    stamps = {k: {ts for ser in d["series"].values() for ts, _, _ in ser}
+              for k, d in ranks.items()}
+    collectors = [k for k, d in ranks.items()
+                  if any(n not in PROCESS_SERIES for n in d["series"])]
+    out = {}
+    for k, d in ranks.items():
+        if k in collectors or not d["series"]:
+            out[k] = k
+            continue
+        best = max(collectors, key=lambda c: (len(stamps[k] & stamps[c]), -c), default=None)
+        out[k] = best if best is not None and stamps[k] & stamps[best] else None
+    return out
+
+
+def _rank_tags(tags, rank):
+    return {m.group(2): v for k, v in tags.items()
+            if (m := _RANK_TAG.match(k)) and int(m.group(1)) == rank}
+
+
+def _rank_report(rank, data, tags, run, period_s, recorder=None, recorder_node=None):
     s = data["series"]
-    t = {m.group(2): v for k, v in tags.items()
-         if (m := _RANK_TAG.match(k)) and int(m.group(1)) == rank}
+    t = _rank_tags(tags, rank)
     cgroup = t.get("cgroup")
-    limit_mb = _memory_limit_mb(cgroup, s)
+    # only process series: a sibling rank whose tree its pod's collector
+    # recorded; the container is the collector's, reported under its rank
+    tree_only = bool(s) and all(n in PROCESS_SERIES for n in s) and "cgroup" not in t
+    limit_mb = _memory_limit_mb(cgroup, s, _num(t, "memory_limit_bytes", int))
+    if limit_mb is None and not tree_only:
+        at_peak = _kv(t.get("memory_at_peak")) or {}
+        limit_mb = at_peak.get("limit_mb") or None
     _, _, cpu_cores = _cgroup_limits(cgroup)
 
     # the working-set peak: the highest point, or the highest single sample
@@ -261,6 +400,11 @@ def _rank_report(rank, data, tags, run, period_s):
     sampled = _num(t, "mem_peak_sampled_mb")
     if sampled is not None and (peak is None or sampled > peak):
         peak = sampled
+    # the same sample, in the tag that is shipped with the points and so
+    # survives a kill of the recorder (docs/design.md §9)
+    at_peak_ws = (_kv(t.get("memory_at_peak")) or {}).get("working_set_mb")
+    if at_peak_ws is not None and (peak is None or at_peak_ws > peak):
+        peak = at_peak_ws
     peak_pct = 100.0 * peak / limit_mb if peak is not None and limit_mb else None
     kernel_peak = _num(t, "memory_peak_mb")
 
@@ -294,6 +438,18 @@ def _rank_report(rank, data, tags, run, period_s):
 
     node_key = t.get("node")
     node = node_key if node_key and node_key != "unknown" else (data["node_tier"] or "unknown")
+    if node == "unknown" and tree_only and recorder_node:
+        node = recorder_node
+
+    # what filled it (docs/design.md §9)
+    composition, composition_source = _composition(t, s, limit_mb)
+    events = _kv(t.get("memory_events"), int)
+    oom_kill = _num(t, "oom_kill", int)
+    if oom_kill is None and events and "oom_kill" in events:
+        oom_kill = events["oom_kill"]  # shipped with the points: it survives the kill
+    pressure = _kv(t.get("pressure")) or {}
+    mem_psi_last = (_last_window_mean(s, "container_memory_pressure_percentage", last,
+                                      PRESSURE_WINDOW_S) if last is not None else None)
     # The end tags come at stop, and only with a memory limit.  A run still
     # RUNNING may be recording now; one whose last point is long past (a
     # killed process never ends its run) is not.
@@ -303,7 +459,7 @@ def _rank_report(rank, data, tags, run, period_s):
         quiet_s is None or quiet_s < max(3 * (period_s or 10.0), QUIET_S))
     if has_end:
         stopped_early = False
-    elif recording or limit_mb is None:
+    elif recording or limit_mb is None or tree_only:
         stopped_early = None
     else:
         stopped_early = True
@@ -321,7 +477,7 @@ def _rank_report(rank, data, tags, run, period_s):
         "container_memory_kernel_peak_megabytes": _r1(kernel_peak),
         "node_memory_peak_percentage": _r1(_max(s, "node_memory_usage_percentage")),
         "node_memory_peak_megabytes": _r1(_max(s, "node_memory_usage_megabytes")),
-        "oom_kill": _num(t, "oom_kill", int),
+        "oom_kill": oom_kill,
         "container_cpu_limit_cores": cpu_cores,
         "container_cpu_mean_percentage": _r1(_mean(s, "container_cpu_utilization_percentage")),
         "container_cpu_peak_percentage": _r1(_max(s, "container_cpu_utilization_percentage")),
@@ -339,6 +495,21 @@ def _rank_report(rank, data, tags, run, period_s):
         "started_after_run_s": _r1(late),
         "end_tags": has_end,
         "stopped_early": stopped_early,
+        "container_memory_limit_exact": "memory_limit_bytes" in t and limit_mb is not None,
+        "container_memory_at_peak_megabytes": composition,
+        "container_memory_at_peak_source": composition_source,
+        "memory_events": events,
+        "memory_pressure_peak_percentage": _r1(_max_of(
+            pressure.get("memory_peak_pct"), _max(s, "container_memory_pressure_percentage"))),
+        "memory_pressure_last_minute_percentage": _r1(mem_psi_last),
+        "memory_pressure_stalled_s": _r1(pressure.get("memory_some_s")),
+        "cpu_pressure_peak_percentage": _r1(_max_of(
+            pressure.get("cpu_peak_pct"), _max(s, "container_cpu_pressure_percentage"))),
+        "cpu_pressure_stalled_s": _r1(pressure.get("cpu_some_s")),
+        "process_tree_peak": _process_tree_peak(t, s),
+        "process_cpu_mean_percentage": _r1(_mean(s, "process_cpu_utilization_percentage")),
+        "recorded_by_rank": recorder,
+        "process_tree_only": tree_only,
     }
     codes, texts = _verdicts(r, period_s)
     r["verdict_codes"], r["verdicts"] = codes, texts
@@ -365,6 +536,16 @@ def _verdicts(r, period_s):
         out.append(("memory_high",
                     f"memory peak {pct:.1f} % of the limit: {peak:.1f} of {lim:.1f} MB, "
                     f"{lim - peak:.1f} MB of headroom"))
+    comp, ev = r["container_memory_at_peak_megabytes"], r["memory_events"] or {}
+    hit = any(ev.get(k, 0) > 0 for k in ("high", "max", "oom", "oom_kill"))
+    if comp and (r["oom_kill"] or (pct is not None and pct >= MEMORY_HIGH_PCT) or hit):
+        out.append(("memory_cause", _cause_text(comp)))
+    ev_text = _events_text(ev, r["cgroup"], skip_kills=bool(r["oom_kill"]))
+    if ev_text:
+        out.append(("memory_events", ev_text))
+    psi_text = _pressure_text(r)
+    if psi_text:
+        out.append(("memory_pressure", psi_text))
     tp = r["cpu_throttled_percentage"]
     if tp is not None and tp >= THROTTLED_PCT and r["cpu_throttled_periods"] >= THROTTLED_MIN:
         out.append(("cpu_throttled",
@@ -377,7 +558,7 @@ def _verdicts(r, period_s):
         out.append(("node_neighbours",
                     f"node memory peaked at {node_pct:.1f} % while this container stayed at "
                     f"{pct:.1f} % of its limit: neighbours on node {r['node']} use the memory"))
-    if lim is None:
+    if lim is None and not r["process_tree_only"]:
         what = f"node memory peak {node_pct:.1f} %" if node_pct is not None else "no node values"
         out.append(("no_limit",
                     f"no container memory limit: only node values exist ({what}); the node's "
@@ -388,10 +569,91 @@ def _verdicts(r, period_s):
                     f"recording started late: {late:.0f} s after the run (one window is "
                     f"{period_s:g} s); the start of the run, where memory spikes, is missing"))
     if r["stopped_early"]:
-        out.append(("stopped_early",
-                    "recording stopped early: no end tags (killed before it could write them); "
-                    "the end of the run, its kernel peak and OOM kills are unknown"))
+        if (comp is not None and r["container_memory_at_peak_source"] == "tag") or ev:
+            # the tags of docs/design.md §9 travel with the points
+            out.append(("stopped_early",
+                        "recording stopped early: no end tags (killed before it could write "
+                        "them); the memory at the peak and the kernel's memory events are "
+                        "known up to the last window shipped, the kernel's peak is unknown"))
+        else:
+            out.append(("stopped_early",
+                        "recording stopped early: no end tags (killed before it could write "
+                        "them); the end of the run, its kernel peak and OOM kills are unknown"))
     return [c for c, _ in out], [t for _, t in out]
+
+
+def _size(mb, ref_mb):
+    """GB (10^9 bytes) against a reference (the limit) of 1 GB or more, MB
+    below it and for what would read 0.0 GB."""
+    if ref_mb is not None and ref_mb >= 1000 and mb >= 100:
+        return f"{mb / 1000:.1f} GB"
+    return f"{mb:.0f} MB"
+
+
+def _cause_text(comp):
+    """What filled the container at its peak: the parts, largest first, each
+    with what it typically is."""
+    ws, lim = comp.get("working_set"), comp.get("limit")
+    ref = lim if lim is not None else ws
+    if ws is not None and lim:
+        head = f"peaked at {100.0 * ws / lim:.0f} % of its {_size(lim, ref)} limit"
+    else:
+        head = f"peaked at {_size(ws or 0.0, ref)}"
+    parts = sorted(((comp.get(key), key, name, what) for key, _, _, name, what in PARTS
+                    if comp.get(key) is not None and comp.get(key) > 0),
+                   key=lambda p: (-p[0], p[1]))
+    if not parts:
+        return head
+    return head + ": " + ", ".join(f"{name} {_size(v, ref)} ({what})"
+                                   for v, _, name, what in parts)
+
+
+def _times(n):
+    return f"{n} time{'s' * (n != 1)}"
+
+
+def _events_text(ev, cgroup, skip_kills):
+    """The memory events since the start (tag memory_events): v2 memory.events,
+    v1 memory.failcnt as max.  The OOM kills have their own verdict."""
+    if not ev:
+        return None
+    v1 = (cgroup or "").startswith("v1 ") or ("high" not in ev and "oom" not in ev)
+    hits = []
+    if ev.get("high", 0) > 0:
+        hits.append(f"memory.high {_times(ev['high'])}")
+    if ev.get("max", 0) > 0:
+        hits.append(f"the limit {_times(ev['max'])}" if v1 else f"max {_times(ev['max'])}")
+    tail = []
+    if ev.get("oom", 0) > 0:
+        tail.append(f"an allocation failed at the limit {_times(ev['oom'])}")
+    if ev.get("oom_kill", 0) > 0 and not skip_kills:
+        tail.append(f"the OOM killer killed {ev['oom_kill']} "
+                    f"process{'es' * (ev['oom_kill'] != 1)}")
+    if not hits and not tail:
+        return None
+    text = "the kernel hit " + ", ".join(hits) if hits else ""
+    text = "; ".join([x for x in [text] + tail if x])
+    source = "memory.failcnt" if v1 else "memory.events"
+    return f"{text} ({source}, since recording started)"
+
+
+def _pressure_text(r):
+    """Memory stalls (PSI "some": some task waited for memory, the kernel
+    reclaiming or reading back what it evicted) near the end, else over the
+    whole recording."""
+    last = r["memory_pressure_last_minute_percentage"]
+    span = r["recording_span_s"]
+    if last is not None and last >= MEMORY_PRESSURE_PCT:
+        where = ("in the last minute before the end" if span is None or span >= PRESSURE_WINDOW_S
+                 else f"in the {span:.0f} s recorded")
+        return f"memory stalls {last:.0f} % of the time {where}: the kernel was reclaiming"
+    stalled = r["memory_pressure_stalled_s"]
+    if stalled is not None and span:
+        share = min(100.0, 100.0 * stalled / span)
+        if share >= MEMORY_PRESSURE_PCT:
+            return (f"memory stalls {share:.0f} % of the recorded time ({stalled:.1f} s of "
+                    f"{span:.0f} s): the kernel was reclaiming")
+    return None
 
 
 def _cores(c):
@@ -408,7 +670,14 @@ def _build(client, run_id, how):
     interval = _num(tags, "scopemeter.interval_s")
     samples = _num(tags, "scopemeter.samples", int)
     period = interval * (samples or 1) if interval else None
-    rank_reports = [_rank_report(k, ranks[k], tags, run, period) for k in sorted(ranks)]
+    rec = _recorders(ranks)
+    rank_reports = []
+    for k in sorted(ranks):
+        by = rec.get(k)
+        by_node = None
+        if by is not None and by != k:
+            by_node = _rank_tags(tags, by).get("node") or ranks[by]["node_tier"]
+        rank_reports.append(_rank_report(k, ranks[k], tags, run, period, by, by_node))
     nodes = {}
     for r in rank_reports:
         nodes.setdefault(r["node"], []).append(r["rank"])
@@ -518,6 +787,9 @@ def format_report(rep):
     for node, rs in grouped():
         L.append(f"{node[:98]}")
         for r in rs:
+            if r["process_tree_only"]:
+                L.append(f"{'  rank ' + str(r['rank']):<22}{_tree_only(r)}")
+                continue
             L.append(f"{'  rank ' + str(r['rank']):<22}"
                      f"{_f(r['container_memory_limit_megabytes'], none='none'):>9}"
                      f"{_f(r['container_memory_peak_megabytes']):>9}"
@@ -526,6 +798,26 @@ def format_report(rep):
                      f"{_f(r['container_memory_kernel_peak_megabytes']):>9}"
                      f"{_f(r['node_memory_peak_percentage']):>13}"
                      f"{_f(r['oom_kill'], '{:d}'):>11}")
+
+    if any(_filled(r) for r in rep["ranks"]):
+        L.append("")
+        L.append("what filled it (MB at the working-set peak; processes: the rank's tree at its "
+                 "peak, PSS;")
+        L.append("psi: peak % of time stalled on memory / CPU)")
+        L.append(f"{'node / rank':<22}{'anon':>9}{'shmem':>9}{'file':>9}{'kernel':>9}"
+                 f"{'procs':>7}{'tree MB':>10}{'mem psi %':>11}{'cpu psi %':>11}")
+        for node, rs in grouped():
+            L.append(f"{node[:98]}")
+            for r in rs:
+                c = r["container_memory_at_peak_megabytes"] or {}
+                tree = r["process_tree_peak"] or {}
+                L.append(f"{'  rank ' + str(r['rank']):<22}"
+                         f"{_f(c.get('anon')):>9}{_f(c.get('shmem')):>9}"
+                         f"{_f(c.get('file_active')):>9}{_f(c.get('kernel')):>9}"
+                         f"{_f(tree.get('processes'), '{:d}'):>7}"
+                         f"{_f(tree.get('memory_megabytes')):>10}"
+                         f"{_f(r['memory_pressure_peak_percentage']):>11}"
+                         f"{_f(r['cpu_pressure_peak_percentage']):>11}")
 
     L.append("")
     L.append("cpu (% of the container's CPU limit), network (MB since recording started), "
@@ -539,8 +831,9 @@ def format_report(rep):
             thr_s = "-" if thr is None else (
                 f"{thr} ({r['cpu_throttled_percentage']:.0f}%)"
                 if r["cpu_throttled_percentage"] is not None else str(thr))
+            no_cpu = "-" if r["process_tree_only"] else "none"
             L.append(f"{'  rank ' + str(r['rank']):<22}"
-                     f"{_f(r['container_cpu_limit_cores'], '{:g}', 'none'):>7}"
+                     f"{_f(r['container_cpu_limit_cores'], '{:g}', no_cpu):>7}"
                      f"{_f(r['container_cpu_mean_percentage']):>8}"
                      f"{_f(r['container_cpu_peak_percentage']):>8}"
                      f"{thr_s[:10]:>11}"
@@ -573,6 +866,20 @@ def format_report(rep):
     else:
         L.append("verdicts: none (no OOM kill, no limit near, no throttling, complete recording)")
     return "\n".join(L)
+
+
+def _filled(r):
+    """Whether a rank has any of the series or tags of docs/design.md §9: the
+    table of an older run stays as it was."""
+    return any(r[k] is not None for k in (
+        "container_memory_at_peak_megabytes", "process_tree_peak",
+        "memory_pressure_peak_percentage", "cpu_pressure_peak_percentage"))
+
+
+def _tree_only(r):
+    by = r["recorded_by_rank"]
+    return (f"process tree only, recorded by rank {by} (its pod's container)" if by is not None
+            else "process tree only")
 
 
 def _wrap(text, width, indent):

@@ -21,7 +21,11 @@ cgroup's files:
 - a late call and a process killed before its end tags;
 - the command's plumbing: --plot without matplotlib, `python -m scopemeter
   --version`, the C CLI finding (or not finding) a Python that imports
-  scopemeter.
+  scopemeter;
+- what filled the pod (docs/design.md §9): runs written through MLflow's
+  client into a real sqlite store with §9's series and tags in its exact
+  formats (verdicts, JSON values, the table, the picture), and a run of an
+  older engine without them, which reports as before.
 """
 import json
 import os
@@ -540,3 +544,272 @@ def test_cli_finds_python_or_says_it_cannot(scopemeter_bin, tmp_path):
                        text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert "usage: scopemeter report" in p.stdout
+
+
+# ---- what filled the pod (docs/design.md §9), on runs written through MLflow's client ----------
+#
+# The engine side of §9 records these series and tags; these tests write
+# runs holding them, exactly as §9 names and formats them, into a real sqlite
+# store through MLflow's own client, so the report is checked on every part of
+# the contract, old runs included, whatever a kernel here can produce.
+
+PERIOD_MS = 10_000
+
+
+def write_run(uri, series, tags, status="FINISHED", start_ms=1_800_000_000_000):
+    """A run in the store at uri: series {key: [(step, value)]} (step s is
+    logged at start + (s + 1) windows, every key of a window on one timestamp
+    as the engine logs them), tags {key: value}.  Returns the run id."""
+    from mlflow.entities import Metric, RunTag
+    from mlflow.tracking import MlflowClient
+    c = MlflowClient(tracking_uri=uri)
+    exp = c.get_experiment_by_name("report-filled")
+    exp_id = exp.experiment_id if exp else c.create_experiment("report-filled")
+    run_id = c.create_run(exp_id, start_time=start_ms).info.run_id
+    metrics = [Metric(key, float(v), start_ms + (step + 1) * PERIOD_MS, step)
+               for key, pts in series.items() for step, v in pts]
+    for i in range(0, len(metrics), 900):
+        c.log_batch(run_id, metrics=metrics[i:i + 900])
+    c.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+    c.set_terminated(run_id, status, end_time=start_ms + (len(next(iter(series.values())))
+                                                           + 2) * PERIOD_MS)
+    return run_id
+
+
+RUN_TAGS = {"scopemeter.interval_s": "10", "scopemeter.samples": "1",
+            "scopemeter.collectors": "2"}
+
+
+def filled_pod_run(uri):
+    """Two pods.  Pod A (node gpu-a, a v2 engine with every §9 series and
+    tag): rank 0 fills its 8.0 GB limit with shared memory and is OOM-killed
+    together with its recorder (no end tags; the kill is known from the tag
+    memory_events, shipped with the points); rank 1 is its sibling, whose
+    process tree rank 0's collector recorded.  Pod B (node gpu-b, v1): rank 2
+    with the composition series but no memory_at_peak tag, near its limit."""
+    steps = range(12)  # 12 windows of 10 s: 120 s recorded
+    ws0 = [4000 + 340 * s for s in steps]                      # to 7740 MB
+    shm0 = [2000 + 280 * s for s in steps]                     # to 5080
+    anon0 = [1800 + 40 * s for s in steps]                     # to 2240
+    file0 = [150 + 20 * s for s in steps]                      # to 370
+    kern0 = [w - a - b - c for w, a, b, c in zip(ws0, shm0, anon0, file0)]
+    mpsi0 = [0, 0, 1, 1, 2, 2, 6, 8, 10, 14, 16, 18]           # last minute: mean 12
+    cpsi0 = [5, 5, 10, 10, 20, 20, 30, 35, 30, 25, 20, 20]
+    tree1 = [300 + 150 * s for s in steps]                     # sibling tree: to 1950 MB
+    n1 = [2, 2, 3, 3, 3, 4, 4, 4, 5, 5, 5, 6]
+    ws2 = [2000 + 180 * s for s in steps]                      # to 3980 MB of 4295.0
+    anon2 = [1500 + 140 * s for s in steps]                    # to 3040
+    shm2 = [300 + 25 * s for s in steps]                       # to 575
+    file2 = [180 + 10 * s for s in steps]                      # to 290
+    kern2 = [w - a - b - c for w, a, b, c in zip(ws2, anon2, shm2, file2)]
+
+    def pts(vals):
+        return list(zip(steps, vals))
+
+    series = {
+        "system/container_memory_usage_megabytes/rank0": pts(ws0),
+        "system/container_memory_usage_percentage/rank0": pts([w / 80 for w in ws0]),
+        "system/container_memory_anon_megabytes/rank0": pts(anon0),
+        "system/container_memory_shmem_megabytes/rank0": pts(shm0),
+        "system/container_memory_file_active_megabytes/rank0": pts(file0),
+        "system/container_memory_kernel_megabytes/rank0": pts(kern0),
+        "system/container_memory_pressure_percentage/rank0": pts(mpsi0),
+        "system/container_cpu_pressure_percentage/rank0": pts(cpsi0),
+        "system/container_cpu_utilization_percentage/rank0": pts([60] * 12),
+        "system/node_memory_usage_percentage/gpu-a/rank0": pts([30] * 12),
+        "system/process_count/rank0": pts([5] * 12),
+        "system/process_memory_megabytes/rank0": pts([w - 400 for w in ws0]),
+        "system/process_cpu_utilization_percentage/rank0": pts([240] * 12),
+        "system/process_count/rank1": pts(n1),
+        "system/process_memory_megabytes/rank1": pts(tree1),
+        "system/process_cpu_utilization_percentage/rank1": pts([100] * 12),
+        "system/container_memory_usage_megabytes/rank2": pts(ws2),
+        "system/container_memory_usage_percentage/rank2": pts(
+            [round(100 * w / 4294.967296, 1) for w in ws2]),
+        "system/container_memory_anon_megabytes/rank2": pts(anon2),
+        "system/container_memory_shmem_megabytes/rank2": pts(shm2),
+        "system/container_memory_file_active_megabytes/rank2": pts(file2),
+        "system/container_memory_kernel_megabytes/rank2": pts(kern2),
+        "system/node_memory_usage_percentage/gpu-b/rank2": pts([40] * 12),
+        "system/process_count/rank2": pts([2] * 12),
+        "system/process_memory_megabytes/rank2": pts([w - 300 for w in ws2]),
+    }
+    tags = dict(RUN_TAGS)
+    tags.update({
+        "scopemeter.rank0.node": "gpu-a",
+        # the display tag rounds (7.45 GiB reads 7.5GiB); the exact one wins
+        "scopemeter.rank0.cgroup": "v2 /kubepods/pod-a/ctr mem=7.5GiB cpu=4.0",
+        "scopemeter.rank0.memory_limit_bytes": "8000000000",
+        # one sample, above every window's mean (the window mean peaks at 7740)
+        "scopemeter.rank0.memory_at_peak": "working_set_mb=7760.0 anon_mb=2200.0 "
+                                           "shmem_mb=5100.0 file_active_mb=380.0 "
+                                           "kernel_mb=80.0 limit_mb=8000.0",
+        "scopemeter.rank0.memory_events": "high=12 max=3 oom=1 oom_kill=1",
+        "scopemeter.rank0.pressure": "memory_some_s=9.50 memory_peak_pct=21.5 "
+                                     "cpu_some_s=20.10 cpu_peak_pct=40.0",
+        "scopemeter.rank0.process_tree_peak": "processes=5 memory_mb=7400.5",
+        "scopemeter.rank2.node": "gpu-b",
+        "scopemeter.rank2.cgroup": "v1 /pod-b mem=4096MiB cpu=2.0",
+        "scopemeter.rank2.memory_events": "max=3 oom_kill=0",
+        "scopemeter.rank2.oom_kill": "0",
+        "scopemeter.rank2.mem_peak_sampled_mb": "3980.0",
+        "scopemeter.rank2.memory_peak_mb": "4100.2",
+    })
+    return write_run(uri, series, tags, status="KILLED")
+
+
+@pytest.mark.timeout(300)
+def test_names_what_filled_the_pod(scopemeter_bin, tmp_path):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    run_id = filled_pod_run(uri)
+    rep = py_report(run_id, uri)
+    assert rep["nodes"] == {"gpu-a": [0, 1], "gpu-b": [2]}
+
+    r0 = rank_of(rep, 0)
+    # the exact limit (memory_limit_bytes), not the display tag's 7.5 GiB
+    assert r0["container_memory_limit_megabytes"] == 8000.0
+    assert r0["container_memory_limit_exact"] is True
+    assert r0["container_memory_at_peak_megabytes"] == {
+        "working_set": 7760.0, "anon": 2200.0, "shmem": 5100.0, "file_active": 380.0,
+        "kernel": 80.0, "limit": 8000.0}
+    assert r0["container_memory_at_peak_source"] == "tag"
+    assert r0["memory_events"] == {"high": 12, "max": 3, "oom": 1, "oom_kill": 1}
+    assert r0["memory_pressure_peak_percentage"] == 21.5        # the tag's single sample
+    assert r0["memory_pressure_last_minute_percentage"] == 12.0  # 6 points of the last 60 s
+    assert r0["memory_pressure_stalled_s"] == 9.5
+    assert r0["cpu_pressure_peak_percentage"] == 40.0
+    assert r0["process_tree_peak"] == {"processes": 5, "memory_megabytes": 7400.5}
+    # no end tags, but the kill travelled with the points in memory_events
+    assert r0["end_tags"] is False and r0["stopped_early"] is True
+    assert r0["oom_kill"] == 1
+    # the peak: the tag's single sample, above every window's mean (7740)
+    assert r0["container_memory_peak_megabytes"] == 7760.0
+    assert r0["container_memory_peak_percentage"] == 97.0
+    assert r0["verdict_codes"] == ["oom_killed", "memory_high", "memory_cause", "memory_events",
+                                   "memory_pressure", "stopped_early"], r0["verdicts"]
+    v = dict(zip(r0["verdict_codes"], r0["verdicts"]))
+    assert v["memory_cause"] == (
+        "peaked at 97 % of its 8.0 GB limit: shared memory 5.1 GB (/dev/shm, typically "
+        "DataLoader workers), anonymous 2.2 GB (heaps: tensors, arrays, Python objects), "
+        "page cache 0.4 GB (files in use: datasets, checkpoints), kernel 80 MB (slab, "
+        "sockets, page tables)")
+    assert v["memory_events"] == ("the kernel hit memory.high 12 times, max 3 times; an "
+                                  "allocation failed at the limit 1 time (memory.events, since "
+                                  "recording started)")
+    assert v["memory_pressure"] == ("memory stalls 12 % of the time in the last minute before "
+                                    "the end: the kernel was reclaiming")
+    assert "8000.0 MB memory limit" in v["oom_killed"]
+
+    # the sibling: only its process tree, recorded by its pod's collector
+    r1 = rank_of(rep, 1)
+    assert r1["process_tree_only"] is True and r1["recorded_by_rank"] == 0
+    assert r1["node"] == "gpu-a"
+    # no tag: the series' highest point and the count at that step
+    assert r1["process_tree_peak"] == {"processes": 6, "memory_megabytes": 1950.0}
+    assert r1["process_cpu_mean_percentage"] == 100.0
+    assert r1["container_memory_limit_megabytes"] is None
+    assert r1["stopped_early"] is None and r1["verdict_codes"] == []
+
+    # pod B: an engine without memory_at_peak: the series at the peak's step
+    r2 = rank_of(rep, 2)
+    assert r2["container_memory_limit_exact"] is False
+    assert r2["container_memory_limit_megabytes"] == pytest.approx(4295.0, abs=0.06)
+    assert r2["container_memory_at_peak_megabytes"] == {
+        "working_set": 3980.0, "anon": 3040.0, "shmem": 575.0, "file_active": 290.0,
+        "kernel": 75.0, "limit": r2["container_memory_limit_megabytes"]}
+    assert r2["container_memory_at_peak_source"] == "series"
+    assert r2["memory_events"] == {"max": 3, "oom_kill": 0}
+    assert r2["memory_pressure_peak_percentage"] is None  # v1: no PSI, no zeros
+    assert r2["cpu_pressure_peak_percentage"] is None
+    assert r2["process_tree_peak"] == {"processes": 2, "memory_megabytes": 3680.0}
+    assert r2["verdict_codes"] == ["memory_high", "memory_cause", "memory_events"]
+    v = dict(zip(r2["verdict_codes"], r2["verdicts"]))
+    assert v["memory_cause"] == (
+        "peaked at 93 % of its 4.3 GB limit: anonymous 3.0 GB (heaps: tensors, arrays, "
+        "Python objects), shared memory 0.6 GB (/dev/shm, typically DataLoader workers), "
+        "page cache 0.3 GB (files in use: datasets, checkpoints), kernel 75 MB (slab, "
+        "sockets, page tables)")
+    assert v["memory_events"] == ("the kernel hit the limit 3 times (memory.failcnt, since "
+                                  "recording started)")
+
+    # the run's list: most severe first
+    assert [(x["rank"], x["code"]) for x in rep["verdicts"][:5]] == [
+        (0, "oom_killed"), (0, "memory_high"), (2, "memory_high"), (0, "memory_cause"),
+        (2, "memory_cause")]
+
+    # the table: the section of §9, every rank in it, 100 columns
+    env = report_env(MLFLOW_TRACKING_URI=uri)
+    t = cli_report(scopemeter_bin, run_id, env=env)
+    assert t.returncode == 0, t.stderr
+    assert_fits(t.stdout)
+    lines = t.stdout.splitlines()
+    i = next(k for k, ln in enumerate(lines) if ln.startswith("what filled it"))
+    section = lines[i:lines.index("", i)]
+    rows = {ln.split()[1]: ln.split()[2:] for ln in section if ln.startswith("  rank ")}
+    assert rows["0"][:8] == ["2200.0", "5100.0", "380.0", "80.0", "5", "7400.5", "21.5", "40.0"]
+    assert rows["1"][:8] == ["-", "-", "-", "-", "6", "1950.0", "-", "-"]
+    assert f"{'  rank 1':<22}process tree only, recorded by rank 0 (its pod's container)" \
+        in lines
+    assert "rank 0: peaked at 97 % of its 8.0 GB limit: shared memory 5.1 GB (/dev/shm, " \
+        "typically" in t.stdout
+
+    # the picture: the composition stacked under the limit line
+    png = tmp_path / "filled.png"
+    t = cli_report(scopemeter_bin, run_id, "--plot", str(png), env=env)
+    assert t.returncode == 0, t.stderr
+    w, h = png_size(png)
+    assert w == 1600 and h > 900
+
+
+def old_run(uri):
+    """A run of an engine before docs/design.md §9: none of its series or tags."""
+    steps = range(8)
+    ws = [100 + 60 * s for s in steps]                        # to 520 MB of 536.9
+    series = {
+        "system/container_memory_usage_megabytes/rank0": list(zip(steps, ws)),
+        "system/container_memory_usage_percentage/rank0": list(zip(
+            steps, [round(100 * w / 536.870912, 1) for w in ws])),
+        "system/container_cpu_utilization_percentage/rank0": list(zip(steps, [50] * 8)),
+        "system/node_memory_usage_percentage/n1/rank0": list(zip(steps, [20] * 8)),
+        "system/node_cpu_utilization_percentage/n1/rank0": list(zip(steps, [30] * 8)),
+    }
+    tags = dict(RUN_TAGS, **{"scopemeter.collectors": "1",
+                             "scopemeter.rank0.node": "n1",
+                             "scopemeter.rank0.cgroup": "v1 /old mem=512MiB cpu=1.0",
+                             "scopemeter.rank0.oom_kill": "0",
+                             "scopemeter.rank0.mem_peak_sampled_mb": "525.0",
+                             "scopemeter.rank0.memory_peak_mb": "530.1"})
+    return write_run(uri, series, tags)
+
+
+@pytest.mark.timeout(200)
+def test_older_run_reports_as_before(scopemeter_bin, tmp_path):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    run_id = old_run(uri)
+    rep = py_report(run_id, uri)
+    r = rank_of(rep, 0)
+    # the limit from the display tag, refined by the points, as before
+    assert r["container_memory_limit_megabytes"] == 536.9
+    assert r["container_memory_limit_exact"] is False
+    assert r["container_memory_peak_megabytes"] == 525.0
+    assert r["verdict_codes"] == ["memory_high"]
+    assert r["verdicts"] == ["memory peak 97.8 % of the limit: 525.0 of 536.9 MB, 11.9 MB of "
+                             "headroom"]
+    for key in ("container_memory_at_peak_megabytes", "container_memory_at_peak_source",
+                "memory_events", "memory_pressure_peak_percentage",
+                "memory_pressure_last_minute_percentage", "memory_pressure_stalled_s",
+                "cpu_pressure_peak_percentage", "cpu_pressure_stalled_s", "process_tree_peak",
+                "process_cpu_mean_percentage"):
+        assert r[key] is None, key
+    assert r["process_tree_only"] is False and r["recorded_by_rank"] == 0
+    assert r["oom_kill"] == 0 and r["stopped_early"] is False
+    t = cli_report(scopemeter_bin, run_id, env=report_env(MLFLOW_TRACKING_URI=uri))
+    assert t.returncode == 0, t.stderr
+    assert "what filled it" not in t.stdout  # the table of an older run is unchanged
+    assert t.stdout.splitlines()[-1] == ("rank 0: memory peak 97.8 % of the limit: 525.0 of "
+                                         "536.9 MB, 11.9 MB of headroom")
+    png = tmp_path / "old.png"
+    t = cli_report(scopemeter_bin, run_id, "--plot", str(png),
+                   env=report_env(MLFLOW_TRACKING_URI=uri))
+    assert t.returncode == 0, t.stderr
+    assert png_size(png)[0] == 1600
