@@ -436,6 +436,29 @@ int sm_rest_init(sm_rest *r, const char *uri, char *err, size_t errlen)
                      "http(s)://HOST[:PORT][/PREFIX])", r->shown);
             return -EINVAL;
         }
+        /* the port, after the host ("[v6]:port" too): libcurl would say only
+         * "URL using bad/illegal format" of 99999 or -1 */
+        {
+            const char *host = at ? at + 1 : auth, *end = auth + alen;
+            const char *br = host[0] == '[' ? memchr(host, ']', (size_t)(end - host)) : NULL;
+            const char *colon = memchr(br ? br : host, ':', (size_t)(end - (br ? br : host)));
+            if (colon && colon + 1 < end) {
+                size_t plen = (size_t)(end - colon - 1);
+                long port = 0;
+                int ok = plen <= 5;
+                for (size_t i = 0; ok && i < plen; i++) {
+                    ok = colon[1 + i] >= '0' && colon[1 + i] <= '9';
+                    port = port * 10 + (colon[1 + i] - '0');
+                }
+                if (!ok || port < 1 || port > 65535) {
+                    sm_rest_redact(uri, r->shown, sizeof r->shown);
+                    snprintf(err, errlen, "tracking URI '%s': port %.*s is not a TCP port "
+                             "(1-65535)", r->shown, (int)(plen > 20 ? 20 : plen),
+                             colon + 1);
+                    return -EINVAL;
+                }
+            }
+        }
     }
     if (strpbrk(r->base, "?#")) {
         sm_rest_redact(r->base, r->shown, sizeof r->shown);
@@ -804,9 +827,18 @@ int sm_rest_once(sm_rest *r, const char *method, const char *endpoint, const cha
         if (cc == CURLE_WRITE_ERROR) /* on_body refused it: over RESP_MAX (or no memory) */
             snprintf(res->msg, sizeof res->msg, "%s on %.200s: reply not read: larger than "
                      "%u MiB (or out of memory)", ep, r->shown, RESP_MAX >> 20);
-        else
-            snprintf(res->msg, sizeof res->msg, "%s on %.200s: %.200s", ep, r->shown,
-                     r->errbuf[0] ? r->errbuf : r->c->easy_strerror(cc));
+        else {
+            /* the system's word for it ("Connection refused", "No route to
+             * host"), which libcurl's text ("Couldn't connect to server")
+             * leaves out */
+            long os_errno = 0;
+            char why[80] = "";
+            r->c->easy_getinfo(r->h, CURLINFO_OS_ERRNO, &os_errno);
+            if (os_errno > 0 && !strstr(r->errbuf, strerror((int)os_errno)))
+                snprintf(why, sizeof why, " (%s)", strerror((int)os_errno));
+            snprintf(res->msg, sizeof res->msg, "%s on %.200s: %.200s%s", ep, r->shown,
+                     r->errbuf[0] ? r->errbuf : r->c->easy_strerror(cc), why);
+        }
         return res->outcome;
     }
     r->c->easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, &http);

@@ -242,6 +242,24 @@ def test_a_directory_as_cmd_is_126_and_creates_no_run(scopemeter_bin, mlflow_ser
     assert not list(tmp_path.glob("scopemeter-rank*.jsonl"))
 
 
+@pytest.mark.parametrize("port,said", [
+    ("closed", "Connection refused"),
+    ("99999", "port 99999 is not a TCP port (1-65535)"),
+    ("-1", "port -1 is not a TCP port (1-65535)"),
+])
+def test_network_errors_name_their_cause(scopemeter_bin, tmp_path, port, said):
+    """libcurl's own words were 'Error' in the bundled build (no verbose
+    strings): a refused connection and a bad port are said as such."""
+    if port == "closed":
+        from conftest import free_port
+        port = str(free_port())  # nothing listens there
+    p = run_cli(scopemeter_bin, ["--startup-timeout", "1", "--", "true"],
+                env={"MLFLOW_TRACKING_URI": f"http://127.0.0.1:{port}"}, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr  # CMD still ran
+    first = sm_lines(p.stderr)[0]
+    assert said in first and not first.endswith(": Error"), p.stderr
+
+
 def test_usage_errors_are_2(scopemeter_bin):
     for args in ([], ["--interval", "0", "--", "true"], ["--run-id", "x", "--experiment", "y",
                                                          "--", "true"], ["--bogus", "--", "true"]):
