@@ -120,7 +120,7 @@ typedef struct sm_run_request {
     const char *source_name;   /* mlflow.source.name of a new run (CMD's name) */
     const sm_identity *id;     /* rank, world size */
     double timeout_s;          /* bound on all the calls */
-    int (*cancelled)(void *arg); /* polled while waiting for rank 0's run; may be NULL */
+    int (*cancelled)(void *arg); /* polled during every call and wait; may be NULL */
     void *cancel_arg;
 } sm_run_request;
 

@@ -303,6 +303,21 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *ud)
     return n;
 }
 
+/* sm_rest_set_cancel: this thread's hook (mlflow_rest.h) */
+static _Thread_local int (*cancel_fn)(void *);
+static _Thread_local void *cancel_arg;
+
+void sm_rest_set_cancel(int (*fn)(void *arg), void *arg)
+{
+    cancel_fn = fn;
+    cancel_arg = arg;
+}
+
+static int cancel_asked(void)
+{
+    return cancel_fn && cancel_fn(cancel_arg);
+}
+
 static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
 {
     sm_rest *r = ud;
@@ -312,6 +327,8 @@ static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, cu
     (void)ut;
     (void)un;
     if (r->abort_flag && atomic_load(r->abort_flag))
+        return 1;
+    if (cancel_asked())
         return 1;
     if (r->abort_deadline_ms) {
         long long d = atomic_load(r->abort_deadline_ms);
@@ -957,7 +974,15 @@ int sm_rest_call(sm_rest *r, const char *method, const char *endpoint, json_t *r
             goto out;
         }
         sm_rest_result_clear(&res);
-        sm_sleep(wait);
+        /* in slices, so a cancel (a SIGTERM to scopemeter run) ends it at once */
+        for (double end = sm_now_mono() + wait; !cancel_asked() && sm_now_mono() < end;)
+            sm_sleep(end - sm_now_mono() < 0.05 ? end - sm_now_mono() : 0.05);
+        if (cancel_asked()) {
+            outcome = SM_REST_ABORTED;
+            snprintf(err, errlen, "%.*s on %s: cancelled", (int)strcspn(endpoint, "?"),
+                     endpoint, r->shown);
+            goto out;
+        }
     }
     if (outcome == SM_REST_OK) {
         if (resp) {
@@ -965,8 +990,8 @@ int sm_rest_call(sm_rest *r, const char *method, const char *endpoint, json_t *r
             res.body = NULL;
         }
     } else if (outcome == SM_REST_ABORTED) {
-        snprintf(err, errlen, "%.*s on %s: no answer before the deadline",
-                 (int)strcspn(endpoint, "?"), endpoint, r->shown);
+        snprintf(err, errlen, "%.*s on %s: %s", (int)strcspn(endpoint, "?"), endpoint, r->shown,
+                 cancel_asked() ? "cancelled" : "no answer before the deadline");
     } else {
         snprintf(err, errlen, "%s", res.msg);
     }

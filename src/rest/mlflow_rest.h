@@ -124,6 +124,13 @@ SM_HIDDEN int sm_rest_call(sm_rest *r, const char *method, const char *endpoint,
                            json_t *req, json_t **resp, double deadline, char *err,
                            size_t errlen);
 
+/* A cancel hook for the calls this thread makes (thread-local: the REST
+ * sink's thread never sees it): while set, a request in flight is aborted and
+ * a retry wait ends as soon as fn(arg) returns non-zero, and sm_rest_call
+ * returns SM_REST_ABORTED with "cancelled".  sm_mlflow_resolve_run sets it to
+ * the caller's sm_run_request.cancelled for its own calls.  NULL clears. */
+SM_HIDDEN void sm_rest_set_cancel(int (*fn)(void *arg), void *arg);
+
 /* Delay before retry number `attempt` (0-based): the server's Retry-After
  * when given (capped at 10 min), else exponential backoff with full jitter,
  * uniform in [0, min(cap_s, base_s * 2^attempt)].  *seed is the caller's

@@ -76,6 +76,8 @@ static int attach(const sm_run_request *q, const char *given, const char *why,
     int rc = sm_mlflow_get_run(q->tracking_uri, given, status, sizeof status,
                                t < CHECK_BOUND_S ? t : CHECK_BOUND_S, err, sizeof err);
 
+    if (rc < 0 && q->cancelled && q->cancelled(q->cancel_arg))
+        return -ECANCELED; /* the caller says why it stopped */
     if (rc == -ENOENT || rc == -EINVAL || rc == -EPROTO || rc == -EACCES) {
         sm_log(SM_INFO, "%s (%s); not recording into it", err, why);
         return rc;
@@ -118,7 +120,24 @@ static int find_rank0_run(const sm_run_request *q, const char *exp_id, const cha
     return rc < 0 ? rc : -ENOENT;
 }
 
+static int resolve(const sm_run_request *q, sm_run_result *out);
+
+/* The caller's cancel (scopemeter run: a SIGTERM before CMD starts) reaches
+ * every request and retry wait of the resolution, not only the waits for rank
+ * 0's run: a server that is down must not hold a SIGTERM for the whole
+ * --startup-timeout. */
 int sm_mlflow_resolve_run(const sm_run_request *q, sm_run_result *out)
+{
+    int rc;
+
+    if (q && q->cancelled)
+        sm_rest_set_cancel(q->cancelled, q->cancel_arg);
+    rc = resolve(q, out);
+    sm_rest_set_cancel(NULL, NULL);
+    return rc;
+}
+
+static int resolve(const sm_run_request *q, sm_run_result *out)
 {
     char err[600], exp_id[128], job[300], shown[512];
     const char *env_run = getenv("MLFLOW_RUN_ID");

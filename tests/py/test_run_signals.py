@@ -247,3 +247,32 @@ def test_torchrun_stop_reaches_each_worker_once(scopemeter_bin, handler, tmp_pat
     _, err = p.communicate(timeout=120)
     for o in outs:
         assert got(o.read_text()) == ["got SIGTERM"], o.read_text() + err[-3000:]
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("attach", [False, True])
+def test_sigterm_while_the_server_is_down_at_start_is_honoured_at_once(scopemeter_bin, tmp_path,
+                                                                     attach):
+    """Creating (or checking) the run retries a server that does not answer
+    for up to --startup-timeout (60 s here); a SIGTERM meanwhile ends the
+    retries at once: CMD is not started, exit 128+15, no 'recording into it
+    anyway'."""
+    from conftest import free_port
+    args = ["--startup-timeout", "60"]
+    if attach:
+        args += ["--run-id", "0123456789abcdef0123456789abcdef"]
+    p = subprocess.Popen([scopemeter_bin, "run", *args, "--", "sh", "-c", "echo started"],
+                         env=clean_env(MLFLOW_TRACKING_URI=f"http://127.0.0.1:{free_port()}"),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    time.sleep(2.0)  # inside the retries (the first attempts fail at once)
+    assert p.poll() is None
+    sent = time.monotonic()
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=60)
+    took = time.monotonic() - sent
+    assert p.returncode == 128 + signal.SIGTERM, err
+    assert "started" not in out
+    assert "not starting it" in err and "anyway" not in err, err
+    # well below the 60 s bound it would otherwise have waited (a bound on
+    # behaviour, not a timing measurement: anything under the bound passes)
+    assert took < 30, (took, err)
