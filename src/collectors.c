@@ -18,6 +18,7 @@
 static const sm_collector_ops *const table[] = {
     &sm_coll_node_cpu, &sm_coll_node_memory, &sm_coll_rootfs,
     &sm_coll_network,  &sm_coll_container,   &sm_coll_gpu,
+    &sm_coll_io,
 };
 
 int sm_collectors_series(int devices, int container_limits, int *node_scope)
@@ -27,7 +28,7 @@ int sm_collectors_series(int devices, int container_limits, int *node_scope)
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         const sm_collector_ops *c = table[i];
         int k = c->series + c->series_per_device * devices;
-        if (c == &sm_coll_container && !container_limits)
+        if ((c == &sm_coll_container || c == &sm_coll_io) && !container_limits)
             continue; /* container_* exist only where a limit does */
         n += k;
         if (c == &sm_coll_node_cpu || c == &sm_coll_node_memory || c == &sm_coll_rootfs)

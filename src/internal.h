@@ -15,6 +15,8 @@
  *   coll_net.c       network_* (/proc/net/dev)
  *   coll_container.c container_* (cgroup files)
  *   coll_gpu.c       gpu_i_* (NVML through dlopen)
+ *   coll_io.c        container_disk_* (cgroup io.stat / blkio)
+ *   parse_io.c       pure parsers of io.stat and blkio.*io_service_bytes*
  *   collectors.c     the table of collectors and the set that drives them
  *   probe.c          sm_probe_* (one honest look)
  *   monitor.c        the sampling thread, windows, steps
@@ -138,7 +140,7 @@ typedef struct sm_point {
     int agg;            /* enum sm_agg: window mean, or latest (counters) */
 } sm_point;
 
-/* every series of one sample: 11 + 5 per GPU, up to 64 GPUs (coll_gpu.c asserts it) */
+/* every series of one sample: 13 + 5 per GPU, up to 64 GPUs (coll_gpu.c asserts it) */
 #define SM_POINTS_MAX 384
 typedef struct sm_points {
     size_t n;
@@ -209,6 +211,7 @@ extern const sm_collector_ops sm_coll_rootfs;
 extern const sm_collector_ops sm_coll_network;
 extern const sm_collector_ops sm_coll_container;
 extern const sm_collector_ops sm_coll_gpu;
+extern const sm_collector_ops sm_coll_io;
 
 #define SM_COLLECTORS_MAX 16
 typedef struct sm_collset {
