@@ -16,6 +16,7 @@
  *   coll_container.c container_* (cgroup files)
  *   coll_gpu.c       gpu_i_* (NVML through dlopen)
  *   coll_io.c        container_disk_* (cgroup io.stat / blkio)
+ *   coll_amdgpu.c    gpu_i_* of AMD GPUs (amdgpu sysfs)
  *   parse_io.c       pure parsers of io.stat and blkio.*io_service_bytes*
  *   collectors.c     the table of collectors and the set that drives them
  *   probe.c          sm_probe_* (one honest look)
@@ -189,6 +190,10 @@ SM_HIDDEN void sm_tag_add(sm_tags *t, const char *key, const char *fmt, ...)
 typedef struct sm_opened {
     char msg[320];
     char status[400];
+    /* GPU key indices (gpu_<i>_*) across vendors: in, the first index this
+     * collector may use (collectors.c passes one past the previous GPU
+     * collector's); out, one past the last index it may use (0: none) */
+    unsigned gpu_index_base, gpu_index_next;
 } sm_opened;
 
 typedef struct sm_collector_ops {
@@ -212,6 +217,10 @@ extern const sm_collector_ops sm_coll_network;
 extern const sm_collector_ops sm_coll_container;
 extern const sm_collector_ops sm_coll_gpu;
 extern const sm_collector_ops sm_coll_io;
+extern const sm_collector_ops sm_coll_amdgpu;
+/* coll_gpu.c: the five gpu_<i>_* keys of index i (< 64), static storage, in
+ * the order memory %, memory MB, utilization, power W, power % */
+SM_HIDDEN const char *const *sm_gpu_keys(unsigned int i);
 
 #define SM_COLLECTORS_MAX 16
 typedef struct sm_collset {
