@@ -383,13 +383,9 @@ static int amd_open(void *state, const sm_ctx *ctx, sm_opened *res)
     unsigned base = res->gpu_index_base;
 
     g->n = all = find_devices(ctx, g->dev, AMD_MAX, other, sizeof other);
-    if (all == 0) {
-        if (!other[0])
-            return SM_ABSENT; /* no render node at all: nothing to say */
-        sm_line(res->msg, sizeof res->msg, "amdgpu: no AMD render node (%s): amdgpu gpu_* absent",
-                other);
-        return SM_ABSENT;
-    }
+    if (all == 0)
+        return SM_ABSENT; /* no AMD render node: nothing to say (an NVIDIA node may have
+                             nvidia-drm's render nodes; a CPU worker none) */
     for (size_t i = 0; i < g->n; i++) {
         snprintf(abs, sizeof abs, "/sys/class/drm/card%u/device/unique_id", g->dev[i].card);
         if (read_small(ctx, abs, g->dev[i].uid, sizeof g->dev[i].uid) < 0)

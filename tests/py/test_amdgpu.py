@@ -156,6 +156,16 @@ def test_no_render_node_says_nothing(probe_json, tmp_path):
     assert out["gpu"] == "none: no /dev/nvidia device"
 
 
+def test_only_a_non_amd_render_node_says_nothing(probe_json, tmp_path):
+    """nvidia-drm's render node alone (an NVIDIA node): no AMD line, no AMD tag."""
+    shutil.copytree(fx("amd-with-nvidia-card"), tmp_path / "m", symlinks=True)
+    for n in ("renderD129", "card1"):
+        (tmp_path / "m" / "dev" / "dri" / n).unlink()
+    out = probe_json(sysroot=tmp_path / "m")
+    assert amd_series(out) == {} and amd_note(out) is None
+    assert out["gpu"] == "none: no /dev/nvidia device"
+
+
 def fake_nvml():
     build = os.environ.get("SCOPEMETER_BUILD") or os.path.join(
         os.path.dirname(FIXTURES), "..", "build")
