@@ -33,8 +33,9 @@
  * Anything at or above 2^62 is no limit (OpenJDK and cAdvisor use this). */
 #define MEM_V1_UNLIMITED (1ull << 62)
 
-enum { C_MEMORY, C_CPU, C_CPUACCT, C_CPUSET, C_N };
-static const char *const ctl_names[C_N] = {"memory", "cpu", "cpuacct", "cpuset"};
+enum { C_MEMORY, C_CPU, C_CPUACCT, C_CPUSET, C_BLKIO, C_N };
+/* v1 names; on v2 every controller is the one unified hierarchy ("blkio" is "io") */
+static const char *const ctl_names[C_N] = {"memory", "cpu", "cpuacct", "cpuset", "blkio"};
 
 struct ctl {
     int version;            /* 1 or 2; 0 when not usable (why says why) */
@@ -658,6 +659,43 @@ static void describe(const sm_ctx *ctx, const struct work *w, sm_cgroup *cg,
         sm_line(cg->tag, sizeof cg->tag, "none: no limit");
 }
 
+/* Resolve, step 4: where the container's block I/O is read (coll_io.c,
+ * docs/series.md): at the level of the memory limit (else of the CPU
+ * limit), so that the disk series count the processes the memory series
+ * count (io.stat and the *_recursive blkio files include the descendants).
+ * v1 blkio is a hierarchy of its own: the level is taken there when blkio
+ * shows this process at the same cgroup path as the limiting controller;
+ * otherwise the process's own blkio cgroup is read, and io_why says so. */
+static void io_level(struct work *w, sm_cgroup *cg)
+{
+    const struct ctl *bc = &w->c[C_BLKIO];
+    const struct ctl *lc = cg->mem_limit ? &w->c[C_MEMORY] : &w->c[C_CPU];
+    const char *lim = cg->mem_limit ? cg->mem_limit_path : cg->cpu_limit_path;
+    const char *name = bc->version == 1 ? "blkio" : "io";
+    char rel[SM_PATH_MAX];
+
+    if (!bc->version) {
+        sm_line(cg->io_why, sizeof cg->io_why, "%s", bc->why[0] ? bc->why : "no blkio/io cgroup");
+        return;
+    }
+    cg->io_version = bc->version;
+    if ((cg->mem_limit || cg->cpu_cores > 0) && lim[0] && strcmp(bc->path, lc->path) == 0 &&
+        strip_root(lim, bc->root, rel, sizeof rel) == 0 &&
+        level_dir(bc, rel, cg->io_dir, sizeof cg->io_dir) == 0) {
+        sm_line(cg->io_path, sizeof cg->io_path, "%s", lim);
+        sm_line(cg->io_why, sizeof cg->io_why, "%s cgroup %s, the %s-limiting level", name, lim,
+                cg->mem_limit ? "memory" : "cpu");
+        return;
+    }
+    sm_line(cg->io_dir, sizeof cg->io_dir, "%s", bc->dir);
+    sm_line(cg->io_path, sizeof cg->io_path, "%s", bc->path);
+    sm_line(cg->io_why, sizeof cg->io_why, "%s cgroup %s, the process's own", name, bc->path);
+    if (cg->mem_limit || cg->cpu_cores > 0)
+        sm_line_add(cg->io_why, sizeof cg->io_why, " (the %s limit is at %s in the %s hierarchy, "
+                    "where the process is at %s)", cg->mem_limit ? "memory" : "cpu", lim,
+                    cg->mem_limit ? "memory" : "cpu", lc->path);
+}
+
 /* Resolve, step 1: the files, and the process's own directory in every
  * controller.  0 or -errno with cg->why. */
 static int locate_all(const sm_ctx *ctx, struct work *w, sm_cgroup *cg)
@@ -723,6 +761,7 @@ int sm_cgroup_resolve(const sm_ctx *ctx, sm_cgroup *cg)
         goto out;
     cap_by = cpu_limit(ctx, w, cg, &aff);
     describe(ctx, w, cg, cap_by, aff);
+    io_level(w, cg);
 out:
     if (rc < 0)
         set_none(cg, rc);

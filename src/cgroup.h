@@ -37,6 +37,11 @@ typedef struct sm_cgroup {
     unsigned host_cpus;                /* the host's online CPUs, 0 unknown */
     char why[512];                     /* how it was found / why none (one line) */
     char tag[400];                     /* value of scopemeter.rankN.cgroup */
+    /* block I/O (coll_io.c): v2 io.stat or v1 blkio.*, at the limiting level */
+    int io_version;                    /* 1 (blkio), 2 (io), 0 when none is usable */
+    char io_dir[SM_PATH_MAX];          /* the level read, with sysroot; "" none */
+    char io_path[SM_PATH_MAX];         /* the same level as a cgroup path */
+    char io_why[400];                  /* which level and why, or why none */
 } sm_cgroup;
 
 /* Resolves directories and limits.  0 with mem_limit or cpu_cores set when a

@@ -77,6 +77,11 @@ _Static_assert(GPU_MAX * M_COUNT + 16 <= SM_POINTS_MAX,
                "a sample of every GPU and the other collectors fits sm_points");
 static const char *const unit[M_COUNT] = {"percent", "MB", "percent", "W", "percent"};
 
+const char *const *sm_gpu_keys(unsigned int i)
+{
+    return i < GPU_MAX ? gpu_keys[i] : NULL;
+}
+
 struct gpu_dev {
     sm_nvml_device h;
     unsigned int index;   /* NVML index: the i of the keys */
@@ -742,6 +747,8 @@ static int gpu_open(void *state, const sm_ctx *ctx, sm_opened *res)
     }
     sm_line(res->status, sizeof res->status, "nvml %s, %zu device%s", driver, g->n,
             g->n == 1 ? "" : "s");
+    /* an AMD GPU beside these takes the indices after NVML's (coll_amdgpu.c) */
+    res->gpu_index_next = g->n_nvml < GPU_MAX ? g->n_nvml : GPU_MAX;
     /* One line; what explains a missing series first: the selection, lost
      * devices and dropped metrics, then entry points the library lacks. */
     if (selnote[0] || devnote[0] || symnote[0]) {

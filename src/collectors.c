@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 static const sm_collector_ops *const table[] = {
     &sm_coll_node_cpu, &sm_coll_node_memory, &sm_coll_rootfs,
     &sm_coll_network,  &sm_coll_container,   &sm_coll_gpu,
+    &sm_coll_io,       &sm_coll_amdgpu,
 };
 
 int sm_collectors_series(int devices, int container_limits, int *node_scope)
@@ -26,8 +28,9 @@ int sm_collectors_series(int devices, int container_limits, int *node_scope)
 
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         const sm_collector_ops *c = table[i];
-        int k = c->series + c->series_per_device * devices;
-        if (c == &sm_coll_container && !container_limits)
+        /* a GPU is either vendor's: devices are counted once, by NVIDIA's row */
+        int k = c->series + (c == &sm_coll_amdgpu ? 0 : c->series_per_device * devices);
+        if ((c == &sm_coll_container || c == &sm_coll_io) && !container_limits)
             continue; /* container_* exist only where a limit does */
         n += k;
         if (c == &sm_coll_node_cpu || c == &sm_coll_node_memory || c == &sm_coll_rootfs)
@@ -94,8 +97,31 @@ double sm_round1(double v)
     return strtod(buf, NULL);
 }
 
+/* Two rows with one status tag (gpu: NVIDIA and AMD) make one tag: a
+ * "none: ..." gives way to a real value, two real values are joined, two
+ * "none:" values too. */
+static void status_add(sm_tags *t, const char *key, const char *value)
+{
+    for (size_t i = 0; i < t->n; i++) {
+        char *old = t->v[i].value;
+        int old_none = strncmp(old, "none:", 5) == 0, new_none = strncmp(value, "none:", 5) == 0;
+        if (strcmp(t->v[i].key, key) != 0)
+            continue;
+        if (old_none && !new_none)
+            snprintf(old, sizeof t->v[i].value, "%s", value);
+        else if (old_none == new_none)
+            sm_line_join(old, sizeof t->v[i].value, "%s", new_none ? value + 6 : value);
+        return;
+    }
+    sm_tag_add(t, key, "%s", value);
+}
+
 int sm_collset_open(sm_collset *s, const sm_ctx *ctx, sm_notes *notes)
 {
+    unsigned gpu_next = 0;
+    size_t gpu_absent_note = SIZE_MAX; /* "no /dev/nvidia device" when another vendor's GPU
+                                          attached after it: dropped below */
+
     memset(s, 0, sizeof *s);
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         const sm_collector_ops *ops = table[i];
@@ -108,9 +134,12 @@ int sm_collset_open(sm_collset *s, const sm_ctx *ctx, sm_notes *notes)
             return -ENOMEM;
         }
         memset(&res, 0, sizeof res);
+        res.gpu_index_base = gpu_next;
         rc = ops->open(state, ctx, &res);
+        if (rc == 0 && res.gpu_index_next > gpu_next)
+            gpu_next = res.gpu_index_next;
         if (ops->status_tag && res.status[0])
-            sm_tag_add(&s->status, ops->status_tag, "%s", res.status);
+            status_add(&s->status, ops->status_tag, res.status);
         if (rc != 0) {
             sm_zfree(state);
             /* a failure under a sysroot names it: the file that could not be
@@ -119,8 +148,12 @@ int sm_collset_open(sm_collset *s, const sm_ctx *ctx, sm_notes *notes)
                 (strncmp(res.msg, "cannot ", 7) == 0 || strncmp(res.msg, "cgroup: cannot ", 15) == 0))
                 sm_note(notes, SM_WARN, "%s (paths under SCOPEMETER_SYSROOT=%s)", res.msg,
                         ctx->sysroot);
-            else if (res.msg[0])
+            else if (res.msg[0]) {
+                if (rc == SM_ABSENT && ops->status_tag && strcmp(ops->status_tag, "gpu") == 0 &&
+                    gpu_absent_note == SIZE_MAX && notes->n < SM_NOTES_MAX)
+                    gpu_absent_note = notes->n;
                 sm_note(notes, rc == SM_ABSENT ? SM_INFO : SM_WARN, "%s", res.msg);
+            }
             continue;
         }
         if (res.msg[0]) /* attached, with something worth saying */
@@ -129,6 +162,16 @@ int sm_collset_open(sm_collset *s, const sm_ctx *ctx, sm_notes *notes)
         s->c[s->n].state = state;
         s->c[s->n].failing = 0;
         s->n++;
+        /* one vendor's GPUs attached: another vendor's "no device: gpu_*
+         * series absent" would say the opposite of what is logged */
+        if (ops->status_tag && strcmp(ops->status_tag, "gpu") == 0 && gpu_absent_note < notes->n) {
+            memmove(&notes->level[gpu_absent_note], &notes->level[gpu_absent_note + 1],
+                    (notes->n - gpu_absent_note - 1) * sizeof notes->level[0]);
+            memmove(&notes->line[gpu_absent_note], &notes->line[gpu_absent_note + 1],
+                    (notes->n - gpu_absent_note - 1) * sizeof notes->line[0]);
+            notes->n--;
+            gpu_absent_note = SIZE_MAX;
+        }
     }
     return (int)s->n;
 }

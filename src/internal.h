@@ -15,6 +15,9 @@
  *   coll_net.c       network_* (/proc/net/dev)
  *   coll_container.c container_* (cgroup files)
  *   coll_gpu.c       gpu_i_* (NVML through dlopen)
+ *   coll_io.c        container_disk_* (cgroup io.stat / blkio)
+ *   coll_amdgpu.c    gpu_i_* of AMD GPUs (amdgpu sysfs)
+ *   parse_io.c       pure parsers of io.stat and blkio.*io_service_bytes*
  *   collectors.c     the table of collectors and the set that drives them
  *   probe.c          sm_probe_* (one honest look)
  *   monitor.c        the sampling thread, windows, steps
@@ -138,7 +141,7 @@ typedef struct sm_point {
     int agg;            /* enum sm_agg: window mean, or latest (counters) */
 } sm_point;
 
-/* every series of one sample: 11 + 5 per GPU, up to 64 GPUs (coll_gpu.c asserts it) */
+/* every series of one sample: 13 + 5 per GPU, up to 64 GPUs (coll_gpu.c asserts it) */
 #define SM_POINTS_MAX 384
 typedef struct sm_points {
     size_t n;
@@ -187,6 +190,10 @@ SM_HIDDEN void sm_tag_add(sm_tags *t, const char *key, const char *fmt, ...)
 typedef struct sm_opened {
     char msg[320];
     char status[400];
+    /* GPU key indices (gpu_<i>_*) across vendors: in, the first index this
+     * collector may use (collectors.c passes one past the previous GPU
+     * collector's); out, one past the last index it may use (0: none) */
+    unsigned gpu_index_base, gpu_index_next;
 } sm_opened;
 
 typedef struct sm_collector_ops {
@@ -209,6 +216,11 @@ extern const sm_collector_ops sm_coll_rootfs;
 extern const sm_collector_ops sm_coll_network;
 extern const sm_collector_ops sm_coll_container;
 extern const sm_collector_ops sm_coll_gpu;
+extern const sm_collector_ops sm_coll_io;
+extern const sm_collector_ops sm_coll_amdgpu;
+/* coll_gpu.c: the five gpu_<i>_* keys of index i (< 64), static storage, in
+ * the order memory %, memory MB, utilization, power W, power % */
+SM_HIDDEN const char *const *sm_gpu_keys(unsigned int i);
 
 #define SM_COLLECTORS_MAX 16
 typedef struct sm_collset {

@@ -102,4 +102,13 @@ SM_HIDDEN int sm_parse_cpulist(const char *buf, size_t len, unsigned *count);
 SM_HIDDEN int sm_count_stat_cpus(const char *buf, size_t len, unsigned *count);
 /* ---- end of cgroup files ---------------------------------------------------- */
 
+/* ---- block I/O of a cgroup (parse_io.c) ---------------------------------------
+ * Bytes summed over every device.  -EINVAL on a line not in the kernel's
+ * format, -ERANGE when a number or a sum overflows 64 bits. */
+/* v2 io.stat: rbytes and wbytes. */
+SM_HIDDEN int sm_parse_io_stat(const char *buf, size_t len, uint64_t *rbytes, uint64_t *wbytes);
+/* v1 blkio.throttle.io_service_bytes_recursive, blkio.io_service_bytes_recursive
+ * (and their non-recursive forms): the "Read" and "Write" lines. */
+SM_HIDDEN int sm_parse_blkio_bytes(const char *buf, size_t len, uint64_t *read, uint64_t *write);
+
 #endif

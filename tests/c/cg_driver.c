@@ -12,7 +12,8 @@
  *                     "signal N"
  *   quit / EOF        closes the collector and exits 0
  * When open fails or the collector is absent, it prints the four start lines
- * and exits 0 without reading commands.
+ * and exits 0 without reading commands.  An argument names another
+ * collector of the table by its name (e.g. "disk_io": tests/py/test_disk_io.py).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -46,16 +47,24 @@ static void run(const char *cmd)
         printf("exit %d\n", WEXITSTATUS(status));
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     const sm_collector_ops *ops = &sm_coll_container;
     sm_ctx ctx;
     sm_opened res;
     sm_points *pts = calloc(1, sizeof *pts);
-    void *state = calloc(1, ops->state_size);
+    void *state;
     char line[4096];
     int rc;
 
+    if (argc > 1 && strcmp(argv[1], sm_coll_io.name) == 0)
+        ops = &sm_coll_io;
+    else if (argc > 1 && strcmp(argv[1], ops->name) != 0) {
+        fprintf(stderr, "cg_driver: unknown collector %s\n", argv[1]);
+        free(pts);
+        return 2;
+    }
+    state = calloc(1, ops->state_size);
     if (!pts || !state || sm_ctx_init(&ctx) < 0) {
         fprintf(stderr, "cg_driver: cannot start\n");
         return 2;
@@ -77,7 +86,8 @@ int main(void)
             printf("sample %d %s\n", rc, msg);
         } else if (strncmp(line, "tags ", 5) == 0) {
             sm_tags tags = {0};
-            ops->tags(state, strcmp(line + 5, "end") == 0 ? SM_TAGS_END : SM_TAGS_START, &tags);
+            if (ops->tags)
+                ops->tags(state, strcmp(line + 5, "end") == 0 ? SM_TAGS_END : SM_TAGS_START, &tags);
             for (size_t i = 0; i < tags.n; i++)
                 printf("tag %s %s\n", tags.v[i].key, tags.v[i].value);
             printf("done\n");

@@ -24,6 +24,7 @@ pytestmark = [pytest.mark.bench, pytest.mark.timeout(960)]
 
 TITLES = [
     "1. CPU per full sample",
+    "1b. CPU per full sample, 2 AMD GPUs + container with disk I/O",
     "2. CPU per logging window",
     "2b. Context for table 2",
     "4. W&B system monitor",
@@ -36,6 +37,7 @@ TITLES = [
 ROWS = [
     "floor: pread kept fds + statvfs", "scopemeter C collectors",
     "MLflow CPU+Disk+Network monitors", "psutil bare calls (4)",
+    "scopemeter C collectors, all attached",
     "MLflow SystemMetricsMonitor", "scopemeter, Python front", "scopemeter run (CLI process)",
     "W&B (in-process + wandb-core)", "log_batch, 8 metrics", "get_run",
     "pure Python (GIL-bound)", "torch CPU MLP", "torchrun 2 procs, DDP (all_workers)",
@@ -83,6 +85,17 @@ def test_sample_cost_numbers(bench):
     for k in ("scopemeter", "mlflow", "psutil"):
         assert positive(r["ratio_to_floor"][k]["median"]), k
     assert r["series_per_sample"] >= 8
+
+
+def test_sample_cost_every_collector_numbers(bench):
+    """1b: the fixture machine with two AMD GPUs and a container with disk I/O
+    attaches every collector: node, rootfs, network, 3 container, 2 disk, 2 x 5 GPU."""
+    _, data = bench
+    r = data["results"]["1b"]
+    for k in ("floor", "scopemeter"):
+        assert positive(r["us_per_sample"][k]["median"]), (k, r["us_per_sample"][k])
+    assert positive(r["ratio_to_floor"]["median"])
+    assert r["series_per_sample"] >= 23
 
 
 def test_window_cost_memory_and_wandb_numbers(bench):

@@ -36,6 +36,22 @@ MEM_MB = "system/container_memory_usage_megabytes/rank0"
 MEM_PCT = "system/container_memory_usage_percentage/rank0"
 CPU_PCT = "system/container_cpu_utilization_percentage/rank0"
 
+# container_disk_* (src/coll_io.c): with a limit, from the cgroup's block I/O
+# file at the limiting level; cumulative since the start, so 0.0 with
+# --interval 0.  name -> the file read (v1 blkio falls back to CFQ's file).
+DISK_R = "system/container_disk_read_megabytes/rank0"
+DISK_W = "system/container_disk_write_megabytes/rank0"
+DISK_FILE = {
+    "cg-k8s-v2-cgroupns": "/sys/fs/cgroup/io.stat",
+    "cg-docker-v1-hostns": "/sys/fs/cgroup/blkio/blkio.throttle.io_service_bytes_recursive",
+    "cg-hybrid": "/sys/fs/cgroup/blkio/user.slice/user-1000.slice/"
+                 "blkio.io_service_bytes_recursive",
+    "cg-slurm-v2": "/sys/fs/cgroup/system.slice/slurmstepd.scope/job_12/io.stat",
+    "cg-cpu-only": "/sys/fs/cgroup/io.stat",
+    "cg-systemd-slice": "/sys/fs/cgroup/training.slice/io.stat",
+    "cg-escaped-mount": "/sys/fs/cgroup/my cgroup/task 1/io.stat",
+}
+
 GPU_NOTE = "no /dev/nvidia device: gpu_* series absent (normal on CPU workers)"
 NODE_NOTE = ("no node name (SCOPEMETER_NODE_NAME, NODE_NAME, SLURMD_NODENAME unset): "
              "node tag 'unknown', keys without the node tier")
@@ -183,7 +199,14 @@ def test_fixture(probe_json, name):
     keys, vals = check_common(out, name)
 
     # exactly these series: node, rootfs, network, and the container ones
-    assert keys == set(NODE_AND_POD) | ROOTFS | set(want["container"]), name
+    disk = {DISK_R, DISK_W} if name in DISK_FILE else set()
+    assert keys == set(NODE_AND_POD) | ROOTFS | set(want["container"]) | disk, name
+    for k in disk:
+        s = next(s for s in out["series"] if s["key"] == k)
+        assert s["raw"] == 0.0 and s["scope"] == "container" and s["unit"] == "MB"
+        v2 = DISK_FILE[name].endswith("io.stat")
+        assert s["source"] == DISK_FILE[name] + ":" + (
+            ("rbytes" if v2 else "Read") if k == DISK_R else ("wbytes" if v2 else "Write"))
     for k, v in want["container"].items():
         assert vals[k] == pytest.approx(v, rel=1e-12, abs=1e-12), (name, k)
         s = next(s for s in out["series"] if s["key"] == k)

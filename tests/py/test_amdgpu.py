@@ -1,0 +1,241 @@
+"""AMD GPUs from the amdgpu sysfs (src/coll_amdgpu.c, docs/gpu.md) through
+`scopemeter probe --json`:
+
+- the fixture machines of tests/fixtures/make-amd-fixtures (SCOPEMETER_SYSROOT):
+  one of two cards given, ROCR_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES narrowing
+  (indices, UUIDs, a list cut short, an empty one), a card without hwmon and one
+  reporting power1_input, an NVIDIA card in /sys/class/drm; exact values from
+  the generator's own numbers;
+- a node with both vendors: the fake NVML (tests/fakenvml) beside AMD cards,
+  the AMD indices after NVML's, one gpu tag for both;
+- an oracle we did not write: Debian's rocm-smi (AMD's own tool, through
+  librocm_smi64) reads the same tree, bind-mounted over /sys in a private
+  mount namespace; busy %, VRAM used, power and power cap must agree.
+"""
+import importlib.machinery
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import FIXTURES, clean_env, have, is_root
+
+
+def generator():
+    path = os.path.join(FIXTURES, "make-amd-fixtures")
+    loader = importlib.machinery.SourceFileLoader("make_amd_fixtures", path)
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+G = generator()
+
+
+def fx(name):
+    return os.path.join(FIXTURES, name)
+
+
+def amd_series(out):
+    return {s["upstream"]: s for s in out["series"] if s["scope"] == "gpu"}
+
+
+def expected(i, card, power=True):
+    """The five series of card (a generator dict) as gpu_<i>."""
+    want = {
+        f"gpu_{i}_utilization_percentage": float(card["busy"]),
+        f"gpu_{i}_memory_usage_megabytes": card["used"] / 1e6,
+        f"gpu_{i}_memory_usage_percentage": 100.0 * card["used"] / card["total"],
+    }
+    if power:
+        want[f"gpu_{i}_power_usage_watts"] = card["uw"] / 1e6
+        want[f"gpu_{i}_power_usage_percentage"] = 100.0 * card["uw"] / card["cap"]
+    return want
+
+
+def check(out, want):
+    got = amd_series(out)
+    assert sorted(got) == sorted(want)
+    for k, v in want.items():
+        assert got[k]["raw"] == pytest.approx(v, rel=1e-12), k
+        assert got[k]["key"] == f"system/{k}/rank0"
+
+
+def amd_note(out):
+    notes = [n for n in out["notes"] if n.startswith("amdgpu")]
+    assert len(notes) <= 1, notes
+    return notes[0] if notes else None
+
+
+def test_one_of_two_cards_given(probe_json):
+    """/sys/class/drm shows both cards of the node; /dev/dri holds only the
+    container's: that one is logged, as gpu_0 (ROCm's index in the container)."""
+    out = probe_json(sysroot=fx("amd-two-cards-one-given"))
+    check(out, expected(0, G.MI250_1))
+    s = amd_series(out)["gpu_0_power_usage_watts"]
+    assert s["source"] == "/sys/class/drm/card1/device/hwmon/hwmon3/power1_average"
+    tag = "amdgpu sysfs, 1 device (renderD129=card1 as gpu_0)"
+    assert out["gpu"] == tag and out["tags"]["scopemeter.rank0.gpu"] == tag
+    assert amd_note(out) == "amdgpu: renderD129=card1 as gpu_0"
+    # NVIDIA's "no /dev/nvidia device: gpu_* series absent" would contradict it
+    assert not any("no /dev/nvidia device" in n for n in out["notes"])
+
+
+def test_both_cards_given(probe_json):
+    out = probe_json(sysroot=fx("amd-two-cards"))
+    check(out, {**expected(0, G.MI250_0), **expected(1, G.MI250_1)})
+    assert out["gpu"] == ("amdgpu sysfs, 2 devices (renderD128=card0 as gpu_0, "
+                          "renderD129=card1 as gpu_1)")
+
+
+NARROW = [
+    # (env, cards logged as (index, card), what the note must say)
+    ({"ROCR_VISIBLE_DEVICES": "1"}, [(1, G.MI250_1)],
+     "ROCR_VISIBLE_DEVICES='1' narrows them to 1 of 2"),
+    ({"ROCR_VISIBLE_DEVICES": "GPU-" + G.MI250_0["uid"].upper()}, [(0, G.MI250_0)],
+     "narrows them to 1 of 2"),
+    # HIP indexes what ROCR left: 0 of [card1] is card1
+    ({"ROCR_VISIBLE_DEVICES": "1", "HIP_VISIBLE_DEVICES": "0"}, [(1, G.MI250_1)],
+     "ROCR_VISIBLE_DEVICES='1' narrows them to 1 of 2"),
+    ({"HIP_VISIBLE_DEVICES": "1,0"}, [(0, G.MI250_0), (1, G.MI250_1)], None),
+    # the list ends at the first entry naming no device, as CUDA_VISIBLE_DEVICES
+    ({"ROCR_VISIBLE_DEVICES": "1,7,0"}, [(1, G.MI250_1)],
+     "ROCR_VISIBLE_DEVICES entry '7' names no device and ends the list"),
+]
+
+
+@pytest.mark.parametrize("env,logged,note", NARROW)
+def test_visible_devices_narrow(probe_json, env, logged, note):
+    out = probe_json(sysroot=fx("amd-two-cards"), env=env)
+    want = {}
+    for i, card in logged:
+        want.update(expected(i, card))
+    check(out, want)
+    if note:
+        assert note in amd_note(out)
+
+
+@pytest.mark.parametrize("var", ["ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"])
+@pytest.mark.parametrize("value", ["", "-1", "GPU-0000000000000000"])
+def test_visible_devices_select_none(probe_json, var, value):
+    out = probe_json(sysroot=fx("amd-two-cards"), env={var: value})
+    assert amd_series(out) == {}
+    assert out["gpu"] == f"none: no /dev/nvidia device; {var} selects no AMD device"
+    assert amd_note(out) is None
+    assert f"{var}='{value}' names none of the 2 AMD GPUs given: amdgpu gpu_* absent" in \
+        out["notes"]
+
+
+def test_card_without_hwmon(probe_json):
+    """MI300 without a hwmon directory: its power series are dropped with one
+    line; the other card reports power1_input (SMU 13), not power1_average."""
+    out = probe_json(sysroot=fx("amd-no-hwmon"))
+    check(out, {**expected(0, G.MI300_NO_HWMON, power=False), **expected(1, G.RDNA3_INPUT)})
+    assert amd_series(out)["gpu_1_power_usage_watts"]["source"].endswith("/power1_input")
+    assert amd_note(out) == ("amdgpu: renderD128=card0 as gpu_0, renderD129=card1 as gpu_1; "
+                             "gpu_0_power_usage_* dropped: no hwmon directory")
+
+
+def test_nvidia_card_in_drm_is_skipped(probe_json):
+    out = probe_json(sysroot=fx("amd-with-nvidia-card"))
+    check(out, expected(0, G.AMD_AFTER_NVIDIA))
+    assert amd_note(out) == ("amdgpu: renderD129=card1 as gpu_0; skipped renderD128: "
+                             "vendor 0x10de, not AMD")
+
+
+def test_no_render_node_says_nothing(probe_json, tmp_path):
+    """A CPU worker (no /dev/dri): NVIDIA's line and tag stand alone."""
+    shutil.copytree(fx("amd-two-cards"), tmp_path / "m", symlinks=True)
+    shutil.rmtree(tmp_path / "m" / "dev" / "dri")
+    out = probe_json(sysroot=tmp_path / "m")
+    assert amd_series(out) == {} and amd_note(out) is None
+    assert out["gpu"] == "none: no /dev/nvidia device"
+
+
+def test_only_a_non_amd_render_node_says_nothing(probe_json, tmp_path):
+    """nvidia-drm's render node alone (an NVIDIA node): no AMD line, no AMD tag."""
+    shutil.copytree(fx("amd-with-nvidia-card"), tmp_path / "m", symlinks=True)
+    for n in ("renderD129", "card1"):
+        (tmp_path / "m" / "dev" / "dri" / n).unlink()
+    out = probe_json(sysroot=tmp_path / "m")
+    assert amd_series(out) == {} and amd_note(out) is None
+    assert out["gpu"] == "none: no /dev/nvidia device"
+
+
+def fake_nvml():
+    build = os.environ.get("SCOPEMETER_BUILD") or os.path.join(
+        os.path.dirname(FIXTURES), "..", "build")
+    path = os.path.join(build, "tests", "fakenvml", "libnvidia-ml.so.1")
+    if not os.path.exists(path):
+        pytest.fail(f"fake NVML not built at {path}")
+    return path
+
+
+def test_both_vendors(probe_json, tmp_path):
+    """Two NVIDIA GPUs (NVML indices 0, 1) and two AMD cards: the AMD ones
+    become gpu_2 and gpu_3, and one gpu tag says both."""
+    m = tmp_path / "m"
+    shutil.copytree(fx("amd-two-cards"), m, symlinks=True)
+    (m / "dev" / "nvidia0").write_text("")
+    (m / "dev" / "nvidia1").write_text("")
+    out = probe_json(sysroot=m, env={"SCOPEMETER_NVML_LIBRARY": fake_nvml(),
+                                     "FAKE_NVML_DEVICES": "2"})
+    got = amd_series(out)
+    assert {k for k in got if k.startswith(("gpu_0_", "gpu_1_"))} and \
+        all(s["source"].startswith("nvml") for k, s in got.items()
+            if k.startswith(("gpu_0_", "gpu_1_")))
+    want = {**expected(2, G.MI250_0), **expected(3, G.MI250_1)}
+    check(out, {**{k: s["raw"] for k, s in got.items() if k.startswith(("gpu_0_", "gpu_1_"))},
+                **want})
+    assert out["gpu"] == ("nvml 550.54.15, 2 devices; amdgpu sysfs, 2 devices "
+                          "(renderD128=card0 as gpu_2, renderD129=card1 as gpu_3)")
+    assert amd_note(out) == ("amdgpu: renderD128=card0 as gpu_2, renderD129=card1 as gpu_3 "
+                             "(indices after NVIDIA's 2)")
+
+
+# ---- the oracle: AMD's rocm-smi on the same tree ------------------------------
+
+def rocm_smi_json(root):
+    """rocm-smi with root/sys as /sys (and a private /dev/shm for its lock
+    files), in a mount namespace of its own: the host's mounts are untouched."""
+    script = (f"mount --bind {root}/sys /sys && mount -t tmpfs tmpfs /dev/shm && "
+              "exec rocm-smi --showuse --showmeminfo vram --showpower --showmaxpower --json")
+    p = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script],
+                       capture_output=True, text=True, timeout=120, env=clean_env())
+    start = p.stdout.find("{")
+    assert start >= 0, (p.returncode, p.stdout, p.stderr)
+    return json.loads(p.stdout[start:])
+
+
+@pytest.mark.skipif(not is_root(), reason="needs root for a private mount namespace")
+@pytest.mark.skipif(not have("rocm-smi"), reason="rocm-smi not installed (scripts/install-deps)")
+@pytest.mark.skipif(not have("unshare"), reason="no unshare(1)")
+def test_rocm_smi_agrees(tmp_path, probe_json):
+    cards = [G.MI250_0, G.MI250_1]
+    G.build(str(tmp_path), cards, {128, 129})
+    G.build_kfd(str(tmp_path), cards)
+    smi = rocm_smi_json(tmp_path)
+    out = probe_json(sysroot=tmp_path)
+    ours = amd_series(out)
+    assert sorted(smi) == ["card0", "card1"], smi
+    for i, card in enumerate(cards):
+        name = f"card{card['card']}"
+        s = smi[name]
+        # which gpu_i is this card: the source names it
+        assert ours[f"gpu_{i}_utilization_percentage"]["source"].startswith(
+            f"/sys/class/drm/{name}/")
+        assert ours[f"gpu_{i}_utilization_percentage"]["raw"] == float(s["GPU use (%)"])
+        assert ours[f"gpu_{i}_memory_usage_megabytes"]["raw"] * 1e6 == pytest.approx(
+            int(s["VRAM Total Used Memory (B)"]), abs=0.5)
+        assert ours[f"gpu_{i}_memory_usage_percentage"]["raw"] == pytest.approx(
+            100.0 * int(s["VRAM Total Used Memory (B)"]) / int(s["VRAM Total Memory (B)"]),
+            rel=1e-12)
+        watts = float(s["Average Graphics Package Power (W)"])
+        cap = float(s["Max Graphics Package Power (W)"])
+        assert ours[f"gpu_{i}_power_usage_watts"]["raw"] == pytest.approx(watts, abs=0.05)
+        assert ours[f"gpu_{i}_power_usage_percentage"]["raw"] == pytest.approx(
+            100.0 * watts / cap, rel=1e-3)
