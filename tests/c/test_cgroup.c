@@ -125,6 +125,15 @@ static void rm_tree(void)
 }
 
 /* a v2 machine with a cgroup namespace: own cgroup = mount point */
+/* memory.stat of the v2 tree: with memory.current 3000000000 the working set
+ * is 2000 MB = anon 600 + shmem 300 + active_file 50 + kernel 1050 */
+#define MEMSTAT_V2                                                                          \
+    "anon 600000000\nfile 1350000000\nshmem 300000000\nactive_file 50000000\n"              \
+    "inactive_file 1000000000\n"
+#define PSI_ZERO                                                                            \
+    "some avg10=0.00 avg60=0.00 avg300=0.00 total=%llu\n"                                  \
+    "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+
 static void v2_tree(void)
 {
     snprintf(tmp, sizeof tmp, "/tmp/sm-test-cgroup-XXXXXX");
@@ -139,9 +148,11 @@ static void v2_tree(void)
     put("proc/stat", "cpu  1 2 3 4\ncpu0 1 2 3 4\ncpu1 1 2 3 4\ncpu2 1 2 3 4\ncpu3 1 2 3 4\n");
     put("sys/fs/cgroup/memory.max", "%llu\n", 4 * GiB);
     put("sys/fs/cgroup/memory.current", "3000000000\n");
-    put("sys/fs/cgroup/memory.stat", "active_file 5\ninactive_file 1000000000\n");
+    put("sys/fs/cgroup/memory.stat", MEMSTAT_V2);
     put("sys/fs/cgroup/memory.events", "low 0\noom 1\noom_kill 2\n");
     put("sys/fs/cgroup/memory.peak", "3500000000\n");
+    put("sys/fs/cgroup/memory.pressure", PSI_ZERO, 1000000ull);
+    put("sys/fs/cgroup/cpu.pressure", PSI_ZERO, 0ull);
     put("sys/fs/cgroup/cpu.max", "200000 100000\n");
     put("sys/fs/cgroup/cpu.stat",
         "usage_usec 1000000\nnr_periods 10\nnr_throttled 1\nthrottled_usec 500000\n");
@@ -329,7 +340,11 @@ static void test_collector_fixtures(void)
     s = open_coll(&ctx, &r);
     CHECK_EQ_INT(r.rc, 0);
     CHECK_EQ_STR(r.res.status, "v1 /docker/3f1e5a9b2c7d mem=2.0GiB cpu=1.5");
-    CHECK_EQ_STR(r.res.msg, "");
+    /* the fixture's memory.stat has no total_shmem (an older kernel): the
+     * parts go with one line rather than the kernel part holding shmem */
+    CHECK_EQ_STR(r.res.msg, "memory.stat has no total_shmem: "
+                            "container_memory_{anon,shmem,file_active,kernel}_megabytes absent; "
+                            "cgroup v1 has no PSI: container_*_pressure_percentage absent");
     CHECK_EQ_INT(sample(s, &r), 0);
     CHECK_EQ_INT(r.pts.n, 3);
     p = point(&r, "container_memory_usage_megabytes");
@@ -350,7 +365,9 @@ static void test_collector_fixtures(void)
     ctx_fixture(&ctx, "cg-cpu-only");
     s = open_coll(&ctx, &r);
     CHECK_EQ_INT(r.rc, 0);
-    CHECK_EQ_STR(r.res.msg, "cgroup: CPU limit only, no memory limit: container_memory_* absent");
+    CHECK_EQ_STR(r.res.msg, "cgroup: CPU limit only, no memory limit: container_memory_* "
+                            "absent; no PSI (cpu.pressure: No such file or directory): "
+                            "container_cpu_pressure_percentage absent");
     CHECK_EQ_INT(sample(s, &r), 0);
     CHECK_EQ_INT(r.pts.n, 1);
     CHECK(point(&r, "container_cpu_utilization_percentage") != NULL);
@@ -363,7 +380,10 @@ static void test_collector_fixtures(void)
     s = open_coll(&ctx, &r);
     CHECK_EQ_INT(r.rc, 0);
     CHECK_EQ_STR(r.res.msg, "cgroup: memory limit only, no CPU limit: "
-                            "container_cpu_utilization_percentage absent");
+                            "container_cpu_utilization_percentage absent; memory.stat has no "
+                            "total_shmem: container_memory_{anon,shmem,file_active,kernel}_"
+                            "megabytes absent; cgroup v1 has no PSI: "
+                            "container_memory_pressure_percentage absent");
     CHECK_EQ_INT(sample(s, &r), 0);
     CHECK_EQ_INT(r.pts.n, 2);
     p = point(&r, "container_memory_usage_megabytes");
@@ -479,8 +499,9 @@ static void test_malformed(void)
     CHECK_EQ_STR(r.res.msg, "cannot parse /sys/fs/cgroup/memory.stat: no inactive_file; "
                             "container_memory_* dropped");
     CHECK_EQ_INT(sample(s, &r), 0);
-    CHECK_EQ_INT(r.pts.n, 1);
+    CHECK_EQ_INT(r.pts.n, 2); /* CPU and CPU pressure */
     CHECK(point(&r, "container_cpu_utilization_percentage") != NULL);
+    CHECK(point(&r, "container_memory_pressure_percentage") == NULL); /* part dropped at open */
     sm_coll_container.tags(s, SM_TAGS_END, &r.end);
     CHECK(tag(&r.end, "oom_kill") == NULL && tag(&r.end, "memory_peak_mb") == NULL);
     CHECK_EQ_STR(tag(&r.end, "cpu_throttled_periods"), "0");
@@ -491,16 +512,17 @@ static void test_malformed(void)
     CHECK(contains(r.res.msg, "cannot parse /sys/fs/cgroup/memory.stat: Invalid argument; "
                               "container_memory_* dropped"));
     close_coll(s);
-    put("sys/fs/cgroup/memory.stat", "active_file 5\ninactive_file 1000000000\n");
+    put("sys/fs/cgroup/memory.stat", MEMSTAT_V2);
     put("sys/fs/cgroup/cpu.stat", "usage_usec\n");
     s = open_coll(&ctx, &r);
     CHECK_EQ_INT(r.rc, 0);
     CHECK_EQ_STR(r.res.msg, "cannot parse /sys/fs/cgroup/cpu.stat: no usage_usec; "
                             "container_cpu_utilization_percentage dropped");
     CHECK_EQ_INT(sample(s, &r), 0);
-    CHECK_EQ_INT(r.pts.n, 2);
+    CHECK_EQ_INT(r.pts.n, 7); /* 2 memory, 4 parts, memory pressure */
     CHECK(point(&r, "container_memory_usage_megabytes") != NULL);
     CHECK(point(&r, "container_memory_usage_percentage") != NULL);
+    CHECK(point(&r, "container_cpu_pressure_percentage") == NULL);
     close_coll(s);
     /* both parts bad: nothing is left, the collector is dropped naming both */
     put("sys/fs/cgroup/memory.current", "x\n");
@@ -559,7 +581,8 @@ static void test_bad_file_fixture(void)
     CHECK_EQ_INT(r.rc, 0);
     CHECK_EQ_STR(r.res.status, "v2 / mem=56.0GiB cpu=16.0");
     CHECK_EQ_STR(r.res.msg, "cannot parse /sys/fs/cgroup/memory.current: Invalid argument; "
-                            "container_memory_* dropped");
+                            "container_memory_* dropped; no PSI (cpu.pressure: No such file or "
+                            "directory): container_cpu_pressure_percentage absent");
     CHECK_EQ_INT(sample(s, &r), 0);
     CHECK_EQ_INT(r.pts.n, 1);
     CHECK(point(&r, "container_cpu_utilization_percentage") != NULL);
@@ -620,26 +643,26 @@ static void test_samples(void)
     err_capture();
     put("sys/fs/cgroup/memory.current", "garbage\n");
     CHECK_EQ_INT(sample(s, &r), 0);
-    CHECK_EQ_INT(r.pts.n, 1);
+    CHECK_EQ_INT(r.pts.n, 3); /* CPU and both pressures: other files */
     CHECK(point(&r, "container_cpu_utilization_percentage") != NULL);
     rm("sys/fs/cgroup/memory.current");
     CHECK_EQ_INT(sample(s, &r), 0);
-    CHECK_EQ_INT(r.pts.n, 1);
+    CHECK_EQ_INT(r.pts.n, 3);
     put("sys/fs/cgroup/memory.current", "2000000000\n");
     CHECK_EQ_INT(sample(s, &r), 0);
-    CHECK_EQ_INT(r.pts.n, 3);
+    CHECK_EQ_INT(r.pts.n, 9);
     p = point(&r, "container_memory_usage_megabytes");
     CHECK(p && fabs(p->value - 1000.0) < 1e-9);
     /* and the other way round: a bad cpu.stat leaves the memory series */
     put("sys/fs/cgroup/cpu.stat", "nr_periods 3\n");
     CHECK_EQ_INT(sample(s, &r), 0);
-    CHECK_EQ_INT(r.pts.n, 2);
+    CHECK_EQ_INT(r.pts.n, 8);
     CHECK(point(&r, "container_cpu_utilization_percentage") == NULL);
     CHECK(point(&r, "container_memory_usage_percentage") != NULL);
     put("sys/fs/cgroup/cpu.stat",
         "usage_usec 1200000\nnr_periods 20\nnr_throttled 4\nthrottled_usec 2500000\n");
     CHECK_EQ_INT(sample(s, &r), 0);
-    CHECK_EQ_INT(r.pts.n, 3);
+    CHECK_EQ_INT(r.pts.n, 9);
     {
         char said[4096];
         err_release(said, sizeof said);
@@ -669,10 +692,11 @@ static void test_samples(void)
     CHECK_EQ_STR(tag(&r.end, "memory_peak_mb"), "3500.0");
     CHECK_EQ_STR(tag(&r.end, "cpu_throttled_periods"), "3"); /* 4 - 1 */
     CHECK_EQ_STR(tag(&r.end, "cpu_throttled_s"), "2.0");     /* (2500000 - 500000) us */
-    /* start tags come from open()'s status, not from tags() */
+    /* start tags: the cgroup tag is open()'s status; tags() adds the exact limit */
     memset(&r.end, 0, sizeof r.end);
     sm_coll_container.tags(s, SM_TAGS_START, &r.end);
-    CHECK_EQ_INT(r.end.n, 0);
+    CHECK_EQ_INT(r.end.n, 1);
+    CHECK_EQ_STR(tag(&r.end, "memory_limit_bytes"), "4294967296");
     close_coll(s);
     rm_tree();
 }
