@@ -68,6 +68,7 @@ struct psi {
     struct kfile f;
     int on;                 /* attached at open */
     int err;                /* why not (-errno), for open()'s line */
+    int malformed;          /* ... the file was read but not understood */
     int said;               /* its failure line was said (streak) */
     uint64_t t0, prev;      /* "some total" µs at open, at the last sample */
     struct timespec t_prev;
@@ -291,12 +292,22 @@ static double since(const struct timespec *a, const struct timespec *b)
 static int psi_read(struct ctr *s, struct psi *p, uint64_t *total)
 {
     ssize_t n = kf_read(&p->f, s->buf, sizeof s->buf);
+    int rc;
 
     if (n < 0) {
         kf_close(&p->f);
         return (int)n;
     }
-    return sm_parse_psi_some(s->buf, (size_t)n, total);
+    rc = sm_parse_psi_some(s->buf, (size_t)n, total);
+    p->malformed = rc < 0;
+    return rc;
+}
+
+static const char *psi_why(const struct psi *p)
+{
+    if (!p->err)
+        return strerror(ENOENT);
+    return p->malformed ? "no \"some ... total=\" line" : strerror(-p->err);
 }
 
 /* Opens a PSI file and takes its baseline.  0, or -errno (the line is the
@@ -427,7 +438,7 @@ static void absences(struct ctr *s, char *msg, size_t len)
     int want_m = s->has_mem, want_c = s->has_cpu;
     const char *miss;
     char why[200];
-    int em, ec;
+    int em;
 
     if (s->has_mem && !s->have_comp && (miss = sm_memstat_missing(s->ms.have, s->v1mem)))
         sm_line_join(msg, len, "memory.stat has no %s: "
@@ -446,16 +457,15 @@ static void absences(struct ctr *s, char *msg, size_t len)
     want_c &= !s->cpsi.on;
     if (!want_m && !want_c)
         return;
-    em = s->mpsi.err ? s->mpsi.err : -ENOENT;
-    ec = s->cpsi.err ? s->cpsi.err : -ENOENT;
-    if (want_m && want_c && em == ec)
-        snprintf(why, sizeof why, "memory.pressure, cpu.pressure: %s", strerror(-em));
+    em = strcmp(psi_why(&s->mpsi), psi_why(&s->cpsi)) == 0;
+    if (want_m && want_c && em)
+        snprintf(why, sizeof why, "memory.pressure, cpu.pressure: %s", psi_why(&s->mpsi));
     else if (want_m && want_c)
-        snprintf(why, sizeof why, "memory.pressure: %s, cpu.pressure: %s", strerror(-em),
-                 strerror(-ec));
+        snprintf(why, sizeof why, "memory.pressure: %s, cpu.pressure: %s", psi_why(&s->mpsi),
+                 psi_why(&s->cpsi));
     else
         snprintf(why, sizeof why, "%s: %s", want_m ? "memory.pressure" : "cpu.pressure",
-                 strerror(-(want_m ? em : ec)));
+                 psi_why(want_m ? &s->mpsi : &s->cpsi));
     sm_line_join(msg, len, "no PSI (%s): container_%s_pressure_percentage absent", why,
                  want_m && want_c ? "*" : want_m ? "memory" : "cpu");
 }

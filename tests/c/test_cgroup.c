@@ -762,6 +762,180 @@ static void test_v1_tree(void)
     rm_tree();
 }
 
+
+/* ---- docs/design.md §9: parts, pressure, events, window tags ------------- */
+static void test_composition(void)
+{
+    sm_ctx ctx;
+    struct run r;
+    void *s;
+    const sm_point *p;
+    sm_tags w;
+    double t1, t2, t3, t0;
+    struct timespec nap = {0, 100 * 1000 * 1000};
+
+    /* the fixtures: every part by hand (their READMEs) */
+    ctx_fixture(&ctx, "cg-k8s-v2-psi");
+    s = open_coll(&ctx, &r);
+    CHECK_EQ_INT(r.rc, 0);
+    CHECK_EQ_STR(r.res.msg, "");
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK_EQ_INT(r.pts.n, 9);
+    CHECK_NEAR(point(&r, "container_memory_usage_megabytes")->value, 6500.0, 1e-9);
+    CHECK_NEAR(point(&r, "container_memory_anon_megabytes")->value, 2300.0, 1e-9);
+    CHECK_NEAR(point(&r, "container_memory_shmem_megabytes")->value, 3100.0, 1e-9);
+    CHECK_NEAR(point(&r, "container_memory_file_active_megabytes")->value, 400.0, 1e-9);
+    CHECK_NEAR(point(&r, "container_memory_kernel_megabytes")->value, 700.0, 1e-9);
+    CHECK_NEAR(point(&r, "container_memory_pressure_percentage")->value, 0.0, 0);
+    CHECK_NEAR(point(&r, "container_cpu_pressure_percentage")->value, 0.0, 0);
+    CHECK(contains(point(&r, "container_memory_shmem_megabytes")->source,
+                   "/sys/fs/cgroup/memory.stat:shmem"));
+    CHECK(contains(point(&r, "container_cpu_pressure_percentage")->source,
+                   "/sys/fs/cgroup/cpu.pressure:some total"));
+    memset(&r.end, 0, sizeof r.end);
+    sm_coll_container.tags(s, SM_TAGS_END, &r.end);
+    CHECK_EQ_STR(tag(&r.end, "memory_at_peak"),
+                 "working_set_mb=6500.0 anon_mb=2300.0 shmem_mb=3100.0 file_active_mb=400.0 "
+                 "kernel_mb=700.0 limit_mb=8589.9");
+    CHECK_EQ_STR(tag(&r.end, "memory_events"), "high=0 max=0 oom=0 oom_kill=0");
+    CHECK_EQ_STR(tag(&r.end, "pressure"),
+                 "memory_some_s=0.00 memory_peak_pct=0.0 cpu_some_s=0.00 cpu_peak_pct=0.0");
+    close_coll(s);
+
+    ctx_fixture(&ctx, "cg-docker-v1-shmem");
+    s = open_coll(&ctx, &r);
+    CHECK_EQ_INT(r.rc, 0);
+    CHECK_EQ_STR(r.res.msg, "cgroup v1 has no PSI: container_*_pressure_percentage absent");
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK_EQ_INT(r.pts.n, 7);
+    CHECK_NEAR(point(&r, "container_memory_anon_megabytes")->value, 400.0, 1e-9);
+    CHECK_NEAR(point(&r, "container_memory_shmem_megabytes")->value, 500.0, 1e-9);
+    CHECK_NEAR(point(&r, "container_memory_file_active_megabytes")->value, 200.0, 1e-9);
+    CHECK_NEAR(point(&r, "container_memory_kernel_megabytes")->value, 100.0, 1e-9);
+    CHECK(contains(point(&r, "container_memory_anon_megabytes")->source, "memory.stat:total_rss"));
+    sm_coll_container.tags(s, SM_TAGS_END, &r.end);
+    CHECK_EQ_STR(tag(&r.end, "memory_events"), "max=0 oom_kill=0"); /* v1: failcnt, oom_control */
+    CHECK(tag(&r.end, "pressure") == NULL);
+    close_coll(s);
+
+    /* a tree that moves: rates, deltas, and what a window ships */
+    v2_tree();
+    ctx_for(&ctx, tmp);
+    t0 = now_s();
+    s = open_coll(&ctx, &r);
+    t1 = now_s();
+    CHECK_EQ_INT(r.rc, 0);
+    nanosleep(&nap, NULL);
+    /* 50 ms of memory stall and 20 ms of CPU stall since open */
+    put("sys/fs/cgroup/memory.pressure", PSI_ZERO, 1050000ull);
+    put("sys/fs/cgroup/cpu.pressure", PSI_ZERO, 20000ull);
+    t2 = now_s();
+    CHECK_EQ_INT(sample(s, &r), 0);
+    t3 = now_s();
+    p = point(&r, "container_memory_pressure_percentage");
+    CHECK(p && p->value <= 100.0 * 0.05 / (t2 - t1) + 1e-9 &&
+          p->value >= 100.0 * 0.05 / (t3 - t0) - 1e-9);
+    p = point(&r, "container_cpu_pressure_percentage");
+    CHECK(p && p->value > 0 && p->value <= 100.0 * 0.02 / (t2 - t1) + 1e-9);
+    /* the parts add up to the working set (2000 MB) */
+    CHECK_NEAR(point(&r, "container_memory_anon_megabytes")->value +
+                   point(&r, "container_memory_shmem_megabytes")->value +
+                   point(&r, "container_memory_file_active_megabytes")->value +
+                   point(&r, "container_memory_kernel_megabytes")->value,
+               point(&r, "container_memory_usage_megabytes")->value, 1e-9);
+    CHECK_NEAR(point(&r, "container_memory_kernel_megabytes")->value, 1050.0, 1e-9);
+
+    /* the first window ships every tag; the next, with nothing changed, none */
+    memset(&w, 0, sizeof w);
+    sm_coll_container.tags(s, SM_TAGS_WINDOW, &w);
+    CHECK_EQ_INT(w.n, 3);
+    CHECK_EQ_STR(tag(&w, "memory_at_peak"),
+                 "working_set_mb=2000.0 anon_mb=600.0 shmem_mb=300.0 file_active_mb=50.0 "
+                 "kernel_mb=1050.0 limit_mb=4295.0");
+    CHECK_EQ_STR(tag(&w, "memory_events"), "oom=0 oom_kill=0");
+    CHECK(tag(&w, "pressure") && /* the peak is a rate: timing's */
+          strncmp(tag(&w, "pressure"), "memory_some_s=0.05 memory_peak_pct=", 35) == 0);
+    CHECK(tag(&w, "pressure") && contains(tag(&w, "pressure"), " cpu_some_s=0.02 cpu_peak_pct="));
+    memset(&w, 0, sizeof w);
+    CHECK_EQ_INT(sample(s, &r), 0); /* no stall since: the peaks stay */
+    sm_coll_container.tags(s, SM_TAGS_WINDOW, &w);
+    CHECK_EQ_INT(w.n, 0);
+    /* the peak rising by less than max(1 MB, 0.1 % of the limit = 4.3 MB) ships
+     * nothing; by more, the composition at the new peak */
+    put("sys/fs/cgroup/memory.current", "3003000000\n");
+    CHECK_EQ_INT(sample(s, &r), 0);
+    sm_coll_container.tags(s, SM_TAGS_WINDOW, &w);
+    CHECK_EQ_INT(w.n, 0);
+    put("sys/fs/cgroup/memory.stat", "anon 610000000\nshmem 300000000\nactive_file 50000000\n"
+                                     "inactive_file 1000000000\n");
+    put("sys/fs/cgroup/memory.current", "3010000000\n");
+    CHECK_EQ_INT(sample(s, &r), 0);
+    sm_coll_container.tags(s, SM_TAGS_WINDOW, &w);
+    CHECK_EQ_INT(w.n, 1);
+    CHECK_EQ_STR(tag(&w, "memory_at_peak"),
+                 "working_set_mb=2010.0 anon_mb=610.0 shmem_mb=300.0 file_active_mb=50.0 "
+                 "kernel_mb=1050.0 limit_mb=4295.0");
+    /* a lower working set later leaves the peak tag alone */
+    put("sys/fs/cgroup/memory.current", "2000000000\n");
+    CHECK_EQ_INT(sample(s, &r), 0);
+    memset(&w, 0, sizeof w);
+    sm_coll_container.tags(s, SM_TAGS_WINDOW, &w);
+    CHECK_EQ_INT(w.n, 0);
+    /* an OOM kill ships at once, as a delta since open (oom 1, oom_kill 2 then) */
+    put("sys/fs/cgroup/memory.events", "low 0\noom 2\noom_kill 3\n");
+    sm_coll_container.tags(s, SM_TAGS_WINDOW, &w);
+    CHECK_EQ_INT(w.n, 1);
+    CHECK_EQ_STR(tag(&w, "memory_events"), "oom=1 oom_kill=1");
+    memset(&w, 0, sizeof w);
+    sm_coll_container.tags(s, SM_TAGS_WINDOW, &w);
+    CHECK_EQ_INT(w.n, 0);
+    /* the end: every tag, final values */
+    memset(&r.end, 0, sizeof r.end);
+    sm_coll_container.tags(s, SM_TAGS_END, &r.end);
+    CHECK_EQ_STR(tag(&r.end, "memory_events"), "oom=1 oom_kill=1");
+    CHECK(contains(tag(&r.end, "memory_at_peak"), "working_set_mb=2010.0 "));
+    CHECK(tag(&r.end, "pressure") && contains(tag(&r.end, "pressure"), "memory_some_s=0.05 "));
+    close_coll(s);
+
+    /* parts larger than the working set (v1 usage is approximate): kernel 0 */
+    put("sys/fs/cgroup/memory.stat", "anon 1500000000\nshmem 400000000\nactive_file 200000000\n"
+                                     "inactive_file 1000000000\n");
+    put("sys/fs/cgroup/memory.current", "3000000000\n");
+    s = open_coll(&ctx, &r);
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK_NEAR(point(&r, "container_memory_kernel_megabytes")->value, 0.0, 0);
+    close_coll(s);
+
+    /* PSI missing on v2 (no file; psi=0 makes the read fail instead): those
+     * two series are absent with one line, never zeros; the rest stays */
+    rm("sys/fs/cgroup/memory.pressure");
+    s = open_coll(&ctx, &r);
+    CHECK_EQ_INT(r.rc, 0);
+    CHECK_EQ_STR(r.res.msg, "no PSI (memory.pressure: No such file or directory): "
+                            "container_memory_pressure_percentage absent");
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK_EQ_INT(r.pts.n, 8);
+    CHECK(point(&r, "container_memory_pressure_percentage") == NULL);
+    sm_coll_container.tags(s, SM_TAGS_END, &r.end);
+    CHECK(tag(&r.end, "pressure") && contains(tag(&r.end, "pressure"), "cpu_some_s=") &&
+          !strstr(tag(&r.end, "pressure"), "memory_"));
+    close_coll(s);
+    rm("sys/fs/cgroup/cpu.pressure");
+    put("sys/fs/cgroup/memory.pressure", "some avg10=0.00\n"); /* no total: malformed */
+    s = open_coll(&ctx, &r);
+    CHECK_EQ_STR(r.res.msg, "no PSI (memory.pressure: no \"some ... total=\" line, cpu.pressure: "
+                            "No such file or directory): container_*_pressure_percentage absent");
+    close_coll(s);
+    rm("sys/fs/cgroup/memory.pressure");
+    s = open_coll(&ctx, &r);
+    CHECK_EQ_STR(r.res.msg, "no PSI (memory.pressure, cpu.pressure: No such file or directory): "
+                            "container_*_pressure_percentage absent");
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK_EQ_INT(r.pts.n, 7);
+    close_coll(s);
+    rm_tree();
+}
+
 int main(void)
 {
     const char *f = getenv("SM_FIXTURES");
@@ -773,5 +947,6 @@ int main(void)
     test_bad_file_fixture();
     test_samples();
     test_v1_tree();
+    test_composition();
     return CHECK_DONE();
 }
