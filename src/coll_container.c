@@ -300,6 +300,8 @@ static int psi_read(struct ctr *s, struct psi *p, uint64_t *total)
     }
     rc = sm_parse_psi_some(s->buf, (size_t)n, total);
     p->malformed = rc < 0;
+    if (rc < 0)
+        kf_close(&p->f); /* reopened next time: the file may have been replaced */
     return rc;
 }
 
@@ -347,8 +349,9 @@ static void psi_sample(struct ctr *s, struct psi *p, const char *key, sm_points 
     rc = psi_read(s, p, &v);
     if (rc < 0) {
         if (!p->said)
-            sm_log(SM_WARN, "container: cannot read %s: %s; %s skipped until it recovers",
-                   mpath(s, &p->f), strerror(-rc), key);
+            sm_log(SM_WARN, "container: cannot %s %s: %s; %s skipped until it recovers",
+                   p->malformed ? "parse" : "read", mpath(s, &p->f),
+                   p->malformed ? "no \"some ... total=\" line" : strerror(-rc), key);
         p->said = 1;
         return;
     }

@@ -897,6 +897,47 @@ static void test_composition(void)
     CHECK(tag(&r.end, "pressure") && contains(tag(&r.end, "pressure"), "memory_some_s=0.05 "));
     close_coll(s);
 
+    /* a PSI file that fails mid-run: only its series is skipped, one line for
+     * the streak and one when it is back (docs/design.md §6) */
+    s = open_coll(&ctx, &r);
+    CHECK_EQ_INT(sample(s, &r), 0);
+    err_capture();
+    put("sys/fs/cgroup/cpu.pressure", "some avg10=0.00\n");
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK(point(&r, "container_cpu_pressure_percentage") == NULL);
+    CHECK(point(&r, "container_memory_pressure_percentage") != NULL);
+    CHECK(point(&r, "container_cpu_utilization_percentage") != NULL);
+    rm("sys/fs/cgroup/cpu.pressure"); /* the same streak: no second line */
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK(point(&r, "container_cpu_pressure_percentage") == NULL);
+    put("sys/fs/cgroup/cpu.pressure", PSI_ZERO, 30000ull);
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK(point(&r, "container_cpu_pressure_percentage") != NULL);
+    {
+        char said[2048];
+        err_release(said, sizeof said);
+        CHECK_EQ_STR(said, "scopemeter: warning: container: cannot parse /sys/fs/cgroup/cpu.pressure: "
+                           "no \"some ... total=\" line; container_cpu_pressure_percentage "
+                           "skipped until it recovers\n"
+                           "scopemeter: container: container_cpu_pressure_percentage recovered\n");
+    }
+    close_coll(s);
+
+    /* a PSI file that opens but cannot be read (psi=0 answers EOPNOTSUPP
+     * there; a directory answers EISDIR): absent with the reason */
+    rm("sys/fs/cgroup/cpu.pressure");
+    {
+        char d[1024];
+        snprintf(d, sizeof d, "%s/sys/fs/cgroup/cpu.pressure", tmp);
+        mkdir(d, 0755);
+        s = open_coll(&ctx, &r);
+        CHECK_EQ_STR(r.res.msg, "no PSI (cpu.pressure: Is a directory): "
+                                "container_cpu_pressure_percentage absent");
+        close_coll(s);
+        rmdir(d);
+        put("sys/fs/cgroup/cpu.pressure", PSI_ZERO, 0ull);
+    }
+
     /* parts larger than the working set (v1 usage is approximate): kernel 0 */
     put("sys/fs/cgroup/memory.stat", "anon 1500000000\nshmem 400000000\nactive_file 200000000\n"
                                      "inactive_file 1000000000\n");
