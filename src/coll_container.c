@@ -653,10 +653,13 @@ static int ctr_sample(void *state, sm_points *out, char *msg, size_t msglen)
             double mb = (double)ws / 1e6;
             const sm_memstat *m = &s->ms;
             int comp = s->have_comp && (m->have & SM_MS_PARTS) == SM_MS_PARTS;
-            /* the kernel part is the rest, in integers: slab, sockets, page
+            /* the kernel part is the rest, in integers (floored at 0 at
+             * each step: no wrap on absurd values): slab, sockets, page
              * tables, stacks (and on v1 usage_in_bytes' per-CPU slack) */
-            uint64_t known = m->anon + m->shmem + m->active_file;
-            uint64_t kern = comp && ws > known ? ws - known : 0;
+            uint64_t kern = comp ? ws : 0;
+            kern = kern > m->anon ? kern - m->anon : 0;
+            kern = kern > m->shmem ? kern - m->shmem : 0;
+            kern = kern > m->active_file ? kern - m->active_file : 0;
             if (!s->ws_seen || mb > s->ws_peak_mb) {
                 s->ws_peak_mb = mb;
                 s->peak_anon = comp ? (double)m->anon / 1e6 : 0;
@@ -793,6 +796,13 @@ static void tag_events(struct ctr *s, int window, sm_tags *out)
     ship(&s->ev_shipped, d);
 }
 
+/* A percentage in tenths, for comparing; a rate over a few nanoseconds can be
+ * absurd, and a double beyond long long's range has no llround. */
+static uint64_t tenths(double pct)
+{
+    return pct < 1e15 ? (uint64_t)llround(pct * 10) : (uint64_t)1e16;
+}
+
 /* scopemeter.rankN.pressure: run totals of "some" stall (s) and the highest
  * sample (percent), v2 only.  Compared in the units shown (centiseconds,
  * tenths of a percent), so a change below them ships nothing. */
@@ -805,11 +815,11 @@ static void tag_pressure(struct ctr *s, int window, sm_tags *out)
         return;
     if (s->mpsi.on) {
         v[0] = delta(s->mpsi.prev, s->mpsi.t0) / 10000;
-        v[1] = (uint64_t)llround(s->mpsi.peak * 10);
+        v[1] = tenths(s->mpsi.peak);
     }
     if (s->cpsi.on) {
         v[2] = delta(s->cpsi.prev, s->cpsi.t0) / 10000;
-        v[3] = (uint64_t)llround(s->cpsi.peak * 10);
+        v[3] = tenths(s->cpsi.peak);
     }
     if (window && s->pr_shipped.valid &&
         (memcmp(v, s->pr_shipped.v, sizeof v) == 0 || !spaced(s, &s->pr_shipped)))
