@@ -532,17 +532,18 @@ static int ctr_open(void *state, const sm_ctx *ctx, sm_opened *res)
         v2 = cg->mem_version == 2;
         /* optional: the counter (kernel >= 4.13 on v1) and the peak (v2: >= 5.19) */
         s->oom_key = "oom_kill";
-        if (kf_open(&s->events) == 0 &&
-            kf_number(s, &s->events, s->oom_key, &s->oom_start) == 0)
-            s->have_oom = 1;
-        else
-            kf_close(&s->events);
+        if (kf_open(&s->events) == 0)
+            s->have_oom = kf_number(s, &s->events, s->oom_key, &s->oom_start) == 0;
         if (kf_open(&s->peak) < 0)
             kf_close(&s->peak);
         if (!v2 && kf_open(&s->failcnt) < 0)
             kf_close(&s->failcnt);
         if (read_events(s, &s->ev0) == 0)
             s->have_ev = 1;
+        /* memory.events without oom_kill (v2 before 4.13) still has the
+         * other counters: the file stays open while either needs it */
+        if (!s->have_oom && !s->have_ev)
+            kf_close(&s->events);
         /* the parts need every key; an older kernel's memory.stat lacks
          * shmem: all four go, with one line (not a part mislabelled) */
         s->have_comp = (s->ms.have & SM_MS_PARTS) == SM_MS_PARTS;

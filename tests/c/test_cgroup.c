@@ -938,6 +938,18 @@ static void test_composition(void)
         put("sys/fs/cgroup/cpu.pressure", PSI_ZERO, 0ull);
     }
 
+    /* memory.events before oom_kill (v2 kernels before 4.13): no oom_kill tag,
+     * memory_events with the counters there are */
+    put("sys/fs/cgroup/memory.events", "low 0\nhigh 5\nmax 1\noom 0\n");
+    s = open_coll(&ctx, &r);
+    CHECK_EQ_INT(sample(s, &r), 0);
+    put("sys/fs/cgroup/memory.events", "low 0\nhigh 9\nmax 1\noom 0\n");
+    sm_coll_container.tags(s, SM_TAGS_END, &r.end);
+    CHECK(tag(&r.end, "oom_kill") == NULL);
+    CHECK_EQ_STR(tag(&r.end, "memory_events"), "high=4 max=0 oom=0");
+    close_coll(s);
+    put("sys/fs/cgroup/memory.events", "low 0\noom 1\noom_kill 2\n");
+
     /* parts larger than the working set (v1 usage is approximate): kernel 0 */
     put("sys/fs/cgroup/memory.stat", "anon 1500000000\nshmem 400000000\nactive_file 200000000\n"
                                      "inactive_file 1000000000\n");
