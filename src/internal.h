@@ -156,7 +156,12 @@ SM_HIDDEN void sm_emit(sm_points *p, const char *key, double value, const char *
                        const char *source, int agg);
 
 /* ---- tags: run tags a collector contributes -------------------------------- */
-enum sm_phase { SM_TAGS_START = 0, SM_TAGS_END = 1 };
+/* START: once after open; END: once at stop, every tag with its final value;
+ * WINDOW: after each logged window, only the tags whose value changed since
+ * the collector last returned them (docs/design.md §9: tags that must reach
+ * the store before an OOM kill ends the process).  A collector keeps what it
+ * shipped, formats only on a change, and allocates nothing. */
+enum sm_phase { SM_TAGS_START = 0, SM_TAGS_END = 1, SM_TAGS_WINDOW = 2 };
 typedef struct sm_tag {
     char key[64];       /* suffix after "scopemeter.rankN.", e.g. "cgroup", "oom_kill" */
     char value[512];

@@ -17,6 +17,8 @@
  *           Every `samples` samples the window is logged: value rounded to
  *           0.1 as Python's round(x, 1) does, wall-clock ms timestamp, the
  *           monitor's step (0, 1, 2, ...; one step for all keys of a window).
+ *           After each window the collectors' window tags (those whose
+ *           value changed, docs/design.md §9) follow its points into the sink.
  *           When stop is asked the thread takes one final sample, logs the
  *           last partial window (a 3-second run still has points), pushes the
  *           end tags, and exits — so the stop timeout bounds all of it, a
@@ -440,6 +442,7 @@ static void *sampling_thread(void *arg)
     sm_monitor *m = arg;
     double next = sm_now_mono() + m->interval;
     sm_tags end = {0};
+    sm_tags window; /* the window tags: reused, nothing allocated per window */
     int orphan;
 
     pthread_mutex_lock(&m->mu);
@@ -453,9 +456,17 @@ static void *sampling_thread(void *arg)
         }
         pthread_mutex_unlock(&m->mu);
         take_sample(m);
+        /* the tags whose value changed (docs/design.md §9) ride with the
+         * window's points, so they reach the store even if the process is
+         * killed later; collectors may read a file for them: outside mu */
+        window.n = 0;
+        if (m->window_n >= m->samples)
+            sm_collset_tags(&m->set, SM_TAGS_WINDOW, &window);
         pthread_mutex_lock(&m->mu);
-        if (m->window_n >= m->samples && !m->orphaned)
+        if (m->window_n >= m->samples && !m->orphaned) {
             emit_window(m);
+            push_tags(m, &window, NULL);
+        }
         next += m->interval;
         now = sm_now_mono();
         if (next <= now) /* fell behind (suspended, stopped): re-anchor, no burst */

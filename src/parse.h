@@ -110,5 +110,47 @@ SM_HIDDEN int sm_parse_io_stat(const char *buf, size_t len, uint64_t *rbytes, ui
 /* v1 blkio.throttle.io_service_bytes_recursive, blkio.io_service_bytes_recursive
  * (and their non-recursive forms): the "Read" and "Write" lines. */
 SM_HIDDEN int sm_parse_blkio_bytes(const char *buf, size_t len, uint64_t *read, uint64_t *write);
+/* ---- what fills a cgroup (parse_cgroup.c; docs/design.md §9) -----------------
+ * memory.stat in one pass: inactive_file (the working set) and the parts of the
+ * working set.  v1 reads the hierarchical keys (total_inactive_file,
+ * total_active_file, total_rss, total_shmem), v2 the plain ones
+ * (inactive_file, active_file, anon, shmem).  have has a bit per key found;
+ * a key that is present but malformed fails the whole parse.  -ENOENT
+ * without inactive_file (the working set cannot be had). */
+#define SM_MS_INACTIVE_FILE 1u
+#define SM_MS_ACTIVE_FILE 2u
+#define SM_MS_ANON 4u
+#define SM_MS_SHMEM 8u
+#define SM_MS_PARTS (SM_MS_ACTIVE_FILE | SM_MS_ANON | SM_MS_SHMEM)
+typedef struct sm_memstat {
+    uint64_t inactive_file, active_file, anon, shmem;
+    unsigned have;
+} sm_memstat;
+SM_HIDDEN int sm_parse_memstat(const char *buf, size_t len, int v1, sm_memstat *out);
+/* The name of the first part key missing from have ("total_shmem", ...), or NULL. */
+SM_HIDDEN const char *sm_memstat_missing(unsigned have, int v1);
+
+/* v2 memory.events ("low N", "high N", "max N", "oom N", "oom_kill N",
+ * "oom_group_kill N"): the four counters of docs/design.md §9.  have: bits
+ * SM_ME_*.  -ENOENT when none of the four is there; a malformed value of one
+ * of them is -EINVAL/-ERANGE; other lines are not looked at. */
+#define SM_ME_HIGH 1u
+#define SM_ME_MAX 2u
+#define SM_ME_OOM 4u
+#define SM_ME_OOM_KILL 8u
+typedef struct sm_memevents {
+    uint64_t high, max, oom, oom_kill;
+    unsigned have;
+} sm_memevents;
+SM_HIDDEN int sm_parse_memory_events(const char *buf, size_t len, sm_memevents *out);
+
+/* A PSI file (memory.pressure, cpu.pressure; Documentation/accounting/psi.rst):
+ *   some avg10=0.00 avg60=0.00 avg300=0.00 total=0
+ *   full avg10=0.00 avg60=0.00 avg300=0.00 total=0
+ * *total_us is the "some" line's total (µs of stall since the cgroup was
+ * made).  -ENOENT without a some line or its total=; -EINVAL when total= is
+ * not a number ending at a space or the line's end; -ERANGE on overflow. */
+SM_HIDDEN int sm_parse_psi_some(const char *buf, size_t len, uint64_t *total_us);
+/* ---- end of what fills a cgroup --------------------------------------------- */
 
 #endif

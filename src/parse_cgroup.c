@@ -15,6 +15,13 @@
  *                       backslash as \ooo).
  *   cpu.max             Documentation/admin-guide/cgroup-v2.rst: "$MAX $PERIOD".
  *   CPU lists           lib/bitmap.c bitmap_print_to_pagebuf(): "0-3,8-11".
+ *   memory.stat,        Documentation/admin-guide/cgroup-v2.rst and
+ *   memory.events       cgroup-v1/memory.rst: "key value" lines
+ *                       (mm/memcontrol.c memory_stat_format(),
+ *                       memcg1_stat_format(), memory_events_show()).
+ *   memory.pressure,    Documentation/accounting/psi.rst, kernel/sched/psi.c
+ *   cpu.pressure        psi_show(): "some avg10=%lu.%02lu avg60=... avg300=...
+ *                       total=%llu", then the same for "full".
  */
 #include <errno.h>
 #include <string.h>
@@ -273,4 +280,151 @@ int sm_count_stat_cpus(const char *buf, size_t len, unsigned *count)
         return -ENOENT;
     *count = n;
     return 0;
+}
+
+/* ---- what fills a cgroup (docs/design.md §9) -------------------------------- */
+
+static int is_blank(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+/* The value of a "key value" line whose key is exactly key: 1 with *out set,
+ * 0 when the line has another key, negative when the value is malformed. */
+static int kv_line(const char *p, const char *eol, const char *key, uint64_t *out)
+{
+    size_t kl = strlen(key);
+    const char *q;
+    int rc;
+
+    if ((size_t)(eol - p) <= kl || memcmp(p, key, kl) != 0 || !is_blank(p[kl]))
+        return 0;
+    q = p + kl;
+    while (q < eol && is_blank(*q))
+        q++;
+    rc = sm_scan_u64(&q, eol, out);
+    if (rc < 0)
+        return rc;
+    while (q < eol && is_blank(*q))
+        q++;
+    return q == eol ? 1 : -EINVAL;
+}
+
+struct want {
+    const char *key;
+    uint64_t *out;
+    unsigned bit;
+};
+
+/* One pass over "key value" lines picking the wanted keys; the first
+ * occurrence of a key counts (the kernel prints each once). */
+static int kv_pick(const char *buf, size_t len, const struct want *w, size_t nw, unsigned *have)
+{
+    const char *p = buf, *end = buf + len;
+
+    *have = 0;
+    while (p < end) {
+        const char *eol = eol_of(p, end);
+        for (size_t i = 0; i < nw; i++) {
+            int rc;
+            if (*have & w[i].bit)
+                continue;
+            rc = kv_line(p, eol, w[i].key, w[i].out);
+            if (rc < 0)
+                return rc;
+            if (rc > 0) {
+                *have |= w[i].bit;
+                break;
+            }
+        }
+        p = eol < end ? eol + 1 : end;
+    }
+    return 0;
+}
+
+static const char *const memstat_keys[2][4] = {
+    {"inactive_file", "active_file", "anon", "shmem"},
+    /* v1: total_rss is anonymous memory without shmem, which v1 counts in
+     * cache (cgroup-v1/memory.rst 5.2) */
+    {"total_inactive_file", "total_active_file", "total_rss", "total_shmem"},
+};
+
+int sm_parse_memstat(const char *buf, size_t len, int v1, sm_memstat *out)
+{
+    const char *const *k = memstat_keys[v1 ? 1 : 0];
+    struct want w[4] = {
+        {k[0], &out->inactive_file, SM_MS_INACTIVE_FILE},
+        {k[1], &out->active_file, SM_MS_ACTIVE_FILE},
+        {k[2], &out->anon, SM_MS_ANON},
+        {k[3], &out->shmem, SM_MS_SHMEM},
+    };
+    int rc;
+
+    memset(out, 0, sizeof *out);
+    rc = kv_pick(buf, len, w, 4, &out->have);
+    if (rc < 0)
+        return rc;
+    return out->have & SM_MS_INACTIVE_FILE ? 0 : -ENOENT;
+}
+
+const char *sm_memstat_missing(unsigned have, int v1)
+{
+    const char *const *k = memstat_keys[v1 ? 1 : 0];
+
+    if (!(have & SM_MS_ANON))
+        return k[2];
+    if (!(have & SM_MS_SHMEM))
+        return k[3];
+    if (!(have & SM_MS_ACTIVE_FILE))
+        return k[1];
+    return NULL;
+}
+
+int sm_parse_memory_events(const char *buf, size_t len, sm_memevents *out)
+{
+    struct want w[4] = {
+        {"high", &out->high, SM_ME_HIGH},
+        {"max", &out->max, SM_ME_MAX},
+        {"oom", &out->oom, SM_ME_OOM},
+        {"oom_kill", &out->oom_kill, SM_ME_OOM_KILL},
+    };
+    int rc;
+
+    memset(out, 0, sizeof *out);
+    rc = kv_pick(buf, len, w, 4, &out->have);
+    if (rc < 0)
+        return rc;
+    return out->have ? 0 : -ENOENT;
+}
+
+int sm_parse_psi_some(const char *buf, size_t len, uint64_t *total_us)
+{
+    const char *p = buf, *end = buf + len;
+
+    while (p < end) {
+        const char *eol = eol_of(p, end);
+        if (eol - p >= 5 && memcmp(p, "some ", 5) == 0) {
+            /* the fields are "name=value" separated by single spaces; total
+             * is found by name, so a field added later does not matter */
+            const char *q = p + 5;
+            while (q < eol) {
+                const char *f = q, *fe = memchr(q, ' ', (size_t)(eol - q));
+                if (!fe)
+                    fe = eol;
+                if (fe - f > 6 && memcmp(f, "total=", 6) == 0) {
+                    const char *v = f + 6;
+                    int rc = sm_scan_u64(&v, fe, total_us);
+                    if (rc < 0)
+                        return rc;
+                    return v == fe ? 0 : -EINVAL;
+                }
+                if (fe - f == 6 && memcmp(f, "total=", 6) == 0)
+                    return -EINVAL;
+                q = fe < eol ? fe + 1 : eol;
+            }
+            return -ENOENT;
+        }
+        p = eol < end ? eol + 1 : end;
+    }
+    return -ENOENT;
 }

@@ -7,7 +7,8 @@
  *
  *   output at start:  "open RC" / "status TAG-VALUE" / "msg LINE" / "ready"
  *   sample            "point KEY VALUE" per point, then "sample RC MSG"
- *   tags start|end    "tag KEY VALUE" per tag, then "done"
+ *   tags start|window|end
+ *                     "tag KEY VALUE" per tag, then "done"
  *   run SHELL-CMD     runs it (sh -c) as a child, waits: "exit CODE" or
  *                     "signal N"
  *   quit / EOF        closes the collector and exits 0
@@ -86,8 +87,12 @@ int main(int argc, char **argv)
             printf("sample %d %s\n", rc, msg);
         } else if (strncmp(line, "tags ", 5) == 0) {
             sm_tags tags = {0};
+            const char *ph = line + 5;
             if (ops->tags)
-                ops->tags(state, strcmp(line + 5, "end") == 0 ? SM_TAGS_END : SM_TAGS_START, &tags);
+                ops->tags(state, strcmp(ph, "end") == 0      ? SM_TAGS_END
+                                 : strcmp(ph, "window") == 0 ? SM_TAGS_WINDOW
+                                                             : SM_TAGS_START,
+                          &tags);
             for (size_t i = 0; i < tags.n; i++)
                 printf("tag %s %s\n", tags.v[i].key, tags.v[i].value);
             printf("done\n");

@@ -125,6 +125,15 @@ static void rm_tree(void)
 }
 
 /* a v2 machine with a cgroup namespace: own cgroup = mount point */
+/* memory.stat of the v2 tree: with memory.current 3000000000 the working set
+ * is 2000 MB = anon 600 + shmem 300 + active_file 50 + kernel 1050 */
+#define MEMSTAT_V2                                                                          \
+    "anon 600000000\nfile 1350000000\nshmem 300000000\nactive_file 50000000\n"              \
+    "inactive_file 1000000000\n"
+#define PSI_ZERO                                                                            \
+    "some avg10=0.00 avg60=0.00 avg300=0.00 total=%llu\n"                                  \
+    "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+
 static void v2_tree(void)
 {
     snprintf(tmp, sizeof tmp, "/tmp/sm-test-cgroup-XXXXXX");
@@ -139,9 +148,11 @@ static void v2_tree(void)
     put("proc/stat", "cpu  1 2 3 4\ncpu0 1 2 3 4\ncpu1 1 2 3 4\ncpu2 1 2 3 4\ncpu3 1 2 3 4\n");
     put("sys/fs/cgroup/memory.max", "%llu\n", 4 * GiB);
     put("sys/fs/cgroup/memory.current", "3000000000\n");
-    put("sys/fs/cgroup/memory.stat", "active_file 5\ninactive_file 1000000000\n");
+    put("sys/fs/cgroup/memory.stat", MEMSTAT_V2);
     put("sys/fs/cgroup/memory.events", "low 0\noom 1\noom_kill 2\n");
     put("sys/fs/cgroup/memory.peak", "3500000000\n");
+    put("sys/fs/cgroup/memory.pressure", PSI_ZERO, 1000000ull);
+    put("sys/fs/cgroup/cpu.pressure", PSI_ZERO, 0ull);
     put("sys/fs/cgroup/cpu.max", "200000 100000\n");
     put("sys/fs/cgroup/cpu.stat",
         "usage_usec 1000000\nnr_periods 10\nnr_throttled 1\nthrottled_usec 500000\n");
@@ -329,7 +340,11 @@ static void test_collector_fixtures(void)
     s = open_coll(&ctx, &r);
     CHECK_EQ_INT(r.rc, 0);
     CHECK_EQ_STR(r.res.status, "v1 /docker/3f1e5a9b2c7d mem=2.0GiB cpu=1.5");
-    CHECK_EQ_STR(r.res.msg, "");
+    /* the fixture's memory.stat has no total_shmem (an older kernel): the
+     * parts go with one line rather than the kernel part holding shmem */
+    CHECK_EQ_STR(r.res.msg, "memory.stat has no total_shmem: "
+                            "container_memory_{anon,shmem,file_active,kernel}_megabytes absent; "
+                            "cgroup v1 has no PSI: container_*_pressure_percentage absent");
     CHECK_EQ_INT(sample(s, &r), 0);
     CHECK_EQ_INT(r.pts.n, 3);
     p = point(&r, "container_memory_usage_megabytes");
@@ -350,7 +365,9 @@ static void test_collector_fixtures(void)
     ctx_fixture(&ctx, "cg-cpu-only");
     s = open_coll(&ctx, &r);
     CHECK_EQ_INT(r.rc, 0);
-    CHECK_EQ_STR(r.res.msg, "cgroup: CPU limit only, no memory limit: container_memory_* absent");
+    CHECK_EQ_STR(r.res.msg, "cgroup: CPU limit only, no memory limit: container_memory_* "
+                            "absent; no PSI (cpu.pressure: No such file or directory): "
+                            "container_cpu_pressure_percentage absent");
     CHECK_EQ_INT(sample(s, &r), 0);
     CHECK_EQ_INT(r.pts.n, 1);
     CHECK(point(&r, "container_cpu_utilization_percentage") != NULL);
@@ -363,7 +380,10 @@ static void test_collector_fixtures(void)
     s = open_coll(&ctx, &r);
     CHECK_EQ_INT(r.rc, 0);
     CHECK_EQ_STR(r.res.msg, "cgroup: memory limit only, no CPU limit: "
-                            "container_cpu_utilization_percentage absent");
+                            "container_cpu_utilization_percentage absent; memory.stat has no "
+                            "total_shmem: container_memory_{anon,shmem,file_active,kernel}_"
+                            "megabytes absent; cgroup v1 has no PSI: "
+                            "container_memory_pressure_percentage absent");
     CHECK_EQ_INT(sample(s, &r), 0);
     CHECK_EQ_INT(r.pts.n, 2);
     p = point(&r, "container_memory_usage_megabytes");
@@ -479,8 +499,9 @@ static void test_malformed(void)
     CHECK_EQ_STR(r.res.msg, "cannot parse /sys/fs/cgroup/memory.stat: no inactive_file; "
                             "container_memory_* dropped");
     CHECK_EQ_INT(sample(s, &r), 0);
-    CHECK_EQ_INT(r.pts.n, 1);
+    CHECK_EQ_INT(r.pts.n, 2); /* CPU and CPU pressure */
     CHECK(point(&r, "container_cpu_utilization_percentage") != NULL);
+    CHECK(point(&r, "container_memory_pressure_percentage") == NULL); /* part dropped at open */
     sm_coll_container.tags(s, SM_TAGS_END, &r.end);
     CHECK(tag(&r.end, "oom_kill") == NULL && tag(&r.end, "memory_peak_mb") == NULL);
     CHECK_EQ_STR(tag(&r.end, "cpu_throttled_periods"), "0");
@@ -491,16 +512,17 @@ static void test_malformed(void)
     CHECK(contains(r.res.msg, "cannot parse /sys/fs/cgroup/memory.stat: Invalid argument; "
                               "container_memory_* dropped"));
     close_coll(s);
-    put("sys/fs/cgroup/memory.stat", "active_file 5\ninactive_file 1000000000\n");
+    put("sys/fs/cgroup/memory.stat", MEMSTAT_V2);
     put("sys/fs/cgroup/cpu.stat", "usage_usec\n");
     s = open_coll(&ctx, &r);
     CHECK_EQ_INT(r.rc, 0);
     CHECK_EQ_STR(r.res.msg, "cannot parse /sys/fs/cgroup/cpu.stat: no usage_usec; "
                             "container_cpu_utilization_percentage dropped");
     CHECK_EQ_INT(sample(s, &r), 0);
-    CHECK_EQ_INT(r.pts.n, 2);
+    CHECK_EQ_INT(r.pts.n, 7); /* 2 memory, 4 parts, memory pressure */
     CHECK(point(&r, "container_memory_usage_megabytes") != NULL);
     CHECK(point(&r, "container_memory_usage_percentage") != NULL);
+    CHECK(point(&r, "container_cpu_pressure_percentage") == NULL);
     close_coll(s);
     /* both parts bad: nothing is left, the collector is dropped naming both */
     put("sys/fs/cgroup/memory.current", "x\n");
@@ -559,7 +581,8 @@ static void test_bad_file_fixture(void)
     CHECK_EQ_INT(r.rc, 0);
     CHECK_EQ_STR(r.res.status, "v2 / mem=56.0GiB cpu=16.0");
     CHECK_EQ_STR(r.res.msg, "cannot parse /sys/fs/cgroup/memory.current: Invalid argument; "
-                            "container_memory_* dropped");
+                            "container_memory_* dropped; no PSI (cpu.pressure: No such file or "
+                            "directory): container_cpu_pressure_percentage absent");
     CHECK_EQ_INT(sample(s, &r), 0);
     CHECK_EQ_INT(r.pts.n, 1);
     CHECK(point(&r, "container_cpu_utilization_percentage") != NULL);
@@ -620,26 +643,26 @@ static void test_samples(void)
     err_capture();
     put("sys/fs/cgroup/memory.current", "garbage\n");
     CHECK_EQ_INT(sample(s, &r), 0);
-    CHECK_EQ_INT(r.pts.n, 1);
+    CHECK_EQ_INT(r.pts.n, 3); /* CPU and both pressures: other files */
     CHECK(point(&r, "container_cpu_utilization_percentage") != NULL);
     rm("sys/fs/cgroup/memory.current");
     CHECK_EQ_INT(sample(s, &r), 0);
-    CHECK_EQ_INT(r.pts.n, 1);
+    CHECK_EQ_INT(r.pts.n, 3);
     put("sys/fs/cgroup/memory.current", "2000000000\n");
     CHECK_EQ_INT(sample(s, &r), 0);
-    CHECK_EQ_INT(r.pts.n, 3);
+    CHECK_EQ_INT(r.pts.n, 9);
     p = point(&r, "container_memory_usage_megabytes");
     CHECK(p && fabs(p->value - 1000.0) < 1e-9);
     /* and the other way round: a bad cpu.stat leaves the memory series */
     put("sys/fs/cgroup/cpu.stat", "nr_periods 3\n");
     CHECK_EQ_INT(sample(s, &r), 0);
-    CHECK_EQ_INT(r.pts.n, 2);
+    CHECK_EQ_INT(r.pts.n, 8);
     CHECK(point(&r, "container_cpu_utilization_percentage") == NULL);
     CHECK(point(&r, "container_memory_usage_percentage") != NULL);
     put("sys/fs/cgroup/cpu.stat",
         "usage_usec 1200000\nnr_periods 20\nnr_throttled 4\nthrottled_usec 2500000\n");
     CHECK_EQ_INT(sample(s, &r), 0);
-    CHECK_EQ_INT(r.pts.n, 3);
+    CHECK_EQ_INT(r.pts.n, 9);
     {
         char said[4096];
         err_release(said, sizeof said);
@@ -669,10 +692,11 @@ static void test_samples(void)
     CHECK_EQ_STR(tag(&r.end, "memory_peak_mb"), "3500.0");
     CHECK_EQ_STR(tag(&r.end, "cpu_throttled_periods"), "3"); /* 4 - 1 */
     CHECK_EQ_STR(tag(&r.end, "cpu_throttled_s"), "2.0");     /* (2500000 - 500000) us */
-    /* start tags come from open()'s status, not from tags() */
+    /* start tags: the cgroup tag is open()'s status; tags() adds the exact limit */
     memset(&r.end, 0, sizeof r.end);
     sm_coll_container.tags(s, SM_TAGS_START, &r.end);
-    CHECK_EQ_INT(r.end.n, 0);
+    CHECK_EQ_INT(r.end.n, 1);
+    CHECK_EQ_STR(tag(&r.end, "memory_limit_bytes"), "4294967296");
     close_coll(s);
     rm_tree();
 }
@@ -738,6 +762,233 @@ static void test_v1_tree(void)
     rm_tree();
 }
 
+
+/* ---- docs/design.md §9: parts, pressure, events, window tags ------------- */
+static void test_composition(void)
+{
+    sm_ctx ctx;
+    struct run r;
+    void *s;
+    const sm_point *p;
+    sm_tags w;
+    double t1, t2, t3, t0;
+    struct timespec nap = {0, 100 * 1000 * 1000};
+
+    /* the fixtures: every part by hand (their READMEs) */
+    ctx_fixture(&ctx, "cg-k8s-v2-psi");
+    s = open_coll(&ctx, &r);
+    CHECK_EQ_INT(r.rc, 0);
+    CHECK_EQ_STR(r.res.msg, "");
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK_EQ_INT(r.pts.n, 9);
+    CHECK_NEAR(point(&r, "container_memory_usage_megabytes")->value, 6500.0, 1e-9);
+    CHECK_NEAR(point(&r, "container_memory_anon_megabytes")->value, 2300.0, 1e-9);
+    CHECK_NEAR(point(&r, "container_memory_shmem_megabytes")->value, 3100.0, 1e-9);
+    CHECK_NEAR(point(&r, "container_memory_file_active_megabytes")->value, 400.0, 1e-9);
+    CHECK_NEAR(point(&r, "container_memory_kernel_megabytes")->value, 700.0, 1e-9);
+    CHECK_NEAR(point(&r, "container_memory_pressure_percentage")->value, 0.0, 0);
+    CHECK_NEAR(point(&r, "container_cpu_pressure_percentage")->value, 0.0, 0);
+    CHECK(contains(point(&r, "container_memory_shmem_megabytes")->source,
+                   "/sys/fs/cgroup/memory.stat:shmem"));
+    CHECK(contains(point(&r, "container_cpu_pressure_percentage")->source,
+                   "/sys/fs/cgroup/cpu.pressure:some total"));
+    memset(&r.end, 0, sizeof r.end);
+    sm_coll_container.tags(s, SM_TAGS_END, &r.end);
+    CHECK_EQ_STR(tag(&r.end, "memory_at_peak"),
+                 "working_set_mb=6500.0 anon_mb=2300.0 shmem_mb=3100.0 file_active_mb=400.0 "
+                 "kernel_mb=700.0 limit_mb=8589.9");
+    CHECK_EQ_STR(tag(&r.end, "memory_events"), "high=0 max=0 oom=0 oom_kill=0");
+    CHECK_EQ_STR(tag(&r.end, "pressure"),
+                 "memory_some_s=0.00 memory_peak_pct=0.0 cpu_some_s=0.00 cpu_peak_pct=0.0");
+    close_coll(s);
+
+    ctx_fixture(&ctx, "cg-docker-v1-shmem");
+    s = open_coll(&ctx, &r);
+    CHECK_EQ_INT(r.rc, 0);
+    CHECK_EQ_STR(r.res.msg, "cgroup v1 has no PSI: container_*_pressure_percentage absent");
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK_EQ_INT(r.pts.n, 7);
+    CHECK_NEAR(point(&r, "container_memory_anon_megabytes")->value, 400.0, 1e-9);
+    CHECK_NEAR(point(&r, "container_memory_shmem_megabytes")->value, 500.0, 1e-9);
+    CHECK_NEAR(point(&r, "container_memory_file_active_megabytes")->value, 200.0, 1e-9);
+    CHECK_NEAR(point(&r, "container_memory_kernel_megabytes")->value, 100.0, 1e-9);
+    CHECK(contains(point(&r, "container_memory_anon_megabytes")->source, "memory.stat:total_rss"));
+    sm_coll_container.tags(s, SM_TAGS_END, &r.end);
+    CHECK_EQ_STR(tag(&r.end, "memory_events"), "max=0 oom_kill=0"); /* v1: failcnt, oom_control */
+    CHECK(tag(&r.end, "pressure") == NULL);
+    close_coll(s);
+
+    /* a tree that moves: rates, deltas, and what a window ships */
+    v2_tree();
+    ctx_for(&ctx, tmp);
+    t0 = now_s();
+    s = open_coll(&ctx, &r);
+    t1 = now_s();
+    CHECK_EQ_INT(r.rc, 0);
+    nanosleep(&nap, NULL);
+    /* 50 ms of memory stall and 20 ms of CPU stall since open */
+    put("sys/fs/cgroup/memory.pressure", PSI_ZERO, 1050000ull);
+    put("sys/fs/cgroup/cpu.pressure", PSI_ZERO, 20000ull);
+    t2 = now_s();
+    CHECK_EQ_INT(sample(s, &r), 0);
+    t3 = now_s();
+    p = point(&r, "container_memory_pressure_percentage");
+    CHECK(p && p->value <= 100.0 * 0.05 / (t2 - t1) + 1e-9 &&
+          p->value >= 100.0 * 0.05 / (t3 - t0) - 1e-9);
+    p = point(&r, "container_cpu_pressure_percentage");
+    CHECK(p && p->value > 0 && p->value <= 100.0 * 0.02 / (t2 - t1) + 1e-9);
+    /* the parts add up to the working set (2000 MB) */
+    CHECK_NEAR(point(&r, "container_memory_anon_megabytes")->value +
+                   point(&r, "container_memory_shmem_megabytes")->value +
+                   point(&r, "container_memory_file_active_megabytes")->value +
+                   point(&r, "container_memory_kernel_megabytes")->value,
+               point(&r, "container_memory_usage_megabytes")->value, 1e-9);
+    CHECK_NEAR(point(&r, "container_memory_kernel_megabytes")->value, 1050.0, 1e-9);
+
+    /* the first window ships every tag; the next, with nothing changed, none */
+    memset(&w, 0, sizeof w);
+    sm_coll_container.tags(s, SM_TAGS_WINDOW, &w);
+    CHECK_EQ_INT(w.n, 3);
+    CHECK_EQ_STR(tag(&w, "memory_at_peak"),
+                 "working_set_mb=2000.0 anon_mb=600.0 shmem_mb=300.0 file_active_mb=50.0 "
+                 "kernel_mb=1050.0 limit_mb=4295.0");
+    CHECK_EQ_STR(tag(&w, "memory_events"), "oom=0 oom_kill=0");
+    CHECK(tag(&w, "pressure") && /* the peak is a rate: timing's */
+          strncmp(tag(&w, "pressure"), "memory_some_s=0.05 memory_peak_pct=", 35) == 0);
+    CHECK(tag(&w, "pressure") && contains(tag(&w, "pressure"), " cpu_some_s=0.02 cpu_peak_pct="));
+    memset(&w, 0, sizeof w);
+    CHECK_EQ_INT(sample(s, &r), 0); /* no stall since: the peaks stay */
+    sm_coll_container.tags(s, SM_TAGS_WINDOW, &w);
+    CHECK_EQ_INT(w.n, 0);
+    /* the peak rising by less than max(1 MB, 0.1 % of the limit = 4.3 MB) ships
+     * nothing; by more, the composition at the new peak */
+    put("sys/fs/cgroup/memory.current", "3003000000\n");
+    CHECK_EQ_INT(sample(s, &r), 0);
+    sm_coll_container.tags(s, SM_TAGS_WINDOW, &w);
+    CHECK_EQ_INT(w.n, 0);
+    put("sys/fs/cgroup/memory.stat", "anon 610000000\nshmem 300000000\nactive_file 50000000\n"
+                                     "inactive_file 1000000000\n");
+    put("sys/fs/cgroup/memory.current", "3010000000\n");
+    CHECK_EQ_INT(sample(s, &r), 0);
+    sm_coll_container.tags(s, SM_TAGS_WINDOW, &w);
+    CHECK_EQ_INT(w.n, 1);
+    CHECK_EQ_STR(tag(&w, "memory_at_peak"),
+                 "working_set_mb=2010.0 anon_mb=610.0 shmem_mb=300.0 file_active_mb=50.0 "
+                 "kernel_mb=1050.0 limit_mb=4295.0");
+    /* a lower working set later leaves the peak tag alone */
+    put("sys/fs/cgroup/memory.current", "2000000000\n");
+    CHECK_EQ_INT(sample(s, &r), 0);
+    memset(&w, 0, sizeof w);
+    sm_coll_container.tags(s, SM_TAGS_WINDOW, &w);
+    CHECK_EQ_INT(w.n, 0);
+    /* an OOM kill ships at once, as a delta since open (oom 1, oom_kill 2 then) */
+    put("sys/fs/cgroup/memory.events", "low 0\noom 2\noom_kill 3\n");
+    sm_coll_container.tags(s, SM_TAGS_WINDOW, &w);
+    CHECK_EQ_INT(w.n, 1);
+    CHECK_EQ_STR(tag(&w, "memory_events"), "oom=1 oom_kill=1");
+    memset(&w, 0, sizeof w);
+    sm_coll_container.tags(s, SM_TAGS_WINDOW, &w);
+    CHECK_EQ_INT(w.n, 0);
+    /* the end: every tag, final values */
+    memset(&r.end, 0, sizeof r.end);
+    sm_coll_container.tags(s, SM_TAGS_END, &r.end);
+    CHECK_EQ_STR(tag(&r.end, "memory_events"), "oom=1 oom_kill=1");
+    CHECK(contains(tag(&r.end, "memory_at_peak"), "working_set_mb=2010.0 "));
+    CHECK(tag(&r.end, "pressure") && contains(tag(&r.end, "pressure"), "memory_some_s=0.05 "));
+    close_coll(s);
+
+    /* a PSI file that fails mid-run: only its series is skipped, one line for
+     * the streak and one when it is back (docs/design.md §6) */
+    s = open_coll(&ctx, &r);
+    CHECK_EQ_INT(sample(s, &r), 0);
+    err_capture();
+    put("sys/fs/cgroup/cpu.pressure", "some avg10=0.00\n");
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK(point(&r, "container_cpu_pressure_percentage") == NULL);
+    CHECK(point(&r, "container_memory_pressure_percentage") != NULL);
+    CHECK(point(&r, "container_cpu_utilization_percentage") != NULL);
+    rm("sys/fs/cgroup/cpu.pressure"); /* the same streak: no second line */
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK(point(&r, "container_cpu_pressure_percentage") == NULL);
+    put("sys/fs/cgroup/cpu.pressure", PSI_ZERO, 30000ull);
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK(point(&r, "container_cpu_pressure_percentage") != NULL);
+    {
+        char said[2048];
+        err_release(said, sizeof said);
+        CHECK_EQ_STR(said, "scopemeter: warning: container: cannot parse /sys/fs/cgroup/cpu.pressure: "
+                           "no \"some ... total=\" line; container_cpu_pressure_percentage "
+                           "skipped until it recovers\n"
+                           "scopemeter: container: container_cpu_pressure_percentage recovered\n");
+    }
+    close_coll(s);
+
+    /* a PSI file that opens but cannot be read (psi=0 answers EOPNOTSUPP
+     * there; a directory answers EISDIR): absent with the reason */
+    rm("sys/fs/cgroup/cpu.pressure");
+    {
+        char d[1024];
+        snprintf(d, sizeof d, "%s/sys/fs/cgroup/cpu.pressure", tmp);
+        mkdir(d, 0755);
+        s = open_coll(&ctx, &r);
+        CHECK_EQ_STR(r.res.msg, "no PSI (cpu.pressure: Is a directory): "
+                                "container_cpu_pressure_percentage absent");
+        close_coll(s);
+        rmdir(d);
+        put("sys/fs/cgroup/cpu.pressure", PSI_ZERO, 0ull);
+    }
+
+    /* memory.events before oom_kill (v2 kernels before 4.13): no oom_kill tag,
+     * memory_events with the counters there are */
+    put("sys/fs/cgroup/memory.events", "low 0\nhigh 5\nmax 1\noom 0\n");
+    s = open_coll(&ctx, &r);
+    CHECK_EQ_INT(sample(s, &r), 0);
+    put("sys/fs/cgroup/memory.events", "low 0\nhigh 9\nmax 1\noom 0\n");
+    sm_coll_container.tags(s, SM_TAGS_END, &r.end);
+    CHECK(tag(&r.end, "oom_kill") == NULL);
+    CHECK_EQ_STR(tag(&r.end, "memory_events"), "high=4 max=0 oom=0");
+    close_coll(s);
+    put("sys/fs/cgroup/memory.events", "low 0\noom 1\noom_kill 2\n");
+
+    /* parts larger than the working set (v1 usage is approximate): kernel 0 */
+    put("sys/fs/cgroup/memory.stat", "anon 1500000000\nshmem 400000000\nactive_file 200000000\n"
+                                     "inactive_file 1000000000\n");
+    put("sys/fs/cgroup/memory.current", "3000000000\n");
+    s = open_coll(&ctx, &r);
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK_NEAR(point(&r, "container_memory_kernel_megabytes")->value, 0.0, 0);
+    close_coll(s);
+
+    /* PSI missing on v2 (no file; psi=0 makes the read fail instead): those
+     * two series are absent with one line, never zeros; the rest stays */
+    rm("sys/fs/cgroup/memory.pressure");
+    s = open_coll(&ctx, &r);
+    CHECK_EQ_INT(r.rc, 0);
+    CHECK_EQ_STR(r.res.msg, "no PSI (memory.pressure: No such file or directory): "
+                            "container_memory_pressure_percentage absent");
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK_EQ_INT(r.pts.n, 8);
+    CHECK(point(&r, "container_memory_pressure_percentage") == NULL);
+    sm_coll_container.tags(s, SM_TAGS_END, &r.end);
+    CHECK(tag(&r.end, "pressure") && contains(tag(&r.end, "pressure"), "cpu_some_s=") &&
+          !strstr(tag(&r.end, "pressure"), "memory_"));
+    close_coll(s);
+    rm("sys/fs/cgroup/cpu.pressure");
+    put("sys/fs/cgroup/memory.pressure", "some avg10=0.00\n"); /* no total: malformed */
+    s = open_coll(&ctx, &r);
+    CHECK_EQ_STR(r.res.msg, "no PSI (memory.pressure: no \"some ... total=\" line, cpu.pressure: "
+                            "No such file or directory): container_*_pressure_percentage absent");
+    close_coll(s);
+    rm("sys/fs/cgroup/memory.pressure");
+    s = open_coll(&ctx, &r);
+    CHECK_EQ_STR(r.res.msg, "no PSI (memory.pressure, cpu.pressure: No such file or directory): "
+                            "container_*_pressure_percentage absent");
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK_EQ_INT(r.pts.n, 7);
+    close_coll(s);
+    rm_tree();
+}
+
 int main(void)
 {
     const char *f = getenv("SM_FIXTURES");
@@ -749,5 +1000,6 @@ int main(void)
     test_bad_file_fixture();
     test_samples();
     test_v1_tree();
+    test_composition();
     return CHECK_DONE();
 }

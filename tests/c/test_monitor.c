@@ -760,6 +760,60 @@ static void test_log_handler_and_helpers(void)
                                      SM_VERSION_PATCH);
 }
 
+
+/* docs/design.md §9: the window tags travel with a window's points while the
+ * monitor runs (a process killed later still has them), only when changed;
+ * the end tags carry them again at stop. */
+static void test_window_tags(void)
+{
+    char root[1200], err[256];
+    sm_monitor *m;
+    int first_point = -1, peak_at = -1, peaks_running = 0, peaks_total = 0, events = 0;
+    int64_t peak_step = -1;
+    int stopped_at;
+
+    snprintf(root, sizeof root, "%s/../cg-k8s-v2-psi", fixture);
+    reset_env(root);
+    nrecs = 0;
+    m = queue_monitor(0.02, 2);
+    CHECK_EQ_INT(sm_monitor_start(m, err, sizeof err), 0);
+    for (int i = 0; i < 400 && max_step() < 3; i++)
+        drain_some(m, 0.02);
+    CHECK(max_step() >= 3);
+    stopped_at = nrecs;
+    CHECK_EQ_INT(sm_monitor_stop(m), 0);
+    CHECK_EQ_INT(drain_all(m), -EPIPE);
+    CHECK_EQ_STR(tag("scopemeter.rank0.memory_limit_bytes"), "8589934592");
+    for (int i = 0; i < nrecs; i++) {
+        const sm_record *r = &recs[i];
+        if (r->kind == SM_RECORD_METRIC && first_point < 0)
+            first_point = i;
+        if (r->kind == SM_RECORD_METRIC)
+            peak_step = r->step;
+        if (r->kind != SM_RECORD_TAG)
+            continue;
+        if (strcmp(r->key, "scopemeter.rank0.memory_at_peak") == 0) {
+            peaks_total++;
+            peaks_running += i < stopped_at;
+            if (peak_at < 0) {
+                peak_at = i;
+                CHECK(peak_step == 0); /* right after the first window's points */
+            }
+            CHECK_EQ_STR(r->text, "working_set_mb=6500.0 anon_mb=2300.0 shmem_mb=3100.0 "
+                                  "file_active_mb=400.0 kernel_mb=700.0 limit_mb=8589.9");
+        }
+        events += strcmp(r->key, "scopemeter.rank0.memory_events") == 0;
+    }
+    CHECK(first_point >= 0 && peak_at > first_point);
+    /* the fixture never changes: once while running (the first window), once at the end */
+    CHECK_EQ_INT(peaks_running, 1);
+    CHECK_EQ_INT(peaks_total, 2);
+    CHECK_EQ_INT(events, 2);
+    CHECK_EQ_STR(tag("scopemeter.rank0.memory_events"), "high=0 max=0 oom=0 oom_kill=0");
+    CHECK_EQ_INT(sm_monitor_dropped(m), 0);
+    sm_monitor_free(m);
+}
+
 int main(void)
 {
     const char *fx = getenv("SM_FIXTURES");
@@ -772,6 +826,7 @@ int main(void)
     test_config();
     test_errors();
     test_moving_values();
+    test_window_tags();
     test_fork();
     test_concurrent_stop();
     test_log_handler_and_helpers();

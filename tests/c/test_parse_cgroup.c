@@ -351,6 +351,113 @@ static void test_kv_files(void)
     CHECK_EQ_INT(sm_parse_number(S("ma"), &v, &unl), -EINVAL);
 }
 
+
+/* ---- what fills a cgroup: memory.stat parts, memory.events, PSI ---------- */
+static void test_memstat(void)
+{
+    static const char v2[] = "anon 2300000000\nfile 4000000000\nshmem 3100000000\n"
+                             "active_anon 5000000000\ninactive_file 500000000\n"
+                             "active_file 400000000\n";
+    static const char v1[] = "rss 1\nshmem 2\nactive_file 3\ninactive_file 4\n"
+                             "total_rss 400\ntotal_shmem 500\ntotal_inactive_file 300\n"
+                             "total_active_file 200\n";
+    sm_memstat m;
+    char *b;
+
+    CHECK_EQ_INT(sm_parse_memstat(S(v2), 0, &m), 0);
+    CHECK_EQ_INT(m.have, SM_MS_INACTIVE_FILE | SM_MS_PARTS);
+    CHECK(m.anon == 2300000000ull && m.shmem == 3100000000ull);
+    CHECK(m.active_file == 400000000ull && m.inactive_file == 500000000ull);
+    CHECK(sm_memstat_missing(m.have, 0) == NULL);
+    /* v1 reads the hierarchical keys, never the cgroup's own ones */
+    CHECK_EQ_INT(sm_parse_memstat(S(v1), 1, &m), 0);
+    CHECK(m.anon == 400 && m.shmem == 500 && m.active_file == 200 && m.inactive_file == 300);
+    /* and v2 rules on a v1 file: the own keys (rss is not anon) */
+    CHECK_EQ_INT(sm_parse_memstat(S(v1), 0, &m), 0);
+    CHECK(m.shmem == 2 && m.active_file == 3 && m.inactive_file == 4 && !(m.have & SM_MS_ANON));
+    CHECK_EQ_STR(sm_memstat_missing(m.have, 0), "anon");
+    /* an old v1 kernel without total_shmem: the working set stays, one part is missing */
+    CHECK_EQ_INT(sm_parse_memstat(S("total_rss 1\ntotal_inactive_file 2\ntotal_active_file 3\n"),
+                                  1, &m), 0);
+    CHECK_EQ_STR(sm_memstat_missing(m.have, 1), "total_shmem");
+    /* no inactive_file: the working set cannot be had */
+    CHECK_EQ_INT(sm_parse_memstat(S("anon 1\nshmem 2\n"), 0, &m), -ENOENT);
+    CHECK_EQ_INT(sm_parse_memstat(S(""), 0, &m), -ENOENT);
+    /* a wanted key malformed fails the parse; another key's garbage does not */
+    CHECK_EQ_INT(sm_parse_memstat(S("inactive_file 1\nshmem x\n"), 0, &m), -EINVAL);
+    CHECK_EQ_INT(sm_parse_memstat(S("inactive_file 1\nshmem 5 6\n"), 0, &m), -EINVAL);
+    CHECK_EQ_INT(sm_parse_memstat(S("inactive_file 1\nanon 99999999999999999999\n"), 0, &m),
+                 -ERANGE);
+    CHECK_EQ_INT(sm_parse_memstat(S("inactive_file 1\npgfault x\n"), 0, &m), 0);
+    /* exact keys: "shmem_thp 5" and "inactive_anon" are not shmem and anon */
+    CHECK_EQ_INT(sm_parse_memstat(S("shmem_thp 5\ninactive_anon 6\ninactive_file 1\n"), 0, &m),
+                 0);
+    CHECK_EQ_INT(m.have, SM_MS_INACTIVE_FILE);
+    /* truncated at every length: never past len (ASan) */
+    for (size_t n = 0; n < sizeof v2 - 1; n++) {
+        int rc;
+        b = exact(v2, n);
+        rc = sm_parse_memstat(b, n, 0, &m);
+        CHECK(rc == 0 || rc == -ENOENT || rc == -EINVAL);
+        free(b);
+    }
+}
+
+static void test_memory_events(void)
+{
+    static const char ev[] = "low 0\nhigh 12\nmax 3\noom 1\noom_kill 0\noom_group_kill 7\n";
+    sm_memevents e;
+    char *b;
+
+    CHECK_EQ_INT(sm_parse_memory_events(S(ev), &e), 0);
+    CHECK_EQ_INT(e.have, SM_ME_HIGH | SM_ME_MAX | SM_ME_OOM | SM_ME_OOM_KILL);
+    CHECK(e.high == 12 && e.max == 3 && e.oom == 1 && e.oom_kill == 0);
+    /* a kernel before oom_kill (4.13): the others */
+    CHECK_EQ_INT(sm_parse_memory_events(S("low 0\nhigh 1\nmax 2\noom 3\n"), &e), 0);
+    CHECK_EQ_INT(e.have, SM_ME_HIGH | SM_ME_MAX | SM_ME_OOM);
+    CHECK_EQ_INT(sm_parse_memory_events(S("low 0\n"), &e), -ENOENT);
+    CHECK_EQ_INT(sm_parse_memory_events(S("oom_kill lots\n"), &e), -EINVAL);
+    CHECK_EQ_INT(sm_parse_memory_events(S("max\n"), &e), -ENOENT); /* no value: not the key */
+    CHECK_EQ_INT(sm_parse_memory_events(S("max -1\n"), &e), -EINVAL);
+    for (size_t n = 0; n < sizeof ev - 1; n++) {
+        int rc;
+        b = exact(ev, n);
+        rc = sm_parse_memory_events(b, n, &e);
+        CHECK(rc == 0 || rc == -ENOENT || rc == -EINVAL); /* "high " cut before its value */
+        free(b);
+    }
+}
+
+static void test_psi(void)
+{
+    static const char psi[] = "some avg10=1.50 avg60=0.80 avg300=0.20 total=4520000\n"
+                              "full avg10=0.50 avg60=0.30 avg300=0.10 total=1000000\n";
+    uint64_t t = 0;
+    char *b;
+
+    CHECK_EQ_INT(sm_parse_psi_some(S(psi), &t), 0);
+    CHECK(t == 4520000);
+    /* cpu.pressure before 5.13 has no full line; field order does not matter */
+    CHECK_EQ_INT(sm_parse_psi_some(S("some total=7 avg10=0.00\n"), &t), 0);
+    CHECK(t == 7);
+    /* the full line's total is not the some line's */
+    CHECK_EQ_INT(sm_parse_psi_some(S("full avg10=0.00 total=9\n"), &t), -ENOENT);
+    CHECK_EQ_INT(sm_parse_psi_some(S("some avg10=0.00 avg60=0.00\n"), &t), -ENOENT);
+    CHECK_EQ_INT(sm_parse_psi_some(S("some total=\n"), &t), -EINVAL);
+    CHECK_EQ_INT(sm_parse_psi_some(S("some total=12x\n"), &t), -EINVAL);
+    CHECK_EQ_INT(sm_parse_psi_some(S("some total=99999999999999999999\n"), &t), -ERANGE);
+    CHECK_EQ_INT(sm_parse_psi_some(S("some_total=1\n"), &t), -ENOENT);
+    CHECK_EQ_INT(sm_parse_psi_some(S(""), &t), -ENOENT);
+    for (size_t n = 0; n < sizeof psi - 1; n++) {
+        int rc;
+        b = exact(psi, n);
+        rc = sm_parse_psi_some(b, n, &t);
+        /* cut inside the total: the digits there are; before them: -EINVAL */
+        CHECK(rc == 0 || rc == -ENOENT || rc == -EINVAL);
+        free(b);
+    }
+}
+
 int main(void)
 {
     test_proc_cgroup();
@@ -358,5 +465,8 @@ int main(void)
     test_cpu_max();
     test_cpulist();
     test_kv_files();
+    test_memstat();
+    test_memory_events();
+    test_psi();
     return CHECK_DONE();
 }

@@ -139,6 +139,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     const unsigned char *part[3] = {data, data + size, data + size};
     size_t len[3] = {size, 0, 0}, k = 0;
     uint64_t cur = 0, inactive = 0, usec = 0;
+    sm_memstat ms;
     int unl = 0, mem_ok, cpu_ok, rc;
     char msg[300];
 
@@ -159,8 +160,12 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     put("sys/fs/cgroup/memory.stat", part[1], len[1]);
     put("sys/fs/cgroup/cpu.stat", part[2], len[2]);
 
+    /* memory.stat is read once for the working set and its parts
+     * (sm_parse_memstat): a malformed anon/shmem/active_file line fails the
+     * memory part as a malformed inactive_file does */
     mem_ok = sm_parse_number((const char *)part[0], len[0], &cur, &unl) == 0 && !unl &&
-             sm_parse_kv((const char *)part[1], len[1], "inactive_file", &inactive) == 0;
+             sm_parse_memstat((const char *)part[1], len[1], 0, &ms) == 0;
+    inactive = ms.inactive_file;
     cpu_ok = sm_parse_kv((const char *)part[2], len[2], "usage_usec", &usec) == 0 &&
              usec <= UINT64_MAX / 1000; /* beyond: not a reading (coll_container.c) */
 

@@ -26,15 +26,36 @@ ROOTFS = ["rootfs_usage_megabytes", "rootfs_usage_percentage", "rootfs_available
 NETWORK = ["network_receive_megabytes", "network_transmit_megabytes"]
 CONTAINER = ["container_memory_usage_megabytes", "container_memory_usage_percentage",
              "container_cpu_utilization_percentage"]
+# docs/design.md §9: the working set's parts (a kernel whose memory.stat has
+# shmem: every kernel these tests run on) and, on cgroup v2 with PSI, pressure
+PARTS = ["container_memory_anon_megabytes", "container_memory_shmem_megabytes",
+         "container_memory_file_active_megabytes", "container_memory_kernel_megabytes"]
+PRESSURE = ["container_memory_pressure_percentage", "container_cpu_pressure_percentage"]
+
+
+def psi_here():
+    """cgroup v2 with PSI on: the container's pressure files exist (a v1 or
+    hybrid host has none, docs/series.md)."""
+    try:
+        with open("/sys/fs/cgroup/cgroup.controllers"):
+            pass
+        with open("/proc/pressure/memory") as f:
+            f.read()
+        return True
+    except OSError:
+        return False
 
 
 def expected_keys(rank, node=None, container=True):
-    """The 11 (or 8 without a limit) non-GPU keys of one collecting rank."""
+    """The 15 (17 with PSI, 8 without a limit) non-GPU keys of one collecting
+    rank whose pod has a memory and a CPU limit."""
     tier = f"/{node}" if node else ""
     keys = {f"system/{k}{tier}/rank{rank}" for k in NODE + ROOTFS}
     keys |= {f"system/{k}/rank{rank}" for k in NETWORK}
     if container:
-        keys |= {f"system/{k}/rank{rank}" for k in CONTAINER}
+        keys |= {f"system/{k}/rank{rank}" for k in CONTAINER + PARTS}
+        if psi_here():
+            keys |= {f"system/{k}/rank{rank}" for k in PRESSURE}
     return keys
 
 

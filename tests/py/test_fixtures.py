@@ -58,6 +58,18 @@ NODE_NOTE = ("no node name (SCOPEMETER_NODE_NAME, NODE_NAME, SLURMD_NODENAME uns
 MEM_ONLY_NOTE = ("cgroup: memory limit only, no CPU limit: "
                  "container_cpu_utilization_percentage absent")
 CPU_ONLY_NOTE = "cgroup: CPU limit only, no memory limit: container_memory_* absent"
+# docs/design.md §9: the parts of the working set and PSI, absent with one line
+ANON = "system/container_memory_anon_megabytes/rank0"
+SHMEM = "system/container_memory_shmem_megabytes/rank0"
+FILE_ACTIVE = "system/container_memory_file_active_megabytes/rank0"
+KERNEL = "system/container_memory_kernel_megabytes/rank0"
+MEM_PSI = "system/container_memory_pressure_percentage/rank0"
+CPU_PSI = "system/container_cpu_pressure_percentage/rank0"
+NO_PSI_V2 = ("no PSI (memory.pressure, cpu.pressure: No such file or directory): "
+             "container_*_pressure_percentage absent")
+NO_PSI_V1 = "cgroup v1 has no PSI: container_*_pressure_percentage absent"
+NO_SHMEM_V1 = ("memory.stat has no total_shmem: "
+               "container_memory_{anon,shmem,file_active,kernel}_megabytes absent")
 
 
 def fx(name):
@@ -68,19 +80,75 @@ def ws(usage, inactive):
     return max(0, usage - inactive)
 
 
+def parts(usage, inactive, anon, shmem, active_file):
+    """The four parts of docs/design.md §9 (MB): the kernel part is the rest."""
+    w = ws(usage, inactive)
+    return {ANON: anon / 1e6, SHMEM: shmem / 1e6, FILE_ACTIVE: active_file / 1e6,
+            KERNEL: max(0, w - anon - shmem - active_file) / 1e6}
+
+
+def at_peak(usage, inactive, limit, anon=None, shmem=None, active_file=None):
+    """scopemeter.rankN.memory_at_peak for a fixture that never changes."""
+    w = ws(usage, inactive)
+    if anon is None:
+        return f"working_set_mb={w / 1e6:.1f} limit_mb={limit / 1e6:.1f}"
+    k = max(0, w - anon - shmem - active_file)
+    return (f"working_set_mb={w / 1e6:.1f} anon_mb={anon / 1e6:.1f} shmem_mb={shmem / 1e6:.1f} "
+            f"file_active_mb={active_file / 1e6:.1f} kernel_mb={k / 1e6:.1f} "
+            f"limit_mb={limit / 1e6:.1f}")
+
+
+EVENTS_V2 = "high=0 max=0 oom=0 oom_kill=0"  # deltas since open: the files do not move
+
+
 # name -> what probe must say.  Values are from the fixture's own files.
 CASES = {
     "cg-k8s-v2-cgroupns": dict(
         container={MEM_MB: ws(30000000000, 5000000000) / 1e6,
                    MEM_PCT: 100.0 * ws(30000000000, 5000000000) / (56 * GiB),
-                   CPU_PCT: 0.0},
+                   CPU_PCT: 0.0, **parts(30000000000, 5000000000, 1000000, 0, 123456789)},
         version=2, dir="sys/fs/cgroup", limiting_dir="sys/fs/cgroup",
         cpu_limiting_dir="sys/fs/cgroup", memory_limit_bytes=56 * GiB,
         cpu_limit_cores=1600000 / 100000,
         why="v2 cgroup /, memory limit 56.0 GiB at /, cpu limit 16.0 cores (quota) at /",
-        tag="v2 / mem=56.0GiB cpu=16.0", note=None,
+        tag="v2 / mem=56.0GiB cpu=16.0", note=NO_PSI_V2,
         end={"oom_kill": "0", "mem_peak_sampled_mb": "25000.0", "memory_peak_mb": "32000.0",
-             "cpu_throttled_periods": "0", "cpu_throttled_s": "0.0"}),
+             "cpu_throttled_periods": "0", "cpu_throttled_s": "0.0",
+             "memory_at_peak": at_peak(30000000000, 5000000000, 56 * GiB, 1000000, 0, 123456789),
+             "memory_events": EVENTS_V2}),
+    "cg-k8s-v2-psi": dict(
+        container={MEM_MB: ws(7000000000, 500000000) / 1e6,
+                   MEM_PCT: 100.0 * ws(7000000000, 500000000) / (8 * GiB),
+                   CPU_PCT: 0.0, MEM_PSI: 0.0, CPU_PSI: 0.0,
+                   **parts(7000000000, 500000000, 2300000000, 3100000000, 400000000)},
+        version=2, dir="sys/fs/cgroup", limiting_dir="sys/fs/cgroup",
+        cpu_limiting_dir="sys/fs/cgroup", memory_limit_bytes=8 * GiB,
+        cpu_limit_cores=400000 / 100000,
+        why="v2 cgroup /, memory limit 8.0 GiB at /, cpu limit 4.0 cores (quota) at /",
+        tag="v2 / mem=8.0GiB cpu=4.0", note=None,
+        end={"oom_kill": "0", "mem_peak_sampled_mb": "6500.0", "memory_peak_mb": "7800.0",
+             "cpu_throttled_periods": "0", "cpu_throttled_s": "0.0",
+             "memory_at_peak": at_peak(7000000000, 500000000, 8 * GiB, 2300000000, 3100000000,
+                                       400000000),
+             "memory_events": EVENTS_V2,
+             "pressure": "memory_some_s=0.00 memory_peak_pct=0.0 cpu_some_s=0.00 "
+                         "cpu_peak_pct=0.0"}),
+    "cg-docker-v1-shmem": dict(
+        # total_rss excludes shmem (v1 counts it in cache): the four parts add up
+        container={MEM_MB: ws(1500000000, 300000000) / 1e6,
+                   MEM_PCT: 100.0 * ws(1500000000, 300000000) / (2 * GiB),
+                   CPU_PCT: 0.0, **parts(1500000000, 300000000, 400000000, 500000000, 200000000)},
+        version=1, dir="sys/fs/cgroup/memory", limiting_dir="sys/fs/cgroup/memory",
+        cpu_limiting_dir="sys/fs/cgroup/cpu,cpuacct", memory_limit_bytes=2 * GiB,
+        cpu_limit_cores=150000 / 100000,
+        why="v1 cgroup /docker/3f1e5a9b2c7d (mount root /docker/3f1e5a9b2c7d), memory limit "
+            "2.0 GiB at /docker/3f1e5a9b2c7d, cpu limit 1.5 cores (quota) at /docker/3f1e5a9b2c7d",
+        tag="v1 /docker/3f1e5a9b2c7d mem=2.0GiB cpu=1.5", note=NO_PSI_V1,
+        end={"oom_kill": "0", "mem_peak_sampled_mb": "1200.0", "memory_peak_mb": "1900.0",
+             "cpu_throttled_periods": "0", "cpu_throttled_s": "0.0",
+             "memory_at_peak": at_peak(1500000000, 300000000, 2 * GiB, 400000000, 500000000,
+                                       200000000),
+             "memory_events": "max=0 oom_kill=0"}),
     "cg-docker-v1-hostns": dict(
         # total_inactive_file (hierarchical), not inactive_file (299)
         container={MEM_MB: ws(1500000000, 300000000) / 1e6,
@@ -91,9 +159,12 @@ CASES = {
         cpu_limit_cores=150000 / 100000,
         why="v1 cgroup /docker/3f1e5a9b2c7d (mount root /docker/3f1e5a9b2c7d), memory limit "
             "2.0 GiB at /docker/3f1e5a9b2c7d, cpu limit 1.5 cores (quota) at /docker/3f1e5a9b2c7d",
-        tag="v1 /docker/3f1e5a9b2c7d mem=2.0GiB cpu=1.5", note=None,
+        # an older kernel's memory.stat: no total_shmem, so no parts (one line)
+        tag="v1 /docker/3f1e5a9b2c7d mem=2.0GiB cpu=1.5", note=NO_SHMEM_V1 + "; " + NO_PSI_V1,
         end={"oom_kill": "0", "mem_peak_sampled_mb": "1200.0", "memory_peak_mb": "1900.0",
-             "cpu_throttled_periods": "0", "cpu_throttled_s": "0.0"}),
+             "cpu_throttled_periods": "0", "cpu_throttled_s": "0.0",
+             "memory_at_peak": at_peak(1500000000, 300000000, 2 * GiB),
+             "memory_events": "oom_kill=0"}),
     "cg-hybrid": dict(
         container={MEM_MB: ws(3000000000, 1000000000) / 1e6,
                    MEM_PCT: 100.0 * ws(3000000000, 1000000000) / (8 * GiB)},
@@ -102,12 +173,16 @@ CASES = {
         cpu_limiting_dir=None, memory_limit_bytes=8 * GiB, cpu_limit_cores=None,
         why="v1 cgroup /user.slice/user-1000.slice/session-3.scope, memory limit 8.0 GiB at "
             "/user.slice/user-1000.slice, no cpu limit",
-        tag="v1 /user.slice/user-1000.slice/session-3.scope mem=8.0GiB", note=MEM_ONLY_NOTE,
-        end={"oom_kill": "0", "mem_peak_sampled_mb": "2000.0", "memory_peak_mb": "4000.0"}),
+        tag="v1 /user.slice/user-1000.slice/session-3.scope mem=8.0GiB",
+        note=MEM_ONLY_NOTE + "; " + NO_SHMEM_V1 +
+        "; cgroup v1 has no PSI: container_memory_pressure_percentage absent",
+        end={"oom_kill": "0", "mem_peak_sampled_mb": "2000.0", "memory_peak_mb": "4000.0",
+             "memory_at_peak": at_peak(3000000000, 1000000000, 8 * GiB),
+             "memory_events": "oom_kill=0"}),
     "cg-slurm-v2": dict(
         container={MEM_MB: ws(9000000000, 1000000000) / 1e6,
                    MEM_PCT: 100.0 * ws(9000000000, 1000000000) / (16 * GiB),
-                   CPU_PCT: 0.0},
+                   CPU_PCT: 0.0, **parts(9000000000, 1000000000, 1000000, 0, 123456789)},
         version=2, dir="sys/fs/cgroup/system.slice/slurmstepd.scope/job_12/step_0/user/task_0",
         limiting_dir="sys/fs/cgroup/system.slice/slurmstepd.scope/job_12",
         cpu_limiting_dir="sys/fs/cgroup/system.slice/slurmstepd.scope/job_12/step_0/user/task_0",
@@ -116,9 +191,11 @@ CASES = {
             "16.0 GiB at /system.slice/slurmstepd.scope/job_12, cpu limit 4.0 cores (cpuset: 4 "
             "of 16 CPUs) at /system.slice/slurmstepd.scope/job_12/step_0/user/task_0",
         tag="v2 /system.slice/slurmstepd.scope/job_12/step_0/user/task_0 mem=16.0GiB cpu=4.0",
-        note=None,
+        note=NO_PSI_V2,
         # no quota: no throttling tags
-        end={"oom_kill": "0", "mem_peak_sampled_mb": "8000.0", "memory_peak_mb": "12000.0"}),
+        end={"oom_kill": "0", "mem_peak_sampled_mb": "8000.0", "memory_peak_mb": "12000.0",
+             "memory_at_peak": at_peak(9000000000, 1000000000, 16 * GiB, 1000000, 0, 123456789),
+             "memory_events": EVENTS_V2}),
     "cg-bare-host": dict(
         container={}, version=2,
         dir="sys/fs/cgroup/user.slice/user-1000.slice/session-2.scope", limiting_dir=None,
@@ -134,7 +211,8 @@ CASES = {
         cpu_limiting_dir="sys/fs/cgroup", memory_limit_bytes=None,
         cpu_limit_cores=250000 / 100000,
         why="v2 cgroup /, no memory limit, cpu limit 2.5 cores (quota) at /",
-        tag="v2 / cpu=2.5", note=CPU_ONLY_NOTE,
+        tag="v2 / cpu=2.5", note=CPU_ONLY_NOTE + "; no PSI (cpu.pressure: No such file or "
+        "directory): container_cpu_pressure_percentage absent",
         end={"cpu_throttled_periods": "0", "cpu_throttled_s": "0.0"}),
     "cg-mem-above-total": dict(
         container={}, version=2, dir="sys/fs/cgroup", limiting_dir=None, cpu_limiting_dir=None,
@@ -148,26 +226,33 @@ CASES = {
     "cg-systemd-slice": dict(
         container={MEM_MB: ws(20000000000, 4000000000) / 1e6,
                    MEM_PCT: 100.0 * ws(20000000000, 4000000000) / (32 * GiB),
-                   CPU_PCT: 0.0},
+                   CPU_PCT: 0.0, **parts(20000000000, 4000000000, 1000000, 0, 123456789)},
         version=2, dir="sys/fs/cgroup/training.slice/trainer.service",
         limiting_dir="sys/fs/cgroup/training.slice",
         cpu_limiting_dir="sys/fs/cgroup/training.slice",
         memory_limit_bytes=32 * GiB, cpu_limit_cores=400000 / 100000,
         why="v2 cgroup /training.slice/trainer.service, memory limit 32.0 GiB at "
             "/training.slice, cpu limit 4.0 cores (quota) at /training.slice",
-        tag="v2 /training.slice/trainer.service mem=32.0GiB cpu=4.0", note=None,
+        tag="v2 /training.slice/trainer.service mem=32.0GiB cpu=4.0", note=NO_PSI_V2,
         end={"oom_kill": "0", "mem_peak_sampled_mb": "16000.0",
-             "cpu_throttled_periods": "0", "cpu_throttled_s": "0.0"}),
+             "cpu_throttled_periods": "0", "cpu_throttled_s": "0.0",
+             "memory_at_peak": at_peak(20000000000, 4000000000, 32 * GiB, 1000000, 0,
+                                       123456789),
+             "memory_events": EVENTS_V2}),
     "cg-escaped-mount": dict(
         container={MEM_MB: ws(600000000, 100000000) / 1e6,
-                   MEM_PCT: 100.0 * ws(600000000, 100000000) / GiB},
+                   MEM_PCT: 100.0 * ws(600000000, 100000000) / GiB,
+                   **parts(600000000, 100000000, 1000000, 0, 123456789)},
         version=2, dir="sys/fs/cgroup/my cgroup/task 1",
         limiting_dir="sys/fs/cgroup/my cgroup/task 1", cpu_limiting_dir=None,
         memory_limit_bytes=GiB, cpu_limit_cores=None,
         why="v2 cgroup /batch job/task 1 (mount root /batch job), memory limit 1.0 GiB at "
             "/batch job/task 1, no cpu limit",
-        tag="v2 /batch job/task 1 mem=1.0GiB", note=MEM_ONLY_NOTE,
-        end={"mem_peak_sampled_mb": "500.0"}),
+        tag="v2 /batch job/task 1 mem=1.0GiB",
+        note=MEM_ONLY_NOTE + "; no PSI (memory.pressure: No such file or directory): "
+        "container_memory_pressure_percentage absent",
+        end={"mem_peak_sampled_mb": "500.0",
+             "memory_at_peak": at_peak(600000000, 100000000, GiB, 1000000, 0, 123456789)}),
 }
 
 NOT_FOUND = {
@@ -211,7 +296,7 @@ def test_fixture(probe_json, name):
         assert vals[k] == pytest.approx(v, rel=1e-12, abs=1e-12), (name, k)
         s = next(s for s in out["series"] if s["key"] == k)
         assert s["scope"] == "container" and s["upstream"] == k.split("/")[1]
-        assert s["unit"] == ("MB" if k == MEM_MB else "percent")
+        assert s["unit"] == ("MB" if k.split("/")[1].endswith("_megabytes") else "percent")
 
     cg = out["cgroup"]
 

@@ -20,8 +20,8 @@ import time
 import pytest
 
 from pyfront_util import (assert_limits, cgroups_usable, expected_keys, netns_usable, new_run,
-                          python_env, read_run, run_pods_on_one_node, system_keys, wait_all,
-                          worker_cmd)
+                          psi_here, python_env, read_run, run_pods_on_one_node, system_keys,
+                          wait_all, worker_cmd)
 
 NODE = "test-node-a"
 
@@ -48,7 +48,9 @@ def test_two_pods_on_one_node(tmp_path):
     want = expected_keys(0, node=NODE) | expected_keys(1, node=NODE)
     keys = system_keys(metrics)
     assert keys == want, sorted(keys ^ want)
-    assert len(keys) == 22
+    # per rank: node 3, rootfs 3, network 2, container 3 + the 4 parts of the
+    # working set (+ 2 pressure with PSI, docs/design.md §9)
+    assert len(keys) == 2 * (17 if psi_here() else 15)
     assert f"system/node_memory_usage_percentage/{NODE}/rank1" in keys
     assert "system/network_receive_megabytes/rank0" in keys  # never a tier here
 

@@ -24,6 +24,13 @@ guest, with real allocations inside the cgroup (tests/vm/alloc.c, python3):
   oom_score_adj keeps it out of the way, and without CAP_SYS_RESOURCE it is
   the victim); memory.oom.group=1 (everything in the cgroup dies).
 
+- what filled the pod (docs/design.md §9, tests/vm/whatfilled.sh, a third
+  boot): 100 MB on a tmpfs and 60 MiB anonymous in a limited cgroup against
+  memory.stat (the parts, adding up, shmem the largest); memory.high below
+  what a job holds and two busy loops on one CPU: memory.events high, the
+  memory and CPU pressure series and tags above 0, the window tags in the
+  JSONL before the last window's points.
+
 The guest not booting is a failure (GuestError), never a skip.  Boots here
 take about 7 s; the cases run under TCG: about 80 s for the first boot's
 cases and 96 s for the OOM runs on this machine's two shared cores.
@@ -183,8 +190,11 @@ def test_cpuset_only_limit(cases):
     assert c["tag"] == "v2 /cpusetonly cpu=1.0"
     assert "cpuset: 1 of 2 CPUs" in c["why"]
     s = series(p)
+    # a CPU limit alone: the CPU series, and its pressure where the guest has
+    # PSI (docs/design.md §9; the guest's kernel has it)
     assert [k for k in s if k.startswith("container_")] == \
-        ["container_cpu_utilization_percentage"]
+        ["container_cpu_utilization_percentage"] + \
+        (["container_cpu_pressure_percentage"] if psi_in_guest(cases) else [])
 
 
 def test_no_limit_no_container_series(cases):
@@ -360,3 +370,93 @@ def test_oom_group_kills_everything_in_the_cgroup(ooms):
     assert "scopemeter.rank0.oom_kill" not in tags(recs)
     assert closing(err) is None
     assert "scopemeter.rank0.cgroup" in tags(recs)  # the start tags were written
+
+
+# ---- what filled the pod (docs/design.md §9): a third boot --------------------------
+
+
+@pytest.fixture(scope="module")
+def filled(tmp_path_factory, scopemeter_bin):
+    return boot(tmp_path_factory, scopemeter_bin, "whatfilled.sh", "vm-filled")
+
+
+def psi_in_guest(out):
+    return read(out, "psi").strip() == "yes"
+
+
+def memstat(snapdir, key):
+    return kv(read(snapdir, "memory.stat"), key)
+
+
+def test_parts_of_the_working_set_v2(filled):
+    """100 MB on a tmpfs and 60 MiB anonymous in a limited cgroup: each part
+    within 5 % of memory.stat read around the probe (plus the probe's own
+    charge), the four add up to the working set, shmem is the largest."""
+    d = os.path.join(filled, "parts")
+    p = probe(d)
+    s = series(p)
+    b, a = os.path.join(d, "before"), os.path.join(d, "after")
+    ws = s["container_memory_usage_megabytes"]["raw"] * MB
+    parts = {k: s["container_memory_%s_megabytes" % k]["raw"] * MB
+             for k in ("anon", "shmem", "file_active", "kernel")}
+    assert sum(parts.values()) == pytest.approx(ws, abs=1.0)
+    for k, key in (("anon", "anon"), ("shmem", "shmem"), ("file_active", "active_file")):
+        lo, hi = sorted((memstat(b, key), memstat(a, key)))
+        assert 0.95 * lo - 2 * MB <= parts[k] <= 1.05 * hi + PROBE_SHARE, (k, lo, parts[k], hi)
+    assert parts["shmem"] >= 100 * 2**20 * 0.99  # dd wrote 100 MiB to the tmpfs
+    assert parts["anon"] >= 60 * 2**20  # alloc holds 60 MiB
+    assert parts["shmem"] == max(parts.values()), parts
+    assert s["container_memory_shmem_megabytes"]["source"] == "/sys/fs/cgroup/fill/memory.stat:shmem"
+    pressure = [k for k in s if k.endswith("_pressure_percentage")]
+    if psi_in_guest(filled):
+        assert sorted(pressure) == ["container_cpu_pressure_percentage",
+                                    "container_memory_pressure_percentage"]
+        assert s["container_cpu_pressure_percentage"]["source"] == \
+            "/sys/fs/cgroup/fill/cpu.pressure:some total"
+    else:
+        assert pressure == []
+        assert any("no PSI (" in n and "_pressure_percentage absent" in n for n in p["notes"])
+
+
+def test_memory_high_pressure_and_events_v2(filled):
+    """memory.high below what the job holds, two busy loops on one CPU: the
+    kernel counted memory.events high; the memory_events tag says so during
+    the run (a window tag, before the last window's points) and at the end;
+    with PSI the pressure series and tag are above 0."""
+    d = os.path.join(filled, "high")
+    assert read(d, "rc").strip() == "0", read(d, "run.err")
+    recs = jsonl(os.path.join(d, "run.jsonl"))
+    t = tags(recs)
+    high = kv(read(d, "after", "memory.events"), "high") - \
+        kv(read(d, "before", "memory.events"), "high")
+    assert high > 0
+    ev = dict(x.split("=") for x in t["scopemeter.rank0.memory_events"].split())
+    assert list(ev) == ["high", "max", "oom", "oom_kill"]
+    assert 0 < int(ev["high"]) <= high and ev["oom_kill"] == "0"
+    last_metric = max(i for i, r in enumerate(recs) if r["kind"] == "metric")
+    first_ev = min(i for i, r in enumerate(recs)
+                   if r["kind"] == "tag" and r["key"] == "scopemeter.rank0.memory_events")
+    assert first_ev < last_metric  # shipped with a window, not only at stop
+    peak = dict(x.split("=") for x in t["scopemeter.rank0.memory_at_peak"].split())
+    assert float(peak["anon_mb"]) >= 40 * 2**20 / MB
+    if psi_in_guest(filled):
+        mem = [r["value"] for r in metric(recs, "container_memory_pressure_percentage")]
+        cpu = [r["value"] for r in metric(recs, "container_cpu_pressure_percentage")]
+        assert mem and cpu and max(cpu) > 0 and max(mem) > 0, (mem, cpu)
+        pr = dict(x.split("=") for x in t["scopemeter.rank0.pressure"].split())
+        assert float(pr["memory_some_s"]) > 0 and float(pr["cpu_some_s"]) > 0
+        assert float(pr["cpu_peak_pct"]) >= max(cpu) - 0.05
+        # the kernel's own total moved at least as much over the whole case
+        stall = (kv_psi(read(d, "after", "memory.pressure")) -
+                 kv_psi(read(d, "before", "memory.pressure"))) / 1e6
+        assert float(pr["memory_some_s"]) <= stall + 0.01
+    else:
+        assert "scopemeter.rank0.pressure" not in t
+
+
+def kv_psi(text):
+    """The some line's total= of a PSI file, µs."""
+    for line in text.splitlines():
+        if line.startswith("some "):
+            return int(line.rsplit("total=", 1)[1])
+    raise KeyError("some")

@@ -6,6 +6,8 @@
 # comparisons are tests/py/test_vm_cgroup2.py's.
 set -u
 . ./lib.sh
+# whether the kernel has PSI (the container's pressure series exist then)
+[ -r /proc/pressure/memory ] && echo yes > $OUT/psi || echo no > $OUT/psi
 
 # ---- Kubernetes-like container: own cgroup namespace and cgroup2 mount,
 # container limit below the pod limit, half a core of cpu.max
