@@ -50,6 +50,8 @@ DISK_FILE = {
     "cg-cpu-only": "/sys/fs/cgroup/io.stat",
     "cg-systemd-slice": "/sys/fs/cgroup/training.slice/io.stat",
     "cg-escaped-mount": "/sys/fs/cgroup/my cgroup/task 1/io.stat",
+    "cg-k8s-v2-psi": "/sys/fs/cgroup/io.stat",
+    "cg-docker-v1-shmem": "/sys/fs/cgroup/blkio/blkio.throttle.io_service_bytes_recursive",
 }
 
 GPU_NOTE = "no /dev/nvidia device: gpu_* series absent (normal on CPU workers)"
