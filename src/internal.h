@@ -1,7 +1,8 @@
 /*
  * internal.h — private declarations shared by the library's files.
  *
- * Layout (a reader looking for where a series is computed):
+ * Layout (a reader looking for where a series is computed; the layers and
+ * which may include which: docs/design.md §0):
  *   sysroot.c        every absolute path read goes through SCOPEMETER_SYSROOT
  *   log.c            the one "scopemeter: " line format
  *   names.c          the naming rule (upstream key, rank, node) -> MLflow key

@@ -1,0 +1,60 @@
+"""The source map's directions (docs/design.md §0) hold: the core (src/*.c,
+*.h) and the parsers (src/parse_*.c) never include an MLflow, libcurl or
+jansson header; the parsers include nothing but libc and parse.h (they are
+pure: no I/O); the MLflow layer (src/rest/) never includes a surface's
+header (cli/, python/).  Read from the #include lines, so a new file is
+checked the day it is added."""
+import glob
+import os
+import re
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
+MLFLOW = {"scopemeter_mlflow.h", "mlflow_rest.h", "curl_api.h", "jansson.h"}
+LIBC_OK = re.compile(r"^(std[a-z]+|string|strings|errno|limits|math|ctype|inttypes|stddef|"
+                     r"stdarg|stdint|stdbool|stdio|stdlib)\.h$")
+
+
+def includes(path):
+    text = open(path, encoding="utf-8").read()
+    return [(kind, name) for kind, name in INCLUDE.findall(text)]
+
+
+def files(pattern):
+    return sorted(glob.glob(os.path.join(ROOT, pattern)))
+
+
+def test_the_core_does_not_include_mlflow_or_its_libraries():
+    core = [f for f in files("src/*.c") + files("src/*.h")]
+    assert len(core) > 20, core  # the glob found the tree
+    bad = [(os.path.relpath(f, ROOT), n) for f in core for _, n in includes(f)
+           if os.path.basename(n) in MLFLOW or n.startswith("curl/") or "rest/" in n]
+    assert not bad, bad
+
+
+def test_parsers_are_pure():
+    parsers = files("src/parse_*.c")
+    assert len(parsers) >= 3, parsers
+    bad = [(os.path.relpath(f, ROOT), n) for f in parsers for kind, n in includes(f)
+           if not (n == "parse.h" or (kind == "<" and LIBC_OK.match(n)))]
+    assert not bad, bad
+    # parse.h itself: libc and the internal header's types only
+    bad = [n for kind, n in includes(os.path.join(ROOT, "src", "parse.h"))
+           if not (n == "internal.h" or (kind == "<" and LIBC_OK.match(n)))]
+    assert not bad, bad
+
+
+def test_the_mlflow_layer_does_not_include_a_surface():
+    rest = files("src/rest/*.c") + files("src/rest/*.h")
+    assert rest
+    bad = [(os.path.relpath(f, ROOT), n) for f in rest for _, n in includes(f)
+           if n in ("cli.h", "oom_guard.h") or n.startswith("Python")]
+    assert not bad, bad
+
+
+def test_the_check_can_fail(tmp_path):
+    """The pattern sees an include written the ways C allows."""
+    f = tmp_path / "x.c"
+    f.write_text('#include <stdio.h>\n  # include "scopemeter_mlflow.h"\n#include <curl/curl.h>\n')
+    names = [n for _, n in includes(str(f))]
+    assert names == ["stdio.h", "scopemeter_mlflow.h", "curl/curl.h"]
