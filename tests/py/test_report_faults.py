@@ -30,7 +30,8 @@ import pytest
 
 from conftest import clean_env
 from pyfront_util import staged_package
-from test_report import assert_fits, cli_report, png_size, rank_of, report_env
+from test_report import assert_fits, cli_report, rank_of, report_env
+from test_wheel import PYTHONS  # {"3.9": pyenv's python3.9, ...}
 
 START_MS = 1_800_000_000_000
 RUN_TAGS = {"scopemeter.interval_s": "10", "scopemeter.samples": "1"}
@@ -342,11 +343,15 @@ def test_store_experiment_and_working_directory(scopemeter_bin, store, tmp_path)
 
     # Python 3.9 (no -P there): the same through the CLI; 3.9 here has no
     # MLflow, so the report says that, not the working directory's module
-    py39 = shutil.which("python3.9")
+    py39 = PYTHONS.get("3.9") or shutil.which("python3.9")
     if py39 and subprocess.run([py39, "-c", "import sys; assert sys.version_info[:2] == (3, 9)"],
                                capture_output=True).returncode == 0:
         p = cli_report(scopemeter_bin, store["nine"], cwd=cwd,
                        env=dict(env, SCOPEMETER_PYTHON=py39))
+        assert "working directory" not in p.stderr, p.stderr
+        assert p.returncode == 0 or "No module named 'mlflow'" in p.stderr, p.stderr
+        p = subprocess.run([py39, "-m", "scopemeter", "report", store["nine"]], env=env,
+                           capture_output=True, text=True, timeout=120, cwd=cwd)
         assert "working directory" not in p.stderr, p.stderr
         assert p.returncode == 0 or "No module named 'mlflow'" in p.stderr, p.stderr
 
