@@ -833,7 +833,8 @@ def report(run_id=None, tracking_uri=None, plot=None):
     run_id: the run; default the active run of this process, else
     MLFLOW_RUN_ID, else the most recent run holding scopemeter series in the
     current experiment (MLFLOW_EXPERIMENT_ID / _NAME, mlflow.set_experiment),
-    or in every experiment when none is set.  tracking_uri: default MLflow's
+    or in every experiment when none is set; an empty run_id ("", an unset
+    variable) is a ReportError, not "any run".  tracking_uri: default MLflow's
     own (mlflow.set_tracking_uri(), MLFLOW_TRACKING_URI, else
     sqlite:///mlflow.db).  plot: a PNG path to also draw the picture into
     (needs matplotlib: ImportError saying how to get it).
