@@ -13,6 +13,21 @@ USAGE = ("usage: python -m scopemeter report [RUN_ID] [--json] [--plot FILE.png]
          "       python -m scopemeter --version\n")
 
 
+def _drop_working_directory():
+    """`python -m` puts the working directory first on sys.path (unless -P or
+    PYTHONSAFEPATH, 3.11+): an mlflow.py or json.py where the user happens to
+    stand would be imported instead of the real one.  This package is already
+    imported by then (its submodules are found through its own __path__), so
+    the entry goes; an entry the user put on PYTHONPATH comes later and stays."""
+    if getattr(sys.flags, "safe_path", False) or not sys.path:
+        return
+    try:
+        if os.path.realpath(sys.path[0] or os.curdir) == os.path.realpath(os.getcwd()):
+            del sys.path[0]
+    except OSError:
+        pass
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
@@ -32,4 +47,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    _drop_working_directory()
     sys.exit(main())

@@ -80,20 +80,36 @@ def _client(tracking_uri):
     # MLflow's own resolution: mlflow.set_tracking_uri() in this process, else
     # MLFLOW_TRACKING_URI, else its local default (sqlite:///mlflow.db)
     uri = tracking_uri or get_tracking_uri()
-    _refuse_missing_sqlite(uri)
+    _refuse_missing_store(uri)
     return MlflowClient(tracking_uri=uri)
 
 
-def _refuse_missing_sqlite(uri):
-    """A report only reads: opening a sqlite store that is not there would
-    create an empty database (MLflow's store creates and migrates it) in
-    whatever directory the user happens to be in."""
-    if not uri.startswith("sqlite:///"):
-        return
-    path = uri[len("sqlite:///"):].split("?", 1)[0]
-    if path and path != ":memory:" and not os.path.exists(path):
-        raise ReportError(f"no MLflow store at {uri} (file {os.path.abspath(path)} does not "
-                          "exist): set MLFLOW_TRACKING_URI to the store the run was logged to")
+def _local_store_path(uri):
+    """(kind, path) of a store MLflow would create when missing: a sqlite
+    file, or a file store's directory (file:///x, file:/x, or a plain path,
+    which MLflow takes as a file store); None for every other store."""
+    from urllib.parse import unquote, urlparse
+    if uri.startswith("sqlite:///"):
+        path = uri[len("sqlite:///"):].split("?", 1)[0]
+        return ("file", path) if path and path != ":memory:" else None
+    parsed = urlparse(uri)
+    if parsed.scheme == "file" and parsed.netloc in ("", "localhost"):
+        return "directory", unquote(parsed.path)
+    if parsed.scheme == "" and uri:
+        return "directory", uri
+    return None
+
+
+def _refuse_missing_store(uri):
+    """A report only reads: opening a local store that is not there would
+    create it (MLflow's sqlite store creates and migrates an empty database,
+    its file store makes the directory and a default experiment) in whatever
+    directory the user happens to be in."""
+    local = _local_store_path(uri)
+    if local and not os.path.exists(local[1]):
+        raise ReportError(f"no MLflow store at {uri} ({local[0]} {os.path.abspath(local[1])} "
+                          "does not exist): set MLFLOW_TRACKING_URI to the store the run was "
+                          "logged to")
 
 
 def _holds_series(run):
@@ -107,6 +123,7 @@ def _current_experiments(client):
     script's set_experiment does not outlive it)."""
     exp_id = os.environ.get("MLFLOW_EXPERIMENT_ID")
     if exp_id:
+        _require_experiment(client, exp_id)
         return [exp_id]
     name = os.environ.get("MLFLOW_EXPERIMENT_NAME")
     if name:
@@ -122,6 +139,18 @@ def _current_experiments(client):
     except Exception:
         pass
     return [e.experiment_id for e in client.search_experiments()]
+
+
+def _require_experiment(client, exp_id):
+    """MLFLOW_EXPERIMENT_ID names an experiment that exists: searching one
+    that does not finds no run, which would blame the runs, not the id."""
+    try:
+        client.get_experiment(exp_id)
+    except Exception as e:
+        code = getattr(e, "error_code", "")
+        if code in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"):
+            raise ReportError(f"no such experiment {exp_id!r} (MLFLOW_EXPERIMENT_ID)") from None
+        raise
 
 
 def _latest_run_with_series(client):
@@ -141,8 +170,16 @@ def _latest_run_with_series(client):
                       f"{', '.join(exps) or '(none)'}: pass a run id")
 
 
+def _check_run_id(run_id):
+    """An empty id is a mistake (an unset shell variable), never "any run"."""
+    if run_id is not None and not str(run_id).strip():
+        raise ReportError("the run id is empty (an unset variable?): pass a run id, or none "
+                          "for the most recent run")
+
+
 def _resolve_run_id(client, run_id):
-    if run_id:
+    _check_run_id(run_id)
+    if run_id is not None:
         return run_id, "argument"
     mlflow = sys.modules.get("mlflow")
     if mlflow is not None:  # only when the caller already uses MLflow in this process
@@ -171,7 +208,8 @@ def _read(client, run_id):
         if tier and r["node_tier"] is None:
             r["node_tier"] = tier
         hist = client.get_metric_history(run_id, key)
-        r["series"][name] = sorted((h.timestamp, h.step, h.value) for h in hist)
+        r["series"][name] = sorted((h.timestamp, h.step, h.value) for h in hist
+                                   if _finite(h.value))
     if ranks:
         # a rank that started (its start tag) but logged no point is part of
         # the run too: killed before its first window, it is what to look at
@@ -180,6 +218,35 @@ def _read(client, run_id):
             if m and m.group(2) == "node":
                 ranks.setdefault(int(m.group(1)), {"series": {}, "node_tier": None})
     return run, ranks
+
+
+# No series or tag of scopemeter can hold a magnitude this large (MB, %, W,
+# seconds, counts): 10^15 MB is 10^21 bytes.
+ABSURD = 1e15
+
+
+def _finite(v):
+    """A value that can be a measurement: not NaN or infinite, nor MLflow's
+    stand-in for an infinity (its SQL store keeps +-inf as
+    +-sys.float_info.max), nor larger than any measurement (ABSURD).
+    scopemeter never logs such points; another program writing into its keys
+    may, and one such point must not turn the report into NaN or 300 digits."""
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(x) and abs(x) < ABSURD
+
+
+def _json_safe(obj):
+    """The report with every non-finite float as None: JSON has no NaN."""
+    if isinstance(obj, float):
+        return obj if _finite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    return obj
 
 
 def _first_line(e):
@@ -202,7 +269,7 @@ def _num(tags, key, kind=float):
         x = kind(v)
     except ValueError:
         return None
-    return x if kind is int or math.isfinite(x) else None
+    return x if kind is int or _finite(x) else None
 
 
 def _values(series, name):
@@ -253,7 +320,7 @@ def _kv(text, kind=float):
             x = kind(val)
         except ValueError:
             continue
-        if kind is int or math.isfinite(x):
+        if kind is int or _finite(x):
             out[key] = x
     return out or None
 
@@ -412,9 +479,19 @@ def _rank_report(rank, data, tags, run, period_s, recorder=None, recorder_node=N
     points = max((len(ser) for ser in s.values()), default=0)
     first = stamps[0] if stamps else None
     last = stamps[-1] if stamps else None
+    # A point's timestamp is its window's end, and the first window starts at
+    # the baseline sample: recording began one window before the first point.
+    # Not earlier than the run itself, though: a recording shorter than one
+    # window logs a single point, at its stop, and so does the last window of
+    # every recording; a 3 s run at 10 s windows began with the run, not 7 s
+    # before it.  (A point before the run's start is another node's clock:
+    # left as it is.)
+    run_start = run.info.start_time
     rec_start = first - period_s * 1000 if first is not None and period_s else first
+    if rec_start is not None and run_start and rec_start < run_start <= first:
+        rec_start = run_start
     span = (last - rec_start) / 1000 if first is not None else None
-    late = (rec_start - run.info.start_time) / 1000 if rec_start and run.info.start_time else None
+    late = (rec_start - run_start) / 1000 if rec_start and run_start else None
 
     thr = _num(t, "cpu_throttled_periods", int)
     thr_pct = None
@@ -485,6 +562,7 @@ def _rank_report(rank, data, tags, run, period_s, recorder=None, recorder_node=N
         "cpu_throttled_s": _num(t, "cpu_throttled_s"),
         "cpu_throttled_percentage": _r1(thr_pct),
         "node_cpu_mean_percentage": _r1(_mean(s, "node_cpu_utilization_percentage")),
+        "node_cpu_peak_percentage": _r1(_max(s, "node_cpu_utilization_percentage")),
         "gpus": gpu_list,
         "network_receive_megabytes": _r1(_last(s, "network_receive_megabytes")),
         "network_transmit_megabytes": _r1(_last(s, "network_transmit_megabytes")),
@@ -681,17 +759,13 @@ def _build(client, run_id, how):
     nodes = {}
     for r in rank_reports:
         nodes.setdefault(r["node"], []).append(r["rank"])
-    findings = []
-    for r in rank_reports:
-        for c, t in zip(r["verdict_codes"], r["verdicts"]):
-            findings.append((CODES.index(c), r["rank"], c, t))
-    findings.sort(key=lambda f: (f[0], f[1]))
     rep = {
         "schema": SCHEMA,
         "run_id": run.info.run_id,
         "run_name": run.info.run_name,
         "experiment_id": run.info.experiment_id,
         "status": run.info.status,
+        "lifecycle_stage": getattr(run.info, "lifecycle_stage", None),
         "start_time_ms": run.info.start_time,
         "end_time_ms": run.info.end_time,
         "found_by": how,
@@ -702,9 +776,46 @@ def _build(client, run_id, how):
         "skipped": tags.get("scopemeter.skipped"),
         "nodes": nodes,
         "ranks": rank_reports,
-        "verdicts": [{"rank": rk, "code": c, "text": t} for _, rk, c, t in findings],
+        "verdicts": _run_verdicts(rank_reports),
     }
-    return rep, ranks
+    return _json_safe(rep), ranks
+
+
+def _span_text(ranks):
+    """"0-8", "0, 2, 5": the ranks of one grouped verdict."""
+    ranks = sorted(ranks)
+    if len(ranks) > 2 and ranks == list(range(ranks[0], ranks[-1] + 1)):
+        return f"{ranks[0]}-{ranks[-1]}"
+    return ", ".join(map(str, ranks))
+
+
+def _run_verdicts(rank_reports):
+    """Every rank's verdicts, most severe first, then by rank; each names its
+    rank(s) and node.  `no_limit` is a fact of the node, not of a rank: the
+    ranks of one node without a limit share one entry (the node's highest
+    memory peak), instead of one identical line per rank."""
+    findings, no_limit = [], {}
+    for r in rank_reports:
+        for c, t in zip(r["verdict_codes"], r["verdicts"]):
+            if c == "no_limit":
+                no_limit.setdefault(r["node"], []).append(r)
+            else:
+                findings.append((CODES.index(c), r["rank"], c, t, [r["rank"]], r["node"]))
+    for node, rs in no_limit.items():
+        if len(rs) == 1:
+            r = rs[0]
+            t = r["verdicts"][r["verdict_codes"].index("no_limit")]
+        else:
+            pct = _max_of(*(x["node_memory_peak_percentage"] for x in rs))
+            what = (f"node memory peak {pct:.1f} %, the highest its {len(rs)} ranks saw"
+                    if pct is not None else "no node values")
+            t = (f"no container memory limit on node {node}: only node values exist "
+                 f"({what}); the node's memory is the limit that counts")
+        findings.append((CODES.index("no_limit"), rs[0]["rank"], "no_limit", t,
+                         [x["rank"] for x in rs], node))
+    findings.sort(key=lambda f: (f[0], f[1]))
+    return [{"rank": rk, "ranks": rks, "node": node, "code": c, "text": t}
+            for _, rk, c, t, rks, node in findings]
 
 
 def _collect(run_id=None, tracking_uri=None):
@@ -722,7 +833,8 @@ def report(run_id=None, tracking_uri=None, plot=None):
     run_id: the run; default the active run of this process, else
     MLFLOW_RUN_ID, else the most recent run holding scopemeter series in the
     current experiment (MLFLOW_EXPERIMENT_ID / _NAME, mlflow.set_experiment),
-    or in every experiment when none is set.  tracking_uri: default MLflow's
+    or in every experiment when none is set; an empty run_id ("", an unset
+    variable) is a ReportError, not "any run".  tracking_uri: default MLflow's
     own (mlflow.set_tracking_uri(), MLFLOW_TRACKING_URI, else
     sqlite:///mlflow.db).  plot: a PNG path to also draw the picture into
     (needs matplotlib: ImportError saying how to get it).
@@ -754,7 +866,12 @@ def _require_plot():
 
 
 def _f(x, fmt="{:.1f}", none="-"):
-    return none if x is None else fmt.format(x)
+    """A cell: a value wider than a column (a node of 20 TB) in 2
+    significant digits, never spilling into the next column."""
+    if x is None:
+        return none
+    text = fmt.format(x)
+    return text if len(text) <= 9 else f"{x:.2g}"
 
 
 def _clock(ms):
@@ -766,7 +883,8 @@ def format_report(rep):
     grouped under their node, so the rank -> node placement reads at a glance."""
     L = []
     name = f' "{rep["run_name"]}"' if rep.get("run_name") else ""
-    L.append(f"run {rep['run_id']}{name}  {rep['status']}")
+    deleted = "  (deleted)" if rep.get("lifecycle_stage") == "deleted" else ""
+    L.append(f"run {rep['run_id']}{name}  {rep['status']}{deleted}")
     period = f"every {rep['period_s']:g} s" if rep["period_s"] else "period unknown"
     n = len(rep["ranks"])
     L.append(f"{n} rank{'s' * (n != 1)} on {len(rep['nodes'])} node"
@@ -779,25 +897,49 @@ def format_report(rep):
         for node, ranks in sorted(rep["nodes"].items()):
             yield node, [r for r in rep["ranks"] if r["rank"] in ranks]
 
-    L.append("")
-    L.append("memory (MB = 10^6 bytes; peak: highest working set; kernel: the kernel's peak, "
-             "page cache too)")
-    L.append(f"{'node / rank':<22}{'limit':>9}{'peak':>9}{'peak %':>8}{'headroom':>10}"
-             f"{'kernel':>9}{'node peak %':>13}{'OOM kills':>11}")
-    for node, rs in grouped():
-        L.append(f"{node[:98]}")
-        for r in rs:
-            if r["process_tree_only"]:
-                L.append(f"{'  rank ' + str(r['rank']):<22}{_tree_only(r)}")
-                continue
-            L.append(f"{'  rank ' + str(r['rank']):<22}"
-                     f"{_f(r['container_memory_limit_megabytes'], none='none'):>9}"
-                     f"{_f(r['container_memory_peak_megabytes']):>9}"
-                     f"{_f(r['container_memory_peak_percentage']):>8}"
-                     f"{_f(r['container_memory_headroom_megabytes']):>10}"
-                     f"{_f(r['container_memory_kernel_peak_megabytes']):>9}"
-                     f"{_f(r['node_memory_peak_percentage']):>13}"
-                     f"{_f(r['oom_kill'], '{:d}'):>11}")
+    # Without any container limit the container's columns would be dashes:
+    # the node's memory and CPU are what count, in a table of their own.
+    contained = any(r["container_memory_limit_megabytes"] is not None
+                    or r["container_memory_peak_megabytes"] is not None for r in rep["ranks"])
+    unlimited = any(r["container_memory_limit_megabytes"] is None and not r["process_tree_only"]
+                    for r in rep["ranks"])
+    if contained or not unlimited:
+        L.append("")
+        L.append("memory (MB = 10^6 bytes; peak: highest working set; kernel: the kernel's peak, "
+                 "page cache too)")
+        L.append(f"{'node / rank':<22}{'limit':>9}{'peak':>9}{'peak %':>8}{'headroom':>10}"
+                 f"{'kernel':>9}{'node peak %':>13}{'OOM kills':>11}")
+        for node, rs in grouped():
+            L.append(f"{node[:98]}")
+            for r in rs:
+                if r["process_tree_only"]:
+                    L.append(f"{'  rank ' + str(r['rank']):<22}{_tree_only(r)}")
+                    continue
+                L.append(f"{'  rank ' + str(r['rank']):<22}"
+                         f"{_f(r['container_memory_limit_megabytes'], none='none'):>9}"
+                         f"{_f(r['container_memory_peak_megabytes']):>9}"
+                         f"{_f(r['container_memory_peak_percentage']):>8}"
+                         f"{_f(r['container_memory_headroom_megabytes']):>10}"
+                         f"{_f(r['container_memory_kernel_peak_megabytes']):>9}"
+                         f"{_f(r['node_memory_peak_percentage']):>13}"
+                         f"{_f(r['oom_kill'], '{:d}'):>11}")
+
+    if unlimited:
+        L.append("")
+        L.append("node (no container memory limit: the node's memory is the limit that counts)")
+        L.append(f"{'node / rank':<22}{'mem peak MB':>13}{'mem peak %':>12}{'cpu mean %':>12}"
+                 f"{'cpu peak %':>12}")
+        for node, rs in grouped():
+            L.append(f"{node[:98]}")
+            for r in rs:
+                if r["process_tree_only"]:
+                    L.append(f"{'  rank ' + str(r['rank']):<22}{_tree_only(r)}")
+                    continue
+                L.append(f"{'  rank ' + str(r['rank']):<22}"
+                         f"{_f(r['node_memory_peak_megabytes']):>13}"
+                         f"{_f(r['node_memory_peak_percentage']):>12}"
+                         f"{_f(r['node_cpu_mean_percentage']):>12}"
+                         f"{_f(r['node_cpu_peak_percentage']):>12}")
 
     if any(_filled(r) for r in rep["ranks"]):
         L.append("")
@@ -862,7 +1004,9 @@ def format_report(rep):
     if rep["verdicts"]:
         L.append("verdicts (most severe first)")
         for v in rep["verdicts"]:
-            L.extend(_wrap(f"rank {v['rank']}: {v['text']}", 100, "    "))
+            ranks = v.get("ranks") or [v["rank"]]
+            who = (f"ranks {_span_text(ranks)}" if len(ranks) > 1 else f"rank {ranks[0]}")
+            L.extend(_wrap(f"{who}: {v['text']}", 100, "    "))
     else:
         L.append("verdicts: none (no OOM kill, no limit near, no throttling, complete recording)")
     return "\n".join(L)
@@ -914,7 +1058,16 @@ def main(argv=None, prog="scopemeter report"):
     p.add_argument("--plot", metavar="FILE.png",
                    help="also draw memory and CPU per rank over time into a PNG "
                         "(needs matplotlib: pip install 'scopemeter[report]')")
-    args = p.parse_args(argv)
+    try:
+        args = p.parse_args(argv)
+    except BrokenPipeError:  # `--help | head -1`
+        _write_stdout("")
+        _die_of_sigpipe()
+    if args.run_id is not None and not args.run_id.strip():
+        # `scopemeter report "$RUN"` with RUN unset: not "the most recent run"
+        sys.stderr.write(f"{prog}: error: RUN_ID is empty (an unset variable?): pass a run "
+                         "id, or none for the most recent run with scopemeter series\n")
+        return 2
     # A person waits for this command: MLflow's client retries a dead server
     # for minutes by default (7 retries with doubling backoff).  The user's own
     # settings win; scopemeter.report() in a program leaves them alone.
@@ -935,10 +1088,8 @@ def main(argv=None, prog="scopemeter report"):
     except Exception as e:  # the store's own error (unreachable server, auth)
         _say(f"cannot read the run: {type(e).__name__}: {_first_line(e)}")
         return 1
-    if args.json:
-        print(json.dumps(rep, indent=2))
-    else:
-        print(format_report(rep))
+    text = json.dumps(rep, indent=2, allow_nan=False) if args.json else format_report(rep)
+    closed = not _write_stdout(text + "\n")
     if args.plot:
         from . import _report_plot
         try:
@@ -947,7 +1098,37 @@ def main(argv=None, prog="scopemeter report"):
             _say(f"cannot draw {args.plot}: {type(e).__name__}: {_first_line(e)}")
             return 1
         _say(f"picture written to {args.plot}")
+    if closed:
+        _die_of_sigpipe()
     return 0
+
+
+def _write_stdout(text):
+    """Write and flush stdout; False when its reader has gone (`| head -1`).
+    Python ignores SIGPIPE (so a closed socket to the tracking server is an
+    exception, not a silent death); a closed stdout is BrokenPipeError."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return True
+    except BrokenPipeError:
+        # nothing more can go there, and the interpreter's own flush at exit
+        # must not raise again: point stdout at /dev/null
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return False
+
+
+def _die_of_sigpipe():
+    """End as `git log | head -1` does when its reader is gone: quietly, killed
+    by SIGPIPE (the shell's status 141), which a pipeline expects of a writer
+    whose reader stopped (`set -o pipefail` sees it; nothing is printed)."""
+    import signal
+    sys.stderr.flush()
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGPIPE)
+    os._exit(128 + signal.SIGPIPE)  # not reached: the signal ends the process
 
 
 def _redact(s):

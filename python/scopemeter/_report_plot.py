@@ -17,6 +17,9 @@ right of the axes, inside the figure.
 """
 MAX_RANKS = 8      # more rows stop being readable; the most severe ranks are drawn
 WIDTH_IN, DPI = 16.0, 100
+FEW_POINTS = 12    # a series with this many points or fewer gets markers: one point
+                   # (a job shorter than a window) is no line at all
+TOP_IN, BOTTOM_IN = 0.9, 0.6   # margins in inches, whatever the number of rows
 
 # the composition, bottom to top: what the process holds, then what it shares,
 # then what the kernel could give back, then the kernel's own
@@ -52,17 +55,28 @@ def draw(rep, ranks, path):
     heights = []
     for _ in chosen:
         heights += [3.0, 1.7]
-    fig = Figure(figsize=(WIDTH_IN, sum(heights) + 1.2), dpi=DPI)
-    FigureCanvasAgg(fig)
-    # legends right of the axes: they never cover a line
+    height = sum(heights) + 1.2
+    fig = Figure(figsize=(WIDTH_IN, height), dpi=DPI)
+    canvas = FigureCanvasAgg(fig)
+    # legends right of the axes: they never cover a line.  Margins in inches,
+    # not fractions: 12 % of a picture of 8 ranks is a band of 4 inches
     gs = fig.add_gridspec(len(heights), 1, height_ratios=heights, hspace=0.55, left=0.06,
-                          right=0.76)
+                          right=0.76, top=1 - TOP_IN / height, bottom=BOTTOM_IN / height)
     title = f"run {rep['run_id']}"
     if rep.get("run_name"):
         title += f" ({rep['run_name']})"
     if len(rep["ranks"]) > len(chosen):
         title += f": {len(chosen)} of {len(rep['ranks'])} ranks, the most severe first"
-    fig.suptitle(title, fontsize=14)
+    fig.suptitle(title, fontsize=14, y=1 - 0.15 / height, va="top")
+    xmax = 0.0
+
+    def line(ax, x, y, **kw):
+        nonlocal xmax
+        if x:
+            xmax = max(xmax, max(x))
+        if len(x) <= FEW_POINTS and "marker" not in kw:
+            kw.update(marker="o", ms=5 if len(x) > 1 else 7)
+        return ax.plot(x, y, **kw)
 
     first_mem = cpu = None
     for i, r in enumerate(chosen):
@@ -80,17 +94,28 @@ def draw(rep, ranks, path):
         stacked = _stack(s, t0) if limit is not None else None
         if stacked:
             sx, sys_, labels, colors = stacked
-            mem.stackplot(sx, *sys_, labels=labels, colors=colors, alpha=0.85, lw=0)
+            xmax = max([xmax] + sx)
+            if len(sx) > 1:
+                mem.stackplot(sx, *sys_, labels=labels, colors=colors, alpha=0.85, lw=0)
+            else:
+                # one window: a stackplot of one x is no area; its parts as a
+                # stacked bar over the window the point stands for
+                w = min(sx[0], rep["period_s"] or sx[0]) or 1.0
+                bottom = 0.0
+                for ys, label, color in zip(sys_, labels, colors):
+                    mem.bar(sx, ys, width=-w, align="edge", bottom=bottom, color=color,
+                            alpha=0.85, label=label)
+                    bottom += ys[0]
         if y:
-            mem.plot(x, y, color="black" if stacked else "tab:blue", lw=2, marker=".",
-                     label="container working set (MB)")
+            line(mem, x, y, color="black" if stacked else "tab:blue", lw=2,
+                 marker="." if len(x) > FEW_POINTS else "o", label="container working set (MB)")
         elif not r.get("process_tree_only"):
             x, y = xs_ys("node_memory_usage_megabytes")
-            mem.plot(x, y, color="tab:blue", lw=2, label="node memory used (MB, no container)")
+            line(mem, x, y, color="tab:blue", lw=2, label="node memory used (MB, no container)")
         tx, ty = xs_ys("process_memory_megabytes")
         if ty:
-            mem.plot(tx, ty, color="tab:purple", lw=1.5, ls="-.",
-                     label="the rank's process tree (PSS, MB)")
+            line(mem, tx, ty, color="tab:purple", lw=1.5, ls="-.",
+                 label="the rank's process tree (PSS, MB)")
             if not y:
                 x, y = tx, ty
         if limit is not None:
@@ -112,7 +137,7 @@ def draw(rep, ranks, path):
         nx, ny = xs_ys("node_memory_usage_percentage")
         if ny:
             node_ax = mem.twinx()
-            node_ax.plot(nx, ny, color="tab:orange", lw=1.5, label="node memory (% of node)")
+            line(node_ax, nx, ny, color="tab:orange", lw=1.5, label="node memory (% of node)")
             node_ax.set_ylim(0, 105)
             node_ax.set_ylabel("node %")
             nh = node_ax.get_legend_handles_labels()
@@ -139,23 +164,24 @@ def draw(rep, ranks, path):
 
         cx, cy = xs_ys("container_cpu_utilization_percentage")
         if cy:
-            cpu.plot(cx, cy, color="tab:green", lw=1.5,
-                     label=f"container CPU (% of {r['container_cpu_limit_cores']:g} cores)")
+            cores = r["container_cpu_limit_cores"]
+            line(cpu, cx, cy, color="tab:green", lw=1.5,
+                 label=f"container CPU (% of {cores:g} cores)" if cores else "container CPU (%)")
         ncx, ncy = xs_ys("node_cpu_utilization_percentage")
         if ncy:
-            cpu.plot(ncx, ncy, color="0.5", lw=1, label="node CPU (%)")
+            line(cpu, ncx, ncy, color="0.5", lw=1, label="node CPU (%)")
         pcx, pcy = xs_ys("process_cpu_utilization_percentage")
         if pcy:
-            cpu.plot(pcx, pcy, color="tab:purple", lw=1, ls="-.",
-                     label="process tree CPU (% of one core)")
+            line(cpu, pcx, pcy, color="tab:purple", lw=1, ls="-.",
+                 label="process tree CPU (% of one core)")
         mpx, mpy = xs_ys("container_memory_pressure_percentage")
         if mpy:
-            cpu.plot(mpx, mpy, color="tab:red", lw=1.2, ls=":",
-                     label="stalled on memory (% of time)")
+            line(cpu, mpx, mpy, color="tab:red", lw=1.2, ls=":",
+                 label="stalled on memory (% of time)")
         cpx, cpy = xs_ys("container_cpu_pressure_percentage")
         if cpy:
-            cpu.plot(cpx, cpy, color="tab:brown", lw=1.2, ls=":",
-                     label="stalled on CPU (% of time)")
+            line(cpu, cpx, cpy, color="tab:brown", lw=1.2, ls=":",
+                 label="stalled on CPU (% of time)")
         cpu.set_ylim(0, max([100.0] + list(cy) + list(ncy) + list(pcy)) * 1.1)
         cpu.set_ylabel("CPU %")
         if cpu.get_legend_handles_labels()[0]:
@@ -164,8 +190,31 @@ def draw(rep, ranks, path):
         cpu.grid(alpha=0.3)
     if cpu is not None:
         cpu.set_xlabel("seconds since the run started")
-        first_mem.set_xlim(left=0)
+        # a single point sits inside the axes, not on their edge
+        first_mem.set_xlim(0, xmax * 1.08 if xmax > 0 else 1.0)
+        _fit_legends(fig, canvas, gs)
     fig.savefig(path, format="png", dpi=DPI)
+
+
+def _fit_legends(fig, canvas, gs):
+    """Narrow the axes until every legend right of them ends inside the
+    picture: long labels (the composition's, a process tree's) would be cut
+    at its edge.  The picture keeps its width (1600 px)."""
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+    for _ in range(4):
+        canvas.draw()
+        renderer = canvas.get_renderer()
+        right = max((lg.get_window_extent(renderer).x1 for lg in legends), default=0.0)
+        over = right - (fig.bbox.width - 10)
+        if over <= 0:
+            return
+        gs.update(right=gs.right - over / fig.bbox.width)
+        # GridSpec.update moves the axes of pyplot's figures only (this one
+        # is not): place each axes (twins included) from its new cell
+        for ax in fig.axes:
+            spec = ax.get_subplotspec()
+            if spec is not None:
+                ax.set_position(spec.get_position(fig))
 
 
 def _stack(series, t0):

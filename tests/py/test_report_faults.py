@@ -1,0 +1,406 @@
+"""`scopemeter report` where a user met it wrong (issue 21, items 9-15; docs/report.md).
+
+Each test runs the command (the C CLI, which execs Python) or
+scopemeter.report() in a real process, against runs in a real store: a
+`scopemeter run` against the session's MLflow server, or runs written into a
+sqlite store through MLflow's own client with the engine's key and tag
+formats (docs/design.md §1-§3), where another program's non-finite points or
+nine ranks on one node are the point.
+
+- an empty RUN_ID (an unset $RUN) is a usage error, not "the most recent run";
+- a deleted run says so, in the table and the JSON;
+- a run shorter than one window: its span is the run's, never before it;
+- `| head -1` and a reader that closed its end: no traceback, SIGPIPE's death;
+- the bundle layout (`pip install --target DIR`) reports with its own package,
+  with no scopemeter installed and with another one first on PYTHONPATH;
+- a missing file: store is not created, an unknown MLFLOW_EXPERIMENT_ID is
+  named, an mlflow.py in the working directory is not imported (3.9 too);
+- the picture of one-point series, of 8 ranks, its legends; no container
+  limit: the node's numbers in the table and one verdict per node; NaN and
+  infinities written by another program.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from conftest import clean_env
+from pyfront_util import staged_package
+from test_report import assert_fits, cli_report, rank_of, report_env
+from test_wheel import PYTHONS  # {"3.9": pyenv's python3.9, ...}
+
+START_MS = 1_800_000_000_000
+RUN_TAGS = {"scopemeter.interval_s": "10", "scopemeter.samples": "1"}
+
+
+def write_points(uri, series, tags, end_ms, status="FINISHED", experiment="report-faults"):
+    """A run in the store at uri: series {key: [(ms after the start, step, value)]}
+    (a point's timestamp is its window's end, every key of a window on one
+    timestamp, as the engine logs them), tags {key: value}.  Returns its id."""
+    from mlflow.entities import Metric, RunTag
+    from mlflow.tracking import MlflowClient
+    c = MlflowClient(tracking_uri=uri)
+    exp = c.get_experiment_by_name(experiment)
+    exp_id = exp.experiment_id if exp else c.create_experiment(experiment)
+    run_id = c.create_run(exp_id, start_time=START_MS).info.run_id
+    metrics = [Metric(key, float(v), START_MS + off, step)
+               for key, pts in series.items() for off, step, v in pts]
+    c.log_batch(run_id, metrics=metrics)
+    c.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+    c.set_terminated(run_id, status, end_time=START_MS + end_ms)
+    return run_id
+
+
+def nine_ranks_run(uri):
+    """torchrun's 9 ranks on one node without a container limit, a job of
+    3.1 s at the default 10 s window: one point per series, logged at stop."""
+    series, tags = {}, dict(RUN_TAGS, **{"scopemeter.collectors": "9"})
+    for r in range(9):
+        off = 3100 + 40 * r  # each rank stops a little later
+        series[f"system/node_memory_usage_megabytes/n1/rank{r}"] = [(off, 0, 4000.0 + r)]
+        series[f"system/node_memory_usage_percentage/n1/rank{r}"] = [(off, 0, 40.0 + r)]
+        series[f"system/node_cpu_utilization_percentage/n1/rank{r}"] = [(off, 0, 20.0 + r)]
+        tags[f"scopemeter.rank{r}.node"] = "n1"
+        tags[f"scopemeter.rank{r}.cgroup"] = "none: no limit"
+    return write_points(uri, series, tags, end_ms=3500)
+
+
+def non_finite_run(uri):
+    """A limited container whose keys another program also wrote NaN, +-inf
+    (MLflow's SQL store keeps them as +-float max) and 1e300 into."""
+    nan, inf = float("nan"), float("inf")
+    ws = [100.0, nan, inf, -inf, 1e300, 200.0]
+    series = {
+        "system/container_memory_usage_megabytes/rank0":
+            [(10_000 * (i + 1), i, v) for i, v in enumerate(ws)],
+        "system/container_cpu_utilization_percentage/rank0":
+            [(10_000 * (i + 1), i, nan) for i in range(6)],
+        "system/node_memory_usage_percentage/n1/rank0":
+            [(10_000 * (i + 1), i, v) for i, v in enumerate([inf, 10, 12, 10, 10, 10])],
+    }
+    tags = dict(RUN_TAGS, **{"scopemeter.collectors": "1", "scopemeter.rank0.node": "n1",
+                             "scopemeter.rank0.cgroup": "v1 /x mem=512MiB cpu=1.0",
+                             "scopemeter.rank0.mem_peak_sampled_mb": "nan",
+                             "scopemeter.rank0.memory_peak_mb": "inf",
+                             "scopemeter.rank0.oom_kill": "0"})
+    return write_points(uri, series, tags, end_ms=70_000)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """A sqlite store with the runs above; {"uri", "dir", name: run id}."""
+    d = tmp_path_factory.mktemp("faults-store")
+    uri = f"sqlite:///{d}/mlflow.db"
+    out = {"uri": uri, "dir": d, "nine": nine_ranks_run(uri), "nonfinite": non_finite_run(uri)}
+    out["deleted"] = non_finite_run(uri)
+    from mlflow.tracking import MlflowClient
+    MlflowClient(tracking_uri=uri).delete_run(out["deleted"])
+    return out
+
+
+def strict_json(text):
+    """json.loads that refuses NaN and Infinity, as every other JSON parser does."""
+    def refuse(c):
+        raise ValueError(f"not JSON: {c}")
+    return json.loads(text, parse_constant=refuse)
+
+
+def png_rgb(path):
+    """The picture as drawn: an array of height x width x (r, g, b)."""
+    import numpy
+    from PIL import Image
+    return numpy.asarray(Image.open(path).convert("RGB")).astype(int)
+
+
+def count_near(px, ref, tol):
+    """How many pixels of px are within tol of the colour ref in every channel."""
+    import numpy
+    return int(numpy.all(numpy.abs(px - numpy.array(ref)) <= tol, axis=-1).sum())
+
+
+TAB_BLUE, TAB_ORANGE, GREY = (31, 119, 180), (255, 127, 14), (128, 128, 128)
+
+
+# ---- 9: an empty run id --------------------------------------------------------------------
+
+
+@pytest.mark.timeout(120)
+def test_empty_run_id_is_a_usage_error(scopemeter_bin, store):
+    env = report_env(MLFLOW_TRACKING_URI=store["uri"])
+    for args in ([""], ["  ", "--json"]):
+        p = cli_report(scopemeter_bin, *args, env=env)
+        assert p.returncode == 2, (args, p.stdout, p.stderr)
+        assert p.stdout == ""
+        lines = p.stderr.strip().splitlines()
+        assert len(lines) == 1 and "RUN_ID is empty" in lines[0], p.stderr
+    # the API: an empty id is not "no id" either
+    code = ("import sys, scopemeter\n"
+            "try:\n"
+            "    scopemeter.report(run_id='', tracking_uri=sys.argv[1])\n"
+            "except scopemeter.ReportError as e:\n"
+            "    print('ReportError', e)\n")
+    p = subprocess.run([sys.executable, "-c", code, store["uri"]], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0 and p.stdout.startswith("ReportError the run id is empty"), \
+        p.stdout + p.stderr
+
+
+# ---- 10: a deleted run ---------------------------------------------------------------------
+
+
+@pytest.mark.timeout(200)
+def test_deleted_run_says_it_is_deleted(scopemeter_bin, store):
+    env = report_env(MLFLOW_TRACKING_URI=store["uri"])
+    p = cli_report(scopemeter_bin, store["deleted"], env=env)
+    assert p.returncode == 0, p.stderr
+    head = p.stdout.splitlines()[0]
+    assert head.startswith(f"run {store['deleted']} ") and head.endswith("FINISHED  (deleted)")
+    p = cli_report(scopemeter_bin, store["nonfinite"], "--json", env=env)
+    assert p.returncode == 0, p.stderr
+    assert strict_json(p.stdout)["lifecycle_stage"] == "active"
+    p = cli_report(scopemeter_bin, store["deleted"], "--json", env=env)
+    assert strict_json(p.stdout)["lifecycle_stage"] == "deleted"
+
+
+# ---- 11 and 15: a run shorter than one window, under `scopemeter run` -------------------------
+
+
+@pytest.mark.timeout(300)
+def test_run_shorter_than_one_window(scopemeter_bin, mlflow_server, tmp_path):
+    """`scopemeter run -- sleep 3` at the default 10 s window: one point per
+    series, at the stop.  The recording began with the run, not one window
+    before its point; the picture draws the points (markers); on this host's
+    unlimited cgroup the table shows the node's memory and CPU."""
+    p = subprocess.run([scopemeter_bin, "run", "--", "sleep", "3"],
+                       env=clean_env(MLFLOW_TRACKING_URI=mlflow_server), capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    run_id = [ln.split("created run ")[1].split()[0] for ln in p.stderr.splitlines()
+              if "created run " in ln][0]
+    env = report_env(MLFLOW_TRACKING_URI=mlflow_server)
+    png = tmp_path / "short.png"
+    t = cli_report(scopemeter_bin, run_id, "--json", "--plot", str(png), env=env)
+    assert t.returncode == 0, t.stderr
+    rep = strict_json(t.stdout)
+    assert rep["period_s"] == 10
+    run_s = (rep["end_time_ms"] - rep["start_time_ms"]) / 1000
+    r = rank_of(rep, 0)
+    assert r["points"] == 1
+    # at least the command's 3 s, at most the run's own life (rounded to 0.1)
+    assert 3.0 <= r["recording_span_s"] <= run_s + 0.05, (r, run_s)
+    assert r["started_after_run_s"] >= 0
+    assert r["recording_start_ms"] >= rep["start_time_ms"]
+    assert "started_late" not in r["verdict_codes"]
+
+    # the picture: every one-point series is drawn (a marker), in the axes
+    # (left of the legends: the axes end at 76 % of the width at most)
+    px = png_rgb(png)
+    plot_area = px[:, 100:int(0.74 * px.shape[1])]
+    for color in (TAB_ORANGE,) + ((TAB_BLUE,) if r["container_memory_limit_megabytes"] is None
+                                  else ()):
+        assert count_near(plot_area, color, 10) >= 20, color
+
+    if r["container_memory_limit_megabytes"] is None:  # this host: no limit on the runner
+        t = cli_report(scopemeter_bin, run_id, env=env)
+        assert t.returncode == 0, t.stderr
+        assert_fits(t.stdout)
+        lines = t.stdout.splitlines()
+        i = lines.index("node (no container memory limit: the node's memory is the limit that "
+                        "counts)")
+        row = next(ln for ln in lines[i:] if ln.startswith("  rank 0"))
+        assert row.split()[2:] == [f"{r['node_memory_peak_megabytes']:.1f}",
+                                   f"{r['node_memory_peak_percentage']:.1f}",
+                                   f"{r['node_cpu_mean_percentage']:.1f}",
+                                   f"{r['node_cpu_peak_percentage']:.1f}"], row
+        assert not any(ln.startswith("memory (MB") for ln in lines)  # no table of dashes
+
+
+# ---- 15: nine ranks without a limit, one point each; non-finite points -----------------------
+
+
+@pytest.mark.timeout(300)
+def test_nine_ranks_without_a_limit(scopemeter_bin, store, tmp_path):
+    env = report_env(MLFLOW_TRACKING_URI=store["uri"])
+    png = tmp_path / "nine.png"
+    t = cli_report(scopemeter_bin, store["nine"], "--json", "--plot", str(png), env=env)
+    assert t.returncode == 0, t.stderr
+    rep = strict_json(t.stdout)
+    for r in rep["ranks"]:
+        # one window of a 3.1 s job: the span is the run's, not the window's
+        assert r["recording_span_s"] == pytest.approx(3.1 + 0.04 * r["rank"], abs=0.051)
+        assert r["started_after_run_s"] == 0.0
+        assert r["verdict_codes"] == ["no_limit"]  # per rank, as before
+    # the run's list: one verdict for the node, naming its ranks
+    assert len(rep["verdicts"]) == 1, rep["verdicts"]
+    v = rep["verdicts"][0]
+    assert v["code"] == "no_limit" and v["ranks"] == list(range(9)) and v["node"] == "n1"
+    assert "node memory peak 48.0 %" in v["text"]
+
+    t = cli_report(scopemeter_bin, store["nine"], env=env)
+    assert t.returncode == 0, t.stderr
+    assert_fits(t.stdout)
+    lines = t.stdout.splitlines()
+    verdicts = lines[lines.index("verdicts (most severe first)") + 1:]
+    assert verdicts[0].startswith("ranks 0-8: no container memory limit on node n1")
+    assert not any(ln.startswith("rank ") for ln in verdicts), verdicts
+    rows = [ln.split() for ln in lines if ln.startswith("  rank 4 ")]
+    assert ["4004.0", "44.0", "24.0", "24.0"] in [x[2:] for x in rows], rows
+
+    # the picture of 8 ranks: the title right above the first panel, no band
+    # of white between them; every legend inside the picture; the points drawn
+    px = png_rgb(png)
+    w = px.shape[1]
+    assert w == 1600
+    ink = (px.sum(axis=-1) < 720).sum(axis=1)  # per row: pixels not (near) white
+    title = int((ink > 0).argmax())
+    frame = int((ink > 0.5 * w).argmax())  # the first panel's top spine
+    assert frame - title < 120, (title, frame)
+    assert (px[:, -4:] == 255).all(), "a legend is cut at the picture's edge"
+    plot_area = px[:, 100:int(0.74 * w)]
+    for color in (TAB_BLUE, TAB_ORANGE, GREY):
+        assert count_near(plot_area, color, 10) >= 8 * 20, color
+
+
+@pytest.mark.timeout(200)
+def test_non_finite_points_of_another_program(scopemeter_bin, store):
+    env = report_env(MLFLOW_TRACKING_URI=store["uri"])
+    t = cli_report(scopemeter_bin, store["nonfinite"], "--json", env=env)
+    assert t.returncode == 0, t.stderr
+    rep = strict_json(t.stdout)  # no NaN, no Infinity
+    r = rank_of(rep, 0)
+    assert r["container_memory_peak_megabytes"] == 200.0   # the measured points only
+    assert r["container_cpu_mean_percentage"] is None       # every point NaN
+    assert r["node_memory_peak_percentage"] == 12.0
+    assert r["container_memory_kernel_peak_megabytes"] is None
+    t = cli_report(scopemeter_bin, store["nonfinite"], env=env)
+    assert t.returncode == 0, t.stderr
+    assert_fits(t.stdout)
+    for word in t.stdout.split():
+        assert len(word) < 40 and word.lower() not in ("nan", "inf", "-inf"), word
+
+
+# ---- 12: a reader that stops reading ----------------------------------------------------------
+
+
+@pytest.mark.timeout(200)
+def test_closed_pipe_ends_quietly(scopemeter_bin, store):
+    """A reader gone before the report is written (deterministic: the read
+    end is closed at once) ends the command by SIGPIPE, as `git log | head`,
+    with nothing on stderr; `| head -1` prints the first line, no traceback."""
+    env = report_env(MLFLOW_TRACKING_URI=store["uri"])
+    for extra in ([], ["--json"]):
+        p = subprocess.Popen([scopemeter_bin, "report", store["nine"], *extra], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p.stdout.close()
+        err = p.stderr.read()
+        assert p.wait(timeout=120) == -signal.SIGPIPE, err
+        assert err == b"", err
+    sh = (f'"$0" report {store["nine"]} | head -1; echo "status ${{PIPESTATUS[0]}}"; '
+          f'"$0" report {store["nine"]} --json | head -c 20; echo; '
+          'echo "status ${PIPESTATUS[0]}"')
+    p = subprocess.run(["bash", "-c", sh, scopemeter_bin], env=env, capture_output=True,
+                       text=True, timeout=200)
+    lines = p.stdout.splitlines()
+    assert lines[0].startswith(f"run {store['nine']} ")
+    assert lines[2:5] == ["{", '  "schema": 1,', '  "'], lines  # 20 bytes
+    assert lines[1] in ("status 0", "status 141") and lines[5] in ("status 0", "status 141")
+    assert p.stderr == "", p.stderr
+
+
+# ---- 14: the store, the experiment, the working directory ---------------------------------
+
+
+@pytest.mark.timeout(300)
+def test_store_experiment_and_working_directory(scopemeter_bin, store, tmp_path):
+    missing = tmp_path / "nostore"
+    p = cli_report(scopemeter_bin, env=report_env(MLFLOW_ALLOW_FILE_STORE="true",
+                                                  MLFLOW_TRACKING_URI=f"file://{missing}"))
+    assert p.returncode == 1
+    assert len(p.stderr.strip().splitlines()) == 1 and "no MLflow store" in p.stderr, p.stderr
+    assert not missing.exists()
+
+    p = cli_report(scopemeter_bin, env=report_env(MLFLOW_TRACKING_URI=store["uri"],
+                                                  MLFLOW_EXPERIMENT_ID="999"))
+    assert p.returncode == 1
+    assert p.stderr.strip() == "scopemeter: no such experiment '999' (MLFLOW_EXPERIMENT_ID)"
+
+    # an mlflow.py where the user stands is not MLflow
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    (cwd / "mlflow.py").write_text("raise SystemExit('the mlflow.py of the working directory')\n")
+    env = report_env(MLFLOW_TRACKING_URI=store["uri"])
+    p = cli_report(scopemeter_bin, store["nine"], "--json", env=env, cwd=cwd)
+    assert p.returncode == 0, p.stderr
+    assert strict_json(p.stdout)["run_id"] == store["nine"]
+    p = subprocess.run([sys.executable, "-m", "scopemeter", "report", store["nine"], "--json"],
+                       env=env, capture_output=True, text=True, timeout=120, cwd=cwd)
+    assert p.returncode == 0, p.stderr
+    assert strict_json(p.stdout)["run_id"] == store["nine"]
+
+    # Python 3.9 (no -P there): the same through the CLI; 3.9 here has no
+    # MLflow, so the report says that, not the working directory's module
+    py39 = PYTHONS.get("3.9") or shutil.which("python3.9")
+    if py39 and subprocess.run([py39, "-c", "import sys; assert sys.version_info[:2] == (3, 9)"],
+                               capture_output=True).returncode == 0:
+        p = cli_report(scopemeter_bin, store["nine"], cwd=cwd,
+                       env=dict(env, SCOPEMETER_PYTHON=py39))
+        assert "working directory" not in p.stderr, p.stderr
+        assert p.returncode == 0 or "No module named 'mlflow'" in p.stderr, p.stderr
+        p = subprocess.run([py39, "-m", "scopemeter", "report", store["nine"]], env=env,
+                           capture_output=True, text=True, timeout=120, cwd=cwd)
+        assert "working directory" not in p.stderr, p.stderr
+        assert p.returncode == 0 or "No module named 'mlflow'" in p.stderr, p.stderr
+
+
+# ---- 13: the bundle layout ----------------------------------------------------------------
+
+
+def stage_bundle(scopemeter_bin, root):
+    """DIR as `pip install --target DIR` lays out the wheel: DIR/bin/scopemeter
+    and DIR/scopemeter/ (this tree's .py files and the extension just built)."""
+    pkg_src = staged_package()
+    if not pkg_src:
+        pytest.skip("needs SCOPEMETER_BUILD (the extension built from this tree)")
+    (root / "bin").mkdir(parents=True)
+    shutil.copy(scopemeter_bin, root / "bin" / "scopemeter")
+    shutil.copytree(os.path.join(pkg_src, "scopemeter"), root / "scopemeter",
+                    ignore=shutil.ignore_patterns("__pycache__"), symlinks=False)
+    return root
+
+
+@pytest.mark.timeout(300)
+def test_bundle_reports_with_its_own_package(scopemeter_bin, store, tmp_path):
+    """The bundle's CLI, with python3 (MLflow's) from PATH: where the
+    interpreter cannot import any scopemeter (the one it may have installed
+    hidden by a scopemeter.py that fails to import, as a missing one does),
+    and where another scopemeter comes first on sys.path (PYTHONPATH), with
+    and without SCOPEMETER_PYTHON.  Each of those two would end the report if
+    it were imported."""
+    bundle = stage_bundle(scopemeter_bin, tmp_path / "bundle")
+    missing = tmp_path / "missing"
+    missing.mkdir()
+    (missing / "scopemeter.py").write_text("raise ImportError('No module named scopemeter')\n")
+    other = tmp_path / "other" / "scopemeter"
+    other.mkdir(parents=True)
+    (other / "__init__.py").write_text("raise SystemExit('the other scopemeter')\n")
+    (other / "_report.py").write_text("")
+    exe = str(bundle / "bin" / "scopemeter")
+    base = clean_env(MLFLOW_TRACKING_URI=store["uri"],
+                     PATH=os.pathsep.join([os.path.dirname(sys.executable), "/usr/bin", "/bin"]))
+    base.pop("PYTHONPATH", None)
+    base.pop("SCOPEMETER_PYTHON", None)
+    cases = [{"PYTHONPATH": str(missing)}, {"PYTHONPATH": str(other.parent)},
+             {"PYTHONPATH": str(other.parent), "SCOPEMETER_PYTHON": sys.executable}]
+    bare = subprocess.run([sys.executable, "-c", "import scopemeter"], env=base,
+                          capture_output=True, cwd=tmp_path).returncode != 0
+    if bare:  # this interpreter has none installed: the plain case too
+        cases.append({})
+    for extra in cases:
+        p = subprocess.run([exe, "report", store["nine"], "--json"], env=dict(base, **extra),
+                           capture_output=True, text=True, timeout=180, cwd=tmp_path)
+        assert p.returncode == 0, (extra, p.stderr)
+        assert strict_json(p.stdout)["run_id"] == store["nine"]
