@@ -853,8 +853,12 @@ int sm_rest_once(sm_rest *r, const char *method, const char *endpoint, const cha
             r->c->easy_getinfo(r->h, CURLINFO_OS_ERRNO, &os_errno);
             if (os_errno > 0 && !strstr(r->errbuf, strerror((int)os_errno)))
                 snprintf(why, sizeof why, " (%s)", strerror((int)os_errno));
-            snprintf(res->msg, sizeof res->msg, "%s on %.200s: %.200s%s", ep, r->shown,
-                     r->errbuf[0] ? r->errbuf : r->c->easy_strerror(cc), why);
+            snprintf(res->msg, sizeof res->msg, "%s on %.200s: %.200s", ep, r->shown,
+                     r->errbuf[0] ? r->errbuf : r->c->easy_strerror(cc));
+            if (why[0]) {
+                size_t used = strlen(res->msg);
+                snprintf(res->msg + used, sizeof res->msg - used, "%s", why);
+            }
         }
         return res->outcome;
     }
