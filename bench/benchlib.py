@@ -141,7 +141,7 @@ def load_conftest():
 def pyfront_dir(build):
     """A directory to put on PYTHONPATH so `import scopemeter` loads this
     checkout's Python front with the extension built in `build`: the package's
-    .py files, build/python/_native*.so and scopemeter-https.so copied side by side under
+    .py files, build/python/_native*.so and the TLS modules copied side by side under
     build/bench-pyfront/scopemeter.  Copied, not linked, when the harness
     starts: an edit of python/scopemeter during a 20-minute run must not mix
     new Python with the extension built before it.  None when the extension
@@ -150,7 +150,7 @@ def pyfront_dir(build):
     try:
         # the extension and the TLS module beside it, as installed
         exts = [f for f in os.listdir(ext_dir) if f.endswith(".so") and
-                (f.startswith("_native") or f == "scopemeter-https.so")]
+                (f.startswith("_native") or f.startswith("scopemeter-https"))]
     except OSError:
         return None
     if not exts:
