@@ -141,7 +141,7 @@ def load_conftest():
 def pyfront_dir(build):
     """A directory to put on PYTHONPATH so `import scopemeter` loads this
     checkout's Python front with the extension built in `build`: the package's
-    .py files, build/python/_native*.so and scopemeter-https.so copied side by side under
+    .py files, build/python/_native*.so and the TLS modules copied side by side under
     build/bench-pyfront/scopemeter.  Copied, not linked, when the harness
     starts: an edit of python/scopemeter during a 20-minute run must not mix
     new Python with the extension built before it.  None when the extension
@@ -150,7 +150,7 @@ def pyfront_dir(build):
     try:
         # the extension and the TLS module beside it, as installed
         exts = [f for f in os.listdir(ext_dir) if f.endswith(".so") and
-                (f.startswith("_native") or f == "scopemeter-https.so")]
+                (f.startswith("_native") or f.startswith("scopemeter-https"))]
     except OSError:
         return None
     if not exts:
@@ -216,6 +216,139 @@ class Server:
     def stop(self):
         self.resume()
         load_conftest().stop_mlflow_server(self.proc)
+
+
+# ---- a byte forwarder in front of the server: capture, TLS ----------------------------
+
+
+def self_signed_cert(directory):
+    """cert.pem + key.pem for 127.0.0.1 (EC P-256, self-signed, 2 days), with
+    `cryptography` (an MLflow dependency), as tests/py/test_secrets_tls.py."""
+    import datetime
+    import ipaddress
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    os.makedirs(directory, exist_ok=True)
+    now_ = datetime.datetime.now(datetime.timezone.utc)
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now_ - datetime.timedelta(hours=1))
+            .not_valid_after(now_ + datetime.timedelta(days=2))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            .sign(key, hashes.SHA256()))
+    certf, keyf = os.path.join(directory, "cert.pem"), os.path.join(directory, "key.pem")
+    with open(certf, "wb") as f:
+        f.write(cert.public_bytes(serialization.Encoding.PEM))
+    with open(keyf, "wb") as f:
+        f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                  serialization.NoEncryption()))
+    return certf, keyf
+
+
+class Forwarder:
+    """A TCP forwarder on loopback in front of the server, in a thread of
+    the harness (asyncio): every byte both ways, unchanged, and a close on
+    one side closes the other — so the server's keep-alive behaviour (uvicorn
+    closes a connection idle for 5 s) reaches the client as it is.
+
+    record=True keeps what each client connection sent (capture of the
+    log-batch request the floor replays, byte for byte); tls=(cert, key)
+    serves TLS with that certificate (the https endpoint of table 5)."""
+
+    def __init__(self, upstream_uri, record=False, tls=None):
+        import asyncio
+        import ssl
+        import threading
+        import urllib.parse
+
+        u = urllib.parse.urlsplit(upstream_uri)
+        self.up_host, self.up_port = u.hostname, u.port
+        self.record = record
+        self.streams = []      # bytearray per client connection (record=True)
+        self.connections = 0
+        ctx = None
+        if tls:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(*tls)
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.server = asyncio.run_coroutine_threadsafe(
+            asyncio.start_server(self._handle, "127.0.0.1", 0, ssl=ctx), self.loop).result(30)
+        self.port = self.server.sockets[0].getsockname()[1]
+        self.uri = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
+
+    async def _handle(self, reader, writer):
+        import asyncio
+        self.connections += 1
+        rec = None
+        if self.record:
+            rec = bytearray()
+            self.streams.append(rec)
+        try:
+            ur, uw = await asyncio.open_connection(self.up_host, self.up_port)
+        except OSError:
+            writer.close()
+            return
+
+        async def pump(src, dst, keep):
+            try:
+                while True:
+                    data = await src.read(65536)
+                    if not data:
+                        break
+                    if keep is not None:
+                        keep += data
+                    dst.write(data)
+                    await dst.drain()
+            except (OSError, ConnectionError):
+                pass
+            finally:
+                try:
+                    dst.close()
+                except Exception:
+                    pass
+        await asyncio.gather(pump(reader, uw, rec), pump(ur, writer, None),
+                             return_exceptions=True)
+
+    def requests(self, path_prefix):
+        """The raw requests (request line, headers, body) whose path starts
+        with path_prefix, in the order sent, from every recorded connection."""
+        out = []
+        for st in list(self.streams):
+            data = bytes(st)
+            while data:
+                end = data.find(b"\r\n\r\n")
+                if end < 0:
+                    break
+                head = data[:end].decode("latin-1")
+                length = 0
+                for line in head.split("\r\n")[1:]:
+                    k, _, v = line.partition(":")
+                    if k.strip().lower() == "content-length":
+                        length = int(v.strip())
+                total = end + 4 + length
+                if len(data) < total:
+                    break
+                parts = head.split(" ", 2)
+                if len(parts) > 1 and parts[1].startswith(path_prefix):
+                    out.append(data[:total])
+                data = data[total:]
+        return out
+
+    def close(self):
+        def stop():
+            self.server.close()
+            self.loop.stop()
+        self.loop.call_soon_threadsafe(stop)
+        self.thread.join(10)
 
 
 # ---- children ----------------------------------------------------------------------

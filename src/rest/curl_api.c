@@ -22,6 +22,21 @@
  * install.  A missing module fails https only, with one line naming where
  * it looked; http never needs it.
  *
+ * Which module — system_openssl() below: a training process that imported
+ * mlflow has Python's ssl module loaded, and with it the system's
+ * libssl.so.3 and libcrypto.so.3.  A second, static OpenSSL (the module's)
+ * costs that process ~4 MB more resident memory (its relocations, its own
+ * initialisation; bench/README.md table 5).  So where the process holds
+ * OpenSSL 3 already, scopemeter-https-sys.so is loaded instead: the same
+ * libcurl with OpenSSL's symbols left undefined and no DT_NEEDED on libssl
+ * (the wheel stays manylinux: it links nothing outside glibc), resolved
+ * against the loaded copy once that is made global (dlopen RTLD_NOLOAD |
+ * RTLD_GLOBAL, dlopen(3)).  Elsewhere (the CLI, a process without OpenSSL,
+ * SCOPEMETER_OPENSSL=bundled, or the sys module missing or failing) the
+ * static module is loaded as before.  Both leave the trust store to
+ * OpenSSL's defaults (scripts/build-deps): with the system's OpenSSL that is
+ * the image's own directory.
+ *
  * The module is loaded once per process and never unloaded: handles made by
  * it may live until exit.  That pthread_once state is the one process-wide
  * thing here, like libcurl's own curl_global_init.
@@ -59,6 +74,7 @@ int sm_curl_has_tls(const sm_curl_api *c)
 
 static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
 static const sm_curl_api *tls_api;
+static const char *tls_file = SM_HTTPS_MODULE_FILE; /* the module being looked for */
 static char tls_path[PATH_MAX];
 static char tls_err[768];
 
@@ -77,7 +93,7 @@ static void *try_file(const char *dir, size_t dirlen, const char *sub)
     void *h;
 
     if ((size_t)snprintf(tls_path, sizeof tls_path, "%.*s/%s%s", (int)dirlen, dir, sub,
-                         SM_HTTPS_MODULE_FILE) >= sizeof tls_path)
+                         tls_file) >= sizeof tls_path)
         return NULL;
     h = dlopen(tls_path, RTLD_NOW | RTLD_LOCAL);
     if (!h)
@@ -121,7 +137,7 @@ static void *beside_executable(void)
         (h = try_file(exe, dirlen, "../scopemeter/")))
         return h;
     snprintf(pat, sizeof pat, "%.*s/../lib/python3.*/*-packages/scopemeter/%s", (int)dirlen, exe,
-             SM_HTTPS_MODULE_FILE);
+             tls_file);
     if (glob(pat, GLOB_NOSORT, NULL, &g) != 0)
         return NULL;
     for (size_t i = 0; i < g.gl_pathc && !h; i++) {
@@ -132,7 +148,47 @@ static void *beside_executable(void)
     return h;
 }
 
-static void tls_load(void)
+/* 1 when this process holds OpenSSL 3 (libssl.so.3 and libcrypto.so.3,
+ * loaded by someone else: RTLD_NOLOAD never loads them) and both are now in
+ * the global scope, where the sys module's undefined symbols resolve.  The
+ * references are kept: the libraries stay as long as the module. */
+static int system_openssl(void)
+{
+    const char *v = getenv("SCOPEMETER_OPENSSL");
+    unsigned long (*num)(void);
+    void *crypto, *ssl = NULL;
+
+    if (v && strcmp(v, "bundled") == 0)
+        return 0;
+    crypto = dlopen("libcrypto.so.3", RTLD_NOW | RTLD_NOLOAD);
+    if (!crypto)
+        goto no;
+    ssl = dlopen("libssl.so.3", RTLD_NOW | RTLD_NOLOAD);
+    *(void **)&num = dlsym(crypto, "OpenSSL_version_num");
+    /* the module's libcurl was built against OpenSSL 3.0's API, which every
+     * 3.x keeps (OpenSSL's ABI promise within a major version) */
+    if (!ssl || !num || num() < 0x30000000UL)
+        goto no;
+    dlclose(ssl);
+    dlclose(crypto);
+    /* promotes what was loaded RTLD_LOCAL (Python's _ssl) to global */
+    crypto = dlopen("libcrypto.so.3", RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
+    ssl = crypto ? dlopen("libssl.so.3", RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL) : NULL;
+    if (!ssl)
+        goto no;
+    return 1;
+no:
+    if (ssl)
+        dlclose(ssl);
+    if (crypto)
+        dlclose(crypto);
+    dlerror(); /* a miss here is not the module's error */
+    return 0;
+}
+
+/* Loads tls_file from where this code's file says, checks it; its table or
+ * NULL (tls_err says why). */
+static const sm_curl_api *load_module(void)
 {
     const sm_curl_api *(*entry)(void);
     const sm_curl_api *api;
@@ -143,7 +199,7 @@ static void tls_load(void)
 
     if (!dladdr1((void *)&sm_curl_tls, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm) {
         snprintf(tls_err, sizeof tls_err, "cannot tell which file this code was loaded from");
-        return;
+        return NULL;
     }
     if (!lm->l_name[0]) { /* the main program's link map has no name */
         h = beside_executable();
@@ -154,7 +210,7 @@ static void tls_load(void)
     }
     if (!h) {
         tls_path[0] = '\0';
-        return;
+        return NULL;
     }
     *(void **)&entry = dlsym(h, SM_HTTPS_MODULE_ENTRY);
     api = entry ? entry() : NULL;
@@ -168,11 +224,24 @@ static void tls_load(void)
         goto fail;
     }
     tls_err[0] = '\0';
-    tls_api = api;
-    return;
+    return api;
 fail:
     tls_path[0] = '\0';
     dlclose(h);
+    return NULL;
+}
+
+static void tls_load(void)
+{
+    if (system_openssl()) {
+        tls_file = SM_HTTPS_SYS_MODULE_FILE;
+        tls_api = load_module();
+        if (tls_api)
+            return;
+        tls_err[0] = '\0'; /* the static module is the answer now */
+    }
+    tls_file = SM_HTTPS_MODULE_FILE;
+    tls_api = load_module();
 }
 
 const sm_curl_api *sm_curl_tls(char *err, size_t errlen)

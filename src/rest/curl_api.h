@@ -55,6 +55,9 @@ typedef struct sm_curl_api {
 
 /* The name of the module's one exported function, which returns its table. */
 #define SM_HTTPS_MODULE_FILE "scopemeter-https.so"
+/* The same libcurl against the system's libssl.so.3, loaded where the process
+ * holds it already (curl_api.c). */
+#define SM_HTTPS_SYS_MODULE_FILE "scopemeter-https-sys.so"
 #define SM_HTTPS_MODULE_ENTRY "sm_https_curl_api"
 
 /* The libcurl linked into this object (TLS or not). */

@@ -40,6 +40,8 @@ ROWS = [
     "scopemeter C collectors, all attached",
     "MLflow SystemMetricsMonitor", "scopemeter, Python front", "scopemeter run (CLI process)",
     "W&B (in-process + wandb-core)", "log_batch, 8 metrics", "get_run",
+    "floor: same request, send()/recv()", "scopemeter, Python front, https",
+    "scopemeter run (CLI, own RSS), https",
     "pure Python (GIL-bound)", "torch CPU MLP", "torchrun 2 procs, DDP (all_workers)",
     "disable_system_metrics(timeout=5)", "mlflow.end_run()", "run.finish() (offline)",
 ]
@@ -112,10 +114,22 @@ def test_window_cost_memory_and_wandb_numbers(bench):
                 assert all(x > 0 for x in vals), (v, iv, vals)
     for k in ("log_batch_8", "get_run"):
         assert positive(data["results"]["2b"][k]["median"]), k
+    # the window's floor: the captured request replayed, answered 200 every time
+    # (window_floor exits non-zero otherwise), some CPU spent at each period
+    for iv in ("10", "1"):
+        assert all(positive(x) for x in per[f"floor@{iv}"]), (iv, per[f"floor@{iv}"])
+        fl = data["results"]["2_floor"]
+        assert positive(fl[f"deliver_cpu_s@{iv}"]["median"]), fl
+        assert fl[f"connects@{iv}"]["median"] >= 0, fl
+    # https (1 s): the front and the CLI ran through the harness's TLS endpoint
+    for v in ("scopemeter@https", "cli@https"):
+        assert all(finite(x) for x in per[v]), (v, per[v])
     mem = data["results"]["5"]
     for k in ("mlflow", "scopemeter") + (("wandb",) if wandb else ()):
         assert all(finite(x) for x in mem[k]), (k, mem[k])
-    assert all(positive(x) for x in mem["none_rss"] + mem["cli_rss"] + mem["cli_anon"])
+    assert all(positive(x) for x in mem["none_rss"] + mem["cli_rss"] + mem["cli_anon"]
+               + mem["cli_rss_https"] + mem["cli_anon_https"])
+    assert all(finite(x) for x in mem["scopemeter_https"] + mem["scopemeter_https_anon"])
     assert all(finite(x) for x in mem["scopemeter_anon"]), mem["scopemeter_anon"]
     if wandb:
         for key, vals in data["results"]["4"].items():

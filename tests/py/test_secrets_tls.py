@@ -315,7 +315,8 @@ def package_copy(tmp_path, with_module):
     if with_module:
         # beside the extension (the staged package links it from the build)
         ext = os.path.realpath(os.path.join(src, "_native.abi3.so"))
-        shutil.copy(os.path.join(os.path.dirname(ext), "scopemeter-https.so"), pkg)
+        for mod in ("scopemeter-https.so", "scopemeter-https-sys.so"):
+            shutil.copy(os.path.join(os.path.dirname(ext), mod), pkg)
     return str(tmp_path / "pkg")
 
 

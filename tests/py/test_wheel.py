@@ -104,9 +104,12 @@ def test_wheel_is_self_contained(wheel, tmp_path, capsys):
                 if f.read(4) == b"\x7fELF":
                     elves.append(os.path.join(tmp_path, n))
     kinds = sorted(os.path.basename(e) for e in elves)
-    assert kinds == ["_native.abi3.so", "scopemeter", "scopemeter-https.so"], kinds
+    assert kinds == ["_native.abi3.so", "scopemeter", "scopemeter-https-sys.so",
+                     "scopemeter-https.so"], kinds
     # OpenSSL is in the TLS module only, never in the extension that loads
-    # into every training process nor in the CLI (src/rest/curl_api.c)
+    # into every training process nor in the CLI (src/rest/curl_api.c); the
+    # sys module uses the OpenSSL the process has loaded, without naming it
+    # (no DT_NEEDED: checked below with every other file)
     for e in elves:
         with open(e, "rb") as f:
             has_ssl = b"OpenSSL 3." in f.read()  # OpenSSL_version() text
@@ -163,8 +166,13 @@ with mlflow.start_run() as run:
     scopemeter.disable_system_metrics()
 got = mlflow.MlflowClient().get_run(run.info.run_id).data.metrics
 maps = open("/proc/self/maps").read()
-tls = scopemeter._native.tls()  # https would load the module beside the extension
-assert os.path.join(here, "scopemeter-https.so") in tls and "OpenSSL" in tls, tls
+# https would load the module beside the extension: the one that uses the
+# system's OpenSSL where mlflow's requests loaded libssl.so.3, else the one
+# with its own (src/rest/curl_api.c)
+sys_ssl = any(ln.rstrip().endswith("/libssl.so.3") for ln in maps.splitlines())
+tls = scopemeter._native.tls()
+want = "scopemeter-https-sys.so" if sys_ssl else "scopemeter-https.so"
+assert os.path.join(here, want) in tls and "OpenSSL" in tls, (tls, sys_ssl)
 print(json.dumps({"metrics": sorted(got), "mlflow": mlflow.__version__,
                   "libcurl_mapped": "libcurl" in maps, "jansson_mapped": "libjansson" in maps,
                   "tls_module_mapped": "scopemeter-https" in maps}))
@@ -313,6 +321,16 @@ def test_runs_with_system_libcurl_and_jansson_hidden(venvs, mlflow_server):
     res = check_recording(p)
     assert not res["libcurl_mapped"] and not res["jansson_mapped"], res
     assert not res["tls_module_mapped"], res  # an http server: no OpenSSL mapped
+    # a process without the system's libssl.so.3 (hidden, and nothing imports
+    # ssl): https still has its module, the one with its own OpenSSL
+    code = ("import os, scopemeter; t = scopemeter._native.tls(); "
+            "m = open('/proc/self/maps').read(); print(t); print('libssl' in m)")
+    p = hidden([os.path.join(venv311, "python"), "-c", code], curl_jansson + ssl,
+               capture_output=True, text=True, timeout=120, env=clean_env())
+    assert p.returncode == 0, p.stderr
+    tls, mapped = p.stdout.strip().splitlines()[-2:]
+    assert "OpenSSL" in tls and tls.rstrip(")").endswith("/scopemeter-https.so"), tls
+    assert mapped == "False", p.stdout  # the module's OpenSSL is static: no libssl file
 
 
 def host_suite():
