@@ -15,6 +15,8 @@
  *   coll_net.c       network_* (/proc/net/dev)
  *   coll_container.c container_* (cgroup files)
  *   coll_gpu.c       gpu_i_* (NVML through dlopen)
+ *   coll_proc.c      process_* (the process tree of a rank, /proc/PID/...)
+ *   reclock.c        one recorder per rank and run (abstract unix sockets)
  *   collectors.c     the table of collectors and the set that drives them
  *   probe.c          sm_probe_* (one honest look)
  *   monitor.c        the sampling thread, windows, steps
@@ -54,6 +56,11 @@ typedef struct sm_ctx {
     char sysroot[1024];      /* SCOPEMETER_SYSROOT without trailing '/', or "" */
     sm_identity id;
     uint64_t mem_total;      /* node MemTotal in bytes, 0 when unknown */
+    /* set by the monitor after sm_ctx_init (docs/design.md §9): the
+     * recording key (the run id; NULL when none) and all_workers, so the
+     * process collector finds the pod's other ranks through their locks */
+    const char *rec_key;
+    int all_workers;
 } sm_ctx;
 
 SM_HIDDEN int sm_ctx_init(sm_ctx *ctx);
@@ -127,6 +134,18 @@ SM_HIDDEN void sm_note(sm_notes *notes, int level, const char *fmt, ...)
 SM_HIDDEN int sm_collectors_of(int world_size, int local_world_size, int all_workers);
 SM_HIDDEN double sm_capped_interval(int collectors, double interval, int samples);
 
+/* ---- reclock.c: one recorder per rank and run (docs/design.md §9) -------- */
+/* "scopemeter/<key>/rank<N>" (a key over 64 bytes becomes "#" + its hash). */
+SM_HIDDEN int sm_reclock_name(const char *key, int rank, char *out, size_t outlen);
+/* Binds and listens on the abstract name: 0 with *fd, -EADDRINUSE when
+ * another process holds it, or -errno. */
+SM_HIDDEN int sm_reclock_bind(const char *key, int rank, int *fd);
+/* The pid of the process that holds the name (SO_PEERCRED; 0 when it is
+ * outside this pid namespace): 0, -ECONNREFUSED when nobody does, -errno. */
+SM_HIDDEN int sm_reclock_peer(const char *key, int rank, pid_t *pid);
+/* "pid 4242 (scopemeter)": who holds the name, for the one line. */
+SM_HIDDEN void sm_reclock_holder(const char *key, int rank, char *out, size_t outlen);
+
 /* ---- points: what one sample produces (no allocation per sample) ---------- */
 enum sm_agg { SM_AGG_MEAN = 0, SM_AGG_LAST = 1 };
 
@@ -136,7 +155,11 @@ typedef struct sm_point {
     const char *source; /* file(s) or call */
     double value;
     int agg;            /* enum sm_agg: window mean, or latest (counters) */
+    int rank;           /* SM_RANK_OWN, or the rank this point is named for (the
+                           pod's collector records its siblings' process trees,
+                           docs/design.md §9) */
 } sm_point;
+#define SM_RANK_OWN (-1)
 
 /* every series of one sample: 11 + 5 per GPU, up to 64 GPUs (coll_gpu.c asserts it) */
 #define SM_POINTS_MAX 384
@@ -151,6 +174,9 @@ SM_HIDDEN double sm_round1(double v);
 
 SM_HIDDEN void sm_emit(sm_points *p, const char *key, double value, const char *unit,
                        const char *source, int agg);
+/* sm_emit for a point named for another rank (>= 0) than the monitor's own. */
+SM_HIDDEN void sm_emit_rank(sm_points *p, int rank, const char *key, double value,
+                            const char *unit, const char *source, int agg);
 
 /* ---- tags: run tags a collector contributes -------------------------------- */
 enum sm_phase { SM_TAGS_START = 0, SM_TAGS_END = 1 };
@@ -209,6 +235,7 @@ extern const sm_collector_ops sm_coll_rootfs;
 extern const sm_collector_ops sm_coll_network;
 extern const sm_collector_ops sm_coll_container;
 extern const sm_collector_ops sm_coll_gpu;
+extern const sm_collector_ops sm_coll_proc;
 
 #define SM_COLLECTORS_MAX 16
 typedef struct sm_collset {
@@ -233,5 +260,8 @@ SM_HIDDEN void sm_collset_close(sm_collset *s);
  * included only with a limit (docs/design.md §1), and the node-scope ones
  * (node_*, rootfs_*: the keys that carry the node tier), from the table. */
 SM_HIDDEN int sm_collectors_series(int devices, int container_limits, int *node_scope);
+/* Series of one rank's process tree (process_*, docs/design.md §9): counted
+ * per recorded rank, not per collector, so not in sm_collectors_series. */
+SM_HIDDEN int sm_process_series(void);
 
 #endif /* SM_INTERNAL_H */
