@@ -26,16 +26,24 @@ ROOTFS = ["rootfs_usage_megabytes", "rootfs_usage_percentage", "rootfs_available
 NETWORK = ["network_receive_megabytes", "network_transmit_megabytes"]
 CONTAINER = ["container_memory_usage_megabytes", "container_memory_usage_percentage",
              "container_cpu_utilization_percentage"]
+# docs/design.md §9: the process tree of every recorded rank
+PROCESS = ["process_count", "process_memory_megabytes", "process_cpu_utilization_percentage"]
+
+
+def process_keys(rank):
+    """The 3 process_* keys of one recorded rank (docs/design.md §9)."""
+    return {f"system/{k}/rank{rank}" for k in PROCESS}
 
 
 def expected_keys(rank, node=None, container=True):
-    """The 11 (or 8 without a limit) non-GPU keys of one collecting rank."""
+    """The 14 (or 11 without a limit) non-GPU keys of one collecting rank,
+    its own process tree's included."""
     tier = f"/{node}" if node else ""
     keys = {f"system/{k}{tier}/rank{rank}" for k in NODE + ROOTFS}
     keys |= {f"system/{k}/rank{rank}" for k in NETWORK}
     if container:
         keys |= {f"system/{k}/rank{rank}" for k in CONTAINER}
-    return keys
+    return keys | process_keys(rank)
 
 
 _STAGED = []

@@ -48,7 +48,7 @@ def test_two_pods_on_one_node(tmp_path):
     want = expected_keys(0, node=NODE) | expected_keys(1, node=NODE)
     keys = system_keys(metrics)
     assert keys == want, sorted(keys ^ want)
-    assert len(keys) == 22
+    assert len(keys) == 28
     assert f"system/node_memory_usage_percentage/{NODE}/rank1" in keys
     assert "system/network_receive_megabytes/rank0" in keys  # never a tier here
 
