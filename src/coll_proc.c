@@ -339,9 +339,9 @@ static int proc_open(void *state, const sm_ctx *ctx, sm_opened *res)
         return -ENAMETOOLONG;
     n = readlink(path, link, sizeof link - 1);
     if (n < 0 || (link[n] = '\0', (root = entry_pid(link)) <= 0)) {
-        sm_line(res->msg, sizeof res->msg, "process_*: %s/proc/self names no pid (%s); the "
-                 "process tree is not recorded", ctx->sysroot,
-                 n < 0 ? strerror(errno) : "not a number");
+        sm_line(res->msg, sizeof res->msg, "process_*: /proc/self%s names no pid (%s); the "
+                "process tree is not recorded", ctx->sysroot[0] ? " under SCOPEMETER_SYSROOT" : "",
+                n < 0 ? strerror(errno) : "not a number");
         return SM_ABSENT; /* a fake /proc of a test without one */
     }
     s->trees[0] = (struct tree){.rank = SM_RANK_OWN, .pid = root};

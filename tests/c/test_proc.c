@@ -255,7 +255,7 @@ static void test_fallbacks(void)
     CHECK_EQ_INT(system(cmd), 0);
     s = open_coll(&ctx, &r);
     CHECK_EQ_INT(r.rc, SM_ABSENT);
-    CHECK(strstr(r.res.msg, "/proc/self names no pid") != NULL);
+    CHECK(strstr(r.res.msg, "/proc/self under SCOPEMETER_SYSROOT names no pid") != NULL);
 }
 
 /* A point named for another rank: the naming path of the siblings. */
