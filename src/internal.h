@@ -161,8 +161,9 @@ typedef struct sm_point {
 } sm_point;
 #define SM_RANK_OWN (-1)
 
-/* every series of one sample: 11 + 5 per GPU, up to 64 GPUs (coll_gpu.c asserts it) */
-#define SM_POINTS_MAX 384
+/* every series of one sample: 11 + 5 per GPU, up to 64 GPUs (coll_gpu.c asserts
+ * it), + 3 per process tree, the own and up to 63 siblings' (coll_proc.c) */
+#define SM_POINTS_MAX 640
 typedef struct sm_points {
     size_t n;
     size_t nonfinite;   /* values skipped because NaN/inf is not JSON */
