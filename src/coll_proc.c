@@ -84,7 +84,7 @@ struct proc_state {
     double peak_mb;
     int peak_n;
     char buf[65536];       /* one file (a children list of 4096 pids fits) */
-    char dents[8192];      /* getdents64 */
+    _Alignas(8) char dents[8192]; /* getdents64: records are 8-byte aligned from here */
 };
 
 /* getdents64(2)'s record; glibc < 2.30 has no wrapper */

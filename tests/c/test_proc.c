@@ -309,6 +309,41 @@ static void test_lock(void)
     CHECK_EQ_INT(sm_reclock_name("", 0, name, sizeof name), -EINVAL);
 }
 
+/* The lock through the monitor (the one place every surface shares): a
+ * second monitor of the same key and rank records nothing and says who
+ * holds it; after the first stops, a third records; another key is free. */
+static void test_monitor_lock(void)
+{
+    char key[64], err[512];
+    sm_monitor *a = sm_monitor_new(), *b = sm_monitor_new(), *c = sm_monitor_new(),
+               *d = sm_monitor_new();
+
+    unsetenv("SCOPEMETER_SYSROOT");
+    snprintf(key, sizeof key, "run-%d", (int)getpid());
+    for (sm_monitor **m = (sm_monitor *[]){a, b, c, d, NULL}; *m; m++) {
+        CHECK_EQ_INT(sm_monitor_use_queue(*m), 0);
+        CHECK_EQ_INT(sm_monitor_set_interval(*m, 0.05), 0);
+    }
+    CHECK_EQ_INT(sm_monitor_set_recording_key(a, key), 0);
+    CHECK_EQ_INT(sm_monitor_set_recording_key(b, key), 0);
+    CHECK_EQ_INT(sm_monitor_set_recording_key(c, key), 0);
+    CHECK_EQ_INT(sm_monitor_set_recording_key(d, "another-run"), 0);
+    CHECK_EQ_INT(sm_monitor_set_recording_key(d, ""), -EINVAL);
+    CHECK_EQ_INT(sm_monitor_start(a, err, sizeof err), 0);
+    CHECK_EQ_INT(sm_monitor_start(b, err, sizeof err), SM_NOT_COLLECTING);
+    CHECK(strstr(err, "rank 0 of run run-") != NULL);
+    CHECK(strstr(err, "already has a recorder: pid ") != NULL);
+    CHECK(strstr(err, "(test_proc)") != NULL);
+    CHECK_EQ_INT(sm_monitor_start(d, err, sizeof err), 0);
+    CHECK_EQ_INT(sm_monitor_stop(a), 0);
+    CHECK_EQ_INT(sm_monitor_start(c, err, sizeof err), 0); /* re-attach after a stop */
+    CHECK_EQ_INT(sm_monitor_set_recording_key(c, key), -EBUSY);
+    sm_monitor_free(a);
+    sm_monitor_free(b);
+    sm_monitor_free(c);
+    sm_monitor_free(d);
+}
+
 int main(void)
 {
     char cmd[600];
@@ -322,6 +357,7 @@ int main(void)
     test_fallbacks();
     test_rank_override();
     test_lock();
+    test_monitor_lock();
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);
     if (system(cmd) != 0)
         fprintf(stderr, "cannot remove %s\n", root);
