@@ -155,6 +155,39 @@ def test_two_processes_of_one_rank_then_reattach(mlflow_server, tmp_path):
     assert steps == list(range(len(steps))) and len(steps) >= 4, steps
 
 
+@pytest.mark.timeout(120)
+def test_two_processes_of_one_rank_on_a_sqlite_store(tmp_path):
+    """The queue path (MlflowClient, no run id in the engine): the front
+    passes the run id as the recording key, so the lock holds there too."""
+    import mlflow
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    mlflow.set_tracking_uri(uri)
+    client = mlflow.tracking.MlflowClient(tracking_uri=uri)
+    run_id = client.create_run(client.create_experiment("lock")).info.run_id
+    hold = script(tmp_path, "hold.py", HOLD)
+    env = python_env(MLFLOW_TRACKING_URI=uri, MLFLOW_RUN_ID=run_id)
+    procs = []
+    try:
+        for want in ("True", "False"):
+            p = subprocess.Popen([sys.executable, hold], env=env, stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            procs.append(p)
+            line = read_line(p.stdout, timeout=90).split()
+            assert line[:2] == ["ENABLED", want], line
+        first_pid = procs[0].pid
+        for p in reversed(procs):
+            p.stdin.write("\n")
+            p.stdin.flush()
+        errs = [p.communicate(timeout=90)[1] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    m = HOLDER.search(errs[1])
+    assert m and m.group(2) == run_id and int(m.group(3)) == first_pid, errs[1]
+    assert "already has a recorder" not in errs[0], errs[0]
+
+
 # ---- the process tree ----------------------------------------------------------------
 
 
