@@ -390,10 +390,9 @@ static int proc_open(void *state, const sm_ctx *ctx, sm_opened *res)
 }
 
 static void emit3(sm_points *out, int rank, int count, double mb, int mem_ok, double cpu,
-                  int cpu_ok, const char *mem_src)
+                  int cpu_ok, const char *mem_src, const char *tree_src)
 {
-    sm_emit_rank(out, rank, "process_count", count, "count", "/proc/PID/task/*/children",
-                 SM_AGG_MEAN);
+    sm_emit_rank(out, rank, "process_count", count, "count", tree_src, SM_AGG_MEAN);
     if (mem_ok)
         sm_emit_rank(out, rank, "process_memory_megabytes", mb, "MB", mem_src, SM_AGG_MEAN);
     if (cpu_ok)
@@ -405,6 +404,7 @@ static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)
 {
     struct proc_state *s = state;
     const char *mem_src = s->rollup ? "/proc/PID/smaps_rollup" : "/proc/PID/status";
+    const char *tree_src = s->children ? "/proc/PID/task/TID/children" : "/proc/PID/stat (ppid)";
     int baseline = s->samples++ == 0, scanned = 0, rc = 0;
 
     for (int i = 0; i < s->ntrees; i++) {
@@ -417,7 +417,7 @@ static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)
             find_sibling(s, t);
         if (t->pid <= 0) {
             if (baseline) /* the series exist from the start (see the top) */
-                emit3(out, t->rank, 0, 0, 1, 0, 1, mem_src);
+                emit3(out, t->rank, 0, 0, 1, 0, 1, mem_src, tree_src);
             continue;
         }
         walk(s, t->pid, &scanned);
@@ -431,7 +431,7 @@ static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)
                 t->pid = 0; /* the sibling ended: found again when it binds again */
                 t->t = 0;
                 if (baseline)
-                    emit3(out, t->rank, 0, 0, 1, 0, 1, mem_src);
+                    emit3(out, t->rank, 0, 0, 1, 0, 1, mem_src, tree_src);
             }
             continue;
         }
@@ -448,7 +448,8 @@ static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)
         t->ticks = ticks;
         t->t = now;
         mb = (double)kb * 1024.0 / 1e6;
-        emit3(out, t->rank, count, mb, mem_ok || baseline, cpu, cpu_ok || baseline, mem_src);
+        emit3(out, t->rank, count, mb, mem_ok || baseline, cpu, cpu_ok || baseline, mem_src,
+              tree_src);
         if (t->rank == SM_RANK_OWN && mem_ok && mb > s->peak_mb) {
             s->peak_mb = mb;
             s->peak_n = count;

@@ -149,6 +149,11 @@ def _read(client, run_id):
         if not m:
             continue
         name, tier, rank = m.group(1), m.group(2), int(m.group(3))
+        if name.startswith("process_"):
+            # the process trees (docs/design.md §9) are not part of the report
+            # yet; under all_workers a rank that only has its tree (logged by
+            # its pod's collector) is not a collecting rank to judge
+            continue
         r = ranks.setdefault(rank, {"series": {}, "node_tier": None})
         if tier and r["node_tier"] is None:
             r["node_tier"] = tier
