@@ -310,17 +310,16 @@ static void find_sibling(struct proc_state *s, struct tree *t)
         t->pid = 0; /* gone (a restarted worker binds again) */
         t->t = 0;
     }
+    if (t->said)
+        return; /* not visible here: asking again would only fill its backlog */
     if (sm_reclock_peer(s->key, t->rank, &pid) < 0)
         return; /* not bound (yet), or its backlog is full: asked again next sample */
-    if (pid <= 0) {
-        if (!t->said)
-            sm_log(SM_INFO, "process_*/rank%d: the rank's process is in another pid namespace; "
-                   "its tree is not recorded", t->rank);
+    if (pid <= 0 || read_pid_stat(s, pid, &st) < 0) {
+        sm_log(SM_INFO, "process_*/rank%d: the rank's process %s; its tree is not recorded",
+               t->rank, pid <= 0 ? "is in another pid namespace" : "is not in this /proc");
         t->said = 1;
         return;
     }
-    if (read_pid_stat(s, pid, &st) < 0)
-        return;
     t->pid = pid;
     t->start = st.starttime;
 }
