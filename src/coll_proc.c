@@ -61,7 +61,18 @@ struct tree {
     uint64_t ticks;        /* the previous sample's sum */
     double t;              /* when (monotonic s); 0: no previous sample */
     int said;              /* its "not visible" line was printed */
+    double mem_next;       /* no smaps_rollup read before this (monotonic s) */
 };
+
+/* Reading smaps_rollup walks the page tables of every mapping under the
+ * process's mmap read lock (fs/proc/task_mmu.c show_smaps_rollup): its cost
+ * grows with resident memory, tens of ms per GB measured here.  The tree's
+ * memory reads are kept within this share of wall time: after a read that
+ * took T (at least MEM_SLOW: below that, every sample reads), the next waits
+ * until T / MEM_BUDGET has passed, and the samples in between have no memory
+ * point (never a stale one).  Docs: design.md §9. */
+#define MEM_BUDGET 0.02
+#define MEM_SLOW 0.02
 
 struct proc_state {
     char sysroot[1024];
@@ -70,7 +81,7 @@ struct proc_state {
     int rollup;            /* 1: Pss from smaps_rollup, 0: VmRSS from status */
     long tck;
     int samples;           /* samples taken (0: the next is the baseline) */
-    int cap_said, mem_said;
+    int cap_said, mem_said, budget_said;
     int ntrees;
     struct tree trees[TREES_MAX];
     /* the tree being walked */
@@ -267,7 +278,8 @@ static int proc_kb(struct proc_state *s, int pid, uint64_t *kb)
 
 /* Sums over the walked tree.  *mem_ok is 0 when no process's memory could
  * be read; the first unreadable one is said once. */
-static void sum_tree(struct proc_state *s, int *count, uint64_t *ticks, uint64_t *kb, int *mem_ok)
+static void sum_tree(struct proc_state *s, int *count, uint64_t *ticks, uint64_t *kb, int *mem_ok,
+                     int read_mem)
 {
     int live = 0, mem_n = 0;
 
@@ -282,6 +294,8 @@ static void sum_tree(struct proc_state *s, int *count, uint64_t *ticks, uint64_t
             continue; /* exited since the walk */
         live++;
         *ticks += st.utime + st.stime + st.cutime + st.cstime;
+        if (!read_mem)
+            continue;
         rc = proc_kb(s, s->list[i], &k);
         if (rc == 0) {
             *kb += k;
@@ -367,7 +381,7 @@ static int proc_open(void *state, const sm_ctx *ctx, sm_opened *res)
 
     /* the first delta's base */
     walk(s, root, &scanned);
-    sum_tree(s, &count, &s->trees[0].ticks, &kb, &mem_ok);
+    sum_tree(s, &count, &s->trees[0].ticks, &kb, &mem_ok, 0);
     if (count == 0) {
         sm_line(res->msg, sizeof res->msg, "process_*: cannot read %s/proc/%d/stat; the "
                  "process tree is not recorded", ctx->sysroot, root);
@@ -408,9 +422,9 @@ static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)
 
     for (int i = 0; i < s->ntrees; i++) {
         struct tree *t = &s->trees[i];
-        int count, mem_ok, cpu_ok;
+        int count, mem_ok, cpu_ok, read_mem;
         uint64_t ticks, kb;
-        double now, cpu = 0, mb;
+        double now, cpu = 0, mb, cost;
 
         if (t->rank != SM_RANK_OWN)
             find_sibling(s, t);
@@ -420,7 +434,20 @@ static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)
             continue;
         }
         walk(s, t->pid, &scanned);
-        sum_tree(s, &count, &ticks, &kb, &mem_ok);
+        now = sm_now_mono();
+        read_mem = baseline || now >= t->mem_next;
+        sum_tree(s, &count, &ticks, &kb, &mem_ok, read_mem);
+        cost = sm_now_mono() - now;
+        if (read_mem && s->rollup && cost >= MEM_SLOW) {
+            t->mem_next = now + cost / MEM_BUDGET;
+            if (!s->budget_said) {
+                sm_log(SM_INFO, "process_memory_megabytes: reading smaps_rollup of the tree took "
+                       "%.0f ms (the kernel walks its page tables); read at most every %.0f s "
+                       "(%.0f%% of the time), the samples between have no memory point",
+                       cost * 1e3, cost / MEM_BUDGET, MEM_BUDGET * 100);
+                s->budget_said = 1;
+            }
+        }
         now = sm_now_mono();
         if (count == 0) {
             if (t->rank == SM_RANK_OWN) {
