@@ -520,7 +520,7 @@ static void *sampling_thread(void *arg)
 
 /* ---- start ---------------------------------------------------------------------- */
 
-/* Closes what start opened when start does not end with a running thread. */
+/* Releases the rank's recorder lock (docs/design.md §9), if held. */
 static void unlock_rank(sm_monitor *m)
 {
     if (m->lock_fd >= 0)
@@ -528,6 +528,7 @@ static void unlock_rank(sm_monitor *m)
     m->lock_fd = -1;
 }
 
+/* Closes what start opened when start does not end with a running thread. */
 static void start_cleanup(sm_monitor *m)
 {
     if (m->set_open)
@@ -766,7 +767,7 @@ static int start_thread(sm_monitor *m, char *err, size_t errlen)
  * another process holds it. */
 static int lock_rank(sm_monitor *m, char *err, size_t errlen)
 {
-    char holder[160];
+    char holder[160], line[512];
     int rc = sm_reclock_bind(m->ctx.rec_key, m->ctx.id.rank, &m->lock_fd);
 
     if (rc == 0)
@@ -777,9 +778,10 @@ static int lock_rank(sm_monitor *m, char *err, size_t errlen)
         return 0;
     }
     sm_reclock_holder(m->ctx.rec_key, m->ctx.id.rank, holder, sizeof holder);
-    snprintf(err, errlen, "rank %d of run %s already has a recorder: %s; this one records "
-             "nothing", m->ctx.id.rank, m->ctx.rec_key, holder);
-    sm_log(SM_INFO, "%s", err);
+    sm_line(line, sizeof line, "rank %d of run %s already has a recorder: %s; this one records "
+            "nothing", m->ctx.id.rank, m->ctx.rec_key, holder);
+    sm_log(SM_INFO, "%s", line);
+    snprintf(err, errlen, "%s", line);
     m->state = ST_NOT_COLLECTING;
     return SM_NOT_COLLECTING;
 }
