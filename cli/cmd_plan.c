@@ -88,6 +88,8 @@ static int print_json(const sm_plan_input *in, int nodes_given, const sm_plan *p
     json_object_set_new(root, "gpu_series_per_collector", json_integer(p->gpu_series_per_collector));
     json_object_set_new(root, "container_series_per_collector",
                         json_integer(p->container_series_per_collector));
+    json_object_set_new(root, "ranks_recorded", json_integer(p->ranks_recorded));
+    json_object_set_new(root, "process_series", json_integer(p->process_series));
     json_object_set_new(root, "series", json_integer(p->series));
     json_object_set_new(root, "charts", json_integer(p->charts));
     json_object_set_new(root, "sections", json_integer(p->sections));
@@ -131,11 +133,14 @@ static void print_text(const sm_plan_input *in, int nodes_given, const sm_plan *
            "%d GPU; %d container; %d network)\n", p->series_per_collector, tiered,
            p->gpu_series_per_collector, p->container_series_per_collector,
            other - p->gpu_series_per_collector - p->container_series_per_collector);
+    printf("             + %d process tree series (%d per rank, %d rank%s: process_*)\n",
+           p->process_series, p->ranks_recorded ? p->process_series / p->ranks_recorded : 0,
+           p->ranks_recorded, p->ranks_recorded == 1 ? "" : "s");
     printf("             %d in total\n", p->series);
     printf("charts       %d (MLflow draws one chart per series)\n", p->charts);
     printf("sections     %d (node_*/rootfs_*: %d x %d node%s = %d; other series: %d)\n",
            p->sections, tiered, node_hosts, node_hosts == 1 ? "" : "s", tiered * node_hosts,
-           other);
+           p->sections - tiered * node_hosts);
     printf("rows/hour    %.0f\n", p->rows_per_hour);
     human_bytes(p->bytes_per_day, bytes, sizeof bytes);
     printf("bytes/day    %s (at %.0f bytes per row, a measured backend; docs/plan.md)\n", bytes,

@@ -124,7 +124,7 @@ SM_EXTERN int sm_series_name(const char *upstream_key, int rank, const char *nod
                              char *out, size_t outlen);
 
 /* Scope of an upstream or scoped key: "node", "rootfs", "pod", "gpu",
- * "container", or NULL for a key no rule covers. */
+ * "container", "process", or NULL for a key no rule covers. */
 SM_EXTERN const char *sm_series_scope(const char *key);
 
 /* ---------------------------------------------------------------------------
@@ -203,10 +203,20 @@ SM_EXTERN int sm_monitor_set_stop_timeout(sm_monitor *m, double seconds);
 SM_EXTERN int sm_monitor_set_buffer_points(sm_monitor *m, size_t points);
 /* Pull sink for bindings: records wait in the monitor's bounded queue. */
 SM_EXTERN int sm_monitor_use_queue(sm_monitor *m);
+/* The recording key: an opaque string naming what this monitor records into
+ * (the Python front passes the run id for its queue; sm_monitor_set_run's
+ * run id is the default; NULL: none, as for a JSONL file of no run).  One
+ * monitor per (key, rank) records (docs/design.md §9): start binds the
+ * abstract unix socket @scopemeter/<key>/rank<N> and holds it until stop or
+ * free; a second one for the same key and rank says one line naming the
+ * first (its pid) and returns SM_NOT_COLLECTING.  Under all_workers a local
+ * rank other than 0 holds its name too, so the pod's collector records its
+ * process tree. */
+SM_EXTERN int sm_monitor_set_recording_key(sm_monitor *m, const char *key);
 
 /* Starts the sampling thread.  Returns 0 when collecting, SM_NOT_COLLECTING
- * when this process does not collect under the rules of docs/design.md §4 (one line
- * says why), or a negative error with a line in err.  -ENODATA: nothing to
+ * when this process does not collect under the rules of docs/design.md §4, or
+ * when its rank of the run already has a recorder (§9) (one line says why), or a negative error with a line in err.  -ENODATA: nothing to
  * record here (no collector, no value); the monitor printed the line itself
  * (err holds a copy) and pushed the scopemeter.skipped tag, which a queue
  * binding drains before -EPIPE.  A monitor starts once (docs/monitor.md). */
@@ -289,6 +299,11 @@ typedef struct sm_plan {
     double rows_per_hour;
     double bytes_per_row;     /* assumption, documented in docs/plan.md */
     double bytes_per_day;
+    /* the process trees (docs/design.md §9): ranks whose tree is recorded (1
+     * by default, every worker with all_workers) and their series, included
+     * in series, charts, sections and rows */
+    int ranks_recorded;
+    int process_series;
 } sm_plan;
 
 SM_EXTERN int sm_plan_compute(const sm_plan_input *in, sm_plan *out, char *err, size_t errlen);

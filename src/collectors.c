@@ -19,7 +19,7 @@
 static const sm_collector_ops *const table[] = {
     &sm_coll_node_cpu, &sm_coll_node_memory, &sm_coll_rootfs,
     &sm_coll_network,  &sm_coll_container,   &sm_coll_gpu,
-    &sm_coll_io,       &sm_coll_amdgpu,
+    &sm_coll_io,       &sm_coll_amdgpu,   &sm_coll_proc,
 };
 
 int sm_collectors_series(int devices, int container_limits, int *node_scope)
@@ -32,6 +32,8 @@ int sm_collectors_series(int devices, int container_limits, int *node_scope)
         int k = c->series + (c == &sm_coll_amdgpu ? 0 : c->series_per_device * devices);
         if ((c == &sm_coll_container || c == &sm_coll_io) && !container_limits)
             continue; /* container_* exist only where a limit does */
+        if (c == &sm_coll_proc)
+            continue; /* per recorded rank: sm_process_series */
         n += k;
         if (c == &sm_coll_node_cpu || c == &sm_coll_node_memory || c == &sm_coll_rootfs)
             node += k;
@@ -39,6 +41,11 @@ int sm_collectors_series(int devices, int container_limits, int *node_scope)
     if (node_scope)
         *node_scope = node;
     return n;
+}
+
+int sm_process_series(void)
+{
+    return sm_coll_proc.series;
 }
 
 int sm_ctx_init(sm_ctx *ctx)
@@ -79,7 +86,17 @@ void sm_emit(sm_points *p, const char *key, double value, const char *unit, cons
     }
     if (p->n >= SM_POINTS_MAX)
         return;
-    p->v[p->n++] = (sm_point){key, unit, source, value, agg};
+    p->v[p->n++] = (sm_point){key, unit, source, value, agg, SM_RANK_OWN};
+}
+
+void sm_emit_rank(sm_points *p, int rank, const char *key, double value, const char *unit,
+                  const char *source, int agg)
+{
+    size_t n = p->n;
+
+    sm_emit(p, key, value, unit, source, agg);
+    if (p->n > n)
+        p->v[n].rank = rank;
 }
 
 /* MLflow's monitor logs round(mean, 1) in Python, which rounds the exact

@@ -19,6 +19,8 @@
  *   coll_io.c        container_disk_* (cgroup io.stat / blkio)
  *   coll_amdgpu.c    gpu_i_* of AMD GPUs (amdgpu sysfs)
  *   parse_io.c       pure parsers of io.stat and blkio.*io_service_bytes*
+ *   coll_proc.c      process_* (the process tree of a rank, /proc/PID/...)
+ *   reclock.c        one recorder per rank and run (abstract unix sockets)
  *   collectors.c     the table of collectors and the set that drives them
  *   probe.c          sm_probe_* (one honest look)
  *   monitor.c        the sampling thread, windows, steps
@@ -58,6 +60,11 @@ typedef struct sm_ctx {
     char sysroot[1024];      /* SCOPEMETER_SYSROOT without trailing '/', or "" */
     sm_identity id;
     uint64_t mem_total;      /* node MemTotal in bytes, 0 when unknown */
+    /* set by the monitor after sm_ctx_init (docs/design.md §9): the
+     * recording key (the run id; NULL when none) and all_workers, so the
+     * process collector finds the pod's other ranks through their locks */
+    const char *rec_key;
+    int all_workers;
 } sm_ctx;
 
 SM_HIDDEN int sm_ctx_init(sm_ctx *ctx);
@@ -131,6 +138,18 @@ SM_HIDDEN void sm_note(sm_notes *notes, int level, const char *fmt, ...)
 SM_HIDDEN int sm_collectors_of(int world_size, int local_world_size, int all_workers);
 SM_HIDDEN double sm_capped_interval(int collectors, double interval, int samples);
 
+/* ---- reclock.c: one recorder per rank and run (docs/design.md §9) -------- */
+/* "scopemeter/<key>/rank<N>" (a key over 64 bytes becomes "#" + its hash). */
+SM_HIDDEN int sm_reclock_name(const char *key, int rank, char *out, size_t outlen);
+/* Binds and listens on the abstract name: 0 with *fd, -EADDRINUSE when
+ * another process holds it, or -errno. */
+SM_HIDDEN int sm_reclock_bind(const char *key, int rank, int *fd);
+/* The pid of the process that holds the name (SO_PEERCRED; 0 when it is
+ * outside this pid namespace): 0, -ECONNREFUSED when nobody does, -errno. */
+SM_HIDDEN int sm_reclock_peer(const char *key, int rank, pid_t *pid);
+/* "pid 4242 (scopemeter)": who holds the name, for the one line. */
+SM_HIDDEN void sm_reclock_holder(const char *key, int rank, char *out, size_t outlen);
+
 /* ---- points: what one sample produces (no allocation per sample) ---------- */
 enum sm_agg { SM_AGG_MEAN = 0, SM_AGG_LAST = 1 };
 
@@ -140,10 +159,15 @@ typedef struct sm_point {
     const char *source; /* file(s) or call */
     double value;
     int agg;            /* enum sm_agg: window mean, or latest (counters) */
+    int rank;           /* SM_RANK_OWN, or the rank this point is named for (the
+                           pod's collector records its siblings' process trees,
+                           docs/design.md §9) */
 } sm_point;
+#define SM_RANK_OWN (-1)
 
-/* every series of one sample: 13 + 5 per GPU, up to 64 GPUs (coll_gpu.c asserts it) */
-#define SM_POINTS_MAX 384
+/* every series of one sample: 19 + 5 per GPU, up to 64 GPUs (coll_gpu.c asserts
+ * it), + 3 per process tree, the own and up to 63 siblings' (coll_proc.c): 531 */
+#define SM_POINTS_MAX 640
 typedef struct sm_points {
     size_t n;
     size_t nonfinite;   /* values skipped because NaN/inf is not JSON */
@@ -155,6 +179,9 @@ SM_HIDDEN double sm_round1(double v);
 
 SM_HIDDEN void sm_emit(sm_points *p, const char *key, double value, const char *unit,
                        const char *source, int agg);
+/* sm_emit for a point named for another rank (>= 0) than the monitor's own. */
+SM_HIDDEN void sm_emit_rank(sm_points *p, int rank, const char *key, double value,
+                            const char *unit, const char *source, int agg);
 
 /* ---- tags: run tags a collector contributes -------------------------------- */
 /* START: once after open; END: once at stop, every tag with its final value;
@@ -227,6 +254,7 @@ extern const sm_collector_ops sm_coll_amdgpu;
 /* coll_gpu.c: the five gpu_<i>_* keys of index i (< 64), static storage, in
  * the order memory %, memory MB, utilization, power W, power % */
 SM_HIDDEN const char *const *sm_gpu_keys(unsigned int i);
+extern const sm_collector_ops sm_coll_proc;
 
 #define SM_COLLECTORS_MAX 16
 typedef struct sm_collset {
@@ -251,5 +279,8 @@ SM_HIDDEN void sm_collset_close(sm_collset *s);
  * included only with a limit (docs/design.md §1), and the node-scope ones
  * (node_*, rootfs_*: the keys that carry the node tier), from the table. */
 SM_HIDDEN int sm_collectors_series(int devices, int container_limits, int *node_scope);
+/* Series of one rank's process tree (process_*, docs/design.md §9): counted
+ * per recorded rank, not per collector, so not in sm_collectors_series. */
+SM_HIDDEN int sm_process_series(void);
 
 #endif /* SM_INTERNAL_H */

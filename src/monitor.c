@@ -66,6 +66,7 @@ enum { ST_NEW = 0, ST_RUNNING, ST_STOPPED, ST_NOT_COLLECTING, ST_FAILED };
 struct slot {
     char upstream[96];  /* collector key: looked up in each sample */
     char name[256];     /* full MLflow key from sm_series_name */
+    int rank;           /* the point's rank override, SM_RANK_OWN for ours */
     int agg;            /* enum sm_agg */
     unsigned n;         /* samples of this series in the current window */
     double sum, last;
@@ -81,6 +82,8 @@ struct sm_monitor {
     int use_queue;
     sm_sink_factory factory;
     char *uri, *run_id;
+    char *rec_key;         /* the recording key (docs/design.md §9); NULL: the run id */
+    int lock_fd;           /* the bound @scopemeter/<key>/rank<N> socket, or -1 */
     char **headers;        /* NULL-terminated name, value pairs for the sink */
 
     /* resolved at start */
@@ -143,6 +146,7 @@ sm_monitor *sm_monitor_new(void)
         return NULL;
     }
     m->stop_timeout = DEFAULT_STOP_TIMEOUT;
+    m->lock_fd = -1;
     atomic_init(&m->refs, 1);
     return m;
 }
@@ -233,6 +237,21 @@ int sm_monitor_set_sink_factory(sm_monitor *m, sm_sink_factory f, const char *ta
     m->run_id = r;
     m->factory = f;
     m->use_queue = 0;
+    return 0;
+}
+
+int sm_monitor_set_recording_key(sm_monitor *m, const char *key)
+{
+    char *k = NULL;
+
+    if (!m || (key && !*key))
+        return -EINVAL;
+    if (m->state != ST_NEW)
+        return -EBUSY;
+    if (key && !(k = strdup(key)))
+        return -ENOMEM;
+    free(m->rec_key);
+    m->rec_key = k;
     return 0;
 }
 
@@ -362,12 +381,13 @@ static void push_tags(sm_monitor *m, const sm_tags *t, const char *const *extra)
 
 /* ---- sampling ------------------------------------------------------------------- */
 
-static struct slot *find_slot(sm_monitor *m, size_t hint, const char *key)
+static struct slot *find_slot(sm_monitor *m, size_t hint, const sm_point *p)
 {
-    if (hint < m->nslots && strcmp(m->slots[hint].upstream, key) == 0)
+    if (hint < m->nslots && m->slots[hint].rank == p->rank &&
+        strcmp(m->slots[hint].upstream, p->key) == 0)
         return &m->slots[hint]; /* collectors emit in the same order every time */
     for (size_t i = 0; i < m->nslots; i++)
-        if (strcmp(m->slots[i].upstream, key) == 0)
+        if (m->slots[i].rank == p->rank && strcmp(m->slots[i].upstream, p->key) == 0)
             return &m->slots[i];
     return NULL;
 }
@@ -383,7 +403,7 @@ static void take_sample(sm_monitor *m)
     m->last_sample = sm_now_mono();
     sm_collset_sample(&m->set, p);
     for (size_t i = 0; i < p->n; i++) {
-        struct slot *s = find_slot(m, i, p->v[i].key);
+        struct slot *s = find_slot(m, i, &p->v[i]);
         if (!s) {
             /* not in the first sample (a collector failing then, or a key a
              * collector emits only sometimes): the first sample decides */
@@ -511,12 +531,21 @@ static void *sampling_thread(void *arg)
 
 /* ---- start ---------------------------------------------------------------------- */
 
+/* Releases the rank's recorder lock (docs/design.md §9), if held. */
+static void unlock_rank(sm_monitor *m)
+{
+    if (m->lock_fd >= 0)
+        close(m->lock_fd);
+    m->lock_fd = -1;
+}
+
 /* Closes what start opened when start does not end with a running thread. */
 static void start_cleanup(sm_monitor *m)
 {
     if (m->set_open)
         sm_collset_close(&m->set);
     m->set_open = 0;
+    unlock_rank(m);
 }
 
 #define SKIP_FLUSH_S 2.0
@@ -631,16 +660,18 @@ static int open_series(sm_monitor *m, char *err, size_t errlen)
         struct slot *s = &m->slots[m->nslots];
         int dup = 0;
         for (size_t j = 0; j < m->nslots; j++)
-            dup |= strcmp(m->slots[j].upstream, p->key) == 0;
+            dup |= m->slots[j].rank == p->rank && strcmp(m->slots[j].upstream, p->key) == 0;
         if (dup)
             continue;
         if (strlen(p->key) >= sizeof s->upstream ||
-            sm_series_name(p->key, m->ctx.id.rank, m->ctx.id.node, s->name, sizeof s->name) < 0) {
+            sm_series_name(p->key, p->rank == SM_RANK_OWN ? m->ctx.id.rank : p->rank,
+                           m->ctx.id.node, s->name, sizeof s->name) < 0) {
             /* a family no naming rule covers: a bug the tests catch */
             sm_log(SM_WARN, "series %s has no naming rule; not recorded", p->key);
             continue;
         }
         snprintf(s->upstream, sizeof s->upstream, "%s", p->key);
+        s->rank = p->rank;
         s->agg = p->agg;
         m->nslots++;
     }
@@ -740,6 +771,32 @@ static int start_thread(sm_monitor *m, char *err, size_t errlen)
     return 0;
 }
 
+/* One recorder per rank and run (docs/design.md §9, reclock.c): bind the
+ * rank's name before anything is written to the run.  0 when held (or when
+ * the lock cannot be taken for another reason: said, and recording goes on,
+ * as before the lock existed); SM_NOT_COLLECTING after one line when
+ * another process holds it. */
+static int lock_rank(sm_monitor *m, char *err, size_t errlen)
+{
+    char holder[160], line[512];
+    int rc = sm_reclock_bind(m->ctx.rec_key, m->ctx.id.rank, &m->lock_fd);
+
+    if (rc == 0)
+        return 0;
+    if (rc != -EADDRINUSE) {
+        sm_log(SM_WARN, "cannot bind the recorder lock of rank %d (%s); a second recorder of "
+               "this rank and run would not be detected", m->ctx.id.rank, strerror(-rc));
+        return 0;
+    }
+    sm_reclock_holder(m->ctx.rec_key, m->ctx.id.rank, holder, sizeof holder);
+    sm_line(line, sizeof line, "rank %d of run %s already has a recorder: %s; this one records "
+            "nothing", m->ctx.id.rank, m->ctx.rec_key, holder);
+    sm_log(SM_INFO, "%s", line);
+    snprintf(err, errlen, "%s", line);
+    m->state = ST_NOT_COLLECTING;
+    return SM_NOT_COLLECTING;
+}
+
 int sm_monitor_start(sm_monitor *m, char *err, size_t errlen)
 {
     char why[320];
@@ -772,12 +829,24 @@ int sm_monitor_start(sm_monitor *m, char *err, size_t errlen)
         snprintf(err, errlen, "SCOPEMETER_SYSROOT: %s", strerror(-rc));
         return rc;
     }
+    m->ctx.rec_key = m->rec_key ? m->rec_key : m->run_id;
+    m->ctx.all_workers = m->all_workers;
     if (!sm_collects(&m->ctx.id, m->all_workers, why, sizeof why)) {
+        /* under all_workers a sibling holds its rank's lock: the pod's
+         * collector finds its process tree through it (§9) */
+        if (m->all_workers && !m->ctx.id.invalid[0] && m->ctx.rec_key &&
+            lock_rank(m, err, errlen) != 0)
+            return SM_NOT_COLLECTING;
+        if (m->lock_fd >= 0)
+            sm_line_add(why, sizeof why, ", its process tree included (process_*/rank%d)",
+                        m->ctx.id.rank);
         sm_log(m->ctx.id.invalid[0] ? SM_WARN : SM_INFO, "%s", why);
         snprintf(err, errlen, "%s", why);
         m->state = ST_NOT_COLLECTING;
         return SM_NOT_COLLECTING;
     }
+    if (m->ctx.rec_key && lock_rank(m, err, errlen) != 0)
+        return SM_NOT_COLLECTING;
     apply_cap(m);
     if ((rc = open_series(m, err, errlen)) < 0 || (rc = open_sink(m, err, errlen)) < 0)
         return rc;
@@ -803,6 +872,7 @@ int sm_monitor_stop(sm_monitor *m)
         return 0; /* a forked child: the thread and the sink are the parent's */
     pthread_mutex_lock(&m->stop_mu);
     if (m->state != ST_RUNNING) {
+        unlock_rank(m); /* a sibling's lock (not collecting) goes with its stop */
         rc = m->stop_rc;
         pthread_mutex_unlock(&m->stop_mu);
         return rc;
@@ -865,6 +935,7 @@ int sm_monitor_stop(sm_monitor *m)
     }
     m->stop_rc = rc;
     m->state = ST_STOPPED;
+    unlock_rank(m); /* after the flush: the run has everything this recorder wrote */
     pthread_mutex_unlock(&m->stop_mu);
     return rc;
 }
@@ -885,7 +956,10 @@ static void destroy(sm_monitor *m)
     free(m->recs);
     free(m->uri);
     free(m->run_id);
+    free(m->rec_key);
     free_strv(m->headers);
+    if (m->lock_fd >= 0)
+        close(m->lock_fd);
     free(m);
 }
 

@@ -28,6 +28,9 @@ static const struct family families[] = {
     {"network_", "network_", "pod", 0},
     {"gpu_", "gpu_", "gpu", 0},
     {"container_", "container_", "container", 0},
+    /* the recording process and its descendants (docs/design.md §9): per
+     * rank, never per node (ranks of one node are different trees) */
+    {"process_", "process_", "process", 0},
 };
 
 static const struct family *family_of(const char *key)

@@ -47,6 +47,32 @@ SM_HIDDEN int sm_parse_number(const char *buf, size_t len, uint64_t *out, int *u
  * digit, -ERANGE on overflow. */
 SM_HIDDEN int sm_scan_u64(const char **p, const char *end, uint64_t *out);
 
+/* ---- a process (coll_proc.c, docs/design.md §9) ------------------------------ */
+
+/* /proc/PID/stat (proc(5), fs/proc/array.c do_task_stat): "pid (comm) S
+ * ppid ...".  comm is what the process chose (prctl, the executable's
+ * name) and may hold spaces and parentheses, so the fields are read after
+ * the LAST ')'.  Times in clock ticks (sysconf(_SC_CLK_TCK)); cutime and
+ * cstime are the waited-for children's, a negative value reads as 0. */
+typedef struct sm_pid_stat {
+    int pid, ppid;
+    char state;
+    uint64_t utime, stime, cutime, cstime; /* fields 14-17 */
+    uint64_t starttime;                    /* field 22: ticks after boot */
+} sm_pid_stat;
+SM_HIDDEN int sm_parse_pid_stat(const char *buf, size_t len, sm_pid_stat *out);
+
+/* A "Key:   N kB" line (/proc/PID/smaps_rollup "Pss:", /proc/PID/status
+ * "VmRSS:"): N in kB.  key includes its colon, so "Pss:" is neither
+ * "SwapPss:" nor "Pss_Anon:".  -ENOENT when absent. */
+SM_HIDDEN int sm_parse_kb(const char *buf, size_t len, const char *key, uint64_t *kb);
+
+/* /proc/PID/task/TID/children: pids separated by spaces ("123 456 ").
+ * Iterator: *pos starts at 0; 1 with the next pid, 0 at the end, -EINVAL
+ * on anything else than digits and white space, -ERANGE for a pid above
+ * INT_MAX or 0. */
+SM_HIDDEN int sm_pid_list_next(const char *buf, size_t len, size_t *pos, int *pid);
+
 /* ---- cgroup files (parse_cgroup.c) -------------------------------------------
  * Iterators: *pos starts at 0; each call returns 1 with the next entry, 0 at
  * the end, -EINVAL on a malformed line (*pos is then left at that line).

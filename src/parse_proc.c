@@ -5,6 +5,8 @@
  * Formats: proc(5) for /proc/stat and /proc/meminfo; /proc/net/dev is
  * net/core/net-procfs.c dev_seq_printf_stats(): "iface: rx_bytes rx_packets
  * rx_errs rx_drop rx_fifo rx_frame rx_compressed rx_multicast tx_bytes ...".
+ * A process's files (/proc/PID/stat, smaps_rollup, status, task/TID/children)
+ * are fs/proc/array.c, fs/proc/task_mmu.c and Documentation/filesystems/proc.rst.
  */
 #include <errno.h>
 #include <string.h>
@@ -246,4 +248,118 @@ int sm_parse_number(const char *buf, size_t len, uint64_t *out, int *unlimited)
     if (rc < 0)
         return rc;
     return p == end ? 0 : -EINVAL;
+}
+
+/* One signed decimal field (tty_nr, tpgid, priority and nice may be
+ * negative): the value, negative numbers as 0 (only the times are used). */
+static int scan_field(const char **p, const char *end, uint64_t *out)
+{
+    int neg = 0, rc;
+
+    if (*p < end && **p == '-') {
+        neg = 1;
+        (*p)++;
+    }
+    rc = sm_scan_u64(p, end, out);
+    if (rc == 0 && neg)
+        *out = 0;
+    return rc;
+}
+
+int sm_parse_pid_stat(const char *buf, size_t len, sm_pid_stat *out)
+{
+    const char *p = buf, *end = buf + len, *close = NULL;
+    uint64_t v, f[23];
+    int rc;
+
+    memset(out, 0, sizeof *out);
+    rc = sm_scan_u64(&p, end, &v);
+    if (rc < 0)
+        return rc;
+    if (v == 0 || v > 0x7fffffff)
+        return -ERANGE;
+    out->pid = (int)v;
+    if (end - p < 2 || p[0] != ' ' || p[1] != '(')
+        return -EINVAL;
+    for (const char *q = p + 2; q < end; q++)
+        if (*q == ')')
+            close = q; /* the last one: comm may hold ") (" */
+    if (!close)
+        return -EINVAL;
+    p = close + 1;
+    if (end - p < 3 || p[0] != ' ' || p[2] != ' ')
+        return -EINVAL;
+    out->state = p[1];
+    p += 2;
+    /* fields 4..22, each after one space */
+    for (int i = 4; i <= 22; i++) {
+        if (p >= end || *p != ' ')
+            return -EINVAL;
+        p++;
+        rc = scan_field(&p, end, &f[i]);
+        if (rc < 0)
+            return rc;
+    }
+    if (p < end && *p != ' ' && *p != '\n')
+        return -EINVAL;
+    if (f[4] > 0x7fffffff)
+        return -ERANGE;
+    out->ppid = (int)f[4];
+    out->utime = f[14];
+    out->stime = f[15];
+    out->cutime = f[16];
+    out->cstime = f[17];
+    out->starttime = f[22];
+    return 0;
+}
+
+int sm_parse_kb(const char *buf, size_t len, const char *key, uint64_t *kb)
+{
+    const char *p = buf, *end = buf + len;
+    size_t kl = strlen(key);
+
+    while (p < end) {
+        const char *eol = line_end(p, end);
+        if ((size_t)(eol - p) >= kl && kl > 0 && memcmp(p, key, kl) == 0) {
+            const char *q = skip_spaces(p + kl, eol);
+            int rc = sm_scan_u64(&q, eol, kb);
+            if (rc < 0)
+                return rc;
+            q = skip_spaces(q, eol);
+            if (eol - q < 2 || memcmp(q, "kB", 2) != 0)
+                return -EINVAL;
+            q = skip_spaces(q + 2, eol);
+            if (q != eol)
+                return -EINVAL;
+            if (*kb > UINT64_MAX / 1024)
+                return -ERANGE;
+            return 0;
+        }
+        p = eol < end ? eol + 1 : end;
+    }
+    return -ENOENT;
+}
+
+int sm_pid_list_next(const char *buf, size_t len, size_t *pos, int *pid)
+{
+    const char *p = buf + (*pos < len ? *pos : len), *end = buf + len;
+    uint64_t v;
+    int rc;
+
+    while (p < end && (is_space(*p) || *p == '\n'))
+        p++;
+    if (p == end) {
+        *pos = len;
+        return 0;
+    }
+    rc = sm_scan_u64(&p, end, &v);
+    if (rc < 0)
+        return rc;
+    if (p < end && !is_space(*p) && *p != '\n')
+        return -EINVAL;
+    if (v == 0 || v > 0x7fffffff)
+        return -ERANGE;
+    *pid = (int)v;
+    *pos = (size_t)(p - buf);
+    return 1;
 }

@@ -150,7 +150,12 @@ int sm_plan_compute(const sm_plan_input *in, sm_plan *out, char *err, size_t err
                                     sm_collectors_series(0, in->container_limits, NULL);
     out->container_series_per_collector = out->series_per_collector -
                                           sm_collectors_series(out->gpus_per_collector, 0, NULL);
-    out->series = out->collectors * out->series_per_collector;
+    /* every recorded rank's process tree: rank 0's by default; with
+     * all_workers each pod's collector records its own and its local
+     * siblings' trees, so every worker's (docs/design.md §9) */
+    out->ranks_recorded = in->all_workers ? in->workers : 1;
+    out->process_series = out->ranks_recorded * sm_process_series();
+    out->series = out->collectors * out->series_per_collector + out->process_series;
     out->charts = out->series; /* MLflow draws one chart per series */
 
     /* MLflow's UI groups a key by all but its last '/' segment.  node_* and
@@ -158,7 +163,8 @@ int sm_plan_compute(const sm_plan_input *in, sm_plan *out, char *err, size_t err
      * with a collector).  Every node hosts at least one pod, so with
      * all_workers every node has a collector; by default only rank 0's. */
     node_hosts = out->collectors < nodes ? out->collectors : nodes;
-    out->sections = node_scope * node_hosts + (out->series_per_collector - node_scope);
+    out->sections = node_scope * node_hosts + (out->series_per_collector - node_scope) +
+                    sm_process_series(); /* process_*: one section per key, every rank in it */
 
     out->rows_per_hour = out->series * 3600.0 / period;
     out->bytes_per_row = BYTES_PER_ROW;

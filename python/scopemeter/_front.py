@@ -778,7 +778,8 @@ def _enable(all_workers, interval, samples):
         if path == "rest":
             mon = _native.Monitor(interval=interval_s, samples=n_samples,
                                   all_workers=all_workers, stop_timeout=STOP_TIMEOUT,
-                                  tracking_uri=uri, run_id=run_id, headers=extra)
+                                  tracking_uri=uri, run_id=run_id, headers=extra,
+                                  recording_key=run_id)
         else:
             if extra:
                 _log(extra)
@@ -786,7 +787,8 @@ def _enable(all_workers, interval, samples):
             if usable is False:
                 return False
             mon = _native.Monitor(interval=interval_s, samples=n_samples,
-                                  all_workers=all_workers, stop_timeout=STOP_TIMEOUT)
+                                  all_workers=all_workers, stop_timeout=STOP_TIMEOUT,
+                                  recording_key=run_id)
         try:
             # "collecting", "not collecting" or "skipped"; the engine said why.
             # The REST sink checks the run here (runs/get).

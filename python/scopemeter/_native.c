@@ -111,18 +111,19 @@ static int Monitor_init(PyObject *self_, PyObject *args, PyObject *kw)
 {
     MonitorObject *self = (MonitorObject *)self_;
     static char *kwlist[] = {"interval", "samples", "all_workers", "stop_timeout",
-                             "buffer_points", "tracking_uri", "run_id", "headers", NULL};
+                             "buffer_points", "tracking_uri", "run_id", "headers",
+                             "recording_key", NULL};
     double interval = 0, stop_timeout = 30;
     int samples = 0, all_workers = 0;
     Py_ssize_t buffer_points = 0;
-    const char *uri = NULL, *run_id = NULL;
+    const char *uri = NULL, *run_id = NULL, *rec_key = NULL;
     PyObject *headers = Py_None, *keep = NULL;
     const char **pairs = NULL;
     int rc;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|dipdnzzO", kwlist, &interval, &samples,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|dipdnzzOz", kwlist, &interval, &samples,
                                      &all_workers, &stop_timeout, &buffer_points, &uri,
-                                     &run_id, &headers))
+                                     &run_id, &headers, &rec_key))
         return -1;
     if ((uri == NULL) != (run_id == NULL)) {
         PyErr_SetString(PyExc_ValueError, "tracking_uri and run_id go together");
@@ -147,6 +148,10 @@ static int Monitor_init(PyObject *self_, PyObject *args, PyObject *kw)
         rc = sm_monitor_set_stop_timeout(self->m, stop_timeout);
     if (rc == 0 && buffer_points > 0)
         rc = sm_monitor_set_buffer_points(self->m, (size_t)buffer_points);
+    /* one recorder per rank and run (docs/design.md §9): the queue path has
+     * no run id of its own */
+    if (rc == 0 && rec_key)
+        rc = sm_monitor_set_recording_key(self->m, rec_key);
     if (rc == 0 && uri) {
         /* the REST sink: the engine ships itself, no Python per window */
         rc = sm_monitor_set_run(self->m, uri, run_id);
@@ -527,6 +532,8 @@ static PyObject *mod_plan(PyObject *Py_UNUSED(mod), PyObject *args, PyObject *kw
         dict_set(d, "gpu_series_per_collector", PyLong_FromLong(out.gpu_series_per_collector)) < 0 ||
         dict_set(d, "container_series_per_collector",
                  PyLong_FromLong(out.container_series_per_collector)) < 0 ||
+        dict_set(d, "ranks_recorded", PyLong_FromLong(out.ranks_recorded)) < 0 ||
+        dict_set(d, "process_series", PyLong_FromLong(out.process_series)) < 0 ||
         dict_set(d, "series", PyLong_FromLong(out.series)) < 0 ||
         dict_set(d, "charts", PyLong_FromLong(out.charts)) < 0 ||
         dict_set(d, "sections", PyLong_FromLong(out.sections)) < 0 ||

@@ -31,6 +31,15 @@ int main(void)
                  "system/gpu_0_utilization_percentage/rank2");
     CHECK_EQ_STR(name("container_memory_usage_megabytes", 0, NULL),
                  "system/container_memory_usage_megabytes/rank0");
+    /* process_: the tree of a rank, per rank, never a node tier (docs/design.md §9) */
+    CHECK_EQ_STR(name("process_count", 0, NULL), "system/process_count/rank0");
+    CHECK_EQ_STR(name("process_memory_megabytes", 7, "gpu-node-1"),
+                 "system/process_memory_megabytes/rank7");
+    CHECK_EQ_STR(name("process_cpu_utilization_percentage", 2, "gpu-node-1"),
+                 "system/process_cpu_utilization_percentage/rank2");
+    CHECK_EQ_STR(sm_series_scope("process_count"), "process");
+    CHECK_EQ_STR(sm_series_scope("system/process_count/rank0"), "process");
+    CHECK_EQ_STR(name("process_", 0, NULL), "EINVAL");
 
     /* node tier: node_* and rootfs_* only */
     CHECK_EQ_STR(name("system_memory_usage_percentage", 5, "gpu-node-1"),

@@ -110,5 +110,86 @@ int main(void)
     CHECK_EQ_INT(sm_parse_number(S("maxx"), &v, &unl), -EINVAL);
     CHECK_EQ_INT(sm_parse_number(S("-"), &v, &unl), -EINVAL);
     CHECK_EQ_INT(sm_parse_number(S("18446744073709551616"), &v, &unl), -ERANGE);
+
+    /* /proc/PID/stat: fields after the LAST ')' (comm may hold ") (") */
+    {
+        const char st[] = "4242 (evil) (x y) R 17 4242 4242 0 -1 4194560 100 0 0 0 "
+                          "1234 56 7 8 20 0 3 0 98765 1000 50 18446744073709551615\n";
+        const char kthread[] = "2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 1 0 0 20 0 1 0 "
+                               "10\n"; /* exactly 22 fields (older kernels end early) */
+        sm_pid_stat ps;
+        CHECK_EQ_INT(sm_parse_pid_stat(S(st), &ps), 0);
+        CHECK_EQ_INT(ps.pid, 4242);
+        CHECK_EQ_INT(ps.ppid, 17);
+        CHECK_EQ_INT(ps.state, 'R');
+        CHECK_EQ_INT(ps.utime, 1234);
+        CHECK_EQ_INT(ps.stime, 56);
+        CHECK_EQ_INT(ps.cutime, 7);
+        CHECK_EQ_INT(ps.cstime, 8);
+        CHECK_EQ_INT(ps.starttime, 98765);
+        CHECK_EQ_INT(sm_parse_pid_stat(S(kthread), &ps), 0);
+        CHECK_EQ_INT(ps.ppid, 0);
+        CHECK_EQ_INT(ps.starttime, 10);
+        /* a negative c*time reads 0 */
+        CHECK_EQ_INT(sm_parse_pid_stat(S("9 (a) S 1 1 1 0 -1 0 0 0 0 0 5 6 -7 -8 20 0 1 0 3\n"),
+                                       &ps), 0);
+        CHECK_EQ_INT(ps.cutime, 0);
+        CHECK_EQ_INT(ps.utime, 5);
+        /* every truncation of a good line fails cleanly (a prefix that ends
+         * inside the last field still parses that field's digits) */
+        for (size_t n = 0; n + 1 < sizeof st - 1; n++) {
+            int rc = sm_parse_pid_stat(st, n, &ps);
+            CHECK(rc == 0 || rc == -EINVAL || rc == -ERANGE);
+        }
+        CHECK_EQ_INT(sm_parse_pid_stat(S("9 (a S 1\n"), &ps), -EINVAL);  /* no ')' */
+        CHECK_EQ_INT(sm_parse_pid_stat(S("9 (a) S 1 1\n"), &ps), -EINVAL); /* fields missing */
+        CHECK_EQ_INT(sm_parse_pid_stat(S("x (a) S 1\n"), &ps), -EINVAL);
+        CHECK_EQ_INT(sm_parse_pid_stat(S("0 (a) S 1 1 1 0 -1 0 0 0 0 0 5 6 7 8 20 0 1 0 3\n"),
+                                       &ps), -ERANGE);
+        CHECK_EQ_INT(sm_parse_pid_stat(S("9 (a) S 1 1 1 0 -1 0 0 0 0 0 5x 6 7 8 20 0 1 0 3\n"),
+                                       &ps), -EINVAL);
+    }
+
+    /* "Key: N kB" lines: smaps_rollup's Pss, status's VmRSS */
+    {
+        const char ro[] = "55d0c0a00000-7ffd4a1ff000 ---p 00000000 00:00 0   [rollup]\n"
+                          "Rss:               9000 kB\nPss_Anon:   10 kB\nPss:   4321 kB\n"
+                          "SwapPss:       0 kB\n";
+        CHECK_EQ_INT(sm_parse_kb(S(ro), "Pss:", &v), 0);
+        CHECK_EQ_INT(v, 4321);
+        CHECK_EQ_INT(sm_parse_kb(S(ro), "Rss:", &v), 0);
+        CHECK_EQ_INT(v, 9000);
+        CHECK_EQ_INT(sm_parse_kb(S("VmRSS:\t  1500 kB\n"), "VmRSS:", &v), 0);
+        CHECK_EQ_INT(v, 1500);
+        CHECK_EQ_INT(sm_parse_kb(S("SwapPss: 3 kB\n"), "Pss:", &v), -ENOENT);
+        CHECK_EQ_INT(sm_parse_kb(S("Pss: 3\n"), "Pss:", &v), -EINVAL);
+        CHECK_EQ_INT(sm_parse_kb(S("Pss: 3 MB\n"), "Pss:", &v), -EINVAL);
+        CHECK_EQ_INT(sm_parse_kb(S("Pss: x kB\n"), "Pss:", &v), -EINVAL);
+        CHECK_EQ_INT(sm_parse_kb(S("Pss: 18446744073709551615 kB\n"), "Pss:", &v), -ERANGE);
+        CHECK_EQ_INT(sm_parse_kb(S(""), "Pss:", &v), -ENOENT);
+    }
+
+    /* children lists */
+    {
+        const char ch[] = "101 2050 7 \n";
+        size_t pos = 0;
+        int pid;
+        CHECK_EQ_INT(sm_pid_list_next(S(ch), &pos, &pid), 1);
+        CHECK_EQ_INT(pid, 101);
+        CHECK_EQ_INT(sm_pid_list_next(S(ch), &pos, &pid), 1);
+        CHECK_EQ_INT(pid, 2050);
+        CHECK_EQ_INT(sm_pid_list_next(S(ch), &pos, &pid), 1);
+        CHECK_EQ_INT(pid, 7);
+        CHECK_EQ_INT(sm_pid_list_next(S(ch), &pos, &pid), 0);
+        CHECK_EQ_INT(sm_pid_list_next(S(ch), &pos, &pid), 0);
+        pos = 0;
+        CHECK_EQ_INT(sm_pid_list_next(S(""), &pos, &pid), 0);
+        pos = 0;
+        CHECK_EQ_INT(sm_pid_list_next(S("12x"), &pos, &pid), -EINVAL);
+        pos = 0;
+        CHECK_EQ_INT(sm_pid_list_next(S("0 "), &pos, &pid), -ERANGE);
+        pos = 0;
+        CHECK_EQ_INT(sm_pid_list_next(S("99999999999 "), &pos, &pid), -ERANGE);
+    }
     return CHECK_DONE();
 }

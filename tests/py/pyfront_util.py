@@ -46,9 +46,19 @@ def psi_here():
         return False
 
 
+# docs/design.md §9: the process tree of every recorded rank
+PROCESS = ["process_count", "process_memory_megabytes", "process_cpu_utilization_percentage"]
+
+
+def process_keys(rank):
+    """The 3 process_* keys of one recorded rank (docs/design.md §9)."""
+    return {f"system/{k}/rank{rank}" for k in PROCESS}
+
+
 def expected_keys(rank, node=None, container=True):
-    """The 15 (17 with PSI, 8 without a limit) non-GPU keys of one collecting
-    rank whose pod has a memory and a CPU limit."""
+    """The non-GPU keys of one collecting rank whose pod has a memory and a CPU
+    limit (the working set's parts; pressure with PSI), its own process
+    tree's included (docs/design.md §9)."""
     tier = f"/{node}" if node else ""
     keys = {f"system/{k}{tier}/rank{rank}" for k in NODE + ROOTFS}
     keys |= {f"system/{k}/rank{rank}" for k in NETWORK}
@@ -56,7 +66,7 @@ def expected_keys(rank, node=None, container=True):
         keys |= {f"system/{k}/rank{rank}" for k in CONTAINER + PARTS}
         if psi_here():
             keys |= {f"system/{k}/rank{rank}" for k in PRESSURE}
-    return keys
+    return keys | process_keys(rank)
 
 
 _STAGED = []

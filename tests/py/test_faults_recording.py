@@ -322,7 +322,7 @@ def test_cgroup_removed_mid_run_container_series_stop_others_go_on(scopemeter_bi
                        "system/container_memory_file_active_megabytes/rank0",
                        "system/container_memory_kernel_megabytes/rank0"}, sorted(hist)
         rest_keys = set(hist) - ctr
-        assert len(rest_keys) == 8, sorted(hist)  # node 3, rootfs 3, network 2
+        assert len(rest_keys) == 11, sorted(hist)  # node 3, rootfs 3, network 2, process 3
         # the others go on: every window, 0..W-1
         for k in rest_keys:
             assert [s for s, _, _ in hist[k]] == list(range(windows)), k

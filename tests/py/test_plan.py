@@ -1,7 +1,7 @@
 """`scopemeter plan`: the preflight (docs/design.md §8, docs/plan.md) for a
 table of jobs, docs/plan.md's two reference jobs among them (8 GPU workers
-on 4 nodes -> 192 series, 192 charts, 42 sections; 16 workers on 4 nodes ->
-384 series), through both --json and the text output; bad input exits 2
+on 4 nodes -> 216 series, 216 charts, 45 sections; 16 workers on 4 nodes ->
+432 series), the process trees counted per recorded rank (docs/design.md §9), through both --json and the text output; bad input exits 2
 with one line.  The last test checks the bytes-per-row assumption against
 MLflow's own sqlite store.
 """
@@ -47,7 +47,9 @@ def test_plan_counts_what_probe_emits(probe_json, name):
     out = probe_json(sysroot=os.path.join(FIXTURES, name), check=False)
     if out is None:
         pytest.skip(f"{name}: probe cannot run on it (a fixture for a failure)")
-    scopes = [s["scope"] for s in out["series"]]
+    # the process tree is per recorded rank, not per collector: counted apart
+    procs = [s for s in out["series"] if s["scope"] == "process"]
+    scopes = [s["scope"] for s in out["series"] if s["scope"] != "process"]
     cg = out["cgroup"]
     both = bool(cg["memory_limit_bytes"]) and bool(cg["cpu_limit_cores"])
     per, node_tier = per_collector(0, both)
@@ -74,6 +76,10 @@ def test_plan_counts_what_probe_emits(probe_json, name):
     got = plan_json(os.environ.get("SCOPEMETER_BIN"), "--workers", "1",
                     *([] if both else ["--no-container-limits"]))
     assert got["series_per_collector"] == per
+    # a fake /proc with a proc/self link has the tree; the older fixtures' own
+    # proc/self directory has none (absent, one line)
+    assert len(procs) in (0, got["process_series"]), procs
+    assert got["process_series"] == 3 and got["ranks_recorded"] == 1
 
 
 def expected(workers, per_pod=1, nodes=None, gpus=0, all_workers=False, interval=10.0,
@@ -89,12 +95,16 @@ def expected(workers, per_pod=1, nodes=None, gpus=0, all_workers=False, interval
         interval = period / samples
     # the pod's local rank 0 logs every GPU of the pod: per_pod x gpus
     per, tier = per_collector(gpus * per_pod, limits)
-    series = n * per
-    sections = tier * min(nodes, n) + (per - tier)
+    # docs/design.md §9: 3 process_* series per recorded rank (every worker
+    # with all_workers, by its pod's collector), one UI section per key
+    ranks = workers if all_workers else 1
+    series = n * per + 3 * ranks
+    sections = tier * min(nodes, n) + (per - tier) + 3
     rows_h = series * 3600 / period
     return dict(collectors=n, interval_s=interval, samples=samples, period_s=period,
                 series_per_collector=per, series=series, charts=series, sections=sections,
-                rows_per_hour=rows_h, bytes_per_day=rows_h * 24 * 433)
+                rows_per_hour=rows_h, bytes_per_day=rows_h * 24 * 433, ranks_recorded=ranks,
+                process_series=3 * ranks)
 
 
 # (args, expected(**kw), a few literal numbers where docs/plan.md gives them)
@@ -102,31 +112,32 @@ CASES = [
     # the reference run of docs/plan.md: 8 GPU workers, 2 per node on 4 nodes, all workers
     (["--workers", "8", "--nodes", "4", "--gpus-per-worker", "1", "--all-workers"],
      dict(workers=8, nodes=4, gpus=1, all_workers=True),
-     dict(series=192, charts=192, sections=42, interval_s=20.0, collectors=8)),
-    # 16 workers on 4 nodes (docs/plan.md): 384 series (and charts)
+     dict(series=216, charts=216, sections=45, interval_s=20.0, collectors=8)),
+    # 16 workers on 4 nodes (docs/plan.md): 432 series (and charts)
     (["--workers", "16", "--nodes", "4", "--gpus-per-worker", "1", "--all-workers"],
      dict(workers=16, nodes=4, gpus=1, all_workers=True),
-     dict(series=384, charts=384, sections=42, interval_s=40.0, collectors=16)),
+     dict(series=432, charts=432, sections=45, interval_s=40.0, collectors=16)),
     # same job, default: rank 0 only
     (["--workers", "8", "--nodes", "4", "--gpus-per-worker", "1"],
      dict(workers=8, nodes=4, gpus=1),
-     dict(series=24, sections=24, collectors=1, interval_s=10.0, rows_per_hour=8640)),
-    # CPU workers, 2 ranks in one pod: the pod's local rank 0 only -> 19 series (38 -> 19)
+     dict(series=27, sections=27, collectors=1, interval_s=10.0, rows_per_hour=9720)),
+    # CPU workers, 2 ranks in one pod: the pod's local rank 0 collects 19 pod
+    # series (not 38), and both ranks' process trees (6)
     (["--workers", "2", "--workers-per-pod", "2", "--all-workers"],
      dict(workers=2, per_pod=2, all_workers=True),
-     dict(series=19, collectors=1, sections=19)),
-    # CPU workers, 2 pods on one node: 38 series; node sections (6) on one node
+     dict(series=25, collectors=1, sections=22, ranks_recorded=2, process_series=6)),
+    # CPU workers, 2 pods on one node: 38 + 6 series; node sections (6) on one node
     (["--workers", "2", "--nodes", "1", "--all-workers"],
      dict(workers=2, nodes=1, all_workers=True),
-     dict(series=38, sections=19)),
-    # uneven spread: 8 pods on 3 nodes (3/2/3): 6 x 3 + 18
+     dict(series=44, sections=22)),
+    # uneven spread: 8 pods on 3 nodes (3/2/3): 6 x 3 + 18 + 3
     (["--workers", "8", "--nodes", "3", "--gpus-per-worker", "1", "--all-workers"],
      dict(workers=8, nodes=3, gpus=1, all_workers=True),
-     dict(sections=36)),
+     dict(sections=39)),
     # nodes unknown: one per pod assumed (the most sections)
     (["--workers", "8", "--gpus-per-worker", "1", "--all-workers"],
      dict(workers=8, gpus=1, all_workers=True),
-     dict(sections=6 * 8 + 18)),
+     dict(sections=6 * 8 + 18 + 3)),
     # 32 pods: period >= 80 s, samples kept, interval raised
     (["--workers", "32", "--all-workers", "--samples", "2", "--interval", "5"],
      dict(workers=32, all_workers=True, samples=2, interval=5.0),
@@ -151,7 +162,7 @@ CASES = [
     (["--workers", "8", "--workers-per-pod", "8", "--gpus-per-worker", "1",
       "--no-container-limits", "--all-workers"],
      dict(workers=8, per_pod=8, gpus=1, limits=False, all_workers=True),
-     dict(series_per_collector=48, series=48, gpus_per_collector=8)),
+     dict(series_per_collector=48, series=48 + 24, gpus_per_collector=8)),
 ]
 
 
@@ -175,19 +186,20 @@ def test_plan_text_reference_example(scopemeter_bin):
     assert "8 (all workers" in lines["collectors"]
     assert "20 s x 1 sample" in lines["interval"] and "write-load cap" in lines["interval"]
     assert "24 per collector (6 with the node tier" in lines["series"]
-    assert "192 in total" in out
-    assert lines["charts"].split()[1] == "192"
-    assert lines["sections"].split()[1] == "42"
-    assert "6 x 4 nodes = 24" in lines["sections"]
-    assert lines["rows/hour"].split()[1] == "34560"
-    # 34560 rows/h x 24 x 433 bytes = 359.1 MB
-    assert "359.1 MB" in lines["bytes/day"] and "433 bytes per row" in lines["bytes/day"]
+    assert "+ 24 process tree series (3 per rank, 8 ranks" in out
+    assert "216 in total" in out
+    assert lines["charts"].split()[1] == "216"
+    assert lines["sections"].split()[1] == "45"
+    assert "6 x 4 nodes = 24; other series: 21" in lines["sections"]
+    assert lines["rows/hour"].split()[1] == "38880"
+    # 38880 rows/h x 24 x 433 bytes = 404.0 MB
+    assert "404.0 MB" in lines["bytes/day"] and "433 bytes per row" in lines["bytes/day"]
 
 
 def test_plan_text_one_worker_shows_all_workers_cost(scopemeter_bin):
     out = plan(scopemeter_bin, "--workers", "16", "--nodes", "4", "--gpus-per-worker", "1").stdout
     assert "rank 0 only" in out
-    assert "with --all-workers: 16 collectors, 384 series and charts, 42 sections" in out
+    assert "with --all-workers: 16 collectors, 432 series and charts, 45 sections" in out
 
 
 def test_plan_assumed_nodes_said(scopemeter_bin):
@@ -282,6 +294,7 @@ def test_python_plan_matches_cli(scopemeter_bin):
     got = scopemeter.plan(workers=8, nodes=4, gpus_per_worker=1, all_workers=True)
     cli = plan_json(scopemeter_bin, "--workers", "8", "--nodes", "4", "--gpus-per-worker", "1",
                     "--all-workers")
-    for k in ("series", "sections", "interval_s", "series_per_collector", "collectors"):
+    for k in ("series", "sections", "interval_s", "series_per_collector", "collectors",
+              "ranks_recorded", "process_series"):
         assert got[k] == cli[k], k
 

@@ -49,8 +49,8 @@ def test_two_pods_on_one_node(tmp_path):
     keys = system_keys(metrics)
     assert keys == want, sorted(keys ^ want)
     # per rank: node 3, rootfs 3, network 2, container 3 + the 4 parts of the
-    # working set (+ 2 pressure with PSI, docs/design.md §9)
-    assert len(keys) == 2 * (17 if psi_here() else 15)
+    # working set (+ 2 pressure with PSI, docs/design.md §9), its process tree 3
+    assert len(keys) == 2 * ((17 if psi_here() else 15) + 3)
     assert f"system/node_memory_usage_percentage/{NODE}/rank1" in keys
     assert "system/network_receive_megabytes/rank0" in keys  # never a tier here
 

@@ -1,0 +1,509 @@
+/*
+ * coll_proc.c — the process tree of a rank (docs/design.md §9): the
+ * recording process (the Python process that called
+ * enable_system_metrics(); under `scopemeter run` scopemeter itself, so CMD
+ * is in it) and all its descendants (data-loader workers, compilers, ...).
+ *
+ *   process_count                        processes in the tree
+ *   process_memory_megabytes             sum of Pss (/proc/PID/smaps_rollup):
+ *                                        a page shared by forked children
+ *                                        counts once in total
+ *   process_cpu_utilization_percentage   100 * Δticks / CLK_TCK / Δwall, 100 =
+ *                                        one core; ticks = utime + stime +
+ *                                        cutime + cstime summed over the live
+ *                                        tree (a child reaped inside the tree
+ *                                        moves into its parent's c*time, so
+ *                                        the sum goes on), Δ clamped at 0
+ *
+ * The tree: children come from /proc/PID/task/TID/children (every thread's
+ * own children; CONFIG_PROC_CHILDREN, Documentation/filesystems/proc.rst
+ * 3.7), else from one scan of /proc/[0-9]*\/stat (ppid).  The root is the
+ * pid /proc/self names (readlink), which is the pid in the pid namespace of
+ * the /proc being read; a fake /proc under SCOPEMETER_SYSROOT provides a
+ * proc/self link to its root.  Nothing is allocated per sample: directory
+ * entries are read with getdents64 into the state, the tree is capped at
+ * TREE_MAX processes (one line when a tree is larger: the rest is not
+ * counted).
+ *
+ * Siblings (docs/design.md §9): under all_workers the pod's collector (local
+ * rank 0, global rank R) also records the trees of the pod's other local
+ * ranks, R+1 .. R+LOCAL_WORLD_SIZE-1 — torchrun's and Slurm's block layout,
+ * where the ranks of one node are consecutive.  Each of them holds its
+ * rank's lock socket (reclock.c); connecting to it gives its pid
+ * (SO_PEERCRED), cached with its start time and asked again when that
+ * process is gone.  A sibling that has not bound yet is asked again at the
+ * next sample.  Its points carry its rank (sm_emit_rank).  The first sample
+ * (the baseline, whose values are never logged, §1) emits every sibling
+ * rank's three keys, 0 where not known yet, so the monitor has their series
+ * whether or not the sibling started before the collector.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "parse.h"
+
+#define TREE_MAX 4096      /* processes counted per tree */
+#define SCAN_MAX 32768     /* (pid, ppid) pairs of the fallback's /proc scan */
+#define SIB_MAX 63         /* other local ranks of one pod */
+#define TREES_MAX (1 + SIB_MAX)
+_Static_assert(16 + 64 * 5 + TREES_MAX * 3 <= SM_POINTS_MAX,
+               "SM_POINTS_MAX holds every GPU's and every tree's points");
+
+struct tree {
+    int rank;              /* SM_RANK_OWN, or the sibling's rank */
+    int pid;               /* root; 0: a sibling not found yet */
+    uint64_t start;        /* the root's starttime: a reused pid is not it */
+    uint64_t ticks;        /* the previous sample's sum */
+    double t;              /* when (monotonic s); 0: no previous sample */
+    int said;              /* its "not visible" line was printed */
+    double mem_next;       /* no smaps_rollup read before this (monotonic s) */
+};
+
+/* Reading smaps_rollup walks the page tables of every mapping under the
+ * process's mmap read lock (fs/proc/task_mmu.c show_smaps_rollup): its cost
+ * grows with resident memory, tens of ms per GB measured here.  The tree's
+ * memory reads are kept within this share of wall time: after a read that
+ * took T (at least MEM_SLOW: below that, every sample reads), the next waits
+ * until T / MEM_BUDGET has passed, and the samples in between have no memory
+ * point (never a stale one).  Docs: design.md §9. */
+#define MEM_BUDGET 0.02
+#define MEM_SLOW 0.02
+
+struct proc_state {
+    char sysroot[1024];
+    char key[256];         /* the recording key (siblings' lock names) */
+    int children;          /* 1: task/TID/children, 0: the ppid scan */
+    int rollup;            /* 1: Pss from smaps_rollup, 0: VmRSS from status */
+    long tck;
+    int samples;           /* samples taken (0: the next is the baseline) */
+    int cap_said, mem_said, budget_said;
+    int ntrees;
+    struct tree trees[TREES_MAX];
+    /* the tree being walked */
+    int n, over;
+    int list[TREE_MAX];
+    /* the fallback's scan */
+    size_t nscan;
+    int scan_over;
+    struct { int pid, ppid; } scan[SCAN_MAX];
+    /* the peak of the own tree's memory (end tag scopemeter.rankN.process_tree_peak) */
+    double peak_mb;
+    int peak_n;
+    char buf[65536];       /* one file (a children list of 4096 pids fits) */
+    _Alignas(8) char dents[8192]; /* getdents64: records are 8-byte aligned from here */
+};
+
+/* getdents64(2)'s record; glibc < 2.30 has no wrapper */
+struct dent64 {
+    uint64_t d_ino;
+    int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
+
+static ssize_t read_at(const struct proc_state *s, const char *abs, char *buf, size_t cap)
+{
+    char path[SM_PATH_MAX];
+    int fd;
+    ssize_t n;
+
+    if (snprintf(path, sizeof path, "%s%s", s->sysroot, abs) >= (int)sizeof path)
+        return -ENAMETOOLONG;
+    fd = sm_open_abs(path);
+    if (fd < 0)
+        return fd;
+    n = sm_pread_all(fd, buf, cap);
+    close(fd);
+    return n;
+}
+
+static int read_pid_stat(struct proc_state *s, int pid, sm_pid_stat *st)
+{
+    char abs[64];
+    ssize_t n;
+
+    snprintf(abs, sizeof abs, "/proc/%d/stat", pid);
+    n = read_at(s, abs, s->buf, sizeof s->buf);
+    if (n < 0)
+        return (int)n;
+    return sm_parse_pid_stat(s->buf, (size_t)n, st);
+}
+
+/* A numeric directory entry's value, or 0. */
+static int entry_pid(const char *name)
+{
+    long v = 0;
+
+    if (!*name)
+        return 0;
+    for (; *name; name++) {
+        if (*name < '0' || *name > '9' || v > 0x7fffffff / 10)
+            return 0;
+        v = v * 10 + (*name - '0');
+    }
+    return (int)v;
+}
+
+/* Calls fn(s, pid, arg) for every numeric entry of sysroot + abs. */
+static int each_numeric(struct proc_state *s, const char *abs,
+                        void (*fn)(struct proc_state *, int, void *), void *arg)
+{
+    char path[SM_PATH_MAX];
+    int fd;
+
+    if (snprintf(path, sizeof path, "%s%s", s->sysroot, abs) >= (int)sizeof path)
+        return -ENAMETOOLONG;
+    fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    for (;;) {
+        long n = syscall(SYS_getdents64, fd, s->dents, sizeof s->dents);
+        if (n < 0) {
+            int rc = -errno;
+            close(fd);
+            return rc;
+        }
+        if (n == 0)
+            break;
+        for (long off = 0; off < n;) {
+            const struct dent64 *d = (const struct dent64 *)(s->dents + off);
+            int pid = entry_pid(d->d_name);
+            if (pid > 0)
+                fn(s, pid, arg);
+            off += d->d_reclen;
+        }
+    }
+    close(fd);
+    return 0;
+}
+
+static void add(struct proc_state *s, int pid)
+{
+    if (s->n < TREE_MAX)
+        s->list[s->n++] = pid;
+    else
+        s->over = 1;
+}
+
+/* children of one thread: /proc/PID/task/TID/children */
+static void thread_children(struct proc_state *s, int tid, void *arg)
+{
+    char abs[96];
+    size_t pos = 0;
+    int child;
+    ssize_t n;
+
+    snprintf(abs, sizeof abs, "/proc/%d/task/%d/children", *(int *)arg, tid);
+    n = read_at(s, abs, s->buf, sizeof s->buf);
+    if (n == -EFBIG)
+        s->over = 1;
+    if (n <= 0)
+        return; /* the thread ended meanwhile */
+    while (sm_pid_list_next(s->buf, (size_t)n, &pos, &child) == 1)
+        add(s, child);
+}
+
+static void scan_one(struct proc_state *s, int pid, void *arg)
+{
+    sm_pid_stat st;
+
+    (void)arg;
+    if (s->nscan >= SCAN_MAX) {
+        s->scan_over = 1;
+        return;
+    }
+    if (read_pid_stat(s, pid, &st) == 0) {
+        s->scan[s->nscan].pid = pid;
+        s->scan[s->nscan].ppid = st.ppid;
+        s->nscan++;
+    }
+}
+
+/* The tree under root into s->list (root first).  With the ppid scan, one
+ * scan serves every tree of the sample (scanned says whether it was done). */
+static void walk(struct proc_state *s, int root, int *scanned)
+{
+    s->n = 0;
+    s->over = 0;
+    add(s, root);
+    if (s->children) {
+        for (int i = 0; i < s->n; i++) {
+            char abs[64];
+            int pid = s->list[i];
+            snprintf(abs, sizeof abs, "/proc/%d/task", pid);
+            each_numeric(s, abs, thread_children, &pid); /* gone: no children */
+        }
+        return;
+    }
+    if (!*scanned) {
+        s->nscan = 0;
+        each_numeric(s, "/proc", scan_one, NULL);
+        *scanned = 1;
+    }
+    for (int i = 0; i < s->n; i++)
+        for (size_t j = 0; j < s->nscan; j++)
+            if (s->scan[j].ppid == s->list[i] && s->scan[j].pid != s->list[i])
+                add(s, s->scan[j].pid);
+}
+
+/* One process's memory in kB: Pss, or VmRSS without smaps_rollup.  -errno
+ * when unreadable (gone: ENOENT/ESRCH; another user's: EACCES). */
+static int proc_kb(struct proc_state *s, int pid, uint64_t *kb)
+{
+    char abs[64];
+    ssize_t n;
+
+    snprintf(abs, sizeof abs, s->rollup ? "/proc/%d/smaps_rollup" : "/proc/%d/status", pid);
+    n = read_at(s, abs, s->buf, sizeof s->buf);
+    if (n < 0)
+        return (int)n;
+    /* a kernel thread or a zombie has no mm: an empty file, nothing resident */
+    if (n == 0) {
+        *kb = 0;
+        return 0;
+    }
+    n = sm_parse_kb(s->buf, (size_t)n, s->rollup ? "Pss:" : "VmRSS:", kb);
+    if (n == -ENOENT && !s->rollup) { /* status of a zombie: no VmRSS line */
+        *kb = 0;
+        return 0;
+    }
+    return (int)n;
+}
+
+/* Sums over the walked tree.  *mem_ok is 0 when no process's memory could
+ * be read; the first unreadable one is said once. */
+static void sum_tree(struct proc_state *s, int *count, uint64_t *ticks, uint64_t *kb, int *mem_ok,
+                     int read_mem)
+{
+    int live = 0, mem_n = 0;
+
+    *ticks = 0;
+    *kb = 0;
+    for (int i = 0; i < s->n; i++) {
+        sm_pid_stat st;
+        uint64_t k;
+        int rc;
+
+        if (read_pid_stat(s, s->list[i], &st) < 0)
+            continue; /* exited since the walk */
+        live++;
+        *ticks += st.utime + st.stime + st.cutime + st.cstime;
+        if (!read_mem)
+            continue;
+        rc = proc_kb(s, s->list[i], &k);
+        if (rc == 0) {
+            *kb += k;
+            mem_n++;
+        } else if (rc != -ENOENT && rc != -ESRCH && !s->mem_said) {
+            sm_log(SM_WARN, "process_memory_megabytes: cannot read %s of pid %d (%s); that "
+                   "process's memory is not counted (said once)",
+                   s->rollup ? "smaps_rollup" : "status", s->list[i], strerror(-rc));
+            s->mem_said = 1;
+        }
+    }
+    *count = live;
+    *mem_ok = mem_n > 0;
+}
+
+/* A sibling's pid through its lock (SO_PEERCRED), checked against a reused
+ * pid by its start time. */
+static void find_sibling(struct proc_state *s, struct tree *t)
+{
+    sm_pid_stat st;
+    pid_t pid;
+
+    if (t->pid > 0) {
+        if (read_pid_stat(s, t->pid, &st) == 0 && st.starttime == t->start)
+            return; /* still the same process */
+        t->pid = 0; /* gone (a restarted worker binds again) */
+        t->t = 0;
+    }
+    if (t->said)
+        return; /* not visible here: asking again would only fill its backlog */
+    if (sm_reclock_peer(s->key, t->rank, &pid) < 0)
+        return; /* not bound (yet), or its backlog is full: asked again next sample */
+    if (pid <= 0 || read_pid_stat(s, pid, &st) < 0) {
+        sm_log(SM_INFO, "process_*/rank%d: the rank's process %s; its tree is not recorded",
+               t->rank, pid <= 0 ? "is in another pid namespace" : "is not in this /proc");
+        t->said = 1;
+        return;
+    }
+    t->pid = pid;
+    t->start = st.starttime;
+}
+
+static int proc_open(void *state, const sm_ctx *ctx, sm_opened *res)
+{
+    struct proc_state *s = state;
+    char path[SM_PATH_MAX], link[32], abs[96];
+    ssize_t n;
+    int root, scanned = 0, count, mem_ok;
+    uint64_t kb;
+
+    snprintf(s->sysroot, sizeof s->sysroot, "%s", ctx->sysroot);
+    s->tck = sysconf(_SC_CLK_TCK);
+    if (s->tck <= 0)
+        s->tck = 100;
+    if (snprintf(path, sizeof path, "%s/proc/self", ctx->sysroot) >= (int)sizeof path)
+        return -ENAMETOOLONG;
+    n = readlink(path, link, sizeof link - 1);
+    if (n < 0 || (link[n] = '\0', (root = entry_pid(link)) <= 0)) {
+        sm_line(res->msg, sizeof res->msg, "process_*: /proc/self%s names no pid (%s); the "
+                "process tree is not recorded", ctx->sysroot[0] ? " under SCOPEMETER_SYSROOT" : "",
+                n < 0 ? strerror(errno) : "not a number");
+        return SM_ABSENT; /* a fake /proc of a test without one */
+    }
+    s->trees[0] = (struct tree){.rank = SM_RANK_OWN, .pid = root};
+    s->ntrees = 1;
+
+    snprintf(abs, sizeof abs, "/proc/%d/task/%d/children", root, root);
+    n = read_at(s, abs, s->buf, sizeof s->buf);
+    s->children = n >= 0;
+    if (!s->children)
+        sm_line(res->msg, sizeof res->msg, "process_*: no /proc/PID/task/TID/children "
+                "(CONFIG_PROC_CHILDREN): the tree is found by scanning /proc");
+    snprintf(abs, sizeof abs, "/proc/%d/smaps_rollup", root);
+    n = read_at(s, abs, s->buf, sizeof s->buf);
+    s->rollup = n != -ENOENT;
+    if (!s->rollup) {
+        if (res->msg[0])
+            sm_line_add(res->msg, sizeof res->msg, "; ");
+        sm_line_add(res->msg, sizeof res->msg, "process_memory_megabytes: no "
+                    "/proc/PID/smaps_rollup (kernel < 4.14): Rss summed instead of Pss (pages "
+                    "shared by forked children count once per process)");
+    }
+
+    /* the first delta's base */
+    walk(s, root, &scanned);
+    sum_tree(s, &count, &s->trees[0].ticks, &kb, &mem_ok, 0);
+    if (count == 0) {
+        sm_line(res->msg, sizeof res->msg, "process_*: cannot read %s/proc/%d/stat; the "
+                 "process tree is not recorded", ctx->sysroot, root);
+        return -ENOENT;
+    }
+    s->trees[0].t = sm_now_mono();
+
+    if (ctx->all_workers && ctx->rec_key && ctx->id.local_rank == 0 &&
+        ctx->id.local_world_size > 1 && !ctx->id.invalid[0]) {
+        snprintf(s->key, sizeof s->key, "%s", ctx->rec_key);
+        for (int r = ctx->id.rank + 1; r < ctx->id.rank + ctx->id.local_world_size &&
+                                       r < ctx->id.world_size && s->ntrees < TREES_MAX; r++)
+            s->trees[s->ntrees++] = (struct tree){.rank = r};
+        if (ctx->id.local_world_size - 1 > SIB_MAX)
+            sm_log(SM_WARN, "process_*: %d local ranks; the trees of the first %d besides this "
+                   "one are recorded", ctx->id.local_world_size, SIB_MAX);
+    }
+    return 0;
+}
+
+static void emit3(sm_points *out, int rank, int count, double mb, int mem_ok, double cpu,
+                  int cpu_ok, const char *mem_src, const char *tree_src)
+{
+    sm_emit_rank(out, rank, "process_count", count, "count", tree_src, SM_AGG_MEAN);
+    if (mem_ok)
+        sm_emit_rank(out, rank, "process_memory_megabytes", mb, "MB", mem_src, SM_AGG_MEAN);
+    if (cpu_ok)
+        sm_emit_rank(out, rank, "process_cpu_utilization_percentage", cpu, "percent",
+                     "/proc/PID/stat", SM_AGG_MEAN);
+}
+
+static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)
+{
+    struct proc_state *s = state;
+    const char *mem_src = s->rollup ? "/proc/PID/smaps_rollup" : "/proc/PID/status";
+    const char *tree_src = s->children ? "/proc/PID/task/TID/children" : "/proc/PID/stat (ppid)";
+    int baseline = s->samples++ == 0, scanned = 0, rc = 0;
+
+    for (int i = 0; i < s->ntrees; i++) {
+        struct tree *t = &s->trees[i];
+        int count, mem_ok, cpu_ok, read_mem;
+        uint64_t ticks, kb;
+        double now, cpu = 0, mb, cost;
+
+        if (t->rank != SM_RANK_OWN)
+            find_sibling(s, t);
+        if (t->pid <= 0) {
+            if (baseline) /* the series exist from the start (see the top) */
+                emit3(out, t->rank, 0, 0, 1, 0, 1, mem_src, tree_src);
+            continue;
+        }
+        walk(s, t->pid, &scanned);
+        now = sm_now_mono();
+        read_mem = baseline || now >= t->mem_next;
+        sum_tree(s, &count, &ticks, &kb, &mem_ok, read_mem);
+        cost = sm_now_mono() - now;
+        if (read_mem && s->rollup && cost >= MEM_SLOW) {
+            t->mem_next = now + cost / MEM_BUDGET;
+            if (!s->budget_said) {
+                sm_log(SM_INFO, "process_memory_megabytes: reading smaps_rollup of the tree took "
+                       "%.0f ms (the kernel walks its page tables); read at most every %.0f s "
+                       "(%.0f%% of the time), the samples between have no memory point",
+                       cost * 1e3, cost / MEM_BUDGET, MEM_BUDGET * 100);
+                s->budget_said = 1;
+            }
+        }
+        now = sm_now_mono();
+        if (count == 0) {
+            if (t->rank == SM_RANK_OWN) {
+                sm_line(msg, msglen, "cannot read %s/proc/%d/stat", s->sysroot, t->pid);
+                rc = -ENOENT;
+            } else {
+                t->pid = 0; /* the sibling ended: found again when it binds again */
+                t->t = 0;
+                if (baseline)
+                    emit3(out, t->rank, 0, 0, 1, 0, 1, mem_src, tree_src);
+            }
+            continue;
+        }
+        if ((s->over || s->scan_over) && !s->cap_said) {
+            sm_log(SM_WARN, "process_*: a process tree has more than %d processes%s; the rest is "
+                   "not counted (said once)", TREE_MAX,
+                   s->scan_over ? " or /proc more than 32768" : "");
+            s->cap_said = 1;
+        }
+        cpu_ok = t->t > 0 && now > t->t;
+        if (cpu_ok)
+            cpu = 100.0 * (ticks > t->ticks ? (double)(ticks - t->ticks) : 0.0) /
+                  (double)s->tck / (now - t->t);
+        t->ticks = ticks;
+        t->t = now;
+        mb = (double)kb * 1024.0 / 1e6;
+        emit3(out, t->rank, count, mb, mem_ok || baseline, cpu, cpu_ok || baseline, mem_src,
+              tree_src);
+        if (t->rank == SM_RANK_OWN && mem_ok && mb > s->peak_mb) {
+            s->peak_mb = mb;
+            s->peak_n = count;
+        }
+    }
+    return rc;
+}
+
+static void proc_tags(void *state, int phase, sm_tags *out)
+{
+    struct proc_state *s = state;
+
+    if (phase == SM_TAGS_END && s->peak_n > 0)
+        sm_tag_add(out, "process_tree_peak", "processes=%d memory_mb=%.1f", s->peak_n,
+                   s->peak_mb);
+}
+
+static void proc_close(void *state)
+{
+    (void)state; /* no descriptor is kept: every read opens its file */
+}
+
+const sm_collector_ops sm_coll_proc = {
+    .name = "process",
+    .series = 3,
+    .state_size = sizeof(struct proc_state),
+    .open = proc_open,
+    .sample = proc_sample,
+    .tags = proc_tags,
+    .close = proc_close,
+};

@@ -1,0 +1,365 @@
+/*
+ * test_proc.c — the process tree collector (src/coll_proc.c, docs/design.md
+ * §9) on a fake /proc laid out under a temporary SCOPEMETER_SYSROOT: a tree
+ * of 3 processes (children from two threads' children files), a comm with
+ * ") (" in it, the ppid scan without children files, the Rss fallback
+ * without smaps_rollup, the CPU formula and its clamp, a process that exits
+ * between samples, the naming of a point with a rank of its own, and the
+ * recorder lock (reclock.c) with the real kernel.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "internal.h"
+
+static char root[256];
+
+static void put(const char *rel, const char *text)
+{
+    char path[1024], dir[1024];
+
+    snprintf(path, sizeof path, "%s%s", root, rel);
+    /* mkdir -p of the parent */
+    snprintf(dir, sizeof dir, "%s", path);
+    for (char *p = dir + strlen(root) + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            mkdir(dir, 0755);
+            *p = '/';
+        }
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+static void rm(const char *rel)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s%s", root, rel);
+    unlink(path);
+}
+
+/* "pid (comm) S ppid ..." with utime/stime/cutime/cstime and starttime */
+static void stat_file(int pid, const char *comm, int ppid, int ut, int st, int cut, int cst)
+{
+    char rel[64], text[512];
+
+    snprintf(rel, sizeof rel, "/proc/%d/stat", pid);
+    snprintf(text, sizeof text,
+             "%d (%s) S %d %d %d 0 -1 4194560 100 0 0 0 %d %d %d %d 20 0 3 0 %d 100000 50 "
+             "18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n",
+             pid, comm, ppid, pid, pid, ut, st, cut, cst, 5000 + pid);
+    put(rel, text);
+}
+
+static void rollup(int pid, int pss_kb, int rss_kb)
+{
+    char rel[64], text[512];
+
+    snprintf(rel, sizeof rel, "/proc/%d/smaps_rollup", pid);
+    snprintf(text, sizeof text,
+             "55d0c0a00000-7ffd4a1ff000 ---p 00000000 00:00 0                          [rollup]\n"
+             "Rss:              %d kB\nPss:              %d kB\nPss_Anon:          7 kB\n"
+             "SwapPss:           9 kB\n", rss_kb, pss_kb);
+    put(rel, text);
+}
+
+static void status(int pid, int rss_kb)
+{
+    char rel[64], text[256];
+
+    snprintf(rel, sizeof rel, "/proc/%d/status", pid);
+    snprintf(text, sizeof text, "Name:\tx\nState:\tS (sleeping)\nVmRSS:\t  %d kB\nThreads:\t1\n",
+             rss_kb);
+    put(rel, text);
+}
+
+struct run {
+    int rc;
+    sm_opened res;
+    sm_points pts;
+    char msg[300];
+};
+
+static const sm_point *point(const struct run *r, int rank, const char *key)
+{
+    for (size_t i = 0; i < r->pts.n; i++)
+        if (r->pts.v[i].rank == rank && strcmp(r->pts.v[i].key, key) == 0)
+            return &r->pts.v[i];
+    return NULL;
+}
+
+static double value(const struct run *r, const char *key)
+{
+    const sm_point *p = point(r, SM_RANK_OWN, key);
+    return p ? p->value : -1;
+}
+
+static void *open_coll(const sm_ctx *ctx, struct run *r)
+{
+    void *state = sm_zalloc(sm_coll_proc.state_size);
+
+    memset(r, 0, sizeof *r);
+    r->rc = sm_coll_proc.open(state, ctx, &r->res);
+    if (r->rc != 0) {
+        sm_zfree(state);
+        return NULL;
+    }
+    return state;
+}
+
+static int sample(void *s, struct run *r)
+{
+    r->pts.n = 0;
+    r->msg[0] = '\0';
+    return sm_coll_proc.sample(s, &r->pts, r->msg, sizeof r->msg);
+}
+
+static void close_coll(void *s)
+{
+    if (s) {
+        sm_coll_proc.close(s);
+        sm_zfree(s);
+    }
+}
+
+static void ctx_here(sm_ctx *ctx)
+{
+    memset(ctx, 0, sizeof *ctx);
+    snprintf(ctx->sysroot, sizeof ctx->sysroot, "%s", root);
+    ctx->id.world_size = ctx->id.local_world_size = 1;
+}
+
+/* The tree 100 -> {101 (forked by thread 105), 102}: 3 processes. */
+static void lay_out_tree(int children_files, int rollups)
+{
+    char link[1024];
+
+    snprintf(link, sizeof link, "%s/proc/self", root);
+    unlink(link);
+    put("/proc/100/cmdline", "python3\n");
+    CHECK_EQ_INT(symlink("100", link), 0);
+    stat_file(100, "python3", 1, 500, 200, 30, 20);
+    stat_file(101, "evil) (x", 100, 40, 10, 0, 0); /* comm with ") (" */
+    stat_file(102, "pt_data_worker", 100, 5, 5, 0, 0);
+    stat_file(7, "unrelated", 1, 999, 999, 0, 0);
+    if (children_files) {
+        put("/proc/100/task/100/children", "102 ");
+        put("/proc/100/task/105/children", "101 "); /* another thread's child */
+        put("/proc/101/task/101/children", "");
+        put("/proc/102/task/102/children", "");
+        put("/proc/7/task/7/children", "");
+    }
+    if (rollups) {
+        rollup(100, 1000, 1500);
+        rollup(101, 300, 900);
+        rollup(102, 200, 800);
+        rollup(7, 5000, 5000);
+    }
+    status(100, 1500);
+    status(101, 900);
+    status(102, 800);
+    status(7, 5000);
+}
+
+static void test_tree(void)
+{
+    sm_ctx ctx;
+    struct run r;
+    void *s;
+    long tck = sysconf(_SC_CLK_TCK);
+    double t0, t1;
+
+    lay_out_tree(1, 1);
+    ctx_here(&ctx);
+    t0 = sm_now_mono();
+    s = open_coll(&ctx, &r);
+    CHECK_EQ_INT(r.rc, 0);
+    CHECK_EQ_STR(r.res.msg, ""); /* children files and smaps_rollup: nothing to say */
+    /* baseline, then a sample after the children used 100 more ticks */
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK_EQ_INT(r.pts.n, 3);
+    CHECK_NEAR(value(&r, "process_count"), 3, 0);
+    CHECK_NEAR(value(&r, "process_memory_megabytes"), (1000 + 300 + 200) * 1024 / 1e6, 1e-9);
+    CHECK_NEAR(value(&r, "process_cpu_utilization_percentage"), 0, 0);
+    usleep(200000);
+    stat_file(101, "evil) (x", 100, 120, 30, 0, 0); /* +100 ticks */
+    CHECK_EQ_INT(sample(s, &r), 0);
+    t1 = sm_now_mono();
+    {
+        double cpu = value(&r, "process_cpu_utilization_percentage");
+        /* 100 ticks over at most t1 - t0 and at least 0.2 s */
+        CHECK(cpu >= 100.0 * 100 / tck / (t1 - t0) - 1e-9);
+        CHECK(cpu <= 100.0 * 100 / tck / 0.2 + 1e-9);
+    }
+    /* 101 exits and 100 reaps it: its ticks move into 100's cutime, the sum
+     * goes on; the tree is 2 processes */
+    rm("/proc/101/stat");
+    rm("/proc/101/smaps_rollup");
+    put("/proc/100/task/105/children", "");
+    stat_file(100, "python3", 1, 500, 200, 30 + 120, 20 + 30);
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK_NEAR(value(&r, "process_count"), 2, 0);
+    CHECK_NEAR(value(&r, "process_memory_megabytes"), (1000 + 200) * 1024 / 1e6, 1e-9);
+    CHECK_NEAR(value(&r, "process_cpu_utilization_percentage"), 0, 0);
+    /* the sum going down (a process left the tree unreaped): clamped at 0 */
+    stat_file(100, "python3", 1, 400, 200, 0, 0);
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK_NEAR(value(&r, "process_cpu_utilization_percentage"), 0, 0);
+    /* the peak tag: the tree's highest memory */
+    {
+        sm_tags t = {0};
+        sm_coll_proc.tags(s, SM_TAGS_END, &t);
+        CHECK_EQ_INT(t.n, 1);
+        CHECK_EQ_STR(t.v[0].key, "process_tree_peak");
+        CHECK_EQ_STR(t.v[0].value, "processes=3 memory_mb=1.5");
+    }
+    close_coll(s);
+}
+
+/* No children files (CONFIG_PROC_CHILDREN off): one /proc scan by ppid; no
+ * smaps_rollup (kernel < 4.14): VmRSS summed, one line says both. */
+static void test_fallbacks(void)
+{
+    char cmd[600];
+    sm_ctx ctx;
+    struct run r;
+    void *s;
+
+    snprintf(cmd, sizeof cmd, "rm -rf %s/proc", root);
+    CHECK_EQ_INT(system(cmd), 0);
+    lay_out_tree(0, 0);
+    ctx_here(&ctx);
+    s = open_coll(&ctx, &r);
+    CHECK_EQ_INT(r.rc, 0);
+    CHECK(strstr(r.res.msg, "CONFIG_PROC_CHILDREN") != NULL);
+    CHECK(strstr(r.res.msg, "smaps_rollup (kernel < 4.14): Rss summed") != NULL);
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK_NEAR(value(&r, "process_count"), 3, 0); /* 7 is not in the tree */
+    CHECK_NEAR(value(&r, "process_memory_megabytes"), (1500 + 900 + 800) * 1024 / 1e6, 1e-9);
+    CHECK(strcmp(point(&r, SM_RANK_OWN, "process_memory_megabytes")->source,
+                 "/proc/PID/status") == 0);
+    close_coll(s);
+
+    /* a fake /proc whose self is a directory (the older fixtures): absent */
+    snprintf(cmd, sizeof cmd, "rm -f %s/proc/self && mkdir %s/proc/self", root, root);
+    CHECK_EQ_INT(system(cmd), 0);
+    s = open_coll(&ctx, &r);
+    CHECK_EQ_INT(r.rc, SM_ABSENT);
+    CHECK(strstr(r.res.msg, "/proc/self under SCOPEMETER_SYSROOT names no pid") != NULL);
+}
+
+/* A point named for another rank: the naming path of the siblings. */
+static void test_rank_override(void)
+{
+    sm_points p = {0};
+    char name[256];
+
+    sm_emit(&p, "process_count", 3, "count", "x", SM_AGG_MEAN);
+    sm_emit_rank(&p, 5, "process_count", 4, "count", "x", SM_AGG_MEAN);
+    CHECK_EQ_INT(p.n, 2);
+    CHECK_EQ_INT(p.v[0].rank, SM_RANK_OWN);
+    CHECK_EQ_INT(p.v[1].rank, 5);
+    CHECK_EQ_INT(sm_series_name(p.v[1].key, p.v[1].rank, "node-a", name, sizeof name), 0);
+    CHECK_EQ_STR(name, "system/process_count/rank5");
+}
+
+/* The recorder lock with the real kernel: a second bind of the same name
+ * is EADDRINUSE, the peer's pid is ours, closing frees the name, a long
+ * key is hashed into a name that fits. */
+static void test_lock(void)
+{
+    char key[64], name[200], longkey[300];
+    int fd, fd2;
+    pid_t pid;
+
+    snprintf(key, sizeof key, "test-%d", (int)getpid());
+    CHECK_EQ_INT(sm_reclock_peer(key, 0, &pid), -ECONNREFUSED);
+    CHECK_EQ_INT(sm_reclock_bind(key, 0, &fd), 0);
+    CHECK_EQ_INT(sm_reclock_bind(key, 0, &fd2), -EADDRINUSE);
+    CHECK_EQ_INT(sm_reclock_bind(key, 1, &fd2), 0); /* another rank */
+    CHECK_EQ_INT(sm_reclock_peer(key, 0, &pid), 0);
+    CHECK_EQ_INT(pid, getpid());
+    sm_reclock_holder(key, 0, name, sizeof name);
+    CHECK(strncmp(name, "pid ", 4) == 0 && strstr(name, "(test_proc)") != NULL);
+    close(fd);
+    CHECK_EQ_INT(sm_reclock_peer(key, 0, &pid), -ECONNREFUSED);
+    CHECK_EQ_INT(sm_reclock_bind(key, 0, &fd), 0); /* re-attach */
+    close(fd);
+    close(fd2);
+
+    CHECK_EQ_INT(sm_reclock_name("abc", 3, name, sizeof name), 0);
+    CHECK_EQ_STR(name, "scopemeter/abc/rank3");
+    memset(longkey, 'k', 200);
+    longkey[200] = '\0';
+    CHECK_EQ_INT(sm_reclock_name(longkey, 2147483647, name, sizeof name), 0);
+    CHECK(strlen(name) <= 107);
+    CHECK(strncmp(name, "scopemeter/#", 12) == 0);
+    CHECK_EQ_INT(sm_reclock_bind(longkey, 2147483647, &fd), 0);
+    close(fd);
+    CHECK_EQ_INT(sm_reclock_name("", 0, name, sizeof name), -EINVAL);
+}
+
+/* The lock through the monitor (the one place every surface shares): a
+ * second monitor of the same key and rank records nothing and says who
+ * holds it; after the first stops, a third records; another key is free. */
+static void test_monitor_lock(void)
+{
+    char key[64], err[512];
+    sm_monitor *a = sm_monitor_new(), *b = sm_monitor_new(), *c = sm_monitor_new(),
+               *d = sm_monitor_new();
+
+    unsetenv("SCOPEMETER_SYSROOT");
+    snprintf(key, sizeof key, "run-%d", (int)getpid());
+    for (sm_monitor **m = (sm_monitor *[]){a, b, c, d, NULL}; *m; m++) {
+        CHECK_EQ_INT(sm_monitor_use_queue(*m), 0);
+        CHECK_EQ_INT(sm_monitor_set_interval(*m, 0.05), 0);
+    }
+    CHECK_EQ_INT(sm_monitor_set_recording_key(a, key), 0);
+    CHECK_EQ_INT(sm_monitor_set_recording_key(b, key), 0);
+    CHECK_EQ_INT(sm_monitor_set_recording_key(c, key), 0);
+    CHECK_EQ_INT(sm_monitor_set_recording_key(d, "another-run"), 0);
+    CHECK_EQ_INT(sm_monitor_set_recording_key(d, ""), -EINVAL);
+    CHECK_EQ_INT(sm_monitor_start(a, err, sizeof err), 0);
+    CHECK_EQ_INT(sm_monitor_start(b, err, sizeof err), SM_NOT_COLLECTING);
+    CHECK(strstr(err, "rank 0 of run run-") != NULL);
+    CHECK(strstr(err, "already has a recorder: pid ") != NULL);
+    CHECK(strstr(err, "(test_proc)") != NULL);
+    CHECK_EQ_INT(sm_monitor_start(d, err, sizeof err), 0);
+    CHECK_EQ_INT(sm_monitor_stop(a), 0);
+    CHECK_EQ_INT(sm_monitor_start(c, err, sizeof err), 0); /* re-attach after a stop */
+    CHECK_EQ_INT(sm_monitor_set_recording_key(c, key), -EBUSY);
+    sm_monitor_free(a);
+    sm_monitor_free(b);
+    sm_monitor_free(c);
+    sm_monitor_free(d);
+}
+
+int main(void)
+{
+    char cmd[600];
+
+    snprintf(root, sizeof root, "/tmp/sm-test-proc-XXXXXX");
+    if (!mkdtemp(root)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_tree();
+    test_fallbacks();
+    test_rank_override();
+    test_lock();
+    test_monitor_lock();
+    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cannot remove %s\n", root);
+    return CHECK_DONE();
+}
