@@ -385,7 +385,10 @@ def test_oom_group_kills_everything_in_the_cgroup(ooms):
 def filled(tmp_path_factory, scopemeter_bin):
     # the disk case's virtio disk: 512 MB sparse, ext4 made here
     img = guest.disk(str(tmp_path_factory.mktemp("vm-disk") / "disk.img"), 512)
-    return boot(tmp_path_factory, scopemeter_bin, "whatfilled.sh", "vm-filled", disks=[img])
+    try:
+        return boot(tmp_path_factory, scopemeter_bin, "whatfilled.sh", "vm-filled", disks=[img])
+    finally:
+        os.unlink(img)  # 300 MB written in it: not kept with pytest's last three tmp dirs
 
 
 def psi_in_guest(out):
