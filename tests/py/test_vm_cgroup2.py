@@ -29,11 +29,16 @@ guest, with real allocations inside the cgroup (tests/vm/alloc.c, python3):
   memory.stat (the parts, adding up, shmem the largest); memory.high below
   what a job holds and two busy loops on one CPU: memory.events high, the
   memory and CPU pressure series and tags above 0, the window tags in the
-  JSONL before the last window's points.
+  JSONL before the last window's points; disk I/O on the boot's virtio disk
+  (ext4) against the cgroup's io.stat (200 MiB fsync-ed, 100 MiB O_DIRECT
+  read, 100 MiB written back by the root cgroup's sync: v2 cgroup
+  writeback); scopemeter run and CMD OOM-killed together (memory.oom.group):
+  the window tags were in the JSONL before the kill.
 
 The guest not booting is a failure (GuestError), never a skip.  Boots here
 take about 7 s; the cases run under TCG: about 80 s for the first boot's
-cases and 96 s for the OOM runs on this machine's two shared cores.
+cases, 96 s for the OOM runs and 75 s for the third boot on this machine's
+two shared cores.
 """
 import json
 import os
@@ -49,6 +54,7 @@ import guest  # noqa: E402  (tests/vm/guest.py)
 pytestmark = [pytest.mark.vm, pytest.mark.timeout(900)]
 
 MB = 1e6
+MiB = 1 << 20
 # The probe runs inside the cgroup it measures: its own charge (heap, stack,
 # kernel objects; the binary itself is on tmpfs charged elsewhere) is in the
 # kernel's memory.current while it samples and not before or after.  Bound
@@ -56,11 +62,11 @@ MB = 1e6
 PROBE_SHARE = 8 * MB
 
 
-def boot(tmp_path_factory, scopemeter_bin, script, name):
+def boot(tmp_path_factory, scopemeter_bin, script, name, disks=()):
     out = str(tmp_path_factory.mktemp(name))
     guest.stage(out, scopemeter_bin)
     with open(os.path.join(guest.HERE, script)) as f:
-        rc = guest.boot(f.read(), out)
+        rc = guest.boot(f.read(), out, disks=disks)
     log = read(out, "script.log")
     assert rc == 0, log
     return out
@@ -377,7 +383,12 @@ def test_oom_group_kills_everything_in_the_cgroup(ooms):
 
 @pytest.fixture(scope="module")
 def filled(tmp_path_factory, scopemeter_bin):
-    return boot(tmp_path_factory, scopemeter_bin, "whatfilled.sh", "vm-filled")
+    # the disk case's virtio disk: 512 MB sparse, ext4 made here
+    img = guest.disk(str(tmp_path_factory.mktemp("vm-disk") / "disk.img"), 512)
+    try:
+        return boot(tmp_path_factory, scopemeter_bin, "whatfilled.sh", "vm-filled", disks=[img])
+    finally:
+        os.unlink(img)  # 300 MB written in it: not kept with pytest's last three tmp dirs
 
 
 def psi_in_guest(out):
@@ -460,3 +471,93 @@ def kv_psi(text):
         if line.startswith("some "):
             return int(line.rsplit("total=", 1)[1])
     raise KeyError("some")
+
+
+# ---- disk I/O on v2 (docs/series.md "Disk I/O"), in the third boot ----------------
+
+
+def io_stat(path, dev):
+    """rbytes, wbytes of device `dev` (MAJ:MIN) in an io.stat copy; 0, 0
+    when the cgroup did no I/O on it (a fresh cgroup's io.stat is empty)."""
+    for line in read(path).splitlines():
+        f = line.split()
+        if f and f[0] == dev:
+            kv_ = dict(x.split("=", 1) for x in f[1:])
+            return int(kv_["rbytes"]), int(kv_["wbytes"])
+    return 0, 0
+
+
+def test_disk_io_v2_against_io_stat(filled):
+    """A job under `scopemeter run` in a cgroup with memory.max and the io
+    controller, on the guest's virtio disk (ext4): 200 MiB written through
+    the page cache and fsync()-ed, 100 MiB read with O_DIRECT, 100 MiB
+    written through the page cache and written back by `sync` run from the
+    root cgroup.  After each phase the series (a window sampled after the
+    cgroup's io.stat was read, the job idle) equal io.stat's rbytes/wbytes
+    since the start, and move by what the job did, within 5 %.  The third
+    phase is v2's cgroup writeback: the pages are charged to the cgroup that
+    dirtied them though another cgroup's sync wrote them (on v1 the syncing
+    task's cgroup is charged, docs/series.md)."""
+    d = os.path.join(filled, "disk")
+    assert os.path.exists(os.path.join(d, "dev")), read(d, "partitions")
+    assert "io" in read(d, "controllers").split()
+    assert read(d, "rc").strip() == "0", read(d, "run.err")
+    dev = read(d, "dev").strip()
+    recs = jsonl(os.path.join(d, "run.jsonl"))
+    wr = metric(recs, "container_disk_write_megabytes")
+    rd = metric(recs, "container_disk_read_megabytes")
+    assert len(wr) == len(rd)
+    r0, w0 = io_stat(os.path.join(d, "start.io"), dev)
+    job = {"write": (0, 200 * MiB), "read": (100 * MiB, 0), "nosync": (0, 100 * MiB)}
+    prev = (0.0, 0.0)
+    got = {}
+    for ph in ("write", "read", "nosync"):
+        r1, w1 = io_stat(os.path.join(d, ph + ".io"), dev)
+        k = (r1 - r0) / MB, (w1 - w0) / MB
+        # the second window logged after the reading (lines counted then)
+        i = int(read(d, ph + ".lines")) + 1
+        s = rd[i]["value"], wr[i]["value"]
+        got[ph] = (k, s)
+        for kernel, series in zip(k, s):
+            assert series == pytest.approx(kernel, rel=0.05, abs=0.05), (ph, got)
+        for moved, did in zip((s[0] - prev[0], s[1] - prev[1]), job[ph]):
+            assert moved == pytest.approx(did / MB, rel=0.05, abs=0.5), (ph, got)
+        prev = s
+    assert tags(recs)["scopemeter.rank0.cgroup"] == "v2 /disk mem=300MiB"
+
+
+def complete_lines(path):
+    """The JSON records of a JSONL file copied while it was being written:
+    a last line without its newline is still being written, left out."""
+    with open(path) as f:
+        return [json.loads(line) for line in f.read().split("\n")[:-1] if line.strip()]
+
+
+def test_recorder_killed_with_its_job_leaves_the_window_tags_v2(filled):
+    """What a Python front OOM-killed in its own container leaves (the
+    engine dies with the training process): scopemeter run and CMD in one
+    cgroup with memory.oom.group=1; CMD over memory.high, then past
+    memory.max.  The kernel killed every process, scopemeter too (exit 137,
+    no closing line, no end tags); the memory_at_peak and memory_events
+    window tags were in the JSONL before the kill, with the kernel's high
+    events and the held allocation."""
+    d = os.path.join(filled, "oomgroup")
+    assert read(d, "before", "memory.oom.group") == "1\n"
+    assert int(read(d, "rc")) == 137, read(d, "run.err")
+    assert kv(read(d, "after", "memory.events"), "oom_group_kill") >= 1
+    err = read(d, "run.err")
+    assert closing(err) is None, err
+    victims = killed(read(d, "oom_lines"))
+    assert "scopemeter" in victims and "alloc" in victims, victims
+    before = tags(complete_lines(os.path.join(d, "before_kill.jsonl")))
+    ev = dict(x.split("=") for x in before["scopemeter.rank0.memory_events"].split())
+    assert int(ev["high"]) > 0 and ev["oom_kill"] == "0", ev
+    peak = dict(x.split("=") for x in before["scopemeter.rank0.memory_at_peak"].split())
+    assert float(peak["anon_mb"]) >= 48 * MiB / MB * 0.95, peak
+    assert float(peak["limit_mb"]) == pytest.approx(150 * MiB / MB, abs=0.05)
+    # the file the dead recorder left has them, and no end tag (oom_kill is
+    # one, written at stop)
+    after = tags(complete_lines(os.path.join(d, "run.jsonl")))
+    assert "scopemeter.rank0.memory_at_peak" in after
+    assert "scopemeter.rank0.memory_events" in after
+    assert "scopemeter.rank0.oom_kill" not in after

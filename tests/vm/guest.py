@@ -8,10 +8,13 @@ system read-only over 9p, so the built `scopemeter`, python3 and util-linux
 run inside unchanged, and a second, writable 9p export that returns results.
 
     build()              kernel + initramfs, once, into build-vm/ (gitignored)
+    disk(path, mb)       a sparse raw image with an ext4 file system, made
+                         here (mkfs.ext4 on a plain file), for boot(disks=)
     boot(script, out)    boot, run `script` (bash) as root in the guest with
                          cwd /tmp/out (the writable export, = `out` here),
                          return its exit status; raise GuestError when the
-                         guest does not boot or does not finish
+                         guest does not boot or does not finish; disks=[img]
+                         attaches each image as a virtio disk (/dev/vda, ...)
 
 No kernel is installed on the host: the package that `linux-image-amd64`
 depends on is fetched with `apt-get download` and unpacked with `dpkg-deb -x`.
@@ -31,6 +34,7 @@ Command line (for a person):  python3 tests/vm/guest.py build
 """
 import fcntl
 import glob
+import hashlib
 import os
 import shutil
 import subprocess
@@ -41,11 +45,16 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CACHE = os.environ.get("SCOPEMETER_VM_CACHE", os.path.join(REPO, "build-vm"))
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-# The modules the guest needs to reach its root (virtio-pci, 9p) and veth for
-# two pods' network namespaces.  Names without .ko; absent ones are skipped
-# (a kernel that builds one in has no module for it).
+# The modules the guest needs to reach its root (virtio-pci, 9p), veth for
+# two pods' network namespaces, and a disk: virtio_blk and ext4 (Debian
+# builds CONFIG_VIRTIO_BLK, CONFIG_EXT4_FS, JBD2, FS_MBCACHE, CRC16 and
+# CRYPTO_CRC32C as modules; ext4's metadata checksums ask the crypto API for
+# crc32c, which insmod cannot load on demand, so crc32c_generic is loaded
+# too).  Names without .ko; absent ones are skipped (a kernel that builds
+# one in has no module for it).
 MODULES = ["virtio", "virtio_ring", "virtio_pci_modern_dev", "virtio_pci_legacy_dev",
-           "virtio_pci", "netfs", "fscache", "9pnet", "9pnet_virtio", "9p", "veth"]
+           "virtio_pci", "netfs", "fscache", "9pnet", "9pnet_virtio", "9p", "veth",
+           "virtio_blk", "crc16", "crc32c_generic", "mbcache", "jbd2", "ext4"]
 
 MEM_MB = 1024
 CPUS = 2
@@ -117,6 +126,13 @@ poweroff -f
 """
 
 
+def _cache_key():
+    """What the cached initramfs was built from, besides the kernel: a
+    change of MODULES or INIT rebuilds it (a checkout that adds a module
+    must not boot an old initramfs without it)."""
+    return hashlib.sha256((" ".join(MODULES) + "\0" + INIT).encode()).hexdigest()[:16]
+
+
 def build():
     """kernel + initramfs into CACHE once; return (vmlinuz, initramfs).  Two
     test sessions of one checkout at once share CACHE: the second waits on
@@ -131,8 +147,11 @@ def _build_locked():
     vmlinuz = os.path.join(CACHE, "vmlinuz")
     initrd = os.path.join(CACHE, "initramfs.cpio.gz")
     stamp = os.path.join(CACHE, "ready")
+    key = "initramfs " + _cache_key()
     if os.path.exists(stamp) and os.path.exists(vmlinuz) and os.path.exists(initrd):
-        return vmlinuz, initrd
+        with open(stamp) as f:
+            if key in f.read().splitlines():
+                return vmlinuz, initrd
     for tool in ("qemu-system-x86_64", "busybox", "cpio", "dpkg-deb"):
         if not shutil.which(tool):
             raise GuestError("%s not found: scripts/install-deps installs it" % tool)
@@ -182,15 +201,29 @@ def _build_locked():
     shutil.rmtree(dl, ignore_errors=True)
     shutil.rmtree(tree, ignore_errors=True)  # 400 MB of modules; the initramfs has ours
     with open(stamp, "w") as f:
-        f.write(pkg + "\n")
+        f.write(pkg + "\n" + key + "\n")
     return vmlinuz, initrd
 
 
-def boot(script, out, timeout=600, mem_mb=MEM_MB, cpus=CPUS):
+def disk(path, mb):
+    """A sparse raw image of `mb` MB at `path` with an ext4 file system,
+    made on this side (seconds here, minutes under TCG), every inode table
+    and the journal written now: no lazy init writing in the guest while a
+    case measures block I/O."""
+    if not shutil.which("mkfs.ext4"):
+        raise GuestError("mkfs.ext4 not found: scripts/install-deps installs e2fsprogs")
+    with open(path, "wb") as f:
+        f.truncate(mb * 1000 * 1000)
+    _run(["mkfs.ext4", "-F", "-q", "-E", "lazy_itable_init=0,lazy_journal_init=0", path])
+    return path
+
+
+def boot(script, out, timeout=600, mem_mb=MEM_MB, cpus=CPUS, disks=()):
     """Run `script` (bash text) in a fresh guest with `out` as /tmp/out; return
     its exit status.  The console is out/console.log, the script's own output
     out/script.log.  A guest that does not come up or does not finish within
-    `timeout` seconds is a GuestError, never a skip."""
+    `timeout` seconds is a GuestError, never a skip.  Each of `disks` (raw
+    images, see disk()) is a virtio disk: /dev/vda, /dev/vdb, ... in order."""
     vmlinuz, initrd = build()
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "script.sh"), "w") as f:
@@ -206,6 +239,9 @@ def boot(script, out, timeout=600, mem_mb=MEM_MB, cpus=CPUS):
                       "multidevs=remap",
            "-virtfs", "local,path=%s,mount_tag=out,security_model=none,multidevs=remap"
                       % os.path.abspath(out)]
+    for img in disks:
+        cmd += ["-drive", "file=%s,if=virtio,format=raw"
+                % os.path.abspath(img).replace(",", ",,")]
     console = os.path.join(out, "console.log")
     t0 = time.monotonic()
     with open(console, "wb") as con:
@@ -231,7 +267,7 @@ def boot(script, out, timeout=600, mem_mb=MEM_MB, cpus=CPUS):
 def stage(out, scopemeter):
     """Put what the guest scripts use into `out` (the guest's /tmp/out):
     bin/scopemeter (a copy of the built CLI), bin/alloc (tests/vm/alloc.c,
-    built here), lib.sh, vm/send.py.  Copies, so the guest runs what was
+    built here), lib.sh, vm/send.py, vm/diskjob.py.  Copies, so the guest runs what was
     built when the test started."""
     binv = os.path.join(out, "bin")
     os.makedirs(binv, exist_ok=True)
@@ -241,7 +277,8 @@ def stage(out, scopemeter):
     _run([cc, "-O2", "-std=c11", "-D_DEFAULT_SOURCE", "-Wall", "-Wextra", "-Werror", "-o",
           os.path.join(binv, "alloc"), os.path.join(HERE, "alloc.c")])
     shutil.copy2(os.path.join(HERE, "lib.sh"), os.path.join(out, "lib.sh"))
-    shutil.copy2(os.path.join(HERE, "send.py"), os.path.join(out, "vm", "send.py"))
+    for py in ("send.py", "diskjob.py"):
+        shutil.copy2(os.path.join(HERE, py), os.path.join(out, "vm", py))
 
 
 def _tail(path, n=4000):
