@@ -61,6 +61,15 @@ _REQUEST_TIMEOUT = 30.0      # one log_batch request of the MlflowClient path
 _ENV_MLFLOW_MONITOR = "MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING"
 
 _lock = threading.RLock()     # re-entrant: the SIGTERM handler may run inside enable()
+_forked_from = None           # the parent's pid in a child forked after import, else None
+
+
+def _after_fork_in_child():
+    global _forked_from
+    _forked_from = os.getppid()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 _current = None               # the one _Session of this process, or None
 _hooks = {"atexit": False, "sigterm": False, "prev_sigterm": None}
 
@@ -749,6 +758,21 @@ def _enable(all_workers, interval, samples):
 
     run = mlflow.active_run()
     run_id = run.info.run_id if run is not None else os.environ.get("MLFLOW_RUN_ID") or None
+    parent = _current
+    if _forked_from is not None and parent is not None and parent.pid != os.getpid() and \
+            parent.status == "collecting":
+        # a DataLoader worker forked from the recording process: it is in that
+        # process's tree, whose series already hold it (docs/design.md §9)
+        _log(f"this process (pid {os.getpid()}) was forked from pid {parent.pid}, which records "
+             f"run {parent.run_id}: its system metrics (this process in its process tree) are "
+             "recorded there; nothing to record here")
+        return False
+    if not run_id and _forked_from is not None:
+        _log(f"this process (pid {os.getpid()}) was forked from pid {_forked_from} (a DataLoader "
+             "or multiprocessing worker?), and MLflow's active run stays with that process: call "
+             "enable_system_metrics() there, right after mlflow.start_run(); system metrics not "
+             "recorded here")
+        return False
     if not run_id:
         _log("no active MLflow run (call mlflow.start_run() first, or set MLFLOW_RUN_ID); "
              "system metrics not recorded")

@@ -75,3 +75,36 @@ def test_sigterm_handler_only_where_collecting(tmp_path):
     assert "RESULT True scopemeter._front" in collecting.stdout, collecting.stderr
     idle = run(SIGTERM.format(db=db), tmp_path, RANK="1", WORLD_SIZE="2", LOCAL_RANK="1")
     assert "RESULT False DEFAULT" in idle.stdout, idle.stderr
+
+
+FORKED = """
+import os, sys, mlflow, scopemeter
+mlflow.set_tracking_uri('sqlite:///{db}')
+with mlflow.start_run():
+    if {enable}:
+        print('PARENT', scopemeter.enable_system_metrics(interval=0.5), flush=True)
+    pid = os.fork()
+    if pid == 0:  # a DataLoader-like worker
+        print('CHILD', scopemeter.enable_system_metrics(interval=0.5), flush=True)
+        sys.stdout.flush()
+        os._exit(0)
+    os.waitpid(pid, 0)
+    scopemeter.disable_system_metrics()
+"""
+
+
+def test_a_forked_worker_is_told_why(tmp_path):
+    """A forked child (a DataLoader worker) calling enable_system_metrics()
+    is told that it was forked and where its metrics are, not 'no active
+    MLflow run' (issue 21 #7)."""
+    db = tmp_path / "m.db"
+    recorded = run(FORKED.format(db=db, enable=True), tmp_path)
+    assert "PARENT True" in recorded.stdout and "CHILD False" in recorded.stdout, \
+        recorded.stdout + recorded.stderr
+    assert "was forked from pid" in recorded.stderr and "which records run" in recorded.stderr, \
+        recorded.stderr
+    assert "no active MLflow run" not in recorded.stderr, recorded.stderr
+    bare = run(FORKED.format(db=db, enable=False), tmp_path)
+    assert "CHILD False" in bare.stdout, bare.stdout + bare.stderr
+    assert "was forked from pid" in bare.stderr and "stays with that process" in bare.stderr, \
+        bare.stderr
