@@ -87,12 +87,13 @@ def probe_json(scopemeter_bin):
 
 
 def start_mlflow_server(tmpdir, port=None, db=None, backend=None, workers=1, app_name=None,
-                        env=None):
+                        env=None, uvicorn_opts=None):
     """Starts `mlflow server` on loopback; returns (process, uri).  db: the
     sqlite file (default tmpdir/mlflow.db; elsewhere, e.g. on a small
     filesystem that fills up, while the log stays in tmpdir).  backend: a
     backend store URI instead (postgresql://...); app_name: e.g. basic-auth;
-    env: extra variables of the server (MLFLOW_AUTH_CONFIG_PATH)."""
+    env: extra variables of the server (MLFLOW_AUTH_CONFIG_PATH); uvicorn_opts:
+    its --uvicorn-opts."""
     port = port or free_port()
     db = db or os.path.join(tmpdir, "mlflow.db")
     art = os.path.join(tmpdir, "artifacts")
@@ -104,6 +105,8 @@ def start_mlflow_server(tmpdir, port=None, db=None, backend=None, workers=1, app
            "--workers", str(workers)]
     if app_name:
         cmd += ["--app-name", app_name]
+    if uvicorn_opts:
+        cmd += ["--uvicorn-opts", uvicorn_opts]
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                             env=clean_env(**(env or {})), start_new_session=True)
     uri = f"http://127.0.0.1:{port}"
@@ -193,6 +196,9 @@ class Postgres:
         SQLAlchemy 2.1's default for a bare postgresql:// is psycopg (3), and
         psycopg2-binary is what requirements-test.txt installs."""
         self._pg("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", name)
+        return self.uri(name)
+
+    def uri(self, name):
         return f"postgresql+psycopg2://postgres@127.0.0.1:{self.port}/{name}"
 
     def stop(self):
@@ -209,12 +215,23 @@ def postgres():
     pg.stop()
 
 
+# The multi-worker servers' settings.  The job runner (huey consumers,
+# periodic tasks) is not part of tracking, costs the two shared cores and
+# outlives SIGTERM by the 20 s stop_mlflow_server waits (bench/README.md).
+SERVER_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+# uvicorn's supervisor restarts a worker that does not answer its health
+# check in 5 s, which a worker still importing MLflow on a loaded 2-core
+# machine does not: each restart costs the import again.
+LOADED_MACHINE = "--timeout-worker-healthcheck 60"
+
+
 @pytest.fixture(scope="session")
 def postgres_server(tmp_path_factory, postgres):
     """`mlflow server` on PostgreSQL with four workers, as a deployment runs
     it (MLflow's default SQLAlchemy pool per worker; docs/rest.md)."""
     tmp = str(tmp_path_factory.mktemp("mlflow-pg"))
-    proc, uri = start_mlflow_server(tmp, backend=postgres.createdb("mlflow"), workers=4)
+    proc, uri = start_mlflow_server(tmp, backend=postgres.createdb("mlflow"), workers=4,
+                                    env=SERVER_ENV, uvicorn_opts=LOADED_MACHINE)
     yield uri
     stop_mlflow_server(proc)
 
