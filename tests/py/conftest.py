@@ -171,15 +171,21 @@ class Postgres:
         self.dir = tempfile.mkdtemp(prefix="scopemeter-pg-")  # /tmp: reachable by that user
         self.data = os.path.join(self.dir, "data")
         self.port = free_port()
-        if self.user:
-            shutil.chown(self.dir, self.user)
-        self._pg("initdb", "-D", self.data, "-U", "postgres", "-A", "trust", "-E", "UTF8",
-                 "--locale=C", "--no-sync")
-        opts = (f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.dir} -c fsync=off "
-                "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
-        self._pg("pg_ctl", "-D", self.data, "-l", os.path.join(self.dir, "postgres.log"),
-                 "-o", opts, "-w", "-t", "60", "start")
-        self.started = True
+        try:
+            if self.user:
+                shutil.chown(self.dir, self.user)
+            self._pg("initdb", "-D", self.data, "-U", "postgres", "-A", "trust", "-E", "UTF8",
+                     "--locale=C", "--no-sync")
+            # max_connections: 4 workers x MLflow's pool (5 + 10 overflow) per server, two
+            # servers (the auth tier's shares the store), with room
+            opts = (f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.dir} "
+                    "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+                    "-c max_connections=200")
+            self._pg("pg_ctl", "-D", self.data, "-l", os.path.join(self.dir, "postgres.log"),
+                     "-o", opts, "-w", "-t", "60", "start")
+        except BaseException:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise
 
     def _pg(self, tool, *args, timeout=120):
         cmd = [os.path.join(self.bindir, tool), *args]

@@ -77,6 +77,7 @@ def test_system_metrics_tab_shows_what_plan_predicts(scopemeter_bin, tmp_path):
     for tool in (CHROMIUM, DRIVER):
         assert os.access(tool, os.X_OK), f"{tool} missing: scripts/install-deps installs it"
 
+    t0 = time.monotonic()
     store = f"sqlite:///{tmp_path}/mlflow.db"  # the pods' own netns cannot reach loopback
     run_id = new_run(store)
     spec = [(0, 512 << 20, 0.5, 2), (1, 1 << 30, 1.0, 2)]  # rank, memory, CPUs, MB sent
@@ -100,7 +101,9 @@ def test_system_metrics_tab_shows_what_plan_predicts(scopemeter_bin, tmp_path):
     assert len(keys) == plan["charts"] and len(want) == plan["sections"], (sorted(keys), plan)
     assert sum(s.endswith(f"/{NODE}") for s in want) == plan["node_sections"]
 
+    t1 = time.monotonic()
     server, uri = start_mlflow_server(str(tmp_path))  # on the store the pods wrote
+    t2 = time.monotonic()
     url = f"{uri}/#/experiments/{experiment_id}/runs/{run_id}/system-metrics"
     d = browser()
     shot = tmp_path / "system-metrics.png"
@@ -108,15 +111,18 @@ def test_system_metrics_tab_shows_what_plan_predicts(scopemeter_bin, tmp_path):
         d.get(url)
         deadline, seen = time.monotonic() + 240, {}
         while time.monotonic() < deadline:  # the UI loads its bundle, then the run
-            seen = ui_sections(d.find_element("tag name", "body").text)
+            # innerText in the page: WebDriver's element text walks the charts' SVGs
+            seen = ui_sections(d.execute_script("return document.body.innerText"))
             if all(s in seen and len(seen[s][1]) == len(ks) for s, ks in want.items()):
                 break
             time.sleep(2)
+        t3 = time.monotonic()
         d.save_screenshot(str(shot))
     finally:
         d.quit()
         stop_mlflow_server(server)
-    print(f"screenshot: {shot}")
+    print(f"screenshot: {shot}; job {t1 - t0:.0f} s, server {t2 - t1:.0f} s, "
+          f"page {t3 - t2:.0f} s")
 
     mine = {s: v for s, v in seen.items() if s.startswith("system/")}
     assert set(mine) == set(want), (sorted(mine), sorted(want))
