@@ -220,6 +220,7 @@ def many_collectors_stop_together(uri, scopemeter_bin, n, tmp_path):
     hist = histories(uri, run_id)
     assert sum(len(h) for h in hist.values()) == total
     assert {k.rsplit("/", 1)[1] for k in hist} == {f"rank{r}" for r in range(n)}
+    return run_id
 
 
 @pytest.mark.backends
