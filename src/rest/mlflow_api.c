@@ -357,6 +357,25 @@ out:
     return rc;
 }
 
+int sm_mlflow_check_write_on(sm_rest *r, const char *run_id, double deadline, char *err,
+                             size_t errlen)
+{
+    json_t *req;
+    int rc;
+
+    if (!sm_mlflow_valid_run_id(run_id)) {
+        snprintf(err, errlen, "not an MLflow run id: %.80s", run_id ? run_id : "(null)");
+        return -EINVAL;
+    }
+    if (!(req = json_pack("{s:s}", "run_id", run_id))) {
+        snprintf(err, errlen, "runs/update: out of memory");
+        return -ENOMEM;
+    }
+    rc = to_errno(r, sm_rest_call(r, "POST", "runs/update", req, NULL, deadline, err, errlen));
+    json_decref(req);
+    return rc;
+}
+
 int sm_mlflow_get_run(const char *uri, const char *run_id, char *status_out, size_t status_len,
                       double timeout_s, char *err, size_t errlen)
 {

@@ -662,6 +662,13 @@ static void describe_error(const char *endpoint, const char *body, size_t len,
         code = json_string_value(json_object_get(res->body, "error_code"));
         message = json_string_value(json_object_get(res->body, "message"));
     }
+    /* MLflow's auth app and most proxies refuse with a text body: the code is
+     * the one MLflow's own errors carry for that status (mlflow/exceptions.py),
+     * so a refusal is named the same whoever sent it */
+    if (!code && res->http == 401)
+        code = "UNAUTHENTICATED";
+    else if (!code && res->http == 403)
+        code = "PERMISSION_DENIED";
     if (code)
         snprintf(res->error_code, sizeof res->error_code, "%s", code);
     if (!code && res->http == 404) {
@@ -671,6 +678,15 @@ static void describe_error(const char *endpoint, const char *body, size_t len,
                  "REST API at this tracking URI (a wrong path prefix? MLflow's API is the "
                  "tracking URI + /api/2.0/mlflow/)", ep);
         return;
+    }
+    if (!message && code && !res->body && body) {
+        /* a text body (the auth app's "Permission denied"): its first printable bytes */
+        for (i = 0; i < len && o < sizeof snippet - 1 && o < 120; i++) {
+            unsigned char c = (unsigned char)body[i];
+            snippet[o++] = (c >= 32 && c < 127) ? (char)c : ' ';
+        }
+        snippet[o] = '\0';
+        message = snippet;
     }
     if (code || message) {
         snprintf(res->msg, sizeof res->msg, "%s: HTTP %ld %s: %.300s", ep, res->http,

@@ -164,6 +164,13 @@ SM_HIDDEN int sm_mlflow_get_run_on(sm_rest *r, const char *run_id, char *status_
                                    size_t status_len, int rank, int64_t *last_step,
                                    double deadline, char *err, size_t errlen);
 
+/* mlflow_api.c: whether these credentials may write to the run: runs/update
+ * naming only the run (MLflow >= 2.3 changes only the fields a request
+ * gives, so nothing changes) needs the permission log-batch needs.  0, or
+ * -EACCES (401/403) with err set, else as the public helpers. */
+SM_HIDDEN int sm_mlflow_check_write_on(sm_rest *r, const char *run_id, double deadline,
+                                       char *err, size_t errlen);
+
 /* sink_mlflow.c: the REST sink's constructor (an sm_sink_factory). */
 struct sm_sink;
 struct sm_sink_config;

@@ -24,7 +24,8 @@
  * of what is left of the bound): 64 collectors spread over 3.2 s.
  *
  * At start the run is checked once (runs/get): a missing or deleted run
- * fails the start instead of refusing every window.
+ * fails the start instead of refusing every window; so do credentials
+ * that may read the run but not write to it (a no-op runs/update: 401/403).
  *
  *   2xx                          consumed
  *   408, 429, 5xx, no connection retried after backoff (full jitter, cap
@@ -562,6 +563,17 @@ static int check_run(mlsink *s, int rank, double bound, char *err, size_t errlen
         sm_log(SM_WARN, "cannot check run %s at %s (%s); recording into it anyway: points "
                "wait in the buffer until the server answers", s->run_id, s->rest.shown, why);
         return 0;
+    }
+    /* Reading is not writing: credentials with READ only on the run's
+     * experiment (MLflow's auth app) pass runs/get and would have every
+     * window refused.  A runs/update naming only the run needs what log-batch
+     * needs and changes nothing, so a 401/403 fails the start in one line;
+     * any other answer is left to the windows' own lines. */
+    if (sm_mlflow_check_write_on(&s->rest, s->run_id, sm_now_mono() + bound, why,
+                                 sizeof why) == -EACCES) {
+        snprintf(err, errlen, "cannot record into run %s at %s: these credentials may not "
+                 "write to it (%s)", s->run_id, s->rest.shown, why);
+        return -EACCES;
     }
     /* Re-attaching (docs/design.md §3): the chart goes on where this rank's
      * system series stopped instead of restarting at step 0 and

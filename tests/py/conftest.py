@@ -2,9 +2,16 @@
 
 - ``scopemeter_bin``: the CLI built by meson (``SCOPEMETER_BIN`` or build/cli/scopemeter).
 - ``mlflow_server``: a real ``mlflow server`` on loopback with a sqlite backend,
-  started once per session on a free port; yields its http:// URI.
+  started once per session on a free port; yields its http:// URI.  A test
+  marked ``backends`` runs twice: against that server and against
+  ``postgres_server`` (the ``postgres`` tier).
+- ``postgres``: Debian's PostgreSQL run by the harness itself (``initdb`` into
+  a temporary directory as the ``postgres`` user, ``pg_ctl start`` on
+  127.0.0.1, stopped at the end of the session); ``postgres_server``: ``mlflow
+  server --workers 4`` on a database of it.
 - ``probe_json(sysroot=None, env=None)``: runs ``scopemeter probe --json`` and parses it.
 """
+import glob
 import json
 import os
 import shutil
@@ -12,6 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 
@@ -78,20 +86,29 @@ def probe_json(scopemeter_bin):
     return run
 
 
-def start_mlflow_server(tmpdir, port=None, db=None):
+def start_mlflow_server(tmpdir, port=None, db=None, backend=None, workers=1, app_name=None,
+                        env=None, uvicorn_opts=None):
     """Starts `mlflow server` on loopback; returns (process, uri).  db: the
     sqlite file (default tmpdir/mlflow.db; elsewhere, e.g. on a small
-    filesystem that fills up, while the log stays in tmpdir)."""
+    filesystem that fills up, while the log stays in tmpdir).  backend: a
+    backend store URI instead (postgresql://...); app_name: e.g. basic-auth;
+    env: extra variables of the server (MLFLOW_AUTH_CONFIG_PATH); uvicorn_opts:
+    its --uvicorn-opts."""
     port = port or free_port()
     db = db or os.path.join(tmpdir, "mlflow.db")
     art = os.path.join(tmpdir, "artifacts")
     os.makedirs(art, exist_ok=True)
     log = open(os.path.join(tmpdir, "server.log"), "ab")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{db}",
-         "--default-artifact-root", art, "--host", "127.0.0.1", "--port", str(port),
-         "--workers", "1"],
-        stdout=log, stderr=subprocess.STDOUT, env=clean_env(), start_new_session=True)
+    cmd = [sys.executable, "-m", "mlflow", "server",
+           "--backend-store-uri", backend or f"sqlite:///{db}",
+           "--default-artifact-root", art, "--host", "127.0.0.1", "--port", str(port),
+           "--workers", str(workers)]
+    if app_name:
+        cmd += ["--app-name", app_name]
+    if uvicorn_opts:
+        cmd += ["--uvicorn-opts", uvicorn_opts]
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                            env=clean_env(**(env or {})), start_new_session=True)
     uri = f"http://127.0.0.1:{port}"
     deadline = time.time() + 120
     while time.time() < deadline:
@@ -120,11 +137,133 @@ def stop_mlflow_server(proc):
 
 
 @pytest.fixture(scope="session")
-def mlflow_server(tmp_path_factory):
+def sqlite_server(tmp_path_factory):
     tmp = str(tmp_path_factory.mktemp("mlflow"))
     proc, uri = start_mlflow_server(tmp)
     yield uri
     stop_mlflow_server(proc)
+
+
+# ---- PostgreSQL ----------------------------------------------------------------------
+
+def pg_bindir():
+    """Debian's server binaries (initdb, pg_ctl, createdb are not on PATH:
+    /usr/lib/postgresql/VERSION/bin), the newest version installed."""
+    dirs = sorted(glob.glob("/usr/lib/postgresql/*/bin"),
+                  key=lambda d: int(d.split("/")[-2]) if d.split("/")[-2].isdigit() else 0)
+    return dirs[-1] if dirs and os.access(os.path.join(dirs[-1], "initdb"), os.X_OK) else None
+
+
+class Postgres:
+    """A throwaway PostgreSQL cluster: initdb into a fresh directory, one
+    postmaster on 127.0.0.1:port (its unix socket in the same directory, so no
+    system-wide /run/postgresql is touched), trust authentication (loopback
+    only, a test), no fsync (nothing here must survive a power cut; it is what
+    makes initdb and MLflow's migrations take seconds on a loaded machine)."""
+
+    def __init__(self):
+        self.bindir = pg_bindir()
+        if not self.bindir:
+            pytest.fail("PostgreSQL is not installed (scripts/install-deps: Debian's postgresql)")
+        # initdb and postgres refuse to run as root: as root, Debian's
+        # `postgres` user (the package creates it) runs them
+        self.user = "postgres" if is_root() else None
+        self.dir = tempfile.mkdtemp(prefix="scopemeter-pg-")  # /tmp: reachable by that user
+        self.data = os.path.join(self.dir, "data")
+        self.port = free_port()
+        try:
+            if self.user:
+                shutil.chown(self.dir, self.user)
+            self._pg("initdb", "-D", self.data, "-U", "postgres", "-A", "trust", "-E", "UTF8",
+                     "--locale=C", "--no-sync")
+            # max_connections: 4 workers x MLflow's pool (5 + 10 overflow) per server, two
+            # servers (the auth tier's shares the store), with room
+            opts = (f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.dir} "
+                    "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+                    "-c max_connections=200")
+            self._pg("pg_ctl", "-D", self.data, "-l", os.path.join(self.dir, "postgres.log"),
+                     "-o", opts, "-w", "-t", "60", "start")
+        except BaseException:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise
+
+    def _pg(self, tool, *args, timeout=120):
+        cmd = [os.path.join(self.bindir, tool), *args]
+        if self.user:
+            cmd = ["runuser", "-u", self.user, "--", *cmd]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=self.dir,
+                           env=clean_env(LC_ALL="C"))
+        if p.returncode != 0:
+            raise RuntimeError(f"{tool} failed ({p.returncode}): {p.stderr or p.stdout}")
+        return p.stdout
+
+    def createdb(self, name):
+        """A new database; returns its SQLAlchemy URI.  The driver is named:
+        SQLAlchemy 2.1's default for a bare postgresql:// is psycopg (3), and
+        psycopg2-binary is what requirements-test.txt installs."""
+        self._pg("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", name)
+        return self.uri(name)
+
+    def uri(self, name):
+        return f"postgresql+psycopg2://postgres@127.0.0.1:{self.port}/{name}"
+
+    def stop(self):
+        try:
+            self._pg("pg_ctl", "-D", self.data, "-m", "fast", "-w", "-t", "60", "stop")
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    pg = Postgres()
+    yield pg
+    pg.stop()
+
+
+# The multi-worker servers' settings.  The job runner (huey consumers,
+# periodic tasks) is not part of tracking, costs the two shared cores and
+# outlives SIGTERM by the 20 s stop_mlflow_server waits (bench/README.md).
+SERVER_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+# uvicorn's supervisor restarts a worker that does not answer its health
+# check in 5 s, which a worker still importing MLflow on a loaded 2-core
+# machine does not: each restart costs the import again.
+LOADED_MACHINE = "--timeout-worker-healthcheck 60"
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory, postgres):
+    """`mlflow server` on PostgreSQL with four workers, as a deployment runs
+    it (MLflow's default SQLAlchemy pool per worker; docs/rest.md)."""
+    tmp = str(tmp_path_factory.mktemp("mlflow-pg"))
+    proc, uri = start_mlflow_server(tmp, backend=postgres.createdb("mlflow"), workers=4,
+                                    env=SERVER_ENV, uvicorn_opts=LOADED_MACHINE)
+    yield uri
+    stop_mlflow_server(proc)
+
+
+class ServerURI(str):
+    """The server's http:// URI, which also says its backend (.backend)."""
+
+    def __new__(cls, uri, backend):
+        s = super().__new__(cls, uri)
+        s.backend = backend
+        return s
+
+
+@pytest.fixture
+def mlflow_server(request):
+    """The session's server: sqlite unless the test is marked `backends`, which
+    runs it once per backend (pytest_generate_tests)."""
+    backend = getattr(request, "param", "sqlite")
+    return ServerURI(request.getfixturevalue(f"{backend}_server"), backend)
+
+
+def pytest_generate_tests(metafunc):
+    if "mlflow_server" in metafunc.fixturenames and \
+            metafunc.definition.get_closest_marker("backends"):
+        metafunc.parametrize("mlflow_server", ["sqlite", pytest.param(
+            "postgres", marks=pytest.mark.postgres)], indirect=True)
 
 
 def is_root():

@@ -367,6 +367,7 @@ def gone_or_zombie(pid):
         return True
 
 
+@pytest.mark.backends
 def test_sigkill_keeps_what_was_shipped_and_nothing_is_corrupt(scopemeter_bin, mlflow_server,
                                                                tmp_path):
     run_id = new_run(mlflow_server)

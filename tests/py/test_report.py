@@ -160,6 +160,7 @@ while True:
 # ---- a job near its limit, and an OOM kill, under `scopemeter run` (server) ------------------
 
 
+@pytest.mark.backends
 def test_climb_to_90_percent_of_the_limit(scopemeter_bin, mlflow_server, tmp_path):
     need_v1_pods()
     out = tmp_path / "top.json"
@@ -380,6 +381,7 @@ def test_two_pods_on_one_node(scopemeter_bin, tmp_path):
 # ---- GPUs (the fake NVML of tests/fakenvml, the suite's one stand-in) ----------------------
 
 
+@pytest.mark.backends
 def test_gpus_per_rank(scopemeter_bin, mlflow_server, machine, lib):
     root = machine.dev_nodes("nvidia0", "nvidia1")
     env = clean_env(MLFLOW_TRACKING_URI=mlflow_server, SCOPEMETER_SYSROOT=root,

@@ -62,6 +62,7 @@ def records_of_run(uri, run_id):
 
 # ---- the sink alone ----------------------------------------------------------------
 
+@pytest.mark.backends
 def test_c_sink_batches_within_mlflow_limits(scopemeter_bin, mlflow_server, proxy):
     p = subprocess.run([sink_test_binary(scopemeter_bin)], capture_output=True, text=True,
                        env=clean_env(SM_TEST_MLFLOW_URI=proxy.uri), timeout=120)
@@ -198,6 +199,7 @@ def test_server_that_never_answers_stop_is_bounded(scopemeter_bin, mlflow_server
     assert get_run(mlflow_server, p.run_id)["info"]["status"] == "FAILED"
 
 
+@pytest.mark.backends
 def test_400_is_not_retried_and_the_message_is_shown(scopemeter_bin, mlflow_server, proxy):
     proxy.set_fault("status", match=LOG_BATCH, code=400, count=1)
     p = run_cli(scopemeter_bin, ["--interval", "0.5", "--", "sleep", "3"],
