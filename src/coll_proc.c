@@ -42,6 +42,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -68,11 +69,23 @@ struct tree {
  * process's mmap read lock (fs/proc/task_mmu.c show_smaps_rollup): its cost
  * grows with resident memory, tens of ms per GB measured here.  The tree's
  * memory reads are kept within this share of wall time: after a read that
- * took T (at least MEM_SLOW: below that, every sample reads), the next waits
+ * cost T of CPU (at least MEM_SLOW: below that, every sample reads), the next waits
  * until T / MEM_BUDGET has passed, and the samples in between have no memory
  * point (never a stale one).  Docs: design.md §9. */
 #define MEM_BUDGET 0.02
 #define MEM_SLOW 0.02
+
+/* The cost of a read is this thread's CPU time (the page-table walk runs in
+ * the kernel on our behalf), not wall time: on a loaded node a preempted read
+ * would otherwise look slow and drop memory points for nothing. */
+static double thread_cpu_s(void)
+{
+    struct timespec ts;
+
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+        return 0;
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 struct proc_state {
     char sysroot[1024];
@@ -436,8 +449,9 @@ static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)
         walk(s, t->pid, &scanned);
         now = sm_now_mono();
         read_mem = baseline || now >= t->mem_next;
+        cost = thread_cpu_s();
         sum_tree(s, &count, &ticks, &kb, &mem_ok, read_mem);
-        cost = sm_now_mono() - now;
+        cost = thread_cpu_s() - cost;
         if (read_mem && s->rollup && cost >= MEM_SLOW) {
             t->mem_next = now + cost / MEM_BUDGET;
             if (!s->budget_said) {
