@@ -104,9 +104,10 @@ struct proc_state {
     size_t nscan;
     int scan_over;
     struct { int pid, ppid; } scan[SCAN_MAX];
-    /* the peak of the own tree's memory (end tag scopemeter.rankN.process_tree_peak) */
-    double peak_mb;
-    int peak_n;
+    /* the peak of the own tree's memory (tag scopemeter.rankN.process_tree_peak),
+     * and the peak last shipped with a window (shipped_n 0: none yet) */
+    double peak_mb, shipped_mb;
+    int peak_n, shipped_n;
     char buf[65536];       /* one file (a children list of 4096 pids fits) */
     _Alignas(8) char dents[8192]; /* getdents64: records are 8-byte aligned from here */
 };
@@ -498,13 +499,31 @@ static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)
     return rc;
 }
 
+/* The tree has no limit to scale a step by (memory_at_peak's is 0.1 % of the
+ * limit): the window tag is shipped again when the peak rose by max(1 MB,
+ * 1 % of the peak last shipped).  That bounds the distinct texts the sink's
+ * ring keeps for the run (docs/series.md, *Window tags*): 1 MB steps up to
+ * 100 MB, then ln(1e4)/ln(1.01) = 926 steps up to 1 TB, ~1000 in all. */
+#define PEAK_STEP_MB 1.0
+#define PEAK_STEP_REL 0.01
+
 static void proc_tags(void *state, int phase, sm_tags *out)
 {
     struct proc_state *s = state;
+    double step;
 
-    if (phase == SM_TAGS_END && s->peak_n > 0)
-        sm_tag_add(out, "process_tree_peak", "processes=%d memory_mb=%.1f", s->peak_n,
-                   s->peak_mb);
+    if (phase == SM_TAGS_START || s->peak_n <= 0)
+        return;
+    if (phase == SM_TAGS_WINDOW && s->shipped_n > 0) {
+        step = s->shipped_mb * PEAK_STEP_REL;
+        if (s->peak_mb < s->shipped_mb + (step > PEAK_STEP_MB ? step : PEAK_STEP_MB))
+            return;
+    }
+    /* a window tag too (docs/design.md §9): the training process killed by the
+     * OOM killer never reaches stop, and this is what its tree held */
+    sm_tag_add(out, "process_tree_peak", "processes=%d memory_mb=%.1f", s->peak_n, s->peak_mb);
+    s->shipped_mb = s->peak_mb;
+    s->shipped_n = s->peak_n;
 }
 
 static void proc_close(void *state)

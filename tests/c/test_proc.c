@@ -4,7 +4,7 @@
  * of 3 processes (children from two threads' children files), a comm with
  * ") (" in it, the ppid scan without children files, the Rss fallback
  * without smaps_rollup, the CPU formula and its clamp, a process that exits
- * between samples, the naming of a point with a rank of its own, and the
+ * between samples, the peak tag shipped with windows, the naming of a point with a rank of its own, and the
  * recorder lock (reclock.c) with the real kernel.
  */
 #include <errno.h>
@@ -226,6 +226,77 @@ static void test_tree(void)
     close_coll(s);
 }
 
+/* process_tree_peak is also a window tag (docs/design.md §9: it must reach
+ * the store before an OOM kill ends the process): the first window ships
+ * it, then only a peak risen by max(1 MB, 1 % of the one last shipped), so
+ * the sink's ring keeps a bounded number of texts; the end tag is the final
+ * peak whatever was shipped. */
+static const char *window_peak(void *s)
+{
+    static sm_tags t;
+
+    memset(&t, 0, sizeof t);
+    sm_coll_proc.tags(s, SM_TAGS_WINDOW, &t);
+    for (size_t i = 0; i < t.n; i++)
+        if (strcmp(t.v[i].key, "process_tree_peak") == 0)
+            return t.v[i].value;
+    return NULL;
+}
+
+static void test_peak_window(void)
+{
+    char cmd[600];
+    sm_ctx ctx;
+    struct run r;
+    sm_tags end = {0};
+    void *s;
+    const char *v;
+
+    snprintf(cmd, sizeof cmd, "rm -rf %s/proc", root);
+    CHECK_EQ_INT(system(cmd), 0);
+    lay_out_tree(1, 1);
+    ctx_here(&ctx);
+    s = open_coll(&ctx, &r);
+    CHECK_EQ_INT(r.rc, 0);
+    CHECK(window_peak(s) == NULL); /* nothing sampled yet: no peak to ship */
+    CHECK_EQ_INT(sample(s, &r), 0);
+    v = window_peak(s);
+    CHECK(v && strcmp(v, "processes=3 memory_mb=1.5") == 0);
+    CHECK(window_peak(s) == NULL); /* unchanged: not again */
+    /* +0.9 MB (below the 1 MB step): not shipped */
+    rollup(100, 1000 + 880, 1500);
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK(window_peak(s) == NULL);
+    /* +1.1 MB over the one shipped: shipped */
+    rollup(100, 1000 + 1075, 1500);
+    CHECK_EQ_INT(sample(s, &r), 0);
+    v = window_peak(s);
+    CHECK(v && strcmp(v, "processes=3 memory_mb=2.6") == 0);
+    /* a large tree: the step is 1 % of the peak shipped (here 5.1 MB) */
+    rollup(101, 500000, 500000);
+    CHECK_EQ_INT(sample(s, &r), 0);
+    v = window_peak(s);
+    CHECK(v && strcmp(v, "processes=3 memory_mb=514.3") == 0);
+    rollup(101, 500000 + 3000, 500000); /* +3.1 MB: more than 1 MB, less than 1 % */
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK(window_peak(s) == NULL);
+    rollup(101, 500000 + 6000, 500000); /* +6.1 MB since the one shipped */
+    CHECK_EQ_INT(sample(s, &r), 0);
+    v = window_peak(s);
+    CHECK(v && strcmp(v, "processes=3 memory_mb=520.5") == 0);
+    /* the tree shrinks: the peak stays, nothing shipped; the end has the peak */
+    rm("/proc/101/stat");
+    put("/proc/100/task/105/children", "");
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK_NEAR(value(&r, "process_count"), 2, 0);
+    CHECK(window_peak(s) == NULL);
+    rollup(101, 500000 + 6100, 500000); /* not in the tree any more */
+    sm_coll_proc.tags(s, SM_TAGS_END, &end);
+    CHECK_EQ_INT(end.n, 1);
+    CHECK_EQ_STR(end.v[0].value, "processes=3 memory_mb=520.5");
+    close_coll(s);
+}
+
 /* No children files (CONFIG_PROC_CHILDREN off): one /proc scan by ppid; no
  * smaps_rollup (kernel < 4.14): VmRSS summed, one line says both. */
 static void test_fallbacks(void)
@@ -354,6 +425,7 @@ int main(void)
         return 1;
     }
     test_tree();
+    test_peak_window();
     test_fallbacks();
     test_rank_override();
     test_lock();

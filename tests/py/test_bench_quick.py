@@ -32,6 +32,8 @@ TITLES = [
     "3. Training throughput",
     "6. Stop latency",
     "7. Write load at scale",
+    "9. Process tree: 9 processes holding",
+    "9b. Monitor CPU per window with the tree measured",
     "Targets",
 ]
 ROWS = [
@@ -44,6 +46,9 @@ ROWS = [
     "scopemeter run (CLI, own RSS), https",
     "pure Python (GIL-bound)", "torch CPU MLP", "torchrun 2 procs, DDP (all_workers)",
     "disable_system_metrics(timeout=5)", "mlflow.end_run()", "run.finish() (offline)",
+    "floor: tree's files, with smaps_rollup", "process collector, memory read",
+    "floor: tree's files, no smaps_rollup", "process collector, count+CPU",
+    "today's sample (every collector but process)", "full sample, process included",
 ]
 
 
@@ -171,10 +176,26 @@ def test_scale_numbers(bench):
         assert finite(row["rows_per_hour"]), row
 
 
+def test_process_tree_numbers(bench):
+    """9: the tree of 9 processes (small in quick mode): every per-sample cost
+    measured; the monitor spent CPU at both periods; the run has the tree's
+    series (plan's count) and its process_tree_peak tag."""
+    _, data = bench
+    ms = data["results"]["9_sample"]["ms_per_sample"]
+    assert len(ms) == 6
+    for k, v in ms.items():
+        assert positive(v["median"]), (k, v)
+    for iv in ("10", "1"):
+        r = data["results"]["9_window"][iv]
+        assert positive(r["monitor_ms_per_window"]) and positive(r["pct_of_core"]), r
+        assert r["series"] == r["plan"]["series"], r
+        assert r["process_tree_peak"].startswith("processes=9 memory_mb="), r
+
+
 def test_targets_table_has_a_verdict_per_row(bench):
     text, data = bench
     names = [t["measurement"] for t in data["targets"]]
-    for prefix in ("1 ", "2 ", "3 ", "5 ", "6 ", "7 "):
+    for prefix in ("1 ", "2 ", "3 ", "5 ", "6 ", "7 ", "9 "):
         assert any(n.startswith(prefix) for n in names), (prefix, names)
     for t in data["targets"]:
         assert isinstance(t["met"], bool), t

@@ -12,6 +12,9 @@ reason otherwise.
 - The same job under `scopemeter run` against a real MLflow server, killed
   with SIGKILL after a few windows: the memory_at_peak and memory_events tags
   are already in the run (they ship with the windows, not only at stop).
+- The Python front in a 400 MB cgroup, allocating until the kernel's OOM
+  killer ends it: memory_at_peak, memory_events and process_tree_peak are in
+  the run.
 Every cgroup and /dev/shm file made here is removed in a finally block.
 """
 import os
@@ -217,4 +220,72 @@ def test_window_tags_survive_sigkill(scopemeter_bin, mlflow_server, tmp_path):
         if job:
             job.stop()
         time.sleep(0.2)  # the killed CMD (PR_SET_PDEATHSIG) leaves the cgroup
+        cg.remove()
+
+
+# The Python front inside the limited cgroup: opens the run, records at
+# 0.5 s, then allocates 20 MB every 0.1 s (touched: resident, charged to the
+# cgroup) until the kernel's OOM killer ends it.  Nothing after the
+# allocation loop runs: stop never happens.
+OOM_JOB = r"""
+import sys, time
+import mlflow, scopemeter
+uri, run_id = sys.argv[1:3]
+mlflow.set_tracking_uri(uri)
+mlflow.start_run(run_id=run_id)
+assert scopemeter.enable_system_metrics(interval=0.5)
+time.sleep(2)                          # a few windows at the start
+hold = []
+while True:
+    b = bytearray(20_000_000)
+    for i in range(0, len(b), 4096):
+        b[i] = 1
+    hold.append(b)
+    time.sleep(0.1)
+"""
+
+
+def test_front_oom_killed_keeps_its_window_tags(mlflow_server, tmp_path):
+    """The front OOM-killed inside its own cgroup (issue 20, "How it is shown"):
+    the kernel's OOM killer ends it (memory.oom_control counts the kill), and
+    the run already holds what filled the pod — memory_at_peak near the limit,
+    memory_events, process_tree_peak — shipped with the windows before."""
+    from pyfront_util import python_env, read_run
+    from runread import new_run
+    limit = 400 * MiB
+    cg, mem = limited("oom", limit)
+    proc = None
+    try:
+        kills0 = int(dict(ln.split() for ln in read(f"{mem}/memory.oom_control")
+                          .splitlines()).get("oom_kill", "0"))
+        run_id = new_run(mlflow_server)
+        proc = subprocess.Popen([sys.executable, "-c", OOM_JOB, mlflow_server, run_id],
+                                env=python_env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, preexec_fn=cg.enter)
+        out, _ = proc.communicate(timeout=180)
+        assert proc.returncode == -signal.SIGKILL, (proc.returncode, out[-2000:])
+        oc = dict(ln.split() for ln in read(f"{mem}/memory.oom_control").splitlines())
+        if "oom_kill" in oc:  # kernel >= 4.13: the kill was the OOM killer's
+            assert int(oc["oom_kill"]) >= kills0 + 1, oc
+        _, tags = read_run(mlflow_server, run_id)
+        print({k: v for k, v in tags.items() if k.startswith("scopemeter.rank0.")})
+        assert "scopemeter.rank0.mem_peak_sampled_mb" not in tags  # an end tag: never sent
+        peak = dict(kv.split("=") for kv in tags["scopemeter.rank0.memory_at_peak"].split())
+        assert float(peak["limit_mb"]) == pytest.approx(limit / 1e6, abs=0.051)
+        # the last shipped peak: within a few windows' growth (100 MB a window) of the limit
+        assert float(peak["working_set_mb"]) >= 0.5 * limit / 1e6, peak
+        assert float(peak["anon_mb"]) >= 0.5 * float(peak["working_set_mb"]), peak
+        assert float(peak["working_set_mb"]) <= limit / 1e6 + 0.1, peak
+        ev = dict(kv.split("=") for kv in tags["scopemeter.rank0.memory_events"].split())
+        assert list(ev) == ["max", "oom_kill"], ev  # v1: memory.failcnt, oom_control
+        tree = dict(kv.split("=") for kv in tags["scopemeter.rank0.process_tree_peak"].split())
+        assert int(tree["processes"]) >= 1, tree
+        # the tree is the front alone: its Pss grew with the allocations, below the limit
+        assert 0.4 * limit / 1e6 <= float(tree["memory_mb"]) <= limit / 1e6 + 0.1, tree
+        assert tags["scopemeter.rank0.memory_limit_bytes"] == str(limit)
+    finally:
+        if proc and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        time.sleep(0.2)
         cg.remove()
