@@ -59,6 +59,7 @@ typedef struct sm_pid_stat {
     char state;
     uint64_t utime, stime, cutime, cstime; /* fields 14-17 */
     uint64_t starttime;                    /* field 22: ticks after boot */
+    uint64_t rss_pages;                    /* field 24 (0 when the line stops before it) */
 } sm_pid_stat;
 SM_HIDDEN int sm_parse_pid_stat(const char *buf, size_t len, sm_pid_stat *out);
 

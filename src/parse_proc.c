@@ -269,7 +269,7 @@ static int scan_field(const char **p, const char *end, uint64_t *out)
 int sm_parse_pid_stat(const char *buf, size_t len, sm_pid_stat *out)
 {
     const char *p = buf, *end = buf + len, *close = NULL;
-    uint64_t v, f[23];
+    uint64_t v, f[25];
     int rc;
 
     memset(out, 0, sizeof *out);
@@ -299,6 +299,16 @@ int sm_parse_pid_stat(const char *buf, size_t len, sm_pid_stat *out)
         rc = scan_field(&p, end, &f[i]);
         if (rc < 0)
             return rc;
+    }
+    /* fields 23 (vsize) and 24 (rss, pages): every kernel writes them; a
+     * line that stops before them still has what the tree needs */
+    for (int i = 23; i <= 24 && p < end && *p == ' ' && p + 1 < end && p[1] != '\n'; i++) {
+        p++;
+        rc = scan_field(&p, end, &f[i]);
+        if (rc < 0)
+            return rc;
+        if (i == 24)
+            out->rss_pages = f[24];
     }
     if (p < end && *p != ' ' && *p != '\n')
         return -EINVAL;
