@@ -46,6 +46,23 @@ def psi_here():
         return False
 
 
+# the container's block I/O (docs/series.md, Disk I/O): where a blkio (v1) or
+# io (v2) controller can be read, with any container limit
+DISK = ["container_disk_read_megabytes", "container_disk_write_megabytes"]
+
+
+def disk_here():
+    """The disk series can be read here: a v1/hybrid blkio hierarchy, or cgroup
+    v2 with the io controller enabled below the root."""
+    if os.path.isdir("/sys/fs/cgroup/blkio"):
+        return True
+    try:
+        with open("/sys/fs/cgroup/cgroup.subtree_control") as f:
+            return "io" in f.read().split()
+    except OSError:
+        return False
+
+
 # docs/design.md §9: the process tree of every recorded rank
 PROCESS = ["process_count", "process_memory_megabytes", "process_cpu_utilization_percentage"]
 
@@ -66,6 +83,8 @@ def expected_keys(rank, node=None, container=True):
         keys |= {f"system/{k}/rank{rank}" for k in CONTAINER + PARTS}
         if psi_here():
             keys |= {f"system/{k}/rank{rank}" for k in PRESSURE}
+        if disk_here():
+            keys |= {f"system/{k}/rank{rank}" for k in DISK}
     return keys | process_keys(rank)
 
 

@@ -19,8 +19,8 @@ import time
 
 import pytest
 
-from pyfront_util import (assert_limits, cgroups_usable, expected_keys, netns_usable, new_run,
-                          psi_here, python_env, read_run, run_pods_on_one_node, system_keys,
+from pyfront_util import (assert_limits, cgroups_usable, disk_here, expected_keys,
+                          netns_usable, new_run, psi_here, python_env, read_run, run_pods_on_one_node, system_keys,
                           wait_all, worker_cmd)
 
 NODE = "test-node-a"
@@ -49,8 +49,9 @@ def test_two_pods_on_one_node(tmp_path):
     keys = system_keys(metrics)
     assert keys == want, sorted(keys ^ want)
     # per rank: node 3, rootfs 3, network 2, container 3 + the 4 parts of the
-    # working set (+ 2 pressure with PSI, docs/design.md §9), its process tree 3
-    assert len(keys) == 2 * ((17 if psi_here() else 15) + 3)
+    # working set (+ 2 pressure with PSI, docs/design.md §9; + 2 disk I/O where
+    # blkio/io can be read), its process tree 3
+    assert len(keys) == 2 * (15 + 2 * psi_here() + 2 * disk_here() + 3)
     assert f"system/node_memory_usage_percentage/{NODE}/rank1" in keys
     assert "system/network_receive_megabytes/rank0" in keys  # never a tier here
 

@@ -95,7 +95,7 @@ def test_ray_train_two_cpu_workers_like_torchrun_in_one_pod(mlflow_server, tmp_p
     # collector may log its process tree, and nothing else of it (§9)
     assert expected_keys(0) <= keys and keys - expected_keys(0) <= process_keys(1), \
         sorted(keys ^ expected_keys(0))
-    assert len(keys & expected_keys(0)) == 14
+    assert len(keys & expected_keys(0)) == len(expected_keys(0))
     assert {f"system/{k}/rank0" for k in CONTAINER} <= keys
     assert "scopemeter.rank1.node" not in tags
     assert tags["scopemeter.collectors"] == "1"
