@@ -19,7 +19,8 @@ an MLflow run and stops it.  One shipping path (docs/python.md):
 Both paths say the same lines: one when delivery starts failing (with the
 points waiting), one when it recovers, and the closing line (delivered,
 dropped, refused, undelivered) from the engine.  Nothing here ever raises
-into user code.
+into user code, but a TypeError for an argument of the wrong type (a mistake
+in the call, not something that happened to recording).
 
 Stop order (docs/design.md §7): the C monitor stops sampling, logs the last
 partial window and the end tags, then its sink delivers what is left; all of
@@ -281,7 +282,8 @@ class _Session:
         log_batch = _batch_logger(client)
         pending: List[Chunk] = []  # chunks taken from the queue, not yet accepted
         failures = 0
-        outage: Optional[Tuple[float, int]] = None  # (monotonic start, engine drops then) while failing
+        # (monotonic start, engine drops then) while failing
+        outage: Optional[Tuple[float, int]] = None
         last_refusal: Optional[str] = None  # the kind of refusal last said
         while True:
             if not pending:

@@ -23,7 +23,7 @@ import re
 import sys
 import time
 from typing import (TYPE_CHECKING, Any, BinaryIO, Callable, Dict, Iterator, List, NoReturn,
-                    Optional, Sequence, Tuple, TypeVar, Union)
+                    Optional, Sequence, Tuple, TypeVar, Union, overload)
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -246,14 +246,14 @@ def _read(client: "MlflowClient", run_id: str) -> Tuple["Run", Dict[int, RankDat
 ABSURD = 1e15
 
 
-def _finite(v: object) -> bool:
+def _finite(v: Any) -> bool:
     """A value that can be a measurement: not NaN or infinite, nor MLflow's
     stand-in for an infinity (its SQL store keeps +-inf as
     +-sys.float_info.max), nor larger than any measurement (ABSURD).
     scopemeter never logs such points; another program writing into its keys
     may, and one such point must not turn the report into NaN or 300 digits."""
     try:
-        x = float(v)  # type: ignore[arg-type]  # anything: the except says what is not a number
+        x = float(v)
     except (TypeError, ValueError):
         return False
     return math.isfinite(x) and abs(x) < ABSURD
@@ -282,7 +282,13 @@ def _r1(x: Optional[float]) -> Optional[float]:
     return None if x is None else round(float(x), 1)
 
 
-def _num(tags: Tags, key: str, kind: Callable[[str], _N] = float) -> Optional[_N]:  # type: ignore[assignment]
+@overload
+def _num(tags: Tags, key: str) -> Optional[float]: ...
+@overload
+def _num(tags: Tags, key: str, kind: Callable[[str], _N]) -> Optional[_N]: ...
+
+
+def _num(tags: Tags, key: str, kind: Callable[[str], Any] = float) -> Any:
     v = tags.get(key)
     if v is None:
         return None
@@ -330,10 +336,16 @@ def _cgroup_limits(tag: Optional[str]) -> Tuple[Optional[float], Optional[float]
     return limit, half, (float(cpu.group(1)) if cpu else None)
 
 
-def _kv(text: Optional[str], kind: Callable[[str], _N] = float) -> Optional[Dict[str, _N]]:  # type: ignore[assignment]
+@overload
+def _kv(text: Optional[str]) -> Optional[Dict[str, float]]: ...
+@overload
+def _kv(text: Optional[str], kind: Callable[[str], _N]) -> Optional[Dict[str, _N]]: ...
+
+
+def _kv(text: Optional[str], kind: Callable[[str], Any] = float) -> Optional[Dict[str, Any]]:
     """{key: number} of a "key=value key=value" tag (docs/design.md §9);
     a malformed pair is left out, an absent or empty tag is None."""
-    out: Dict[str, _N] = {}
+    out: Dict[str, Any] = {}
     for word in (text or "").split():
         key, eq, val = word.partition("=")
         if not eq or not key:

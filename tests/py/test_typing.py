@@ -144,7 +144,8 @@ def test_plan_wrong_type_is_type_error():
              "plan(container_limits=None)"]
     code = "from scopemeter import plan\n" + "".join(_raises(c, "TypeError") for c in calls)
     code += _raises("plan(workers=8.5)", "ValueError") + _raises("plan(workers=0)", "ValueError")
-    code += "print('WHOLE', plan(workers=8.0, all_workers=1) == plan(workers=8, all_workers=True))\n"
+    code += ("print('WHOLE', plan(workers=8.0, all_workers=1) == "
+             "plan(workers=8, all_workers=True))\n")
     p = _run(code)
     assert p.stdout.count("OK ") == len(calls) + 2, p.stdout
     assert "plan(): workers must be a whole number or None, not str" in p.stdout, p.stdout
