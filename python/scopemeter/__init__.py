@@ -16,6 +16,10 @@ Importing this package imports neither mlflow nor psutil nor pynvml: MLflow is
 imported when a monitor starts, and the report's code when a report is made
 (every module imported is resident in the training process for its life).
 """
+from __future__ import annotations
+
+from typing import Any
+
 from ._front import disable_system_metrics, enable_system_metrics, plan
 from ._native import version as _c_version
 
@@ -24,7 +28,7 @@ __version__ = _c_version()
 _REPORT = ("report", "format_report", "ReportError")
 
 
-def __getattr__(name):  # PEP 562: scopemeter.report & co. import _report on first use
+def __getattr__(name: str) -> Any:  # PEP 562: scopemeter.report & co. import _report on first use
     if name in _REPORT:
         from . import _report
         return getattr(_report, name)

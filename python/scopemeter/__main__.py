@@ -6,14 +6,17 @@ subcommand execs `python -m scopemeter report ...` with an interpreter that
 can import this package.  `--version` says which package that interpreter
 imports, the first thing to check when the CLI and the module disagree.
 """
+from __future__ import annotations
+
 import os
 import sys
+from typing import Optional, Sequence
 
 USAGE = ("usage: python -m scopemeter report [RUN_ID] [--json] [--plot FILE.png]\n"
          "       python -m scopemeter --version\n")
 
 
-def _drop_working_directory():
+def _drop_working_directory() -> None:
     """`python -m` puts the working directory first on sys.path (unless -P or
     PYTHONSAFEPATH, 3.11+): an mlflow.py or json.py where the user happens to
     stand would be imported instead of the real one.  This package is already
@@ -28,7 +31,7 @@ def _drop_working_directory():
         pass
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
         (sys.stdout if argv else sys.stderr).write(USAGE)

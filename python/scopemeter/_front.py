@@ -19,7 +19,8 @@ an MLflow run and stops it.  One shipping path (docs/python.md):
 Both paths say the same lines: one when delivery starts failing (with the
 points waiting), one when it recovers, and the closing line (delivered,
 dropped, refused, undelivered) from the engine.  Nothing here ever raises
-into user code.
+into user code, but a TypeError for an argument of the wrong type (a mistake
+in the call, not something that happened to recording).
 
 Stop order (docs/design.md §7): the C monitor stops sampling, logs the last
 partial window and the end tags, then its sink delivers what is left; all of
@@ -30,9 +31,12 @@ See docs/python.md for why the end of an MLflow run is not hooked.
 
 Lines go to stderr, one per event, prefixed "scopemeter:" like the engine's.
 """
+from __future__ import annotations
+
 import atexit
 import logging
 import math
+import numbers
 import os
 import pathlib
 import re
@@ -41,8 +45,14 @@ import sys
 import threading
 import time
 import urllib.parse
+from types import FrameType
+from typing import (TYPE_CHECKING, Any, Callable, Dict, List, Literal, Optional, Sequence,
+                    Tuple, Union, overload)
 
 from . import _native
+
+if TYPE_CHECKING:
+    from mlflow.entities import Run
 
 # Bounds and limits come from the C engine (scopemeter.h), never a copy.
 STOP_TIMEOUT = _native.STOP_TIMEOUT_DEFAULT  # docs/design.md §7: the stop bound
@@ -61,17 +71,17 @@ _REQUEST_TIMEOUT = 30.0      # one log_batch request of the MlflowClient path
 _ENV_MLFLOW_MONITOR = "MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING"
 
 _lock = threading.RLock()     # re-entrant: the SIGTERM handler may run inside enable()
-_forked_from = None           # the parent's pid in a child forked after import, else None
+_forked_from: Optional[int] = None  # the parent's pid in a child forked after import, else None
 
 
-def _after_fork_in_child():
+def _after_fork_in_child() -> None:
     global _forked_from
     _forked_from = os.getppid()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
-_current = None               # the one _Session of this process, or None
-_hooks = {"atexit": False, "sigterm": False, "prev_sigterm": None}
+_current: Optional["_Session"] = None  # the one _Session of this process, or None
+_hooks: Dict[str, Any] = {"atexit": False, "sigterm": False, "prev_sigterm": None}
 
 
 class _StderrUnlessConfigured(logging.Handler):
@@ -82,13 +92,13 @@ class _StderrUnlessConfigured(logging.Handler):
     propagate to its handlers instead (and this one stays silent), so an
     application routes them like any library's."""
 
-    def emit(self, record):
+    def emit(self, record: logging.LogRecord) -> None:
         if logging.getLogger().handlers:
             return
         self.write(record.levelno, record.getMessage())
 
     @staticmethod
-    def write(levelno, msg):
+    def write(levelno: int, msg: str) -> None:
         try:
             warn = "warning: " if levelno >= logging.WARNING else ""
             sys.stderr.write(f"scopemeter: {warn}{msg}\n")
@@ -104,7 +114,7 @@ if not any(isinstance(h, _StderrUnlessConfigured) for h in _logger.handlers):
     _logger.addHandler(_StderrUnlessConfigured())
 
 
-def _log(msg, warn=False):
+def _log(msg: str, warn: bool = False) -> None:
     level = logging.WARNING if warn else logging.INFO
     if _logger.level == logging.NOTSET and not logging.getLogger().handlers:
         # logging configured by no one: every line on stderr, as the engine
@@ -117,16 +127,22 @@ def _log(msg, warn=False):
 # ---- records -> MLflow ----------------------------------------------------------
 
 
-def _chunks(records, Metric, RunTag, step_base=0):
+# one log_batch: (metrics, tags), MLflow's Metric and RunTag objects
+Chunk = Tuple[List[Any], List[Any]]
+
+
+def _chunks(records: Sequence[_native.Record], Metric: Any, RunTag: Any,
+            step_base: int = 0) -> List[Chunk]:
     """Splits one drain's records into log_batch-sized (metrics, tags) pairs;
     steps continue after a re-attached run's earlier ones (step_base)."""
-    metrics, tags = [], []
+    metrics: List[Any] = []
+    tags: List[Any] = []
     for kind, key, value, ts, step in records:
         if kind == _native.RECORD_TAG:
             tags.append(RunTag(key, value))
         else:
             metrics.append(Metric(key, value, ts, step + step_base))
-    out = []
+    out: List[Chunk] = []
     while metrics or tags:
         t = tags[:_MAX_TAGS]
         m = metrics[: min(_MAX_METRICS, _MAX_ENTITIES - len(t))]
@@ -135,7 +151,7 @@ def _chunks(records, Metric, RunTag, step_base=0):
     return out
 
 
-def _permanent(exc):
+def _permanent(exc: BaseException) -> bool:
     """A rejection that retrying cannot fix (4xx other than 429)."""
     get = getattr(exc, "get_http_status_code", None)
     try:
@@ -150,7 +166,7 @@ def _permanent(exc):
 _BARE_STORES = frozenset(("databricks", "databricks-uc", "uc"))
 
 
-def _absolute_uri(uri):
+def _absolute_uri(uri: str) -> str:
     """A relative local store -- sqlite:///relative, file:relative or a plain
     relative path -- pinned to today's directory (the user's code may chdir
     later; the pump thread must keep the store).  Every other URI is MLflow's
@@ -175,7 +191,7 @@ def _absolute_uri(uri):
     return uri
 
 
-def _shipping(uri):
+def _shipping(uri: str) -> Tuple[str, Any]:
     """How points of a run at `uri` reach MLflow: ("rest", headers) when the
     engine's REST sink can ship them exactly as MLflow's client would, else
     ("client", line) with the one line that says why not (None when the
@@ -204,7 +220,7 @@ def _shipping(uri):
     return "rest", headers
 
 
-def _redact(uri):
+def _redact(uri: Optional[str]) -> str:
     """The URI as the engine prints it (sm_mlflow_redact_uri): one redaction."""
     try:
         return _native.redact_uri(uri or "")
@@ -215,34 +231,36 @@ def _redact(uri):
 class _Session:
     """One monitor attached to one run in this process."""
 
-    def __init__(self, run_id, tracking_uri, mon, status):
+    def __init__(self, run_id: str, tracking_uri: str, mon: _native.Monitor,
+                 status: str) -> None:
         self.run_id = run_id
         self.tracking_uri = tracking_uri
         self.mon = mon
         self.status = status          # "collecting" | "not collecting" | "skipped"
         self.rest = False             # the engine ships (REST sink): no pump
         self.pid = os.getpid()
-        self.thread = None
-        self.deadline = None          # set by stop(): past it the pump gives up
+        self.thread: Optional[threading.Thread] = None
+        self.deadline: Optional[float] = None          # set by stop(): past it the pump gives up
         self.wake = threading.Event()  # stop() hurries a pump waiting to retry
-        self.late_check = None        # (start_time_ms or None, period_s)
+        # (start_time_ms or None, period_s)
+        self.late_check: Optional[Tuple[Optional[int], float]] = None
         self.delivered = 0            # records the pump delivered
         self.refused = 0              # records the store refused (4xx)
         self.undelivered = 0          # records still pending at the stop bound
         self.drain_errors = 0         # drain() calls that raised (said once)
         self.enabled_ms = int(time.time() * 1000)
-        self.hook = None              # our entry in MLflow's registry (run end)
-        self.step_base = 0            # MlflowClient path: after the run's earlier steps
+        self.hook: Optional[_RunEndHook] = None  # our entry in MLflow's registry (run end)
+        self.step_base: int = 0       # MlflowClient path: after the run's earlier steps
 
     # -- the pump thread (MlflowClient path) --
-    def start_pump(self):
+    def start_pump(self) -> None:
         self.thread = threading.Thread(target=self._pump, name="scopemeter-mlflow", daemon=True)
         self.thread.start()
 
-    def start_late_check(self):
+    def start_late_check(self) -> None:
         """An attached run (MLFLOW_RUN_ID): its start time is asked once, off
         the caller's thread."""
-        def check():
+        def check() -> None:
             try:
                 from mlflow.tracking import MlflowClient
                 self._check_late_start(MlflowClient(tracking_uri=self.tracking_uri))
@@ -250,22 +268,23 @@ class _Session:
                 pass
         threading.Thread(target=check, name="scopemeter-late-check", daemon=True).start()
 
-    def _pump(self):
+    def _pump(self) -> None:
         try:
             self._pump_loop()
         except Exception as e:  # never let the thread die silently
             _log(f"logging thread for run {self.run_id} ended: {type(e).__name__}: {e}", warn=True)
 
-    def _pump_loop(self):
+    def _pump_loop(self) -> None:
         from mlflow.entities import Metric, RunTag
         from mlflow.tracking import MlflowClient
 
         client = MlflowClient(tracking_uri=self.tracking_uri)
         log_batch = _batch_logger(client)
-        pending = []          # chunks taken from the queue, not yet accepted
+        pending: List[Chunk] = []  # chunks taken from the queue, not yet accepted
         failures = 0
-        outage = None         # (monotonic start, engine drops then) while failing
-        last_refusal = None   # the kind of refusal last said
+        # (monotonic start, engine drops then) while failing
+        outage: Optional[Tuple[float, int]] = None
+        last_refusal: Optional[str] = None  # the kind of refusal last said
         while True:
             if not pending:
                 try:
@@ -333,12 +352,12 @@ class _Session:
             self.delivered += len(metrics) + len(tags)
             pending.pop(0)
 
-    def _request_timeout(self):
+    def _request_timeout(self) -> float:
         if self.deadline is None:
             return _REQUEST_TIMEOUT
         return max(0.1, min(_REQUEST_TIMEOUT, self.deadline - time.monotonic()))
 
-    def _check_late_start(self, client):
+    def _check_late_start(self, client: Any) -> None:
         """Warns when the run began more than one logging window before this
         call: data loading, where memory spikes, was not recorded."""
         if self.late_check is None:
@@ -353,7 +372,7 @@ class _Session:
         _warn_if_late(self.run_id, start_ms, called_ms, period)
 
     # -- stop --
-    def stop(self, timeout):
+    def stop(self, timeout: float) -> None:
         """docs/design.md §7 order, bounded by timeout: the engine stops
         sampling, logs the last partial window and the end tags; its REST
         sink delivers the rest, or the pump does from the queue."""
@@ -387,7 +406,10 @@ class _Session:
             pass  # a monitor that never started has nothing to account for
 
 
-def _batch_logger(client):
+BatchLogger = Callable[[str, List[Any], List[Any], float], None]
+
+
+def _batch_logger(client: Any) -> BatchLogger:
     """log(run_id, metrics, tags, timeout): one log_batch of the store.  For a
     REST store (the auth-plugin and Databricks cases) one request with
     MLflow's own retries off and a bounded timeout, so its multi-minute retry
@@ -401,7 +423,7 @@ def _batch_logger(client):
         except ImportError:
             creds = None
     if creds is None:
-        sync = {}
+        sync: Dict[str, Any] = {}
         try:
             import inspect
             if "synchronous" in inspect.signature(client.log_batch).parameters:
@@ -410,13 +432,13 @@ def _batch_logger(client):
         except (TypeError, ValueError):
             pass
 
-        def log(run_id, metrics, tags, timeout):
+        def log(run_id: str, metrics: List[Any], tags: List[Any], timeout: float) -> None:
             client.log_batch(run_id, metrics=metrics, tags=tags, **sync)
         return log
 
     endpoint = "/api/2.0/mlflow/runs/log-batch"
 
-    def log_rest(run_id, metrics, tags, timeout):
+    def log_rest(run_id: str, metrics: List[Any], tags: List[Any], timeout: float) -> None:
         body = {"run_id": run_id, "params": [],
                 "metrics": [{"key": m.key, "value": m.value, "timestamp": m.timestamp,
                              "step": m.step} for m in metrics],
@@ -431,7 +453,7 @@ def _batch_logger(client):
 _USERINFO = re.compile(r"(?<=://)[^/\s@]+@")
 
 
-def _last_system_step(run, rank):
+def _last_system_step(run: "Run", rank: int) -> int:
     """The largest step of this rank's system metrics the run already holds
     (MLflow keeps each key's latest point), or -1; as the REST sink reads it
     from runs/get.  RunData keeps the Metric objects in _metric_objs; an
@@ -442,7 +464,7 @@ def _last_system_step(run, rank):
     return max(steps, default=-1)
 
 
-def _attached(run_id, run, rank):
+def _attached(run_id: str, run: "Run", rank: int) -> int:
     """Steps continue after the run's earlier system steps (docs/design.md
     §3); an ended run is said.  Returns the step base."""
     status = getattr(run.info, "status", "RUNNING")
@@ -456,7 +478,7 @@ def _attached(run_id, run, rank):
     return last + 1
 
 
-def _run_usable(run_id, uri, run):
+def _run_usable(run_id: str, uri: str, run: Optional["Run"]) -> Union[bool, int]:
     """The MlflowClient path's run check at start, as the REST sink's: a run
     that does not exist or is deleted is one line and no recording.  Bounded:
     a store that does not answer in time is said, and recording goes on.
@@ -465,9 +487,9 @@ def _run_usable(run_id, uri, run):
         # the active run, opened by this process: maybe a resumed one
         # (mlflow.start_run(run_id=...)), whose data start_run fetched
         return _attached(run_id, run, _native.identity()["rank"]) or True
-    result = {}
+    result: Dict[str, Any] = {}
 
-    def get():
+    def get() -> None:
         try:
             from mlflow.tracking import MlflowClient
             result["run"] = MlflowClient(tracking_uri=uri).get_run(run_id)
@@ -494,19 +516,19 @@ def _run_usable(run_id, uri, run):
     return True
 
 
-def _short(exc):
+def _short(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return _USERINFO.sub("***@", text[0] if text else type(exc).__name__)[:300]
 
 
-def _sysroot():
+def _sysroot() -> str:
     """SCOPEMETER_SYSROOT without trailing slashes ("" for none or "/"), the
     prefix of every absolute path read, as the engine takes it (docs/design.md §8,
     src/collectors.c sm_ctx_init)."""
     return (os.environ.get("SCOPEMETER_SYSROOT") or "").rstrip("/")
 
 
-def _process_start_ms():
+def _process_start_ms() -> int:
     """This process's start (epoch ms) from /proc/self/stat and /proc/stat."""
     root = _sysroot()
     try:
@@ -530,7 +552,7 @@ OWN_RUN_GRACE_S = 10.0
 ATTACH_GRACE_S = 60.0
 
 
-def _warn_if_late(run_id, start_ms, called_ms, period):
+def _warn_if_late(run_id: str, start_ms: Optional[int], called_ms: int, period: float) -> None:
     """The reference is the later of the run's start and this process's: a
     worker attaching to a run its launcher opened earlier is late only by its
     own time (for it, the start of the process is the start of the run)."""
@@ -551,7 +573,7 @@ def _warn_if_late(run_id, start_ms, called_ms, period):
 # ---- guard rails ------------------------------------------------------------------
 
 
-def _drop_mlflow_env():
+def _drop_mlflow_env() -> None:
     """MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING would start MLflow's own monitor in
     every process that opens the run (every rank), writing unprefixed keys."""
     if _ENV_MLFLOW_MONITOR in os.environ:
@@ -561,7 +583,7 @@ def _drop_mlflow_env():
              "scopemeter records system metrics instead")
 
 
-def _stop_mlflow_monitor(run_id):
+def _stop_mlflow_monitor(run_id: str) -> None:
     """MLflow's start_run() already started its own monitor for this run (the
     variable was set before the run opened, or log_system_metrics=True): stop
     it before it writes its first window.  Read-only use of MLflow's registry
@@ -589,21 +611,21 @@ class _RunEndHook:
     Nothing of MLflow is patched; without the registry (another MLflow), there
     is no hook and process exit still stops the monitor."""
 
-    def __init__(self, session):
+    def __init__(self, session: _Session) -> None:
         self.session = session
 
-    def finish(self):
+    def finish(self) -> None:
         _stop_session(self.session, STOP_TIMEOUT)
 
 
-def _mlflow_monitors():
+def _mlflow_monitors() -> Optional[Dict[str, Any]]:
     fluent = sys.modules.get("mlflow.tracking.fluent")
     monitors = getattr(fluent, "run_id_to_system_metrics_monitor", None)
     return monitors if isinstance(monitors, dict) else None
 
 
-def _quiet(fn):
-    def run():
+def _quiet(fn: Callable[[], object]) -> Callable[[], None]:
+    def run() -> None:
         try:
             fn()
         except Exception as e:
@@ -611,17 +633,43 @@ def _quiet(fn):
     return run
 
 
-def _number(name, value, integer):
-    """interval / samples of enable_system_metrics(): None is the default
-    (0 for the engine); anything else within the engine's bounds, said as the
-    CLI says them."""
+def _is_number(value: object) -> bool:
+    """int, float and the other real numbers (numpy's included), not bool: True
+    as an interval is a mistake, not 1 s."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _require_number(func: str, name: str, value: object, whole: bool = False) -> None:
+    """The type check of every public function's numeric arguments: None (the
+    default) or a number, else TypeError.  Its range is checked apart (a value
+    out of range is one line in enable_system_metrics(), a ValueError in
+    plan())."""
+    if value is not None and not _is_number(value):
+        what = "a whole number" if whole else "a number"
+        raise TypeError(f"{func}(): {name} must be {what} or None, not {type(value).__name__}")
+
+
+def _require_flag(func: str, name: str, value: object) -> None:
+    """A flag (all_workers, container_limits): True or False (an int is taken
+    as C takes it), else TypeError."""
+    if not isinstance(value, int):
+        raise TypeError(f"{func}(): {name} must be True or False, not {type(value).__name__}")
+
+
+@overload
+def _number(name: str, value: Optional[float], integer: Literal[True]) -> int: ...
+@overload
+def _number(name: str, value: Optional[float], integer: Literal[False]) -> float: ...
+
+
+def _number(name: str, value: Optional[float], integer: bool) -> Union[int, float]:
+    """interval / samples of enable_system_metrics(), whose type
+    _require_number checked: None is the default (0 for the engine); anything
+    else within the engine's bounds, said as the CLI says them."""
     if value is None:
         return 0
     lo, hi = (1, _native.SAMPLES_MAX) if integer else (_native.INTERVAL_MIN, _native.INTERVAL_MAX)
     unit = "" if integer else " s"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{name} must be a number between {lo:g} and {hi:g}{unit}, "
-                         f"not {type(value).__name__}")
     if integer and int(value) != value:
         raise ValueError(f"{name} must be a whole number between {lo} and {hi}, not {value!r}")
     if not math.isfinite(value) or not lo <= value <= hi:
@@ -629,34 +677,40 @@ def _number(name, value, integer):
     return int(value) if integer else float(value)
 
 
-def _plan_arg(name, value, integer=True):
+@overload
+def _plan_arg(name: str, value: Optional[float], integer: Literal[True] = ...) -> int: ...
+@overload
+def _plan_arg(name: str, value: Optional[float], integer: Literal[False]) -> float: ...
+
+
+def _plan_arg(name: str, value: Optional[float], integer: bool = True) -> Union[int, float]:
     """One argument of plan(): None is the engine's default; a value of the
-    wrong type is a ValueError here; its bounds are checked by the engine
-    (sm_plan_compute), with the words of `scopemeter plan`."""
+    wrong type is a TypeError, a fraction where a whole number is wanted a
+    ValueError here; its bounds are checked by the engine (sm_plan_compute),
+    with the words of `scopemeter plan`."""
     default = _native.PLAN_DEFAULT
+    _require_number("plan", name, value, whole=integer)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-            (integer and not (isinstance(value, int) or float(value).is_integer())):
-        raise ValueError(f"{name} must be a {'whole number' if integer else 'number'}, "
-                         f"not {value!r}")
+    if integer and not isinstance(value, numbers.Integral) and not float(value).is_integer():
+        raise ValueError(f"{name} must be a whole number, not {value!r}")
     if integer:
         v = int(value)
         # outside a C int: the nearest invalid value, so the engine names the bound
         v = max(min(v, 2**31 - 1), -2**31)
         return v if v != default else default - 1  # an explicit -1 is not "default"
-    v = float(value)
-    return v if v != default else default - 1.0
+    f = float(value)
+    return f if f != default else default - 1.0
 
 
 # ---- hooks: atexit and SIGTERM ----------------------------------------------------------
 
 
-def _at_exit():
+def _at_exit() -> None:
     _stop_current(STOP_TIMEOUT)
 
 
-def _on_sigterm(signum, frame):
+def _on_sigterm(signum: int, frame: Optional[FrameType]) -> None:
     _stop_current(SIGTERM_STOP_TIMEOUT)
     prev = _hooks["prev_sigterm"]
     if callable(prev):
@@ -667,7 +721,7 @@ def _on_sigterm(signum, frame):
     os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _install_hooks(sigterm):
+def _install_hooks(sigterm: bool) -> None:
     """atexit always (a session to stop); the SIGTERM handler only in a
     process that collects: a rank that records nothing keeps the
     application's own SIGTERM disposition untouched."""
@@ -690,14 +744,14 @@ def _install_hooks(sigterm):
         pass
 
 
-def _stop_current(timeout):
+def _stop_current(timeout: float) -> None:
     with _lock:
         s = _current
     if s is not None:
         _stop_session(s, timeout)
 
 
-def _stop_session(s, timeout):
+def _stop_session(s: _Session, timeout: float) -> None:
     """Stops s if it is still this process's session (once)."""
     global _current
     with _lock:
@@ -713,7 +767,8 @@ def _stop_session(s, timeout):
 # ---- public API -------------------------------------------------------------------
 
 
-def enable_system_metrics(all_workers=False, interval=None, samples=None):
+def enable_system_metrics(all_workers: bool = False, interval: Optional[float] = None,
+                          samples: Optional[int] = None) -> bool:
     """Records system metrics of this process into the active MLflow run.
 
     Call it right after the run is opened (``mlflow.start_run()``), before data
@@ -727,10 +782,16 @@ def enable_system_metrics(all_workers=False, interval=None, samples=None):
         (default: SCOPEMETER_INTERVAL / SCOPEMETER_SAMPLES, else MLflow's
         MLFLOW_SYSTEM_METRICS_* variables, else 10 s x 1).
 
-    Returns True when this process records, False otherwise.  Never raises:
-    every problem is one line on stderr prefixed "scopemeter:" and training
-    goes on.
+    Returns True when this process records, False otherwise.  Raises only
+    TypeError, for an argument of the wrong type (a str interval, a bool
+    where a number is expected), as every public function does: a mistake in
+    the call, not a problem of the machine.  Every other problem (a value
+    out of range included) is one line on stderr prefixed "scopemeter:",
+    False, and training goes on.
     """
+    _require_flag("enable_system_metrics", "all_workers", all_workers)
+    _require_number("enable_system_metrics", "interval", interval)
+    _require_number("enable_system_metrics", "samples", samples, whole=True)
     try:
         return _enable(bool(all_workers), interval, samples)
     except Exception as e:
@@ -739,7 +800,7 @@ def enable_system_metrics(all_workers=False, interval=None, samples=None):
         return False
 
 
-def _enable(all_workers, interval, samples):
+def _enable(all_workers: bool, interval: Optional[float], samples: Optional[int]) -> bool:
     global _current
     called_ms = int(time.time() * 1000)
     try:
@@ -798,7 +859,7 @@ def _enable(all_workers, interval, samples):
 
         uri = _absolute_uri(mlflow.get_tracking_uri())
         path, extra = _shipping(uri)
-        usable = True
+        usable: Union[bool, int] = True
         if path == "rest":
             mon = _native.Monitor(interval=interval_s, samples=n_samples,
                                   all_workers=all_workers, stop_timeout=STOP_TIMEOUT,
@@ -844,31 +905,37 @@ def _enable(all_workers, interval, samples):
         return status == "collecting"
 
 
-def disable_system_metrics(timeout=STOP_TIMEOUT):
+def disable_system_metrics(timeout: Optional[float] = STOP_TIMEOUT) -> None:
     """Stops recording: sampling stops, the last partial window and the end
     tags (OOM kills, peaks) are logged, and what is queued is shipped — in
     that order, bounded by `timeout` seconds; past it, one line and the
-    program goes on.  Also runs at interpreter exit and on SIGTERM."""
-    try:
-        t = float(timeout)
-        if not t > 0:
-            t = STOP_TIMEOUT
-    except (TypeError, ValueError):
+    program goes on.  Also runs at interpreter exit and on SIGTERM.
+    timeout None, or not above 0, is the default (30 s); a timeout that is
+    not a number is a TypeError."""
+    _require_number("disable_system_metrics", "timeout", timeout)
+    t = STOP_TIMEOUT if timeout is None else float(timeout)
+    if not t > 0:
         t = STOP_TIMEOUT
     _stop_current(t)
 
 
-def plan(workers=1, workers_per_pod=1, nodes=None, gpus_per_worker=0, all_workers=False,
-         interval=None, samples=None, container_limits=True):
+def plan(workers: Optional[int] = 1, workers_per_pod: Optional[int] = 1,
+         nodes: Optional[int] = None, gpus_per_worker: Optional[int] = 0,
+         all_workers: bool = False, interval: Optional[float] = None,
+         samples: Optional[int] = None, container_limits: bool = True) -> _native.PlanResult:
     """The preflight of ``scopemeter plan``: what turning on system metrics
     costs for a job, computed by the same C function as the CLI.
 
     Returns a dict: collectors, interval_s (effective, after the write-load
     cap), samples, period_s, gpus_per_collector, series_per_collector, series, charts, sections,
     rows_per_hour, bytes_per_row, bytes_per_day.  Raises ValueError for an
-    impossible job (this is a planning tool, not the training path).
-    nodes=None means one node per pod, as the CLI assumes without --nodes.
+    impossible job (this is a planning tool, not the training path), and
+    TypeError for an argument of the wrong type (a str, a bool where a number
+    is expected).  nodes=None means one node per pod, as the CLI assumes
+    without --nodes.
     """
+    _require_flag("plan", "all_workers", all_workers)
+    _require_flag("plan", "container_limits", container_limits)
     return _native.plan(workers=_plan_arg("workers", workers),
                         workers_per_pod=_plan_arg("workers_per_pod", workers_per_pod),
                         nodes=_plan_arg("nodes", nodes),

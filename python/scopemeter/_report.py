@@ -14,12 +14,31 @@ http(s) servers) and MLflow's auth variables and plugins work as they do for
 MLflow.  MLflow is imported when a report is made, never at `import
 scopemeter`.
 """
+from __future__ import annotations
+
 import json
 import math
 import os
 import re
 import sys
 import time
+from typing import (TYPE_CHECKING, Any, BinaryIO, Callable, Dict, Iterator, List, NoReturn,
+                    Optional, Sequence, Tuple, TypeVar, Union, overload)
+
+if TYPE_CHECKING:
+    from mlflow.entities import Run
+    from mlflow.tracking import MlflowClient
+
+# One series: its points (timestamp_ms, step, value), oldest first; a rank's
+# series by name (without node tier and rank); a run's or a rank's tags.
+Point = Tuple[int, int, float]
+Series = Dict[str, List[Point]]
+Tags = Dict[str, str]
+# One rank's series and node tier, as _read gives them; the report's dicts
+# (their schema is docs/report.md's, checked by tests/py/test_report.py)
+RankData = Dict[str, Any]
+Rep = Dict[str, Any]
+_N = TypeVar("_N", int, float)
 
 # JSON schema version: raised only when a field changes meaning or goes away
 # (adding a field keeps it).  docs/report.md documents every field.
@@ -74,7 +93,7 @@ class ReportError(Exception):
 # ---- reading the run ----------------------------------------------------------------
 
 
-def _client(tracking_uri):
+def _client(tracking_uri: Optional[str]) -> "MlflowClient":
     from mlflow.tracking import MlflowClient
     from mlflow.tracking import get_tracking_uri
     # MLflow's own resolution: mlflow.set_tracking_uri() in this process, else
@@ -84,7 +103,7 @@ def _client(tracking_uri):
     return MlflowClient(tracking_uri=uri)
 
 
-def _local_store_path(uri):
+def _local_store_path(uri: str) -> Optional[Tuple[str, str]]:
     """(kind, path) of a store MLflow would create when missing: a sqlite
     file, or a file store's directory (file:///x, file:/x, or a plain path,
     which MLflow takes as a file store); None for every other store."""
@@ -100,7 +119,7 @@ def _local_store_path(uri):
     return None
 
 
-def _refuse_missing_store(uri):
+def _refuse_missing_store(uri: str) -> None:
     """A report only reads: opening a local store that is not there would
     create it (MLflow's sqlite store creates and migrates an empty database,
     its file store makes the directory and a default experiment) in whatever
@@ -112,11 +131,11 @@ def _refuse_missing_store(uri):
                           "logged to")
 
 
-def _holds_series(run):
+def _holds_series(run: "Run") -> bool:
     return any(_KEY.match(k) for k in run.data.metrics)
 
 
-def _current_experiments(client):
+def _current_experiments(client: "MlflowClient") -> List[str]:
     """The experiment(s) "the most recent run" is looked for in: the one the
     environment names, else the one this process set with mlflow.set_experiment,
     else every active experiment (a shell has no current experiment, and a
@@ -141,7 +160,7 @@ def _current_experiments(client):
     return [e.experiment_id for e in client.search_experiments()]
 
 
-def _require_experiment(client, exp_id):
+def _require_experiment(client: "MlflowClient", exp_id: str) -> None:
     """MLFLOW_EXPERIMENT_ID names an experiment that exists: searching one
     that does not finds no run, which would blame the runs, not the id."""
     try:
@@ -153,15 +172,17 @@ def _require_experiment(client, exp_id):
         raise
 
 
-def _latest_run_with_series(client):
+def _latest_run_with_series(client: "MlflowClient") -> str:
     exps = _current_experiments(client)
-    token, seen = None, 0
+    token: Optional[str] = None
+    seen = 0
     while seen < 5000:
         page = client.search_runs(exps, order_by=["attributes.start_time DESC"],
                                   max_results=500, page_token=token)
         for run in page:
             if _holds_series(run):
-                return run.info.run_id
+                found: str = run.info.run_id
+                return found
         seen += len(page)
         token = page.token
         if not token:
@@ -170,14 +191,14 @@ def _latest_run_with_series(client):
                       f"{', '.join(exps) or '(none)'}: pass a run id")
 
 
-def _check_run_id(run_id):
+def _check_run_id(run_id: Optional[str]) -> None:
     """An empty id is a mistake (an unset shell variable), never "any run"."""
     if run_id is not None and not str(run_id).strip():
         raise ReportError("the run id is empty (an unset variable?): pass a run id, or none "
                           "for the most recent run")
 
 
-def _resolve_run_id(client, run_id):
+def _resolve_run_id(client: "MlflowClient", run_id: Optional[str]) -> Tuple[str, str]:
     _check_run_id(run_id)
     if run_id is not None:
         return run_id, "argument"
@@ -191,14 +212,14 @@ def _resolve_run_id(client, run_id):
     return _latest_run_with_series(client), "most recent run with scopemeter series"
 
 
-def _read(client, run_id):
+def _read(client: "MlflowClient", run_id: str) -> Tuple["Run", Dict[int, RankData]]:
     """(run, {rank: {"series": {name: [(ts_ms, step, value)]}, "node_tier": str|None}}),
     name without the node tier and the rank (container_memory_usage_megabytes)."""
     try:
         run = client.get_run(run_id)
     except Exception as e:
         raise ReportError(f"cannot read run {run_id}: {_first_line(e)}") from None
-    ranks = {}
+    ranks: Dict[int, RankData] = {}
     for key in sorted(run.data.metrics):
         m = _KEY.match(key)
         if not m:
@@ -225,7 +246,7 @@ def _read(client, run_id):
 ABSURD = 1e15
 
 
-def _finite(v):
+def _finite(v: Any) -> bool:
     """A value that can be a measurement: not NaN or infinite, nor MLflow's
     stand-in for an infinity (its SQL store keeps +-inf as
     +-sys.float_info.max), nor larger than any measurement (ABSURD).
@@ -238,7 +259,7 @@ def _finite(v):
     return math.isfinite(x) and abs(x) < ABSURD
 
 
-def _json_safe(obj):
+def _json_safe(obj: Any) -> Any:
     """The report with every non-finite float as None: JSON has no NaN."""
     if isinstance(obj, float):
         return obj if _finite(obj) else None
@@ -249,7 +270,7 @@ def _json_safe(obj):
     return obj
 
 
-def _first_line(e):
+def _first_line(e: BaseException) -> str:
     s = str(e).strip().splitlines()
     return s[0] if s else type(e).__name__
 
@@ -257,11 +278,17 @@ def _first_line(e):
 # ---- numbers ----------------------------------------------------------------------
 
 
-def _r1(x):
+def _r1(x: Optional[float]) -> Optional[float]:
     return None if x is None else round(float(x), 1)
 
 
-def _num(tags, key, kind=float):
+@overload
+def _num(tags: Tags, key: str) -> Optional[float]: ...
+@overload
+def _num(tags: Tags, key: str, kind: Callable[[str], _N]) -> Optional[_N]: ...
+
+
+def _num(tags: Tags, key: str, kind: Callable[[str], Any] = float) -> Any:
     v = tags.get(key)
     if v is None:
         return None
@@ -272,21 +299,21 @@ def _num(tags, key, kind=float):
     return x if kind is int or _finite(x) else None
 
 
-def _values(series, name):
+def _values(series: Series, name: str) -> List[float]:
     return [v for _, _, v in series.get(name, ())]
 
 
-def _max(series, name):
+def _max(series: Series, name: str) -> Optional[float]:
     v = _values(series, name)
     return max(v) if v else None
 
 
-def _mean(series, name):
+def _mean(series: Series, name: str) -> Optional[float]:
     v = _values(series, name)
     return sum(v) / len(v) if v else None
 
 
-def _last(series, name):
+def _last(series: Series, name: str) -> Optional[float]:
     v = _values(series, name)
     return v[-1] if v else None
 
@@ -294,12 +321,13 @@ def _last(series, name):
 _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 
 
-def _cgroup_limits(tag):
+def _cgroup_limits(tag: Optional[str]) -> Tuple[Optional[float], Optional[float], Optional[float]]:
     """(memory limit bytes, half-width of the tag's rounding in bytes, CPU cores)
     from "v1 /path mem=512MiB cpu=0.5" / "v2 /x mem=56.0GiB cpu=16.0"."""
     mem = re.search(r"\bmem=([0-9.]+)(B|KiB|MiB|GiB|TiB)\b", tag or "")
     cpu = re.search(r"\bcpu=([0-9.]+)\b", tag or "")
-    limit = half = None
+    limit: Optional[float] = None
+    half: Optional[float] = None
     if mem:
         text, unit = mem.group(1), _UNITS[mem.group(2)]
         limit = float(text) * unit
@@ -308,10 +336,16 @@ def _cgroup_limits(tag):
     return limit, half, (float(cpu.group(1)) if cpu else None)
 
 
-def _kv(text, kind=float):
+@overload
+def _kv(text: Optional[str]) -> Optional[Dict[str, float]]: ...
+@overload
+def _kv(text: Optional[str], kind: Callable[[str], _N]) -> Optional[Dict[str, _N]]: ...
+
+
+def _kv(text: Optional[str], kind: Callable[[str], Any] = float) -> Optional[Dict[str, Any]]:
     """{key: number} of a "key=value key=value" tag (docs/design.md §9);
     a malformed pair is left out, an absent or empty tag is None."""
-    out = {}
+    out: Dict[str, Any] = {}
     for word in (text or "").split():
         key, eq, val = word.partition("=")
         if not eq or not key:
@@ -325,23 +359,24 @@ def _kv(text, kind=float):
     return out or None
 
 
-def _at_step(series, name, step):
+def _at_step(series: Series, name: str, step: int) -> Optional[float]:
     for _, st, v in series.get(name, ()):
         if st == step:
             return v
     return None
 
 
-def _peak_point(series, name):
+def _peak_point(series: Series, name: str) -> Optional[Tuple[int, float]]:
     """(step, value) of the highest point of a series (the first of equals)."""
-    best = None
+    best: Optional[Tuple[int, float]] = None
     for _, st, v in series.get(name, ()):
         if best is None or v > best[1]:
             best = (st, v)
     return best
 
 
-def _composition(t, series, limit_mb):
+def _composition(t: Tags, series: Series, limit_mb: Optional[float]
+                 ) -> Tuple[Optional[Dict[str, Optional[float]]], Optional[str]]:
     """(the working set's parts at its peak in MB, where they come from).
     The tag memory_at_peak is exact (the sample with the highest working set,
     shipped when it changes, so it survives an OOM kill); without it (an
@@ -366,7 +401,7 @@ def _composition(t, series, limit_mb):
     return out, "series"
 
 
-def _process_tree_peak(t, series):
+def _process_tree_peak(t: Tags, series: Series) -> Optional[Dict[str, Any]]:
     """{"processes", "memory_megabytes"} at the tree's highest memory: the tag
     process_tree_peak (a single sample), else the series' highest point."""
     tag = _kv(t.get("process_tree_peak"))
@@ -377,12 +412,13 @@ def _process_tree_peak(t, series):
     peak = _peak_point(series, "process_memory_megabytes")
     if peak is None:
         return None
-    n = _at_step(series, "process_count", peak[0])
-    return {"processes": int(round(n)) if n is not None else None,
+    count = _at_step(series, "process_count", peak[0])
+    return {"processes": int(round(count)) if count is not None else None,
             "memory_megabytes": _r1(peak[1])}
 
 
-def _last_window_mean(series, name, end_ms, window_s):
+def _last_window_mean(series: Series, name: str, end_ms: int, window_s: float
+                      ) -> Optional[float]:
     """The mean of a series' points in the window_s before end_ms: each point
     is a window's share of time, windows are equally long, so the mean is the
     share of that whole stretch."""
@@ -390,12 +426,13 @@ def _last_window_mean(series, name, end_ms, window_s):
     return sum(pts) / len(pts) if pts else None
 
 
-def _max_of(*xs):
-    xs = [x for x in xs if x is not None]
-    return max(xs) if xs else None
+def _max_of(*xs: Optional[float]) -> Optional[float]:
+    present = [x for x in xs if x is not None]
+    return max(present) if present else None
 
 
-def _memory_limit_mb(tag, series, limit_bytes=None):
+def _memory_limit_mb(tag: Optional[str], series: Series, limit_bytes: Optional[int] = None
+                     ) -> Optional[float]:
     """The memory limit in MB: exact from the tag memory_limit_bytes (engines
     since docs/design.md §9), else from the display tag cgroup as below.
 
@@ -408,7 +445,7 @@ def _memory_limit_mb(tag, series, limit_bytes=None):
     if limit_bytes is not None and limit_bytes > 0:
         return limit_bytes / 1e6
     limit, half, _ = _cgroup_limits(tag)
-    if limit is None:
+    if limit is None or half is None:
         return None
     lo, hi = (limit - half) / 1e6, (limit + half) / 1e6
     mbs = series.get("container_memory_usage_megabytes", ())
@@ -424,7 +461,7 @@ def _memory_limit_mb(tag, series, limit_bytes=None):
     return (lo + hi) / 2
 
 
-def _recorders(ranks):
+def _recorders(ranks: Dict[int, RankData]) -> Dict[int, Optional[int]]:
     """{rank: the rank whose windows carried its points}.  A rank with only
     process series is a sibling whose tree its pod's collector recorded
     (docs/design.md §9); every key of one window carries the same timestamp
@@ -433,7 +470,7 @@ def _recorders(ranks):
               for k, d in ranks.items()}
     collectors = [k for k, d in ranks.items()
                   if any(n not in PROCESS_SERIES for n in d["series"])]
-    out = {}
+    out: Dict[int, Optional[int]] = {}
     for k, d in ranks.items():
         if k in collectors or not d["series"]:
             out[k] = k
@@ -443,13 +480,14 @@ def _recorders(ranks):
     return out
 
 
-def _rank_tags(tags, rank):
+def _rank_tags(tags: Tags, rank: int) -> Tags:
     return {m.group(2): v for k, v in tags.items()
             if (m := _RANK_TAG.match(k)) and int(m.group(1)) == rank}
 
 
-def _rank_report(rank, data, tags, run, period_s, recorder=None, recorder_node=None):
-    s = data["series"]
+def _rank_report(rank: int, data: RankData, tags: Tags, run: "Run", period_s: Optional[float],
+                 recorder: Optional[int] = None, recorder_node: Optional[str] = None) -> Rep:
+    s: Series = data["series"]
     t = _rank_tags(tags, rank)
     cgroup = t.get("cgroup")
     # only process series: a sibling rank whose tree its pod's collector
@@ -490,20 +528,20 @@ def _rank_report(rank, data, tags, run, period_s, recorder=None, recorder_node=N
     rec_start = first - period_s * 1000 if first is not None and period_s else first
     if rec_start is not None and run_start and rec_start < run_start <= first:
         rec_start = run_start
-    span = (last - rec_start) / 1000 if first is not None else None
+    span = (last - rec_start) / 1000 if last is not None and rec_start is not None else None
     late = (rec_start - run_start) / 1000 if rec_start and run_start else None
 
     thr = _num(t, "cpu_throttled_periods", int)
-    thr_pct = None
+    thr_pct: Optional[float] = None
     if thr is not None and span:
         thr_pct = min(100.0, 100.0 * thr / max(1.0, span / CFS_PERIOD_S))
 
-    gpus = {}
+    gpus: Dict[int, Series] = {}
     for name, ser in s.items():
         m = _GPU.match(name)
         if m:
             gpus.setdefault(int(m.group(1)), {})[m.group(2)] = ser
-    gpu_list = []
+    gpu_list: List[Rep] = []
     for i in sorted(gpus):
         gs = gpus[i]
         g = {"index": i,
@@ -541,7 +579,7 @@ def _rank_report(rank, data, tags, run, period_s, recorder=None, recorder_node=N
     else:
         stopped_early = True
 
-    r = {
+    r: Rep = {
         "rank": rank,
         "node": node,
         "cgroup": cgroup,
@@ -594,9 +632,9 @@ def _rank_report(rank, data, tags, run, period_s, recorder=None, recorder_node=N
     return r
 
 
-def _verdicts(r, period_s):
+def _verdicts(r: Rep, period_s: Optional[float]) -> Tuple[List[str], List[str]]:
     """The findings of one rank, most severe first (docs/report.md)."""
-    out = []
+    out: List[Tuple[str, str]] = []
     lim, peak, pct = (r["container_memory_limit_megabytes"], r["container_memory_peak_megabytes"],
                       r["container_memory_peak_percentage"])
     if r["oom_kill"]:
@@ -660,7 +698,7 @@ def _verdicts(r, period_s):
     return [c for c, _ in out], [t for _, t in out]
 
 
-def _size(mb, ref_mb):
+def _size(mb: float, ref_mb: Optional[float]) -> str:
     """GB (10^9 bytes) against a reference (the limit) of 1 GB or more, MB
     below it and for what would read 0.0 GB."""
     if ref_mb is not None and ref_mb >= 1000 and mb >= 100:
@@ -668,7 +706,7 @@ def _size(mb, ref_mb):
     return f"{mb:.0f} MB"
 
 
-def _cause_text(comp):
+def _cause_text(comp: Dict[str, Any]) -> str:
     """What filled the container at its peak: the parts, largest first, each
     with what it typically is."""
     ws, lim = comp.get("working_set"), comp.get("limit")
@@ -677,8 +715,8 @@ def _cause_text(comp):
         head = f"peaked at {100.0 * ws / lim:.0f} % of its {_size(lim, ref)} limit"
     else:
         head = f"peaked at {_size(ws or 0.0, ref)}"
-    parts = sorted(((comp.get(key), key, name, what) for key, _, _, name, what in PARTS
-                    if comp.get(key) is not None and comp.get(key) > 0),
+    parts = sorted(((comp[key], key, name, what) for key, _, _, name, what in PARTS
+                    if comp.get(key) is not None and comp[key] > 0),
                    key=lambda p: (-p[0], p[1]))
     if not parts:
         return head
@@ -686,22 +724,23 @@ def _cause_text(comp):
                                    for v, _, name, what in parts)
 
 
-def _times(n):
+def _times(n: int) -> str:
     return f"{n} time{'s' * (n != 1)}"
 
 
-def _events_text(ev, cgroup, skip_kills):
+def _events_text(ev: Dict[str, int], cgroup: Optional[str], skip_kills: bool
+                 ) -> Optional[str]:
     """The memory events since the start (tag memory_events): v2 memory.events,
     v1 memory.failcnt as max.  The OOM kills have their own verdict."""
     if not ev:
         return None
     v1 = (cgroup or "").startswith("v1 ") or ("high" not in ev and "oom" not in ev)
-    hits = []
+    hits: List[str] = []
     if ev.get("high", 0) > 0:
         hits.append(f"memory.high {_times(ev['high'])}")
     if ev.get("max", 0) > 0:
         hits.append(f"the limit {_times(ev['max'])}" if v1 else f"max {_times(ev['max'])}")
-    tail = []
+    tail: List[str] = []
     if ev.get("oom", 0) > 0:
         tail.append(f"an allocation failed at the limit {_times(ev['oom'])}")
     if ev.get("oom_kill", 0) > 0 and not skip_kills:
@@ -715,7 +754,7 @@ def _events_text(ev, cgroup, skip_kills):
     return f"{text} ({source}, since recording started)"
 
 
-def _pressure_text(r):
+def _pressure_text(r: Rep) -> Optional[str]:
     """Memory stalls (PSI "some": some task waited for memory, the kernel
     reclaiming or reading back what it evicted) near the end, else over the
     whole recording."""
@@ -734,11 +773,11 @@ def _pressure_text(r):
     return None
 
 
-def _cores(c):
+def _cores(c: Optional[float]) -> str:
     return "?" if c is None else f"{c:g}"
 
 
-def _build(client, run_id, how):
+def _build(client: "MlflowClient", run_id: str, how: str) -> Tuple[Rep, Dict[int, RankData]]:
     run, ranks = _read(client, run_id)
     tags = dict(run.data.tags)
     if not ranks:
@@ -749,14 +788,14 @@ def _build(client, run_id, how):
     samples = _num(tags, "scopemeter.samples", int)
     period = interval * (samples or 1) if interval else None
     rec = _recorders(ranks)
-    rank_reports = []
+    rank_reports: List[Rep] = []
     for k in sorted(ranks):
         by = rec.get(k)
-        by_node = None
+        by_node: Optional[str] = None
         if by is not None and by != k:
             by_node = _rank_tags(tags, by).get("node") or ranks[by]["node_tier"]
         rank_reports.append(_rank_report(k, ranks[k], tags, run, period, by, by_node))
-    nodes = {}
+    nodes: Dict[str, List[int]] = {}
     for r in rank_reports:
         nodes.setdefault(r["node"], []).append(r["rank"])
     rep = {
@@ -778,10 +817,11 @@ def _build(client, run_id, how):
         "ranks": rank_reports,
         "verdicts": _run_verdicts(rank_reports),
     }
-    return _json_safe(rep), ranks
+    safe: Rep = _json_safe(rep)
+    return safe, ranks
 
 
-def _span_text(ranks):
+def _span_text(ranks: Sequence[int]) -> str:
     """"0-8", "0, 2, 5": the ranks of one grouped verdict."""
     ranks = sorted(ranks)
     if len(ranks) > 2 and ranks == list(range(ranks[0], ranks[-1] + 1)):
@@ -789,12 +829,13 @@ def _span_text(ranks):
     return ", ".join(map(str, ranks))
 
 
-def _run_verdicts(rank_reports):
+def _run_verdicts(rank_reports: List[Rep]) -> List[Rep]:
     """Every rank's verdicts, most severe first, then by rank; each names its
     rank(s) and node.  `no_limit` is a fact of the node, not of a rank: the
     ranks of one node without a limit share one entry (the node's highest
     memory peak), instead of one identical line per rank."""
-    findings, no_limit = [], {}
+    findings: List[Tuple[int, int, str, str, List[int], str]] = []
+    no_limit: Dict[str, List[Rep]] = {}
     for r in rank_reports:
         for c, t in zip(r["verdict_codes"], r["verdicts"]):
             if c == "no_limit":
@@ -818,13 +859,15 @@ def _run_verdicts(rank_reports):
             for _, rk, c, t, rks, node in findings]
 
 
-def _collect(run_id=None, tracking_uri=None):
+def _collect(run_id: Optional[str] = None, tracking_uri: Optional[str] = None
+             ) -> Tuple[Rep, Dict[int, RankData]]:
     client = _client(tracking_uri)
     run_id, how = _resolve_run_id(client, run_id)
     return _build(client, run_id, how)
 
 
-def report(run_id=None, tracking_uri=None, plot=None):
+def report(run_id: Optional[str] = None, tracking_uri: Optional[str] = None,
+           plot: Union[str, "os.PathLike[str]", BinaryIO, None] = None) -> Rep:
     """How close the run came to OOM, and where: per rank, the container's
     memory limit, peaks, headroom, node memory beside it, OOM kills, CPU and
     throttling, GPUs, network, the recording's span, and verdicts (most severe
@@ -840,7 +883,17 @@ def report(run_id=None, tracking_uri=None, plot=None):
     (needs matplotlib: ImportError saying how to get it).
 
     Unlike enable_system_metrics() this raises (ReportError) when the run
-    cannot be reported: it is a reading tool, not part of training."""
+    cannot be reported: it is a reading tool, not part of training.  An
+    argument of the wrong type is a TypeError, as in every public function:
+    run_id and tracking_uri a str or None, plot a path (str, os.PathLike), a
+    binary file object or None."""
+    for name, value in (("run_id", run_id), ("tracking_uri", tracking_uri)):
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"report(): {name} must be a str or None, not {type(value).__name__}")
+    if plot is not None and not isinstance(plot, (str, os.PathLike)) and \
+            not callable(getattr(plot, "write", None)):
+        raise TypeError("report(): plot must be a path (str, os.PathLike), a binary file or "
+                        f"None, not {type(plot).__name__}")
     if plot:
         _require_plot()
     rep, ranks = _collect(run_id, tracking_uri)
@@ -853,7 +906,7 @@ def report(run_id=None, tracking_uri=None, plot=None):
 PLOT_HINT = "pip install 'scopemeter[report]'"
 
 
-def _require_plot():
+def _require_plot() -> None:
     try:
         from . import _report_plot
         _report_plot.require()
@@ -865,7 +918,7 @@ def _require_plot():
 # ---- the terminal table ----------------------------------------------------------
 
 
-def _f(x, fmt="{:.1f}", none="-"):
+def _f(x: Optional[float], fmt: str = "{:.1f}", none: str = "-") -> str:
     """A cell: a value wider than a column (a node of 20 TB) in 2
     significant digits, never spilling into the next column."""
     if x is None:
@@ -874,14 +927,14 @@ def _f(x, fmt="{:.1f}", none="-"):
     return text if len(text) <= 9 else f"{x:.2g}"
 
 
-def _clock(ms):
+def _clock(ms: Optional[int]) -> str:
     return "-" if ms is None else time.strftime("%H:%M:%S", time.localtime(ms / 1000))
 
 
-def format_report(rep):
+def format_report(rep: Rep) -> str:
     """The report as text for a terminal: every line at most 100 columns; ranks
     grouped under their node, so the rank -> node placement reads at a glance."""
-    L = []
+    L: List[str] = []
     name = f' "{rep["run_name"]}"' if rep.get("run_name") else ""
     deleted = "  (deleted)" if rep.get("lifecycle_stage") == "deleted" else ""
     L.append(f"run {rep['run_id']}{name}  {rep['status']}{deleted}")
@@ -893,7 +946,7 @@ def format_report(rep):
     if rep.get("skipped"):
         L.append(f"scopemeter.skipped: {rep['skipped']}")
 
-    def grouped():
+    def grouped() -> Iterator[Tuple[str, List[Rep]]]:
         for node, ranks in sorted(rep["nodes"].items()):
             yield node, [r for r in rep["ranks"] if r["rank"] in ranks]
 
@@ -1012,7 +1065,7 @@ def format_report(rep):
     return "\n".join(L)
 
 
-def _filled(r):
+def _filled(r: Rep) -> bool:
     """Whether a rank has any of the series or tags of docs/design.md §9: the
     table of an older run stays as it was."""
     return any(r[k] is not None for k in (
@@ -1020,13 +1073,13 @@ def _filled(r):
         "memory_pressure_peak_percentage", "cpu_pressure_peak_percentage"))
 
 
-def _tree_only(r):
+def _tree_only(r: Rep) -> str:
     by = r["recorded_by_rank"]
     return (f"process tree only, recorded by rank {by} (its pod's container)" if by is not None
             else "process tree only")
 
 
-def _wrap(text, width, indent):
+def _wrap(text: str, width: int, indent: str) -> List[str]:
     import textwrap
     return textwrap.wrap(text, width=width, subsequent_indent=indent, break_long_words=True,
                          break_on_hyphens=False)
@@ -1038,7 +1091,7 @@ def _wrap(text, width, indent):
 USAGE = "usage: scopemeter report [RUN_ID] [--json] [--plot FILE.png]"
 
 
-def main(argv=None, prog="scopemeter report"):
+def main(argv: Optional[Sequence[str]] = None, prog: str = "scopemeter report") -> int:
     """`scopemeter report [RUN_ID] [--json] [--plot FILE.png]`: 0 when the
     report was made, 1 when the run cannot be reported (or the picture not
     drawn), 2 for a usage error.  Every problem is one line on stderr."""
@@ -1103,7 +1156,7 @@ def main(argv=None, prog="scopemeter report"):
     return 0
 
 
-def _write_stdout(text):
+def _write_stdout(text: str) -> bool:
     """Write and flush stdout; False when its reader has gone (`| head -1`).
     Python ignores SIGPIPE (so a closed socket to the tracking server is an
     exception, not a silent death); a closed stdout is BrokenPipeError."""
@@ -1120,7 +1173,7 @@ def _write_stdout(text):
         return False
 
 
-def _die_of_sigpipe():
+def _die_of_sigpipe() -> NoReturn:
     """End as `git log | head -1` does when its reader is gone: quietly, killed
     by SIGPIPE (the shell's status 141), which a pipeline expects of a writer
     whose reader stopped (`set -o pipefail` sees it; nothing is printed)."""
@@ -1131,11 +1184,11 @@ def _die_of_sigpipe():
     os._exit(128 + signal.SIGPIPE)  # not reached: the signal ends the process
 
 
-def _redact(s):
+def _redact(s: str) -> str:
     """MLflow's error texts name the request URL, user-info included."""
     return re.sub(r"(//)[^/@\s]+@", r"\1***@", s)
 
 
-def _say(line):
+def _say(line: str) -> None:
     sys.stderr.write(f"scopemeter: {_redact(line)}\n")
     sys.stderr.flush()

@@ -15,6 +15,14 @@ the container's (% of its limit) and the node's, and the share of time stalled
 on memory and CPU (PSI).  16 inches at 100 dpi: 1600 px wide; the legends sit
 right of the axes, inside the figure.
 """
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, Union
+
+if TYPE_CHECKING:
+    from ._report import RankData, Rep, Series
+
 MAX_RANKS = 8      # more rows stop being readable; the most severe ranks are drawn
 WIDTH_IN, DPI = 16.0, 100
 FEW_POINTS = 12    # a series with this many points or fewer gets markers: one point
@@ -29,21 +37,22 @@ STACK = (("container_memory_anon_megabytes", "anonymous (heaps, tensors)", "#92c
          ("container_memory_kernel_megabytes", "kernel (slab, sockets, ...)", "#c2a5cf"))
 
 
-def require():
+def require() -> None:
     import matplotlib  # noqa: F401  (ImportError is the caller's one line)
 
 
-def _ordered(rep):
+def _ordered(rep: "Rep") -> List["Rep"]:
     """Ranks by their most severe verdict, then by memory peak %, then rank."""
     from ._report import CODES
 
-    def key(r):
+    def key(r: "Rep") -> Tuple[int, float, int]:
         sev = min((CODES.index(c) for c in r["verdict_codes"]), default=len(CODES))
         return (sev, -(r["container_memory_peak_percentage"] or -1.0), r["rank"])
     return sorted(rep["ranks"], key=key)
 
 
-def draw(rep, ranks, path):
+def draw(rep: "Rep", ranks: Dict[int, "RankData"], path: Union[str, "os.PathLike[str]", Any]
+         ) -> None:
     """rep: report(); ranks: {rank: {"series": {name: [(ts_ms, step, value)]}}}."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -52,7 +61,7 @@ def draw(rep, ranks, path):
     chosen.sort(key=lambda r: r["rank"])
     t0 = rep["start_time_ms"] or min(
         (r["recording_start_ms"] for r in chosen if r["recording_start_ms"]), default=0)
-    heights = []
+    heights: List[float] = []
     for _ in chosen:
         heights += [3.0, 1.7]
     height = sum(heights) + 1.2
@@ -70,7 +79,7 @@ def draw(rep, ranks, path):
     fig.suptitle(title, fontsize=14, y=1 - 0.15 / height, va="top")
     xmax = 0.0
 
-    def line(ax, x, y, **kw):
+    def line(ax: Any, x: List[float], y: List[float], **kw: Any) -> Any:
         nonlocal xmax
         if x:
             xmax = max(xmax, max(x))
@@ -82,7 +91,7 @@ def draw(rep, ranks, path):
     for i, r in enumerate(chosen):
         s = ranks[r["rank"]]["series"]
 
-        def xs_ys(name):
+        def xs_ys(name: str) -> Tuple[List[float], List[float]]:
             pts = s.get(name, ())
             return [(ts - t0) / 1000.0 for ts, _, _ in pts], [v for _, _, v in pts]
 
@@ -188,7 +197,7 @@ def draw(rep, ranks, path):
             cpu.legend(loc="upper left", fontsize=10, bbox_to_anchor=(1.06, 1.0),
                        borderaxespad=0)
         cpu.grid(alpha=0.3)
-    if cpu is not None:
+    if cpu is not None and first_mem is not None:
         cpu.set_xlabel("seconds since the run started")
         # a single point sits inside the axes, not on their edge
         first_mem.set_xlim(0, xmax * 1.08 if xmax > 0 else 1.0)
@@ -196,7 +205,7 @@ def draw(rep, ranks, path):
     fig.savefig(path, format="png", dpi=DPI)
 
 
-def _fit_legends(fig, canvas, gs):
+def _fit_legends(fig: Any, canvas: Any, gs: Any) -> None:
     """Narrow the axes until every legend right of them ends inside the
     picture: long labels (the composition's, a process tree's) would be cut
     at its edge.  The picture keeps its width (1600 px)."""
@@ -217,7 +226,8 @@ def _fit_legends(fig, canvas, gs):
                 ax.set_position(spec.get_position(fig))
 
 
-def _stack(series, t0):
+def _stack(series: "Series", t0: float
+           ) -> Optional[Tuple[List[float], List[List[float]], List[str], List[str]]]:
     """(x, [y per part], labels, colors) of the composition on the timestamps
     every present part has (a window's keys share one timestamp), or None."""
     present = [(name, label, color) for name, label, color in STACK if series.get(name)]

@@ -1,0 +1,96 @@
+"""Types of scopemeter._native (python/scopemeter/_native.c): its module
+methods (module_methods), the Monitor type (Monitor_methods, Monitor_getset)
+and the constants of module_exec.  tests/py/test_typing.py checks that every
+public name of the built extension is here."""
+from typing import Literal, Optional, Sequence, Tuple, TypedDict, Union
+
+# record kinds of Monitor.drain()
+RECORD_METRIC: int
+RECORD_TAG: int
+DRAIN_CAP_MAX: int
+
+# bounds and defaults of scopemeter.h (seconds where a float)
+INTERVAL_MIN: float
+INTERVAL_MAX: float
+INTERVAL_DEFAULT: float
+STOP_TIMEOUT_MAX: float
+STOP_TIMEOUT_DEFAULT: float
+SAMPLES_MAX: int
+GPUS_MAX: int
+PLAN_DEFAULT: int
+PLAN_WORKERS_MAX: int
+
+# MLflow's log_batch limits and key length
+BATCH_METRICS: int
+BATCH_TAGS: int
+BATCH_ENTITIES: int
+KEY_MAX: int
+
+# (kind, key, value, timestamp_ms, step): value a float for RECORD_METRIC,
+# a str for RECORD_TAG
+Record = Tuple[int, str, Union[float, str], int, int]
+
+
+class Monitor:
+    def __init__(self, interval: float = ..., samples: int = ..., all_workers: object = ...,
+                 stop_timeout: float = ..., buffer_points: int = ...,
+                 tracking_uri: Optional[str] = ..., run_id: Optional[str] = ...,
+                 headers: Optional[Sequence[Tuple[str, str]]] = ...,
+                 recording_key: Optional[str] = ...) -> None: ...
+    def start(self) -> Literal["collecting", "not collecting", "skipped"]: ...
+    def drain(self, timeout: float = ..., cap: int = ...) -> Optional[list[Record]]: ...
+    def stop(self, timeout: Optional[float] = ...) -> bool: ...
+    def report(self, delivered: int, refused: int, undelivered: int, /) -> None: ...
+    @property
+    def queued(self) -> int: ...
+    @property
+    def interval(self) -> float: ...
+    @property
+    def samples(self) -> int: ...
+    @property
+    def collectors(self) -> int: ...
+    @property
+    def dropped(self) -> int: ...
+
+
+class PlanResult(TypedDict):
+    collectors: int
+    interval_s: float
+    samples: int
+    period_s: float
+    gpus_per_collector: int
+    series_per_collector: int
+    node_series_per_collector: int
+    gpu_series_per_collector: int
+    container_series_per_collector: int
+    ranks_recorded: int
+    process_series: int
+    series: int
+    charts: int
+    sections: int
+    rows_per_hour: float
+    bytes_per_row: float
+    bytes_per_day: float
+
+
+class Identity(TypedDict):
+    rank: int
+    local_rank: int
+    world_size: int
+    local_world_size: int
+    node: str
+    launcher: str
+    invalid: Optional[str]
+    node_source: Optional[str]
+
+
+def plan(workers: int = ..., workers_per_pod: int = ..., nodes: int = ...,
+         gpus_per_worker: int = ..., all_workers: object = ..., interval: float = ...,
+         samples: int = ..., container_limits: object = ...) -> PlanResult: ...
+def identity() -> Identity: ...
+def series_name(upstream_key: str, rank: int, node: Optional[str] = ..., /) -> str: ...
+def series_scope(key: str, /) -> Optional[str]: ...
+def version() -> str: ...
+def tls() -> str: ...
+def valid_run_id(s: str, /) -> bool: ...
+def redact_uri(uri: str, /) -> str: ...
