@@ -182,20 +182,6 @@ static size_t find_devices(const sm_ctx *ctx, struct amd_dev *dev, size_t max, c
 
 /* ---- ROCR_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES ---------------------------- */
 
-static void entry(const char *v, char *out, size_t cap)
-{
-    size_t len;
-
-    while (*v == ' ' || *v == '\t')
-        v++;
-    len = strcspn(v, ",");
-    while (len && (v[len - 1] == ' ' || v[len - 1] == '\t'))
-        len--;
-    if (len >= cap)
-        len = cap - 1;
-    memcpy(out, v, len);
-    out[len] = '\0';
-}
 
 /*
  * Keeps of dev[0..n) those the list names, in their order (ascending, no
@@ -211,7 +197,7 @@ static size_t narrow(struct amd_dev *dev, size_t n, const char *list, char *stop
     for (const char *v = list;;) {
         int idx = -1;
 
-        entry(v, tok, sizeof tok);
+        sm_list_entry(v, tok, sizeof tok);
         if (tok[0] && strspn(tok, "0123456789") == strlen(tok)) {
             unsigned long x = strtoul(tok, NULL, 10);
             if (x < n)

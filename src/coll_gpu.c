@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "parse.h"
 #include "nvml.h"
 
 #define GPU_MAX 64 /* more than any host carries (8-16 on the largest nodes); NVML indices
@@ -194,21 +195,6 @@ static int entry_shape_ok(const char *tok)
     return all_digits(tok) || strncmp(tok, "GPU-", 4) == 0 || strncmp(tok, "MIG-", 4) == 0;
 }
 
-/* Copies the first entry of a CUDA_VISIBLE_DEVICES value, trimmed. */
-static void first_entry(const char *v, char *out, size_t cap)
-{
-    size_t len;
-
-    while (*v == ' ' || *v == '\t')
-        v++;
-    len = strcspn(v, ",");
-    while (len && (v[len - 1] == ' ' || v[len - 1] == '\t'))
-        len--;
-    if (len >= cap)
-        len = cap - 1;
-    memcpy(out, v, len);
-    out[len] = '\0';
-}
 
 /* The NVML index whose GPU UUID starts with prefix, when exactly one does. */
 static int match_gpu_uuid(struct gpu *g, const char *prefix, size_t plen)
@@ -279,7 +265,7 @@ static size_t parse_visible(struct gpu *g, const char *v, unsigned int *sel, int
     for (;;) {
         int idx = -1;
 
-        first_entry(v, tok, sizeof tok);
+        sm_list_entry(v, tok, sizeof tok);
         if (all_digits(tok)) {
             char *end;
             unsigned long x = strtoul(tok, &end, 10);
@@ -707,7 +693,7 @@ static int gpu_open(void *state, const sm_ctx *ctx, sm_opened *res)
         /* "", "-1", "NoDevFiles": CUDA shows this process no device at all,
          * which needs no NVML to know. */
         char first[256];
-        first_entry(visible, first, sizeof first);
+        sm_list_entry(visible, first, sizeof first);
         if (!entry_shape_ok(first)) {
             sm_line(res->msg, sizeof res->msg,
                     "CUDA_VISIBLE_DEVICES='%.64s' gives this process no GPU: gpu_* series absent",

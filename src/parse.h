@@ -72,6 +72,10 @@ SM_HIDDEN int sm_parse_kb(const char *buf, size_t len, const char *key, uint64_t
  * Iterator: *pos starts at 0; 1 with the next pid, 0 at the end, -EINVAL
  * on anything else than digits and white space, -ERANGE for a pid above
  * INT_MAX or 0. */
+/* The first entry of a comma-separated list (the *_VISIBLE_DEVICES
+ * variables), blanks around it trimmed, cut to cap - 1 bytes. */
+SM_HIDDEN void sm_list_entry(const char *v, char *out, size_t cap);
+
 SM_HIDDEN int sm_pid_list_next(const char *buf, size_t len, size_t *pos, int *pid);
 
 /* ---- cgroup files (parse_cgroup.c) -------------------------------------------

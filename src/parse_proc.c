@@ -373,3 +373,21 @@ int sm_pid_list_next(const char *buf, size_t len, size_t *pos, int *pid)
     *pos = (size_t)(p - buf);
     return 1;
 }
+
+/* The first entry of a comma-separated list (CUDA_VISIBLE_DEVICES,
+ * ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES), blanks around it trimmed, cut
+ * to cap - 1 bytes; always NUL-terminated. */
+void sm_list_entry(const char *v, char *out, size_t cap)
+{
+    size_t len;
+
+    while (*v == ' ' || *v == '\t')
+        v++;
+    len = strcspn(v, ",");
+    while (len && (v[len - 1] == ' ' || v[len - 1] == '\t'))
+        len--;
+    if (len >= cap)
+        len = cap - 1;
+    memcpy(out, v, len);
+    out[len] = '\0';
+}
