@@ -64,6 +64,8 @@ struct tree {
     int said;              /* its "not visible" line was printed */
     double mem_next;       /* no smaps_rollup read before this (monotonic s) */
     double pss_per_rss;    /* the last read's Pss / resident: the estimate between reads */
+    double mem_next_fast;  /* ... or before this when the tree changed (MEM_BUDGET_CHANGE) */
+    int mem_n;             /* processes in the tree at the last read */
 };
 
 /* Reading smaps_rollup walks the page tables of every mapping under the
@@ -79,6 +81,10 @@ struct tree {
  * (bench/README.md table 9).  Docs: design.md §9. */
 #define MEM_BUDGET 0.0009
 #define MEM_SLOW 0.001
+/* A tree whose set of processes changed (a fork: pages become shared; an
+ * exit) is read again sooner, within 2 % of one core: the ratio of the last
+ * read no longer describes it.  A steady tree stays within MEM_BUDGET. */
+#define MEM_BUDGET_CHANGE 0.02
 
 /* The cost of a read is this thread's CPU time (the page-table walk runs in
  * the kernel on our behalf), not wall time: on a loaded node a preempted read
@@ -458,7 +464,8 @@ static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)
         }
         walk(s, t->pid, &scanned);
         now = sm_now_mono();
-        read_mem = baseline || now >= t->mem_next;
+        read_mem = baseline || now >= t->mem_next ||
+                   (s->n != t->mem_n && now >= t->mem_next_fast);
         cost = thread_cpu_s();
         sum_tree(s, &count, &ticks, &kb, &mem_ok, read_mem, &rss_kb);
         cost = thread_cpu_s() - cost;
@@ -468,8 +475,11 @@ static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)
             kb = (uint64_t)((double)rss_kb * t->pss_per_rss); /* the estimate (above) */
             mem_ok = 1;
         }
+        if (read_mem)
+            t->mem_n = s->n;
         if (read_mem && s->rollup && cost >= MEM_SLOW) {
             t->mem_next = now + cost / MEM_BUDGET;
+            t->mem_next_fast = now + cost / MEM_BUDGET_CHANGE;
             if (!s->budget_said) {
                 sm_log(SM_INFO, "process_memory_megabytes: reading smaps_rollup of the tree took "
                        "%.0f ms of CPU (the kernel walks its page tables); read at most every "
