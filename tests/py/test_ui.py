@@ -24,7 +24,8 @@ import time
 import pytest
 
 from conftest import is_root, start_mlflow_server, stop_mlflow_server
-from pyfront_util import cgroups_usable, netns_usable, new_run, read_run, run_pods_on_one_node
+from pyfront_util import (cgroups_usable, netns_usable, new_run, psi_here, read_run,
+                          run_pods_on_one_node)
 
 pytestmark = pytest.mark.ui
 
@@ -34,7 +35,7 @@ SECTION_COUNT = re.compile(r"^\((\d+)\)$")
 LEGEND_KEY = re.compile(r"\((system/[^()]+)\)$")
 
 
-def browser(width=1600, height=7000):
+def browser(width=1600, height=14000):
     """Headless Chromium.  A window tall enough for every section: MLflow draws
     a chart only once it scrolls into view."""
     from selenium import webdriver
@@ -98,7 +99,11 @@ def test_system_metrics_tab_shows_what_plan_predicts(scopemeter_bin, tmp_path):
         assert re.fullmatch(r"rank[01]", rank), k
         tiered = section.split("/")[1].startswith(("node_", "rootfs_"))
         assert section.endswith(f"/{NODE}") == tiered, k
-    assert len(keys) == plan["charts"] and len(want) == plan["sections"], (sorted(keys), plan)
+    # plan counts the two PSI series of each pod as the upper bound (docs/plan.md):
+    # where the kernel has no PSI (this v1 host) each pod logs two fewer
+    absent = 0 if psi_here() else 2
+    assert len(keys) == plan["charts"] - 2 * absent and \
+        len(want) == plan["sections"] - absent, (sorted(keys), plan)
     assert sum(s.endswith(f"/{NODE}") for s in want) == plan["node_sections"]
 
     t1 = time.monotonic()
