@@ -7,7 +7,7 @@
  *      and read them from a signalfd: no work in signal handlers, and the
  *      monitor's threads never see them; SIGCHLD gets its default action
  *      and SIGPIPE is ignored (CMD gets back the dispositions it was given);
- *   2. find the run (sm_mlflow_resolve_run, src/rest/mlflow_run.c): --run-id,
+ *   2. find the run (sm_mlflow_resolve_run, src/mlflow/mlflow_run.c): --run-id,
  *      MLFLOW_RUN_ID, the job's run (ranks > 0 of a multi-process job find
  *      the run rank 0 created by its job id), or create one (--experiment,
  *      MLFLOW_EXPERIMENT_NAME, MLFLOW_EXPERIMENT_ID, Default);
@@ -275,7 +275,7 @@ static int check_early_signal(struct run_state *st)
     return st->pending_sig;
 }
 
-/* ---- finding the run: sm_mlflow_resolve_run (src/rest/mlflow_run.c) ---------- */
+/* ---- finding the run: sm_mlflow_resolve_run (src/mlflow/mlflow_run.c) ---------- */
 static int cancelled(void *arg)
 {
     return check_early_signal(arg);

@@ -40,7 +40,7 @@ static void usage(FILE *f)
 /* What is installed and from where: a platform team that put a wheel's CLI
  * into a bundle directory checks which copy a PATH finds, and which libcurl
  * it carries (static, http only; https through the TLS module, whose path
- * the last line names: src/rest/curl_api.c, scripts/build-deps). */
+ * the last line names: src/mlflow/curl_api.c, scripts/build-deps). */
 static int print_version(void)
 {
     char exe[PATH_MAX], tls[1024];
@@ -51,7 +51,7 @@ static int print_version(void)
     else
         exe[n] = '\0';
     printf("scopemeter %s\nexecutable: %s\n%s\n", sm_version(), exe, curl_version());
-    /* https is a module loaded on need (src/rest/curl_api.c): say which */
+    /* https is a module loaded on need (src/mlflow/curl_api.c): say which */
     if (sm_mlflow_tls(tls, sizeof tls) == 0)
         printf("https: %s\n", tls);
     else

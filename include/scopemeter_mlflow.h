@@ -1,6 +1,6 @@
 /*
  * scopemeter_mlflow.h — the MLflow part of libscopemeter (libscopemeter.so
- * only; src/rest/, docs/rest.md): the REST sink and the JSONL sink of a
+ * only; src/mlflow/, docs/rest.md): the REST sink and the JSONL sink of a
  * monitor, the REST calls `scopemeter run` makes around a monitor, and the
  * run resolution it uses.  Needs libcurl and jansson at link time; the core
  * (scopemeter.h) does not.
@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-/* REST sink (libscopemeter.so, src/rest/): tracking URI (http:// or https://)
+/* REST sink (libscopemeter.so, src/mlflow/): tracking URI (http:// or https://)
  * and run id.  At start the sink checks the run once (runs/get, at most 5 s):
  * a run that does not exist or is deleted makes sm_monitor_start() return
  * -ENOENT with a line in err; a server that does not answer is said in one
@@ -33,7 +33,7 @@ SM_EXTERN int sm_monitor_set_headers(sm_monitor *m, const char *const *headers);
 SM_EXTERN int sm_monitor_set_jsonl(sm_monitor *m, const char *path);
 
 /* ---------------------------------------------------------------------------
- * MLflow REST helpers (libscopemeter.so only; src/rest/, docs/rest.md): the
+ * MLflow REST helpers (libscopemeter.so only; src/mlflow/, docs/rest.md): the
  * calls `scopemeter run` makes around a monitor, for native programs that
  * manage their own run.  tracking_uri is http(s)://host[:port][/prefix];
  * authentication and TLS come from the environment exactly as for MLflow's
@@ -100,11 +100,11 @@ SM_EXTERN int sm_mlflow_valid_run_id(const char *id);
 /* Whether https tracking URIs can be reached: 0, with out naming the
  * libcurl that does TLS and where it comes from ("built in", or the path of
  * the module scopemeter-https.so, loaded here if it was not); < 0 with out
- * saying why not.  An http URI never needs it (src/rest/curl_api.c). */
+ * saying why not.  An http URI never needs it (src/mlflow/curl_api.c). */
 SM_EXTERN int sm_mlflow_tls(char *out, size_t outlen);
 
 /* ---------------------------------------------------------------------------
- * Run resolution (src/rest/mlflow_run.c, docs/cli.md): the run a process
+ * Run resolution (src/mlflow/mlflow_run.c, docs/cli.md): the run a process
  * records into, as `scopemeter run` finds it before CMD starts.  In order:
  * run_id; MLFLOW_RUN_ID (ignored, with one line, when experiment is given:
  * the explicit flag wins); for ranks > 0 of a job, the run rank 0 created

@@ -31,7 +31,7 @@
  *   version.c        sm_version, sm_strerror
  *   clock.c          monotonic / wall clocks, condvars on CLOCK_MONOTONIC
  *   zalloc.c         zeroed memory resident only where written (big sparse structs)
- * The full library adds src/rest/ (libcurl, jansson; scopemeter_mlflow.h):
+ * The full library adds src/mlflow/ (libcurl, jansson; scopemeter_mlflow.h):
  *   mlflow_rest.c    one HTTP request to MLflow (auth, TLS, retries, redaction)
  *   mlflow_api.c     the REST calls: experiments, runs, tags, end
  *   mlflow_run.c     which run a process records into (sm_mlflow_resolve_run)

@@ -6,7 +6,7 @@
  *
  * Two sinks: sink_queue.c (a binding drains records with sm_monitor_drain,
  * e.g. the Python front logging through MlflowClient) and
- * rest/sink_mlflow.c (a shipping thread posting to MLflow's REST API over
+ * mlflow/sink_mlflow.c (a shipping thread posting to MLflow's REST API over
  * libcurl).  Adding a sink is one new file implementing these ops.
  */
 #ifndef SM_SINK_H
@@ -122,8 +122,8 @@ typedef struct sm_sink_config {
     int rank;                   /* the monitor's rank: its keys end in /rankN */
 } sm_sink_config;
 
-/* A delivering sink's constructor.  sm_monitor_set_run() (rest/sink_mlflow.c)
- * and sm_monitor_set_jsonl() (rest/sink_jsonl.c) live in the full library
+/* A delivering sink's constructor.  sm_monitor_set_run() (mlflow/sink_mlflow.c)
+ * and sm_monitor_set_jsonl() (mlflow/sink_jsonl.c) live in the full library
  * and hand theirs to the monitor, so the core never links libcurl or
  * jansson. */
 typedef int (*sm_sink_factory)(const sm_sink_config *cfg, char *err, size_t errlen,

@@ -2,7 +2,7 @@
  * test_api_tls.c — a native program linked with libscopemeter.so (the C
  * API's shared library, as `meson install` ships it): the library's libcurl
  * has no TLS, and https comes from scopemeter-https.so beside it, loaded at
- * the first https need and not before (src/rest/curl_api.c).
+ * the first https need and not before (src/mlflow/curl_api.c).
  *
  *   test_api_tls DIR           no OpenSSL in the process: scopemeter-https.so
  *   test_api_tls DIR system    the program holds the system's libssl.so.3
@@ -53,7 +53,7 @@ int main(int argc, char **argv)
     CHECK_EQ_INT(sm_mlflow_tls(out, sizeof out), 0);
     printf("tls: %s\n", out);
     CHECK(strstr(out, "OpenSSL") != NULL);
-    /* the module beside the library (meson's build tree: src/rest/) */
+    /* the module beside the library (meson's build tree: src/mlflow/) */
     CHECK(strstr(out, dir) != NULL &&
           strstr(out, sys ? "/scopemeter-https-sys.so)" : "/scopemeter-https.so)") != NULL);
     CHECK_EQ_INT(mapped(sys ? "/scopemeter-https-sys.so" : "/scopemeter-https.so"), 1);

@@ -1,7 +1,7 @@
 """The source map's directions (docs/design.md §0) hold: the core (src/*.c,
 *.h) and the parsers (src/parse_*.c) never include an MLflow, libcurl or
 jansson header; the parsers include nothing but libc and parse.h (they are
-pure: no I/O); the MLflow layer (src/rest/) never includes a surface's
+pure: no I/O); the MLflow layer (src/mlflow/) never includes a surface's
 header (cli/, python/).  Read from the #include lines, so a new file is
 checked the day it is added."""
 import glob
@@ -28,7 +28,7 @@ def test_the_core_does_not_include_mlflow_or_its_libraries():
     core = [f for f in files("src/*.c") + files("src/*.h")]
     assert len(core) > 20, core  # the glob found the tree
     bad = [(os.path.relpath(f, ROOT), n) for f in core for _, n in includes(f)
-           if os.path.basename(n) in MLFLOW or n.startswith("curl/") or "rest/" in n]
+           if os.path.basename(n) in MLFLOW or n.startswith("curl/") or "mlflow/" in n]
     assert not bad, bad
 
 
@@ -45,7 +45,7 @@ def test_parsers_are_pure():
 
 
 def test_the_mlflow_layer_does_not_include_a_surface():
-    rest = files("src/rest/*.c") + files("src/rest/*.h")
+    rest = files("src/mlflow/*.c") + files("src/mlflow/*.h")
     assert rest
     bad = [(os.path.relpath(f, ROOT), n) for f in rest for _, n in includes(f)
            if n in ("cli.h", "oom_guard.h") or n.startswith("Python")]

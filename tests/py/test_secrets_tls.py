@@ -324,7 +324,7 @@ def package_copy(tmp_path, with_module):
 def test_python_front_loads_the_tls_module_for_https_only(mlflow_server, self_signed, tmp_path,
                                                           how):
     """The extension links libcurl without TLS; https goes through the module
-    scopemeter-https.so beside it (src/rest/curl_api.c).  An http run never
+    scopemeter-https.so beside it (src/mlflow/curl_api.c).  An http run never
     maps it; an https run (the module found beside the extension, or through
     the staged extension's symbolic link), and an http URI that redirects to
     https, ship through it; without the module, https goes through

@@ -1,4 +1,4 @@
-"""https from the Python front through either OpenSSL (src/rest/curl_api.c,
+"""https from the Python front through either OpenSSL (src/mlflow/curl_api.c,
 issue 25 #4).
 
 A training process that imported mlflow holds the system's libssl.so.3

@@ -107,7 +107,7 @@ def test_wheel_is_self_contained(wheel, tmp_path, capsys):
     assert kinds == ["_native.abi3.so", "scopemeter", "scopemeter-https-sys.so",
                      "scopemeter-https.so"], kinds
     # OpenSSL is in the TLS module only, never in the extension that loads
-    # into every training process nor in the CLI (src/rest/curl_api.c); the
+    # into every training process nor in the CLI (src/mlflow/curl_api.c); the
     # sys module uses the OpenSSL the process has loaded, without naming it
     # (no DT_NEEDED: checked below with every other file)
     for e in elves:
@@ -169,7 +169,7 @@ got = mlflow.MlflowClient().get_run(run.info.run_id).data.metrics
 maps = open("/proc/self/maps").read()
 # https would load the module beside the extension: the one that uses the
 # system's OpenSSL where mlflow's requests loaded libssl.so.3, else the one
-# with its own (src/rest/curl_api.c)
+# with its own (src/mlflow/curl_api.c)
 sys_ssl = any(ln.rstrip().endswith("/libssl.so.3") for ln in maps.splitlines())
 tls = scopemeter._native.tls()
 want = "scopemeter-https-sys.so" if sys_ssl else "scopemeter-https.so"
