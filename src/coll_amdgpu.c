@@ -188,35 +188,37 @@ static size_t find_devices(const sm_ctx *ctx, struct amd_dev *dev, size_t max, c
  * duplicates); indices count the devices as they are now.  stop gets the
  * first entry naming no device ("" when all did).  Returns the new n.
  */
+struct amd_list {
+    const struct amd_dev *dev;
+    size_t n;
+};
+
+/* An entry names a device by its index among those present now or by its
+ * unique id ("GPU-<uid>", as rocm-smi prints it). */
+static int amd_match(const char *tok, void *arg)
+{
+    const struct amd_list *l = arg;
+    int idx = -1;
+
+    if (tok[0] && strspn(tok, "0123456789") == strlen(tok)) {
+        unsigned long x = strtoul(tok, NULL, 10);
+        if (x < l->n)
+            idx = (int)x;
+    } else if (strncasecmp(tok, "GPU-", 4) == 0 && tok[4]) {
+        for (size_t i = 0; i < l->n; i++)
+            if (l->dev[i].uid[0] && strcasecmp(l->dev[i].uid, tok + 4) == 0)
+                idx = (int)i;
+    }
+    return idx;
+}
+
 static size_t narrow(struct amd_dev *dev, size_t n, const char *list, char *stop, size_t stoplen)
 {
-    char chosen[AMD_MAX] = {0}, tok[128];
+    char chosen[AMD_MAX] = {0};
+    struct amd_list l = {dev, n};
     size_t m = 0;
 
-    stop[0] = '\0';
-    for (const char *v = list;;) {
-        int idx = -1;
-
-        sm_list_entry(v, tok, sizeof tok);
-        if (tok[0] && strspn(tok, "0123456789") == strlen(tok)) {
-            unsigned long x = strtoul(tok, NULL, 10);
-            if (x < n)
-                idx = (int)x;
-        } else if (strncasecmp(tok, "GPU-", 4) == 0 && tok[4]) {
-            for (size_t i = 0; i < n; i++)
-                if (dev[i].uid[0] && strcasecmp(dev[i].uid, tok + 4) == 0)
-                    idx = (int)i;
-        }
-        if (idx < 0) {
-            sm_line(stop, stoplen, "%s", tok);
-            break;
-        }
-        chosen[idx] = 1;
-        v = strchr(v, ',');
-        if (!v)
-            break;
-        v++;
-    }
+    sm_visible_walk(list, amd_match, &l, chosen, n, stop, stoplen);
     for (size_t i = 0; i < n; i++)
         if (chosen[i])
             dev[m++] = dev[i];

@@ -253,45 +253,47 @@ static int match_mig_uuid(struct gpu *g, const char *prefix, size_t plen)
  * no device.  *mig is set when a MIG entry was mapped to its parent GPU;
  * stop receives the first invalid entry ("" when the list was all valid).
  */
+struct cuda_list {
+    struct gpu *g;
+    int *mig;
+};
+
+/* An entry as CUDA reads it: an index, a GPU UUID or its unique prefix, a
+ * MIG instance (mapped to its parent GPU). */
+static int cuda_match(const char *tok, void *arg)
+{
+    struct cuda_list *l = arg;
+    struct gpu *g = l->g;
+    int idx = -1;
+
+    if (all_digits(tok)) {
+        unsigned long x = strtoul(tok, NULL, 10);
+        if (x < g->n_nvml && x < GPU_MAX)
+            idx = (int)x;
+    } else if (strncmp(tok, "GPU-", 4) == 0 && g->f.uuid) {
+        idx = match_gpu_uuid(g, tok, strlen(tok));
+    } else if (strncmp(tok, "MIG-GPU-", 8) == 0 && g->f.uuid) {
+        /* the pre-470 form MIG-GPU-<gpu uuid>/<gi>/<ci> names its parent */
+        idx = match_gpu_uuid(g, tok + 4, strcspn(tok + 4, "/"));
+        *l->mig |= idx >= 0;
+    } else if (strncmp(tok, "MIG-", 4) == 0 && g->f.uuid) {
+        idx = match_mig_uuid(g, tok, strlen(tok));
+        *l->mig |= idx >= 0;
+    }
+    return idx;
+}
+
 static size_t parse_visible(struct gpu *g, const char *v, unsigned int *sel, int *mig,
                             char *stop, size_t stoplen)
 {
     char chosen[GPU_MAX] = {0};
-    char tok[256];
+    struct cuda_list l = {g, mig};
+    unsigned int lim = g->n_nvml < GPU_MAX ? g->n_nvml : GPU_MAX;
     size_t n = 0;
 
     *mig = 0;
-    stop[0] = '\0';
-    for (;;) {
-        int idx = -1;
-
-        sm_list_entry(v, tok, sizeof tok);
-        if (all_digits(tok)) {
-            char *end;
-            unsigned long x = strtoul(tok, &end, 10);
-            if (x < g->n_nvml && x < GPU_MAX)
-                idx = (int)x;
-        } else if (strncmp(tok, "GPU-", 4) == 0 && g->f.uuid) {
-            idx = match_gpu_uuid(g, tok, strlen(tok));
-        } else if (strncmp(tok, "MIG-GPU-", 8) == 0 && g->f.uuid) {
-            /* the pre-470 form MIG-GPU-<gpu uuid>/<gi>/<ci> names its parent */
-            idx = match_gpu_uuid(g, tok + 4, strcspn(tok + 4, "/"));
-            *mig |= idx >= 0;
-        } else if (strncmp(tok, "MIG-", 4) == 0 && g->f.uuid) {
-            idx = match_mig_uuid(g, tok, strlen(tok));
-            *mig |= idx >= 0;
-        }
-        if (idx < 0) {
-            sm_line(stop, stoplen, "%s", tok);
-            break;
-        }
-        chosen[idx] = 1;
-        v = strchr(v, ',');
-        if (!v)
-            break;
-        v++;
-    }
-    for (unsigned int i = 0; i < g->n_nvml && i < GPU_MAX; i++)
+    sm_visible_walk(v, cuda_match, &l, chosen, lim, stop, stoplen);
+    for (unsigned int i = 0; i < lim; i++)
         if (chosen[i])
             sel[n++] = i;
     return n;

@@ -72,11 +72,20 @@ SM_HIDDEN int sm_parse_kb(const char *buf, size_t len, const char *key, uint64_t
  * Iterator: *pos starts at 0; 1 with the next pid, 0 at the end, -EINVAL
  * on anything else than digits and white space, -ERANGE for a pid above
  * INT_MAX or 0. */
+SM_HIDDEN int sm_pid_list_next(const char *buf, size_t len, size_t *pos, int *pid);
+
 /* The first entry of a comma-separated list (the *_VISIBLE_DEVICES
  * variables), blanks around it trimmed, cut to cap - 1 bytes. */
 SM_HIDDEN void sm_list_entry(const char *v, char *out, size_t cap);
 
-SM_HIDDEN int sm_pid_list_next(const char *buf, size_t len, size_t *pos, int *pid);
+/* The rule of every *_VISIBLE_DEVICES list (CUDA's, which ROCm's runtimes
+ * follow): its entries in order, each mapped by match(entry, arg) to a
+ * device index (< 0 or >= n: it names no device); the list ends at the first
+ * entry that names no device, which stop receives ("" when all did).  Sets
+ * chosen[i] for every device named; the vendor's collector keeps those. */
+typedef int (*sm_visible_match)(const char *entry, void *arg);
+SM_HIDDEN void sm_visible_walk(const char *list, sm_visible_match match, void *arg, char *chosen,
+                               size_t n, char *stop, size_t stoplen);
 
 /* ---- cgroup files (parse_cgroup.c) -------------------------------------------
  * Iterators: *pos starts at 0; each call returns 1 with the next entry, 0 at

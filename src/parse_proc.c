@@ -9,6 +9,7 @@
  * are fs/proc/array.c, fs/proc/task_mmu.c and Documentation/filesystems/proc.rst.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "parse.h"
@@ -390,4 +391,29 @@ void sm_list_entry(const char *v, char *out, size_t cap)
         len = cap - 1;
     memcpy(out, v, len);
     out[len] = '\0';
+}
+
+void sm_visible_walk(const char *list, sm_visible_match match, void *arg, char *chosen,
+                     size_t n, char *stop, size_t stoplen)
+{
+    char tok[256];
+
+    if (stoplen)
+        stop[0] = '\0';
+    for (const char *v = list;;) {
+        int idx;
+
+        sm_list_entry(v, tok, sizeof tok);
+        idx = match(tok, arg);
+        if (idx < 0 || (size_t)idx >= n) {
+            if (stoplen)
+                snprintf(stop, stoplen, "%s", tok);
+            return;
+        }
+        chosen[idx] = 1;
+        v = strchr(v, ',');
+        if (!v)
+            return;
+        v++;
+    }
 }

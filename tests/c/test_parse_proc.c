@@ -8,6 +8,13 @@
 
 #define S(x) x, sizeof(x) - 1
 
+/* a device list of single digits, for sm_visible_walk */
+static int match_digit(const char *tok, void *arg)
+{
+    (void)arg;
+    return tok[0] >= '0' && tok[0] <= '9' && !tok[1] ? tok[0] - '0' : -1;
+}
+
 int main(void)
 {
     sm_cpu_times a, b;
@@ -127,9 +134,18 @@ int main(void)
         CHECK_EQ_INT(ps.cutime, 7);
         CHECK_EQ_INT(ps.cstime, 8);
         CHECK_EQ_INT(ps.starttime, 98765);
+        CHECK_EQ_INT(ps.rss_pages, 50); /* field 24; field 23 (vsize, 1000) skipped */
         CHECK_EQ_INT(sm_parse_pid_stat(S(kthread), &ps), 0);
         CHECK_EQ_INT(ps.ppid, 0);
         CHECK_EQ_INT(ps.starttime, 10);
+        CHECK_EQ_INT(ps.rss_pages, 0); /* the line stops before field 24 */
+        /* a malformed vsize or rss: the line is refused, never half read */
+        CHECK_EQ_INT(sm_parse_pid_stat(S("9 (a) S 1 1 1 0 -1 0 0 0 0 0 5 6 7 8 20 0 1 0 3 1x 2\n"),
+                                       &ps), -EINVAL);
+        /* a negative rss reads 0, as a negative c*time does */
+        CHECK_EQ_INT(sm_parse_pid_stat(S("9 (a) S 1 1 1 0 -1 0 0 0 0 0 5 6 7 8 20 0 1 0 3 1 -2\n"),
+                                       &ps), 0);
+        CHECK_EQ_INT(ps.rss_pages, 0);
         /* a negative c*time reads 0 */
         CHECK_EQ_INT(sm_parse_pid_stat(S("9 (a) S 1 1 1 0 -1 0 0 0 0 0 5 6 -7 -8 20 0 1 0 3\n"),
                                        &ps), 0);
@@ -190,6 +206,36 @@ int main(void)
         CHECK_EQ_INT(sm_pid_list_next(S("0 "), &pos, &pid), -ERANGE);
         pos = 0;
         CHECK_EQ_INT(sm_pid_list_next(S("99999999999 "), &pos, &pid), -ERANGE);
+    }
+
+    /* *_VISIBLE_DEVICES lists: entries trimmed, cut, and CUDA's rule that the
+     * list ends at the first entry naming no device */
+    {
+        char e[8], chosen[4], stop[16];
+        sm_list_entry(" \t1 ,2", e, sizeof e);
+        CHECK_EQ_STR(e, "1");
+        sm_list_entry("", e, sizeof e);
+        CHECK_EQ_STR(e, "");
+        sm_list_entry(",3", e, sizeof e);
+        CHECK_EQ_STR(e, "");
+        sm_list_entry("0123456789abc", e, sizeof e);
+        CHECK_EQ_STR(e, "0123456");
+
+        memset(chosen, 0, sizeof chosen);
+        sm_visible_walk("2, 0,x,1", match_digit, NULL, chosen, 4, stop, sizeof stop);
+        CHECK(chosen[0] && !chosen[1] && chosen[2] && !chosen[3]);
+        CHECK_EQ_STR(stop, "x");
+        memset(chosen, 0, sizeof chosen);
+        sm_visible_walk("3,9", match_digit, NULL, chosen, 4, stop, sizeof stop);
+        CHECK(chosen[3]);
+        CHECK_EQ_STR(stop, "9"); /* an index past the devices names none */
+        memset(chosen, 0, sizeof chosen);
+        sm_visible_walk("1,1,", match_digit, NULL, chosen, 4, stop, sizeof stop);
+        CHECK(chosen[1]);
+        CHECK_EQ_STR(stop, ""); /* a trailing comma: an empty entry ends it */
+        memset(chosen, 0, sizeof chosen);
+        sm_visible_walk("", match_digit, NULL, chosen, 4, stop, sizeof stop);
+        CHECK(!chosen[0] && !chosen[1] && !chosen[2] && !chosen[3]);
     }
     return CHECK_DONE();
 }
