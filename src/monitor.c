@@ -590,14 +590,18 @@ static int skip(sm_monitor *m, const char *why, char *err, size_t errlen)
     return -ENODATA;
 }
 
-/* Buffer size in records: one hour of points by default (docs/monitor.md). */
+/* Buffer size in records: one hour of points by default (docs/monitor.md),
+ * with room for the window tags that may ride with each window (at most
+ * SM_TAGS_MAX, docs/design.md §9): an outage of an hour loses no point to
+ * them.  The ring is resident only where written (zalloc.c). */
 static size_t buffer_records(const sm_monitor *m)
 {
     double per_hour, want;
 
     if (m->buffer_points)
         return m->buffer_points < BUFFER_FLOOR ? BUFFER_FLOOR : m->buffer_points;
-    per_hour = (double)m->nslots * ceil(3600.0 / (m->interval * m->samples)) + 2 * TAGS_MAX;
+    per_hour = (double)(m->nslots + SM_TAGS_MAX) * ceil(3600.0 / (m->interval * m->samples)) +
+               2 * TAGS_MAX;
     want = per_hour < BUFFER_MIN ? BUFFER_MIN : per_hour > BUFFER_MAX ? BUFFER_MAX : per_hour;
     return (size_t)want;
 }
