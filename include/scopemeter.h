@@ -117,8 +117,9 @@ SM_EXTERN int sm_collects(const sm_identity *id, int all_workers, char *why, siz
 /* ---------------------------------------------------------------------------
  * Names (docs/design.md §2): a pure function of (upstream key, rank, node).
  * Writes "system/<scoped key>[/NODE]/rankN" into out.  An upstream key of a
- * family no rule covers is -EINVAL; a too-small buffer is -ENOSPC.
- * node may be NULL or "" (no node tier).
+ * family no rule covers is -EINVAL, as is one holding '/' (it would open a
+ * UI section and make the key ambiguous, see sm_series_parse); a too-small
+ * buffer is -ENOSPC.  node may be NULL or "" (no node tier).
  * ------------------------------------------------------------------------- */
 SM_EXTERN int sm_series_name(const char *upstream_key, int rank, const char *node,
                              char *out, size_t outlen);
@@ -126,6 +127,20 @@ SM_EXTERN int sm_series_name(const char *upstream_key, int rank, const char *nod
 /* Scope of an upstream or scoped key: "node", "rootfs", "pod", "gpu",
  * "container", "process", or NULL for a key no rule covers. */
 SM_EXTERN const char *sm_series_scope(const char *key);
+
+/* The inverse of sm_series_name (docs/design.md §2): splits a logged key
+ * "system/<scoped key>[/NODE]/rankN" into the upstream key (cpu_...), the
+ * scoped key (node_cpu_..., the logged name without tier and rank), the node
+ * tier as it stands in the key ("" when none: sanitised, perhaps with its
+ * FNV-1a suffix; the full name is the tag scopemeter.rankN.node), the rank
+ * and the scope (a static string, as sm_series_scope).  Any output may be
+ * NULL.  -EINVAL for a key sm_series_name cannot produce (no family, a tier
+ * on a family without one, a malformed rank); -ENOSPC when a buffer is too
+ * small.  A tier longer than today's 180 characters (written by engines
+ * before the length rule, within MLflow's SM_MLFLOW_KEY_MAX) still parses. */
+SM_EXTERN int sm_series_parse(const char *key, char *upstream, size_t upstream_len,
+                              char *scoped, size_t scoped_len, char *node, size_t node_len,
+                              int *rank, const char **scope);
 
 /* ---------------------------------------------------------------------------
  * Probe: one honest look at what this process would record here.

@@ -394,6 +394,8 @@ static int walk_quota(const sm_ctx *ctx, struct work *w, sm_cgroup *cg, char *qu
         double cores = (double)quota / (double)period;
         if (!cg->cpu_quota_cores || cores <= cg->cpu_quota_cores) { /* ties: higher level */
             cg->cpu_quota_cores = cores;
+            cg->cpu_quota_us = quota;
+            cg->cpu_period_us = period;
             sm_line(cg->cpu_quota_dir, sizeof cg->cpu_quota_dir, "%s", w->dir);
             sm_line(quota_lvl, qcap, "%s", w->lvl);
         }

@@ -33,6 +33,8 @@ typedef struct sm_cgroup {
     uint64_t mem_limit;                /* bytes, 0 = no memory limit */
     double cpu_cores;                  /* quota/period, capped by cpuset; 0 = no CPU limit */
     double cpu_quota_cores;            /* lowest quota/period alone, 0 none */
+    uint64_t cpu_quota_us;             /* that quota and its period as the kernel gives them */
+    uint64_t cpu_period_us;            /* (cpu.max, cpu.cfs_quota_us/_period_us), 0 none */
     unsigned cpuset_cpus;              /* CPUs the process may use (cpuset/affinity), 0 unknown */
     unsigned host_cpus;                /* the host's online CPUs, 0 unknown */
     char why[512];                     /* how it was found / why none (one line) */

@@ -51,6 +51,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -837,15 +838,39 @@ static void tag_pressure(struct ctr *s, int window, sm_tags *out)
     ship(&s->pr_shipped, v);
 }
 
+/* The shortest decimal that strtod reads back as v exactly: 2.5 stays
+ * "2.5", 1/3 is "0.3333333333333333", never the display tag's rounding;
+ * 100 is "100", not "1e+02". */
+static void exact_double(char *out, size_t cap, double v)
+{
+    for (int prec = 1; prec < 17; prec++) {
+        snprintf(out, cap, "%.*g", prec, v);
+        if (!strchr(out, 'e') && strtod(out, NULL) == v)
+            return;
+    }
+    snprintf(out, cap, "%.17g", v);
+}
+
 static void ctr_tags(void *state, int phase, sm_tags *out)
 {
     struct ctr *s = state;
     uint64_t v, n, t;
 
     if (phase == SM_TAGS_START) {
-        /* scopemeter.rankN.cgroup is open()'s status; this is the exact limit */
+        /* scopemeter.rankN.cgroup is open()'s status, rounded for people;
+         * these are the exact limits a reader computes with (docs/design.md
+         * §3).  Start tags: sent once, not counted against the window budget. */
+        char cores[32];
         if (s->cg.mem_limit > 0)
             sm_tag_add(out, "memory_limit_bytes", "%llu", (unsigned long long)s->cg.mem_limit);
+        if (s->cg.cpu_cores > 0) {
+            exact_double(cores, sizeof cores, s->cg.cpu_cores);
+            sm_tag_add(out, "cpu_limit_cores", "%s", cores);
+        }
+        if (s->cg.cpu_quota_us > 0 && s->cg.cpu_period_us > 0) {
+            sm_tag_add(out, "cpu_quota_us", "%llu", (unsigned long long)s->cg.cpu_quota_us);
+            sm_tag_add(out, "cpu_period_us", "%llu", (unsigned long long)s->cg.cpu_period_us);
+        }
         return;
     }
     if (phase == SM_TAGS_WINDOW) {

@@ -8,6 +8,7 @@
  * rule covers is an error (-EINVAL) that the tests catch.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -106,7 +107,9 @@ int sm_series_name(const char *upstream_key, int rank, const char *node, char *o
     if (!f)
         return -EINVAL;
     rest = upstream_key + strlen(f->upstream);
-    if (*rest == '\0')
+    /* a '/' would make "<key>/NODE" ambiguous, and sm_series_parse exact
+     * only if the name can be read back */
+    if (*rest == '\0' || strchr(rest, '/'))
         return -EINVAL;
     n = snprintf(out, outlen, "system/%s%s", f->scoped, rest);
     if (n < 0 || (size_t)n >= outlen)
@@ -134,5 +137,84 @@ int sm_series_name(const char *upstream_key, int rank, const char *node, char *o
      * by the tests, never a key MLflow refuses at run time */
     if (len + (size_t)n > SM_MLFLOW_KEY_MAX)
         return -ENAMETOOLONG;
+    return 0;
+}
+
+/* Copies len bytes of src into out as a string; -ENOSPC when it does not fit. */
+static int put(char *out, size_t cap, const char *src, size_t len)
+{
+    if (!out)
+        return 0;
+    if (len >= cap)
+        return -ENOSPC;
+    memcpy(out, src, len);
+    out[len] = '\0';
+    return 0;
+}
+
+/* The inverse of sm_series_name, accepting exactly what it writes (plus the
+ * longer tiers of engines before NODE_SEGMENT_MAX): the report reads runs
+ * through it instead of a grammar of its own (docs/report.md). */
+int sm_series_parse(const char *key, char *upstream, size_t upstream_len, char *scoped,
+                    size_t scoped_len, char *node, size_t node_len, int *rank,
+                    const char **scope)
+{
+    const struct family *f = NULL;
+    const char *mid, *end, *digits, *slash;
+    char up[SM_MLFLOW_KEY_MAX + 1];
+    size_t klen, flen;
+    long long r = 0;
+    int rc;
+
+    if (!key)
+        return -EINVAL;
+    klen = strlen(key);
+    if (klen > SM_MLFLOW_KEY_MAX || strncmp(key, "system/", 7) != 0)
+        return -EINVAL;
+    mid = key + 7;
+    /* "/rankN": N as %d writes a rank >= 0, no sign, no leading zero */
+    end = strrchr(mid, '/');
+    if (!end || strncmp(end, "/rank", 5) != 0)
+        return -EINVAL;
+    digits = end + 5;
+    if (*digits < '0' || *digits > '9' || (digits[0] == '0' && digits[1]))
+        return -EINVAL;
+    for (const char *d = digits; *d; d++) {
+        if (*d < '0' || *d > '9')
+            return -EINVAL;
+        r = r * 10 + (*d - '0');
+        if (r > INT_MAX)
+            return -EINVAL;
+    }
+    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
+        if (strncmp(mid, families[i].scoped, strlen(families[i].scoped)) == 0)
+            f = &families[i];
+    if (!f)
+        return -EINVAL;
+    flen = strlen(f->scoped);
+    slash = memchr(mid, '/', (size_t)(end - mid));
+    /* the rest of the key is not empty and holds no '/'; a tier only where
+     * the family has one, not empty, and only of the characters it keeps */
+    if ((slash ? slash : end) == mid + flen || (slash && !f->node_tier))
+        return -EINVAL;
+    if (slash) {
+        if (slash + 1 == end || memchr(slash + 1, '/', (size_t)(end - slash - 1)))
+            return -EINVAL;
+        for (const char *c = slash + 1; c < end; c++)
+            if (!node_char_ok(*c))
+                return -EINVAL;
+    }
+    snprintf(up, sizeof up, "%s%.*s", f->upstream, (int)((slash ? slash : end) - mid - flen),
+             mid + flen);
+    if (family_of(up) != f) /* each scoped prefix maps back to its own family */
+        return -EINVAL;
+    if ((rc = put(upstream, upstream_len, up, strlen(up))) < 0 ||
+        (rc = put(scoped, scoped_len, mid, (size_t)((slash ? slash : end) - mid))) < 0 ||
+        (rc = put(node, node_len, slash ? slash + 1 : "", slash ? (size_t)(end - slash - 1) : 0)) < 0)
+        return rc;
+    if (rank)
+        *rank = (int)r;
+    if (scope)
+        *scope = f->scope;
     return 0;
 }

@@ -15,7 +15,7 @@
  *                training threads run meanwhile.
  *   plan(...)    sm_plan_compute (the same figures as `scopemeter plan`).
  *   identity()   sm_identity_from_env (rank, local rank, sizes, node).
- *   series_name(key, rank, node), series_scope(key), version().
+ *   series_name(key, rank, node), series_scope(key), series_parse(key), version().
  *
  * Which path, the hooks (atexit, SIGTERM, MLflow's run end) and the
  * MlflowClient path for other stores are Python, in _front.py: this file
@@ -622,6 +622,25 @@ static PyObject *mod_series_scope(PyObject *Py_UNUSED(mod), PyObject *args)
     return PyUnicode_FromString(scope);
 }
 
+/* series_parse(key) -> {upstream, scoped, scope, node, rank} of a logged key
+ * (sm_series_parse, the inverse of series_name), or None for a key the
+ * naming rule cannot have written: the report reads runs through it. */
+static PyObject *mod_series_parse(PyObject *Py_UNUSED(mod), PyObject *args)
+{
+    const char *key, *scope = NULL;
+    char upstream[SM_MLFLOW_KEY_MAX + 8], scoped[SM_MLFLOW_KEY_MAX + 1],
+        node[SM_MLFLOW_KEY_MAX + 1];
+    int rank = 0;
+
+    if (!PyArg_ParseTuple(args, "s", &key))
+        return NULL;
+    if (sm_series_parse(key, upstream, sizeof upstream, scoped, sizeof scoped, node, sizeof node,
+                        &rank, &scope) < 0)
+        Py_RETURN_NONE;
+    return Py_BuildValue("{s:s,s:s,s:s,s:s,s:i}", "upstream", upstream, "scoped", scoped,
+                         "scope", scope, "node", node, "rank", rank);
+}
+
 /* valid_run_id(s) -> whether MLflow accepts s as a run id (the engine's rule,
  * sm_mlflow_valid_run_id), so the front says which setting is wrong. */
 static PyObject *mod_valid_run_id(PyObject *Py_UNUSED(mod), PyObject *args)
@@ -677,6 +696,8 @@ static PyMethodDef module_methods[] = {
      "series_name(upstream_key, rank, node=None) -> the MLflow key"},
     {"series_scope", mod_series_scope, METH_VARARGS,
      "series_scope(key) -> 'node' | 'rootfs' | 'pod' | 'gpu' | 'container' | None"},
+    {"series_parse", mod_series_parse, METH_VARARGS,
+     "series_parse(key) -> {upstream, scoped, scope, node, rank} of a logged key, or None"},
     {"version", mod_version, METH_NOARGS, "version() -> the C library's version"},
     {"tls", mod_tls, METH_NOARGS,
      "tls() -> the libcurl that does https and where it comes from (loads the TLS module); "

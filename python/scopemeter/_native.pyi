@@ -73,6 +73,16 @@ class PlanResult(TypedDict):
     bytes_per_day: float
 
 
+# series_parse(): a logged key's parts (docs/design.md §2); node is the tier
+# as written in the key ("" when none), not the full node name
+class SeriesParts(TypedDict):
+    upstream: str
+    scoped: str
+    scope: str
+    node: str
+    rank: int
+
+
 class Identity(TypedDict):
     rank: int
     local_rank: int
@@ -90,6 +100,7 @@ def plan(workers: int = ..., workers_per_pod: int = ..., nodes: int = ...,
 def identity() -> Identity: ...
 def series_name(upstream_key: str, rank: int, node: Optional[str] = ..., /) -> str: ...
 def series_scope(key: str, /) -> Optional[str]: ...
+def series_parse(key: str, /) -> Optional[SeriesParts]: ...
 def version() -> str: ...
 def tls() -> str: ...
 def valid_run_id(s: str, /) -> bool: ...

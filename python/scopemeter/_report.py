@@ -25,6 +25,8 @@ import time
 from typing import (TYPE_CHECKING, Any, BinaryIO, Callable, Dict, Iterator, List, NoReturn,
                     Optional, Sequence, Tuple, TypeVar, Union, overload)
 
+from . import _native
+
 if TYPE_CHECKING:
     from mlflow.entities import Run
     from mlflow.tracking import MlflowClient
@@ -44,8 +46,9 @@ _N = TypeVar("_N", int, float)
 # (adding a field keeps it).  docs/report.md documents every field.
 SCHEMA = 1
 
-# system/<key>[/NODE]/rankN (docs/design.md §2)
-_KEY = re.compile(r"^system/([a-z][a-z0-9_]*)(?:/([^/]+))?/rank(\d+)$")
+# Logged keys, system/<key>[/NODE]/rankN (docs/design.md §2), are read with
+# the engine's own inverse of its naming rule (_native.series_parse), never a
+# grammar of the report's: a key the rule cannot have written is not ours.
 _RANK_TAG = re.compile(r"^scopemeter\.rank(\d+)\.(.+)$")
 _GPU = re.compile(r"^gpu_(\d+)_(.+)$")
 
@@ -79,7 +82,7 @@ NODE_HIGH_PCT = 90.0          # node memory peak, for the neighbours verdict ...
 CONTAINER_LOW_PCT = 50.0      # ... while the container stayed below this share of its limit
 LATE_FLOOR_S = 10.0           # late: later than one logging window and than this
 QUIET_S = 60.0                # a RUNNING run without a point for this long is not recording
-CFS_PERIOD_S = 0.1            # the kernel's default CFS period (the engine does not tag it)
+CFS_PERIOD_S = 0.1            # the kernel's default CFS period, for runs without cpu_period_us
 
 # Verdict codes, most severe first: the order of docs/report.md.
 CODES = ("oom_killed", "memory_high", "memory_cause", "memory_events", "memory_pressure",
@@ -132,7 +135,7 @@ def _refuse_missing_store(uri: str) -> None:
 
 
 def _holds_series(run: "Run") -> bool:
-    return any(_KEY.match(k) for k in run.data.metrics)
+    return any(_native.series_parse(k) is not None for k in run.data.metrics)
 
 
 def _current_experiments(client: "MlflowClient") -> List[str]:
@@ -221,10 +224,10 @@ def _read(client: "MlflowClient", run_id: str) -> Tuple["Run", Dict[int, RankDat
         raise ReportError(f"cannot read run {run_id}: {_first_line(e)}") from None
     ranks: Dict[int, RankData] = {}
     for key in sorted(run.data.metrics):
-        m = _KEY.match(key)
-        if not m:
+        p = _native.series_parse(key)
+        if p is None:
             continue
-        name, tier, rank = m.group(1), m.group(2), int(m.group(3))
+        name, tier, rank = p["scoped"], p["node"] or None, p["rank"]
         r = ranks.setdefault(rank, {"series": {}, "node_tier": None})
         if tier and r["node_tier"] is None:
             r["node_tier"] = tier
@@ -493,11 +496,15 @@ def _rank_report(rank: int, data: RankData, tags: Tags, run: "Run", period_s: Op
     # only process series: a sibling rank whose tree its pod's collector
     # recorded; the container is the collector's, reported under its rank
     tree_only = bool(s) and all(n in PROCESS_SERIES for n in s) and "cgroup" not in t
-    limit_mb = _memory_limit_mb(cgroup, s, _num(t, "memory_limit_bytes", int))
+    limit_bytes = _num(t, "memory_limit_bytes", int)
+    limit_mb = _memory_limit_mb(cgroup, s, limit_bytes)
     if limit_mb is None and not tree_only:
         at_peak = _kv(t.get("memory_at_peak")) or {}
         limit_mb = at_peak.get("limit_mb") or None
-    _, _, cpu_cores = _cgroup_limits(cgroup)
+    # the exact limit (start tag since issue 22), else the display tag's rounding
+    cpu_exact = _num(t, "cpu_limit_cores")
+    cpu_cores = cpu_exact if cpu_exact is not None and cpu_exact > 0 else _cgroup_limits(cgroup)[2]
+    cpu_period_us = _num(t, "cpu_period_us", int)
 
     # the working-set peak: the highest point, or the highest single sample
     # (end tag) when the engine lived to write it; a point is a window's mean
@@ -534,7 +541,8 @@ def _rank_report(rank: int, data: RankData, tags: Tags, run: "Run", period_s: Op
     thr = _num(t, "cpu_throttled_periods", int)
     thr_pct: Optional[float] = None
     if thr is not None and span:
-        thr_pct = min(100.0, 100.0 * thr / max(1.0, span / CFS_PERIOD_S))
+        cfs_s = cpu_period_us / 1e6 if cpu_period_us else CFS_PERIOD_S
+        thr_pct = min(100.0, 100.0 * thr / max(1.0, span / cfs_s))
 
     gpus: Dict[int, Series] = {}
     for name, ser in s.items():
@@ -612,6 +620,10 @@ def _rank_report(rank: int, data: RankData, tags: Tags, run: "Run", period_s: Op
         "end_tags": has_end,
         "stopped_early": stopped_early,
         "container_memory_limit_exact": "memory_limit_bytes" in t and limit_mb is not None,
+        "container_memory_limit_bytes": limit_bytes if limit_bytes and limit_bytes > 0 else None,
+        "container_cpu_limit_exact": cpu_exact is not None and cpu_exact > 0,
+        "cpu_quota_us": _num(t, "cpu_quota_us", int),
+        "cpu_period_us": cpu_period_us,
         "container_memory_at_peak_megabytes": composition,
         "container_memory_at_peak_source": composition_source,
         "memory_events": events,
@@ -773,8 +785,14 @@ def _pressure_text(r: Rep) -> Optional[str]:
     return None
 
 
+def _r2(c: Optional[float]) -> Optional[float]:
+    """Cores for people: the exact limit (1/6 core) to 0.01, as the display
+    tag rounds it, so a column keeps its width."""
+    return None if c is None else round(c, 2)
+
+
 def _cores(c: Optional[float]) -> str:
-    return "?" if c is None else f"{c:g}"
+    return "?" if c is None else f"{_r2(c):g}"
 
 
 def _build(client: "MlflowClient", run_id: str, how: str) -> Tuple[Rep, Dict[int, RankData]]:
@@ -1028,7 +1046,7 @@ def format_report(rep: Rep) -> str:
                 if r["cpu_throttled_percentage"] is not None else str(thr))
             no_cpu = "-" if r["process_tree_only"] else "none"
             L.append(f"{'  rank ' + str(r['rank']):<22}"
-                     f"{_f(r['container_cpu_limit_cores'], '{:g}', no_cpu):>7}"
+                     f"{_f(_r2(r['container_cpu_limit_cores']), '{:g}', no_cpu):>7}"
                      f"{_f(r['container_cpu_mean_percentage']):>8}"
                      f"{_f(r['container_cpu_peak_percentage']):>8}"
                      f"{thr_s[:10]:>11}"

@@ -178,6 +178,8 @@ static void test_fixtures(void)
     CHECK_EQ_STR(rel(&ctx, cg.mem_limit_dir), "/sys/fs/cgroup");
     CHECK_EQ_INT(cg.mem_limit, 56 * GiB);
     CHECK_NEAR(cg.cpu_cores, 16.0, 1e-12);
+    CHECK_EQ_INT(cg.cpu_quota_us, 1600000); /* cpu.max as the kernel gives it */
+    CHECK_EQ_INT(cg.cpu_period_us, 100000);
     CHECK_EQ_INT(cg.host_cpus, 64);
     CHECK_EQ_INT(cg.cpuset_cpus, 64);
     CHECK_EQ_STR(cg.tag, "v2 / mem=56.0GiB cpu=16.0");
@@ -192,6 +194,8 @@ static void test_fixtures(void)
     CHECK_EQ_STR(rel(&ctx, cg.cpu_usage_dir), "/sys/fs/cgroup/cpu,cpuacct");
     CHECK_EQ_INT(cg.mem_limit, 2 * GiB);
     CHECK_NEAR(cg.cpu_cores, 1.5, 1e-12);
+    CHECK_EQ_INT(cg.cpu_quota_us, 150000); /* cpu.cfs_quota_us, cpu.cfs_period_us */
+    CHECK_EQ_INT(cg.cpu_period_us, 100000);
     CHECK_EQ_STR(cg.tag, "v1 /docker/3f1e5a9b2c7d mem=2.0GiB cpu=1.5");
     CHECK(contains(cg.why, "(mount root /docker/3f1e5a9b2c7d)"));
     CHECK_EQ_STR(cg.mem_limit_path, "/docker/3f1e5a9b2c7d");
@@ -216,6 +220,8 @@ static void test_fixtures(void)
     CHECK_EQ_INT(cg.mem_limit, 16 * GiB);
     CHECK_NEAR(cg.cpu_cores, 4.0, 1e-12);
     CHECK_NEAR(cg.cpu_quota_cores, 0.0, 0);
+    CHECK_EQ_INT(cg.cpu_quota_us, 0); /* a cpuset limit: no quota to tag */
+    CHECK_EQ_INT(cg.cpu_period_us, 0);
     CHECK_EQ_INT(cg.host_cpus, 16);
     CHECK_EQ_STR(rel(&ctx, cg.cpu_usage_dir),
                  "/sys/fs/cgroup/system.slice/slurmstepd.scope/job_12/step_0/user/task_0");
@@ -692,11 +698,15 @@ static void test_samples(void)
     CHECK_EQ_STR(tag(&r.end, "memory_peak_mb"), "3500.0");
     CHECK_EQ_STR(tag(&r.end, "cpu_throttled_periods"), "3"); /* 4 - 1 */
     CHECK_EQ_STR(tag(&r.end, "cpu_throttled_s"), "2.0");     /* (2500000 - 500000) us */
-    /* start tags: the cgroup tag is open()'s status; tags() adds the exact limit */
+    /* start tags: the cgroup tag is open()'s status; tags() adds the exact
+     * limits (docs/design.md §3) */
     memset(&r.end, 0, sizeof r.end);
     sm_coll_container.tags(s, SM_TAGS_START, &r.end);
-    CHECK_EQ_INT(r.end.n, 1);
+    CHECK_EQ_INT(r.end.n, 4);
     CHECK_EQ_STR(tag(&r.end, "memory_limit_bytes"), "4294967296");
+    CHECK_EQ_STR(tag(&r.end, "cpu_limit_cores"), "2");
+    CHECK_EQ_STR(tag(&r.end, "cpu_quota_us"), "200000");
+    CHECK_EQ_STR(tag(&r.end, "cpu_period_us"), "100000");
     close_coll(s);
     rm_tree();
 }
@@ -750,7 +760,29 @@ static void test_v1_tree(void)
     CHECK(contains(r.pts.v[0].source, "/sys/fs/cgroup/cpuacct/a/cpuacct.usage"));
     sm_coll_container.tags(s, SM_TAGS_END, &r.end);
     CHECK_EQ_STR(tag(&r.end, "cpu_throttled_periods"), "0");
+    memset(&r.end, 0, sizeof r.end);
+    sm_coll_container.tags(s, SM_TAGS_START, &r.end);
+    CHECK_EQ_INT(r.end.n, 3); /* no memory limit: no memory_limit_bytes */
+    CHECK_EQ_STR(tag(&r.end, "cpu_limit_cores"), "0.5");
+    CHECK_EQ_STR(tag(&r.end, "cpu_quota_us"), "50000");
+    CHECK_EQ_STR(tag(&r.end, "cpu_period_us"), "100000");
     close_coll(s);
+
+    /* a quota the display tag rounds (1/6 core: cpu=0.17): the start tag is
+     * exact, as strtod reads it back */
+    put("sys/fs/cgroup/cpu/a/cpu.cfs_period_us", "300000\n");
+    CHECK_EQ_INT(resolve_tmp(&cg), 0);
+    CHECK_EQ_STR(cg.tag, "v1 /a/b cpu=0.17");
+    s = open_coll(&ctx, &r);
+    CHECK_EQ_INT(r.rc, 0);
+    memset(&r.end, 0, sizeof r.end);
+    sm_coll_container.tags(s, SM_TAGS_START, &r.end);
+    CHECK_EQ_STR(tag(&r.end, "cpu_limit_cores"), "0.16666666666666666");
+    CHECK(tag(&r.end, "cpu_limit_cores") &&
+          strtod(tag(&r.end, "cpu_limit_cores"), NULL) == 50000.0 / 300000.0);
+    CHECK_EQ_STR(tag(&r.end, "cpu_period_us"), "300000");
+    close_coll(s);
+    put("sys/fs/cgroup/cpu/a/cpu.cfs_period_us", "100000\n");
 
     /* a v1 memory limit below the sentinel, and the cpuacct controller missing */
     put("sys/fs/cgroup/memory/a/memory.limit_in_bytes", "1073741824\n");

@@ -784,6 +784,10 @@ static void test_window_tags(void)
     CHECK_EQ_INT(sm_monitor_stop(m), 0);
     CHECK_EQ_INT(drain_all(m), -EPIPE);
     CHECK_EQ_STR(tag("scopemeter.rank0.memory_limit_bytes"), "8589934592");
+    /* the exact CPU limit travels as start tags too (docs/design.md §3) */
+    CHECK_EQ_STR(tag("scopemeter.rank0.cpu_limit_cores"), "4");
+    CHECK_EQ_STR(tag("scopemeter.rank0.cpu_quota_us"), "400000");
+    CHECK_EQ_STR(tag("scopemeter.rank0.cpu_period_us"), "100000");
     for (int i = 0; i < nrecs; i++) {
         const sm_record *r = &recs[i];
         if (r->kind == SM_RECORD_METRIC && first_point < 0)

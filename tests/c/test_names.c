@@ -1,6 +1,7 @@
 /* test_names.c — the naming rule of docs/design.md §2. */
 #include <errno.h>
-
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include "check.h"
 #include "internal.h"
@@ -10,6 +11,91 @@ static const char *name(const char *key, int rank, const char *node)
     static char buf[512];
     int rc = sm_series_name(key, rank, node, buf, sizeof buf);
     return rc == 0 ? buf : (rc == -EINVAL ? "EINVAL" : "ERR");
+}
+
+/* The tier sm_series_name must write for a node name, computed here from
+ * docs/design.md §2 independently of names.c: [A-Za-z0-9._-] kept, the rest
+ * '_'; a lossy or longer-than-180 name keeps 171 characters (all of a lossy
+ * one up to 171) and ends in "-" + FNV-1a (32 bit) of the full name. */
+static void expected_tier(const char *node, char *out, size_t cap)
+{
+    size_t nl = strlen(node), keep = nl, lossy = 0, i;
+    uint32_t h = 2166136261u;
+
+    for (i = 0; i < nl; i++) {
+        char c = node[i];
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 c == '-' || c == '.' || c == '_';
+        lossy += !ok;
+        h = (h ^ (unsigned char)c) * 16777619u;
+    }
+    if ((nl > 180 || lossy) && nl > 171)
+        keep = 171;
+    for (i = 0; i < keep && i + 1 < cap; i++) {
+        char c = node[i];
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 c == '-' || c == '.' || c == '_';
+        out[i] = ok ? c : '_';
+    }
+    out[i] = '\0';
+    if (keep < nl || lossy)
+        snprintf(out + i, cap - i, "-%08x", h);
+}
+
+/* name -> parse over every family, with and without a node, ranks 0..40 and
+ * the largest: parse gives back the upstream key, the scoped key, the tier
+ * as written, the rank and the scope (sm_series_parse inverts exactly). */
+static void round_trips(void)
+{
+    static const char *const keys[] = {
+        "cpu_utilization_percentage", "system_memory_usage_megabytes",
+        "disk_available_megabytes", "network_receive_megabytes", "gpu_0_utilization_percentage",
+        "gpu_12_power_usage_watts", "container_memory_usage_megabytes", "process_count",
+        "cpu_x", "disk_a.b-c d", /* a future key of a known family, odd characters */
+    };
+    static const char *const scopes[] = {"node", "node", "rootfs", "pod", "gpu",
+                                         "gpu", "container", "process", "node", "rootfs"};
+    static const char *const scoped_want[] = {
+        "node_cpu_utilization_percentage", "node_memory_usage_megabytes",
+        "rootfs_available_megabytes", "network_receive_megabytes",
+        "gpu_0_utilization_percentage", "gpu_12_power_usage_watts",
+        "container_memory_usage_megabytes", "process_count", "node_cpu_x", "rootfs_a.b-c d",
+    };
+    char longname[254], lossy_long[254];
+    const char *nodes[] = {
+        NULL, "", "gpu-node-1", "gpu-node_1.a", "a/b c", "x", "0",
+        "\xe6\x9d\xb1\xe4\xba\xac\xe3\x83\x8e\xe3\x83\xbc\xe3\x83\x89" "1", /* 東京ノード1 */
+        longname, lossy_long, "rank0", "node/rank5",
+    };
+    int ranks[44];
+
+    memset(longname, 'n', 253);
+    longname[253] = '\0';
+    memset(lossy_long, 'q', 175);
+    lossy_long[3] = ' ';
+    lossy_long[175] = '\0';
+    for (int i = 0; i <= 40; i++)
+        ranks[i] = i;
+    ranks[41] = 99999, ranks[42] = 1000000, ranks[43] = 2147483647;
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+        for (size_t n = 0; n < sizeof nodes / sizeof nodes[0]; n++)
+            for (size_t r = 0; r < sizeof ranks / sizeof ranks[0]; r++) {
+                char key[512], up[256], sc[256], node[256], want[256] = "";
+                const char *scope = NULL;
+                int rank = -1;
+                int tier = strcmp(scopes[k], "node") == 0 || strcmp(scopes[k], "rootfs") == 0;
+
+                CHECK_EQ_INT(sm_series_name(keys[k], ranks[r], nodes[n], key, sizeof key), 0);
+                CHECK_EQ_INT(sm_series_parse(key, up, sizeof up, sc, sizeof sc, node,
+                                             sizeof node, &rank, &scope), 0);
+                CHECK_EQ_STR(up, keys[k]);
+                CHECK_EQ_STR(sc, scoped_want[k]);
+                CHECK_EQ_INT(rank, ranks[r]);
+                CHECK_EQ_STR(scope, scopes[k]);
+                if (tier && nodes[n] && nodes[n][0])
+                    expected_tier(nodes[n], want, sizeof want);
+                CHECK_EQ_STR(node, want);
+            }
 }
 
 int main(void)
@@ -132,5 +218,70 @@ int main(void)
     CHECK_EQ_STR(sm_series_scope("gpu_0_memory_usage_megabytes"), "gpu");
     CHECK_EQ_STR(sm_series_scope("container_memory_usage_percentage"), "container");
     CHECK(sm_series_scope("memory_usage") == NULL);
+    round_trips();
+    /* keys sm_series_name never writes are -EINVAL, never a guess */
+    {
+        static const char *const bad[] = {
+            "", "system/", "system/node_cpu_x", "system/node_cpu_x/rank", "system/node_cpu_x/rank-1",
+            "system/node_cpu_x/rank01", "system/node_cpu_x/rank+1", "system/node_cpu_x/rank1x",
+            "system/node_cpu_x/rank2147483648", "system/node_cpu_x/rank 1",
+            "system/node_cpu_/rank0",              /* a family's prefix alone */
+            "system/cpu_utilization_percentage/rank0", /* an upstream key, not a logged one */
+            "system/memory_usage/rank0",           /* no family */
+            "system/gpu_0_utilization_percentage/n1/rank0", /* a tier where the family has none */
+            "system/network_receive_megabytes/n1/rank0",
+            "system/container_memory_usage_megabytes/n1/rank0",
+            "system/process_count/n1/rank0",
+            "system/node_cpu_x//rank0",            /* an empty tier */
+            "system/node_cpu_x/a b/rank0",         /* a character the tier never holds */
+            "system/node_cpu_x/a/b/rank0",         /* two tiers */
+            "node_cpu_x/rank0", "System/node_cpu_x/rank0", "system/node_cpu_x/Rank0",
+            "system/node_cpu_x/rank0/", "cpu_utilization_percentage",
+        };
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            int rc = sm_series_parse(bad[i], NULL, 0, NULL, 0, NULL, 0, NULL, NULL);
+            if (rc != -EINVAL)
+                fprintf(stderr, "parse(\"%s\") = %d\n", bad[i], rc);
+            CHECK_EQ_INT(rc, -EINVAL);
+        }
+        CHECK_EQ_INT(sm_series_parse(NULL, NULL, 0, NULL, 0, NULL, 0, NULL, NULL), -EINVAL);
+    }
+    /* a '/' in an upstream key would make the name ambiguous: refused */
+    CHECK_EQ_STR(name("cpu_a/b", 0, "n1"), "EINVAL");
+    CHECK_EQ_STR(name("gpu_0/x", 0, NULL), "EINVAL");
+    /* longer than MLflow's 250: no engine wrote it */
+    {
+        char key[300];
+        memset(key, 0, sizeof key);
+        strcpy(key, "system/node_cpu_x/");
+        memset(key + strlen(key), 'n', 230);
+        strcat(key, "/rank0");
+        CHECK_EQ_INT(sm_series_parse(key, NULL, 0, NULL, 0, NULL, 0, NULL, NULL), -EINVAL);
+        /* a tier of 200 characters (engines before the 180 rule) still parses */
+        memset(key, 0, sizeof key);
+        strcpy(key, "system/node_cpu_x/");
+        memset(key + strlen(key), 'n', 200);
+        strcat(key, "/rank3");
+        {
+            char node[256];
+            int rank = -1;
+            CHECK_EQ_INT(sm_series_parse(key, NULL, 0, NULL, 0, node, sizeof node, &rank, NULL),
+                         0);
+            CHECK_EQ_INT((int)strlen(node), 200);
+            CHECK_EQ_INT(rank, 3);
+        }
+    }
+    /* outputs that do not fit: -ENOSPC, any of them may be NULL */
+    {
+        char up[8], node[4];
+        int rank = -1;
+        CHECK_EQ_INT(sm_series_parse("system/node_cpu_utilization_percentage/n1/rank0", up,
+                                     sizeof up, NULL, 0, NULL, 0, NULL, NULL), -ENOSPC);
+        CHECK_EQ_INT(sm_series_parse("system/node_cpu_x/node1/rank0", NULL, 0, NULL, 0, node,
+                                     sizeof node, NULL, NULL), -ENOSPC);
+        CHECK_EQ_INT(sm_series_parse("system/node_cpu_x/n1/rank7", NULL, 0, NULL, 0, NULL, 0,
+                                     &rank, NULL), 0);
+        CHECK_EQ_INT(rank, 7);
+    }
     return CHECK_DONE();
 }

@@ -9,6 +9,8 @@ skips with the reason otherwise.
   memory.limit_in_bytes say, the CPU limit must be quota/period.
 - A deliberate OOM in a 64 MiB cgroup: tests/c/cg_driver (the container
   collector itself) must count it in its oom_kill end tag.
+- Limits the display tag rounds (an odd byte count, 1/6 core): the start
+  tags carry them exactly, as the kernel's files say (docs/design.md §3).
 - A cgroup removed under an open collector: one failed sample naming the
   file; when the cgroup comes back, the series resume.
 - This process's own cgroup: what `scopemeter probe` says must agree with a
@@ -275,6 +277,31 @@ def test_oom_kill_is_counted():
         assert float(tags["memory_peak_mb"]) == pytest.approx(
             int(read(f"{mem}/memory.max_usage_in_bytes")) / 1e6, abs=0.05)
         assert float(tags["memory_peak_mb"]) >= float(tags["mem_peak_sampled_mb"])
+    finally:
+        cg.remove()
+
+
+def test_start_tags_carry_the_exact_limits():
+    """memory.limit_in_bytes written as 1000000007 (the kernel keeps a
+    multiple of the page size) and a quota of 50000 us per 300000 us: the
+    start tags hold the kernel's numbers; the display tag rounds them."""
+    cg = Cgroups("exact")
+    if "cpu" not in cg.dirs or "cpuacct" not in cg.dirs:
+        pytest.skip("no v1 cpu/cpuacct controllers mounted")
+    try:
+        cg.create()
+        mem, cpu = cg.dirs["memory"], cg.dirs["cpu"]
+        write(f"{mem}/memory.limit_in_bytes", "1000000007")
+        write(f"{cpu}/cpu.cfs_period_us", "300000")
+        write(f"{cpu}/cpu.cfs_quota_us", "50000")
+        limit = int(read(f"{mem}/memory.limit_in_bytes"))
+        assert 999_000_000 < limit <= 1000000007
+        lines = drive(cg, ["tags start"])
+        assert lines[0] == "open 0", lines
+        assert lines[1] == f"status v1 /{cg.name} mem=954MiB cpu=0.17"
+        tags = {ln.split(" ", 2)[1]: ln.split(" ", 2)[2] for ln in lines if ln.startswith("tag ")}
+        assert tags == {"memory_limit_bytes": str(limit), "cpu_limit_cores": repr(50000 / 300000),
+                        "cpu_quota_us": "50000", "cpu_period_us": "300000"}, lines
     finally:
         cg.remove()
 

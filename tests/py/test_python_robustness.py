@@ -368,3 +368,28 @@ def test_series_name_errors_say_what_is_wrong():
     assert len(long_key) <= 250 and long_key.startswith("system/node_cpu_utilization_percentage/")
     with pytest.raises(ValueError, match=r"no naming rule covers 'bogus_key'"):
         _native.series_name("bogus_key", 0)
+
+
+def test_series_parse_inverts_series_name():
+    """_native.series_parse (sm_series_parse): the parts of every key
+    series_name writes, None for a key it cannot write, TypeError for a
+    non-string (tests/c/test_names.c round-trips the rule exhaustively)."""
+    front()
+    from scopemeter import _native
+    for up, scope in (("cpu_utilization_percentage", "node"), ("disk_usage_megabytes", "rootfs"),
+                      ("system_memory_usage_megabytes", "node"), ("gpu_1_power_usage_watts", "gpu"),
+                      ("network_receive_megabytes", "pod"), ("process_count", "process"),
+                      ("container_memory_usage_megabytes", "container")):
+        for node in (None, "n1", "a/b c", "n" * 600):
+            key = _native.series_name(up, 7, node)
+            p = _native.series_parse(key)
+            assert p is not None, key
+            assert p["upstream"] == up and p["scope"] == scope and p["rank"] == 7
+            assert key == "/".join(["system", p["scoped"]] + ([p["node"]] if p["node"] else [])
+                                   + ["rank7"])
+            assert bool(p["node"]) == (node is not None and scope in ("node", "rootfs"))
+    for bad in ("system/custom_loss/rank5", "system/gpu_0_x/n9/rank0", "system/node_cpu_x/rank01",
+                "cpu_utilization_percentage", ""):
+        assert _native.series_parse(bad) is None, bad
+    with pytest.raises(TypeError):
+        _native.series_parse(5)

@@ -25,7 +25,11 @@ cgroup's files:
 - what filled the pod (docs/design.md §9): runs written through MLflow's
   client into a real sqlite store with §9's series and tags in its exact
   formats (verdicts, JSON values, the table, the picture), and a run of an
-  older engine without them, which reports as before.
+  older engine without them, which reports as before;
+- the exact limits (docs/design.md §3: memory_limit_bytes, cpu_limit_cores,
+  cpu_quota_us, cpu_period_us) used where the rounded display tag cannot give
+  them, and keys read with the engine's own parse (a metric the naming rule
+  cannot have written is not a series, nor a rank).
 """
 import json
 import os
@@ -793,6 +797,11 @@ def test_older_run_reports_as_before(scopemeter_bin, tmp_path):
     # the limit from the display tag, refined by the points, as before
     assert r["container_memory_limit_megabytes"] == 536.9
     assert r["container_memory_limit_exact"] is False
+    assert r["container_memory_limit_bytes"] is None  # no exact tag: none is invented
+    # the CPU limit from the display tag (cpu=1.0), as before the exact tags
+    assert r["container_cpu_limit_cores"] == 1.0
+    assert r["container_cpu_limit_exact"] is False
+    assert r["cpu_quota_us"] is None and r["cpu_period_us"] is None
     assert r["container_memory_peak_megabytes"] == 525.0
     assert r["verdict_codes"] == ["memory_high"]
     assert r["verdicts"] == ["memory peak 97.8 % of the limit: 525.0 of 536.9 MB, 11.9 MB of "
@@ -815,3 +824,68 @@ def test_older_run_reports_as_before(scopemeter_bin, tmp_path):
                    env=report_env(MLFLOW_TRACKING_URI=uri))
     assert t.returncode == 0, t.stderr
     assert png_size(png)[0] == 1600
+
+
+def exact_run(uri):
+    """A run of an engine with the exact start tags: a memory limit of
+    1000000007 bytes (the display tag reads mem=954MiB), 1/6 core as a quota
+    of 50000 us per 300000 us (cpu=0.17), throttled in 100 of its periods.
+    Beside it, metrics of the user's that only look like the engine's keys."""
+    steps = range(8)  # 8 windows of 10 s: 80 s recorded
+    ws = [900 + 12 * s for s in steps]                        # to 984 MB
+    series = {
+        "system/container_memory_usage_megabytes/rank0": list(zip(steps, ws)),
+        "system/container_memory_usage_percentage/rank0": list(zip(
+            steps, [round(100 * w / 1000.000007, 1) for w in ws])),
+        "system/container_cpu_utilization_percentage/rank0": list(zip(steps, [95] * 8)),
+        "system/node_memory_usage_percentage/gpu-node-7/rank0": list(zip(steps, [20] * 8)),
+        # the old regular expression took these for series: a rank 5, and
+        # "n9" as rank 0's node (sorted before node_memory_...)
+        "system/custom_loss/rank5": list(zip(steps, [1.0] * 8)),
+        "system/gpu_0_utilization_percentage/n9/rank0": list(zip(steps, [1.0] * 8)),
+    }
+    tags = dict(RUN_TAGS, **{"scopemeter.collectors": "1",
+                             "scopemeter.rank0.cgroup": "v2 /kubepods/x mem=954MiB cpu=0.17",
+                             "scopemeter.rank0.memory_limit_bytes": "1000000007",
+                             "scopemeter.rank0.cpu_limit_cores": "0.16666666666666666",
+                             "scopemeter.rank0.cpu_quota_us": "50000",
+                             "scopemeter.rank0.cpu_period_us": "300000",
+                             "scopemeter.rank0.oom_kill": "0",
+                             "scopemeter.rank0.mem_peak_sampled_mb": "984.0",
+                             "scopemeter.rank0.cpu_throttled_periods": "100",
+                             "scopemeter.rank0.cpu_throttled_s": "5.0"})
+    return write_run(uri, series, tags)
+
+
+@pytest.mark.timeout(200)
+def test_exact_limit_tags_are_used(scopemeter_bin, tmp_path):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    run_id = exact_run(uri)
+    rep = py_report(run_id, uri)
+    # no node tag: the node is the tier of rank 0's own keys, and the user's
+    # look-alike metrics made neither a rank nor a node
+    assert rep["nodes"] == {"gpu-node-7": [0]}
+    assert [r["rank"] for r in rep["ranks"]] == [0]
+    r = rank_of(rep, 0)
+    assert "gpu_0_utilization_percentage" not in str(r["gpus"]) and r["gpus"] == []
+    # the bytes as the engine read them, which mem=954MiB cannot give
+    assert r["container_memory_limit_bytes"] == 1000000007
+    assert r["container_memory_limit_exact"] is True
+    assert r["container_memory_limit_megabytes"] == 1000.0
+    assert r["container_memory_headroom_megabytes"] == 16.0
+    # the CPU limit exactly (the display tag says 0.17), and the period the
+    # kernel throttles in: 100 of 80 s / 0.3 s = 266.7 periods, not of the
+    # 800 a default 0.1 s period would give
+    assert r["container_cpu_limit_cores"] == 50000 / 300000
+    assert r["container_cpu_limit_exact"] is True
+    assert r["cpu_quota_us"] == 50000 and r["cpu_period_us"] == 300000
+    assert r["cpu_throttled_percentage"] == 37.5
+    v = dict(zip(r["verdict_codes"], r["verdicts"]))
+    assert v["cpu_throttled"] == ("CPU throttled in 38 % of periods (100 periods, 5.0 s) at a "
+                                  "limit of 0.17 cores")
+    t = cli_report(scopemeter_bin, run_id, env=report_env(MLFLOW_TRACKING_URI=uri))
+    assert t.returncode == 0, t.stderr
+    assert_fits(t.stdout)
+    row = next(ln for ln in t.stdout.splitlines()
+               if ln.startswith("  rank 0") and ln.split()[2] == "0.17")  # the CPU table
+    assert row.split()[3:5] == ["95.0", "95.0"]
