@@ -226,7 +226,8 @@ def postgres():
 # consumers, periodic tasks) is not part of tracking, costs the two shared
 # cores and outlives SIGTERM by the 20 s stop_mlflow_server waits
 # (bench/README.md): with it, each stop of a sqlite server (the session's,
-# the restarts of test_faults_recording, the UI's, the soak's) took 20 s.
+# test_faults_recording's restart and disk-full ones, the UI's, test_python_front's
+# restart one, tests/soak/soak.py's when run alone) took 20 s.
 SERVER_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
 # uvicorn's supervisor restarts a worker that does not answer its health
 # check in 5 s, which a worker still importing MLflow on a loaded 2-core
