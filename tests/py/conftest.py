@@ -92,8 +92,8 @@ def start_mlflow_server(tmpdir, port=None, db=None, backend=None, workers=1, app
     sqlite file (default tmpdir/mlflow.db; elsewhere, e.g. on a small
     filesystem that fills up, while the log stays in tmpdir).  backend: a
     backend store URI instead (postgresql://...); app_name: e.g. basic-auth;
-    env: extra variables of the server (MLFLOW_AUTH_CONFIG_PATH); uvicorn_opts:
-    its --uvicorn-opts."""
+    env: extra variables of the server (MLFLOW_AUTH_CONFIG_PATH), over
+    SERVER_ENV (every server's); uvicorn_opts: its --uvicorn-opts."""
     port = port or free_port()
     db = db or os.path.join(tmpdir, "mlflow.db")
     art = os.path.join(tmpdir, "artifacts")
@@ -108,7 +108,8 @@ def start_mlflow_server(tmpdir, port=None, db=None, backend=None, workers=1, app
     if uvicorn_opts:
         cmd += ["--uvicorn-opts", uvicorn_opts]
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                            env=clean_env(**(env or {})), start_new_session=True)
+                            env=clean_env(**{**SERVER_ENV, **(env or {})}),
+                            start_new_session=True)
     uri = f"http://127.0.0.1:{port}"
     deadline = time.time() + 120
     while time.time() < deadline:
@@ -221,9 +222,12 @@ def postgres():
     pg.stop()
 
 
-# The multi-worker servers' settings.  The job runner (huey consumers,
-# periodic tasks) is not part of tracking, costs the two shared cores and
-# outlives SIGTERM by the 20 s stop_mlflow_server waits (bench/README.md).
+# Every server's settings (start_mlflow_server).  The job runner (huey
+# consumers, periodic tasks) is not part of tracking, costs the two shared
+# cores and outlives SIGTERM by the 20 s stop_mlflow_server waits
+# (bench/README.md): with it, each stop of a sqlite server (the session's,
+# test_faults_recording's restart and disk-full ones, the UI's, test_python_front's
+# restart one, tests/soak/soak.py's when run alone) took 20 s.
 SERVER_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
 # uvicorn's supervisor restarts a worker that does not answer its health
 # check in 5 s, which a worker still importing MLflow on a loaded 2-core

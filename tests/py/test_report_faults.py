@@ -25,6 +25,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -102,6 +103,17 @@ def store(tmp_path_factory):
     return out
 
 
+def at_once(*calls):
+    """Each call (a function of no argument) in its own thread, all at once;
+    their results in the order given.  The reports of a test are independent
+    processes that only read the store (each its own output, its own picture
+    file): most of each one's time is its interpreter importing MLflow, on
+    one core, so two cores run two of them in the time of one."""
+    with ThreadPoolExecutor(len(calls)) as ex:
+        futures = [ex.submit(c) for c in calls]
+        return [f.result() for f in futures]
+
+
 def strict_json(text):
     """json.loads that refuses NaN and Infinity, as every other JSON parser does."""
     def refuse(c):
@@ -155,14 +167,18 @@ def test_empty_run_id_is_a_usage_error(scopemeter_bin, store):
 @pytest.mark.timeout(200)
 def test_deleted_run_says_it_is_deleted(scopemeter_bin, store):
     env = report_env(MLFLOW_TRACKING_URI=store["uri"])
-    p = cli_report(scopemeter_bin, store["deleted"], env=env)
+    table, active, deleted = at_once(
+        lambda: cli_report(scopemeter_bin, store["deleted"], env=env),
+        lambda: cli_report(scopemeter_bin, store["nonfinite"], "--json", env=env),
+        lambda: cli_report(scopemeter_bin, store["deleted"], "--json", env=env))
+    p = table
     assert p.returncode == 0, p.stderr
     head = p.stdout.splitlines()[0]
     assert head.startswith(f"run {store['deleted']} ") and head.endswith("FINISHED  (deleted)")
-    p = cli_report(scopemeter_bin, store["nonfinite"], "--json", env=env)
+    p = active
     assert p.returncode == 0, p.stderr
     assert strict_json(p.stdout)["lifecycle_stage"] == "active"
-    p = cli_report(scopemeter_bin, store["deleted"], "--json", env=env)
+    p = deleted
     assert strict_json(p.stdout)["lifecycle_stage"] == "deleted"
 
 
@@ -183,7 +199,10 @@ def test_run_shorter_than_one_window(scopemeter_bin, mlflow_server, tmp_path):
               if "created run " in ln][0]
     env = report_env(MLFLOW_TRACKING_URI=mlflow_server)
     png = tmp_path / "short.png"
-    t = cli_report(scopemeter_bin, run_id, "--json", "--plot", str(png), env=env)
+    # the table too, at the same time (read below where the runner has no limit)
+    t, table = at_once(
+        lambda: cli_report(scopemeter_bin, run_id, "--json", "--plot", str(png), env=env),
+        lambda: cli_report(scopemeter_bin, run_id, env=env))
     assert t.returncode == 0, t.stderr
     rep = strict_json(t.stdout)
     assert rep["period_s"] == 10
@@ -205,7 +224,7 @@ def test_run_shorter_than_one_window(scopemeter_bin, mlflow_server, tmp_path):
         assert count_near(plot_area, color, 10) >= 20, color
 
     if r["container_memory_limit_megabytes"] is None:  # this host: no limit on the runner
-        t = cli_report(scopemeter_bin, run_id, env=env)
+        t = table
         assert t.returncode == 0, t.stderr
         assert_fits(t.stdout)
         lines = t.stdout.splitlines()
@@ -226,7 +245,9 @@ def test_run_shorter_than_one_window(scopemeter_bin, mlflow_server, tmp_path):
 def test_nine_ranks_without_a_limit(scopemeter_bin, store, tmp_path):
     env = report_env(MLFLOW_TRACKING_URI=store["uri"])
     png = tmp_path / "nine.png"
-    t = cli_report(scopemeter_bin, store["nine"], "--json", "--plot", str(png), env=env)
+    t, table = at_once(
+        lambda: cli_report(scopemeter_bin, store["nine"], "--json", "--plot", str(png), env=env),
+        lambda: cli_report(scopemeter_bin, store["nine"], env=env))
     assert t.returncode == 0, t.stderr
     rep = strict_json(t.stdout)
     for r in rep["ranks"]:
@@ -240,7 +261,7 @@ def test_nine_ranks_without_a_limit(scopemeter_bin, store, tmp_path):
     assert v["code"] == "no_limit" and v["ranks"] == list(range(9)) and v["node"] == "n1"
     assert "node memory peak 48.0 %" in v["text"]
 
-    t = cli_report(scopemeter_bin, store["nine"], env=env)
+    t = table
     assert t.returncode == 0, t.stderr
     assert_fits(t.stdout)
     lines = t.stdout.splitlines()
@@ -268,7 +289,8 @@ def test_nine_ranks_without_a_limit(scopemeter_bin, store, tmp_path):
 @pytest.mark.timeout(200)
 def test_non_finite_points_of_another_program(scopemeter_bin, store):
     env = report_env(MLFLOW_TRACKING_URI=store["uri"])
-    t = cli_report(scopemeter_bin, store["nonfinite"], "--json", env=env)
+    t, table = at_once(lambda: cli_report(scopemeter_bin, store["nonfinite"], "--json", env=env),
+                       lambda: cli_report(scopemeter_bin, store["nonfinite"], env=env))
     assert t.returncode == 0, t.stderr
     rep = strict_json(t.stdout)  # no NaN, no Infinity
     r = rank_of(rep, 0)
@@ -276,7 +298,7 @@ def test_non_finite_points_of_another_program(scopemeter_bin, store):
     assert r["container_cpu_mean_percentage"] is None       # every point NaN
     assert r["node_memory_peak_percentage"] == 12.0
     assert r["container_memory_kernel_peak_megabytes"] is None
-    t = cli_report(scopemeter_bin, store["nonfinite"], env=env)
+    t = table
     assert t.returncode == 0, t.stderr
     assert_fits(t.stdout)
     for word in t.stdout.split():
@@ -292,18 +314,23 @@ def test_closed_pipe_ends_quietly(scopemeter_bin, store):
     end is closed at once) ends the command by SIGPIPE, as `git log | head`,
     with nothing on stderr; `| head -1` prints the first line, no traceback."""
     env = report_env(MLFLOW_TRACKING_URI=store["uri"])
-    for extra in ([], ["--json"]):
+
+    def closed(extra):
         p = subprocess.Popen([scopemeter_bin, "report", store["nine"], *extra], env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         p.stdout.close()
         err = p.stderr.read()
-        assert p.wait(timeout=120) == -signal.SIGPIPE, err
-        assert err == b"", err
+        return p.wait(timeout=120), err
+
     sh = (f'"$0" report {store["nine"]} | head -1; echo "status ${{PIPESTATUS[0]}}"; '
           f'"$0" report {store["nine"]} --json | head -c 20; echo; '
           'echo "status ${PIPESTATUS[0]}"')
-    p = subprocess.run(["bash", "-c", sh, scopemeter_bin], env=env, capture_output=True,
-                       text=True, timeout=200)
+    *ends, p = at_once(lambda: closed([]), lambda: closed(["--json"]),
+                       lambda: subprocess.run(["bash", "-c", sh, scopemeter_bin], env=env,
+                                              capture_output=True, text=True, timeout=200))
+    for status, err in ends:
+        assert status == -signal.SIGPIPE, err
+        assert err == b"", err
     lines = p.stdout.splitlines()
     assert lines[0].startswith(f"run {store['nine']} ")
     assert lines[2:5] == ["{", '  "schema": 1,', '  "'], lines  # 20 bytes
@@ -317,41 +344,49 @@ def test_closed_pipe_ends_quietly(scopemeter_bin, store):
 @pytest.mark.timeout(300)
 def test_store_experiment_and_working_directory(scopemeter_bin, store, tmp_path):
     missing = tmp_path / "nostore"
-    p = cli_report(scopemeter_bin, env=report_env(MLFLOW_ALLOW_FILE_STORE="true",
-                                                  MLFLOW_TRACKING_URI=f"file://{missing}"))
-    assert p.returncode == 1
-    assert len(p.stderr.strip().splitlines()) == 1 and "no MLflow store" in p.stderr, p.stderr
-    assert not missing.exists()
-
-    p = cli_report(scopemeter_bin, env=report_env(MLFLOW_TRACKING_URI=store["uri"],
-                                                  MLFLOW_EXPERIMENT_ID="999"))
-    assert p.returncode == 1
-    assert p.stderr.strip() == "scopemeter: no such experiment '999' (MLFLOW_EXPERIMENT_ID)"
-
     # an mlflow.py where the user stands is not MLflow
     cwd = tmp_path / "work"
     cwd.mkdir()
     (cwd / "mlflow.py").write_text("raise SystemExit('the mlflow.py of the working directory')\n")
     env = report_env(MLFLOW_TRACKING_URI=store["uri"])
-    p = cli_report(scopemeter_bin, store["nine"], "--json", env=env, cwd=cwd)
-    assert p.returncode == 0, p.stderr
-    assert strict_json(p.stdout)["run_id"] == store["nine"]
-    p = subprocess.run([sys.executable, "-m", "scopemeter", "report", store["nine"], "--json"],
-                       env=env, capture_output=True, text=True, timeout=120, cwd=cwd)
-    assert p.returncode == 0, p.stderr
-    assert strict_json(p.stdout)["run_id"] == store["nine"]
-
     # Python 3.9 (no -P there): the same through the CLI; 3.9 here has no
     # MLflow, so the report says that, not the working directory's module
     py39 = PYTHONS.get("3.9") or shutil.which("python3.9")
-    if py39 and subprocess.run([py39, "-c", "import sys; assert sys.version_info[:2] == (3, 9)"],
-                               capture_output=True).returncode == 0:
-        p = cli_report(scopemeter_bin, store["nine"], cwd=cwd,
-                       env=dict(env, SCOPEMETER_PYTHON=py39))
-        assert "working directory" not in p.stderr, p.stderr
-        assert p.returncode == 0 or "No module named 'mlflow'" in p.stderr, p.stderr
-        p = subprocess.run([py39, "-m", "scopemeter", "report", store["nine"]], env=env,
-                           capture_output=True, text=True, timeout=120, cwd=cwd)
+    on39 = bool(py39) and subprocess.run(
+        [py39, "-c", "import sys; assert sys.version_info[:2] == (3, 9)"],
+        capture_output=True).returncode == 0
+    # every report of the test at once (at_once), then each checked as before
+    calls = [
+        lambda: cli_report(scopemeter_bin, env=report_env(MLFLOW_ALLOW_FILE_STORE="true",
+                                                          MLFLOW_TRACKING_URI=f"file://{missing}")),
+        lambda: cli_report(scopemeter_bin, env=report_env(MLFLOW_TRACKING_URI=store["uri"],
+                                                          MLFLOW_EXPERIMENT_ID="999")),
+        lambda: cli_report(scopemeter_bin, store["nine"], "--json", env=env, cwd=cwd),
+        lambda: subprocess.run([sys.executable, "-m", "scopemeter", "report", store["nine"],
+                                "--json"], env=env, capture_output=True, text=True, timeout=120,
+                               cwd=cwd)]
+    if on39:
+        calls += [
+            lambda: cli_report(scopemeter_bin, store["nine"], cwd=cwd,
+                               env=dict(env, SCOPEMETER_PYTHON=py39)),
+            lambda: subprocess.run([py39, "-m", "scopemeter", "report", store["nine"]], env=env,
+                                   capture_output=True, text=True, timeout=120, cwd=cwd)]
+    nostore, noexp, cli_cwd, module_cwd, *runs39 = at_once(*calls)
+
+    p = nostore
+    assert p.returncode == 1
+    assert len(p.stderr.strip().splitlines()) == 1 and "no MLflow store" in p.stderr, p.stderr
+    assert not missing.exists()
+
+    p = noexp
+    assert p.returncode == 1
+    assert p.stderr.strip() == "scopemeter: no such experiment '999' (MLFLOW_EXPERIMENT_ID)"
+
+    for p in (cli_cwd, module_cwd):
+        assert p.returncode == 0, p.stderr
+        assert strict_json(p.stdout)["run_id"] == store["nine"]
+
+    for p in runs39:
         assert "working directory" not in p.stderr, p.stderr
         assert p.returncode == 0 or "No module named 'mlflow'" in p.stderr, p.stderr
 
@@ -399,8 +434,11 @@ def test_bundle_reports_with_its_own_package(scopemeter_bin, store, tmp_path):
                           capture_output=True, cwd=tmp_path).returncode != 0
     if bare:  # this interpreter has none installed: the plain case too
         cases.append({})
-    for extra in cases:
-        p = subprocess.run([exe, "report", store["nine"], "--json"], env=dict(base, **extra),
-                           capture_output=True, text=True, timeout=180, cwd=tmp_path)
+
+    def report(extra):
+        return subprocess.run([exe, "report", store["nine"], "--json"], env=dict(base, **extra),
+                              capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    done = at_once(*[lambda extra=extra: report(extra) for extra in cases])
+    for extra, p in zip(cases, done):
         assert p.returncode == 0, (extra, p.stderr)
         assert strict_json(p.stdout)["run_id"] == store["nine"]

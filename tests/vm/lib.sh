@@ -3,7 +3,10 @@
 # and tests/vm/alloc.c built on the host); they are copied to the guest's
 # tmpfs first, so a rebuild on the host during the boot cannot change them
 # under a running process (9p serves the host's file as it is now).
-OUT=/tmp/out
+# OUT: the script's own results directory; the test boots the guest once
+# and runs each script in its own subdirectory of the export (OUT set), a
+# script booted alone writes to the export itself.
+OUT=${OUT:-/tmp/out}
 CG=/sys/fs/cgroup
 VM=$OUT/vm
 BIN=/tmp/bin
