@@ -187,6 +187,8 @@ int sm_monitor_set_all_workers(sm_monitor *m, int on)
 
 int sm_monitor_set_stop_timeout(sm_monitor *m, double seconds)
 {
+    if (seconds == SM_DEFAULT) /* the one default convention (scopemeter.h) */
+        seconds = SM_STOP_TIMEOUT_DEFAULT;
     if (!m || !(seconds >= 0) || seconds > SM_STOP_TIMEOUT_MAX)
         return -EINVAL;
     m->stop_timeout = seconds;
@@ -199,7 +201,7 @@ int sm_monitor_set_buffer_points(sm_monitor *m, size_t points)
         return -EINVAL;
     if (m->state != ST_NEW)
         return -EBUSY;
-    m->buffer_points = points;
+    m->buffer_points = points == (size_t)SM_DEFAULT ? 0 : points; /* 0: the default */
     return 0;
 }
 
