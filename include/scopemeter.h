@@ -15,7 +15,7 @@
  *     which receives one human-readable line (never a secret).
  *
  * Growth (docs/design.md §8, "An API that can grow"): a program built
- * against this header keeps working with every later 0.x/1.x library.
+ * against this header keeps working with the libraries that come after it.
  *   - Handles (sm_monitor, sm_probe, sm_identity) are opaque: read them
  *     through functions.
  *   - A struct the CALLER allocates and passes in (sm_plan_input, sm_plan,
@@ -46,12 +46,13 @@
  * Lifetimes: a `const char *` the library returns is owned by it and valid
  * as long as the handle it came from (until sm_probe_free, sm_identity_free,
  * sm_monitor_free), unless its comment says otherwise; strings such as a
- * launcher's name or sm_strerror's are static.  The library never keeps a
- * pointer the caller passed in after the call returns (it copies).
+ * launcher's name or sm_strerror's are static.  The library keeps no pointer
+ * the caller passed in after the call returns (it copies strings), except
+ * sm_set_log_handler's function and userdata.
  *
  * Thread safety: a handle is used by one thread at a time, with two
  * exceptions: sm_monitor_stop() may be called from any thread (and from an
- * atexit handler) while another thread is still in sm_monitor_drain() or
+ * atexit handler) while another thread is still in sm_monitor_drain_records() or
  * sm_monitor_queued() on the same monitor — the drain then returns what is
  * left and -EPIPE; sm_monitor_free() stops (bounded) and releases the
  * handle, so call it only after every other call on it has returned (join
@@ -223,7 +224,7 @@ SM_EXTERN const sm_identity *sm_probe_identity(const sm_probe *p);
 /* which mode would collect this rank: "default,all_workers" (rank 0), "all_workers" (a
  * pod's local rank 0), "default" (rank 0 with a local rank != 0), "none" */
 SM_EXTERN const char *sm_probe_collect_mode(const sm_probe *p);
-/* The strings below (static for the mode) are valid until sm_probe_free. */
+/* The gpu status and notes are valid until sm_probe_free; the mode is static. */
 SM_EXTERN const char *sm_probe_gpu_status(const sm_probe *p); /* the .gpu tag value */
 SM_EXTERN size_t sm_probe_note_count(const sm_probe *p);
 SM_EXTERN const char *sm_probe_note(const sm_probe *p, size_t i);
@@ -242,7 +243,7 @@ SM_EXTERN void sm_probe_free(sm_probe *p);
  * Sinks: the MLflow REST sink and a local JSONL file (the full library,
  * libscopemeter.so: scopemeter_mlflow.h, over libcurl and jansson), and a
  * pull queue for language bindings, which drain finished records with
- * sm_monitor_drain() and log them through their own client (the Python
+ * sm_monitor_drain_records() and log them through their own client (the Python
  * front's MlflowClient path).  This header is the core: libc, pthreads and
  * libdl only.
  * ------------------------------------------------------------------------- */

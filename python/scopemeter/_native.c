@@ -144,8 +144,10 @@ static int Monitor_init(PyObject *self_, PyObject *args, PyObject *kw)
         rc = sm_monitor_set_samples(self->m, samples);
     if (rc == 0)
         rc = sm_monitor_set_all_workers(self->m, all_workers);
+    /* Python says "the default" with None, never with the C API's SM_DEFAULT:
+     * a negative stop timeout stays an error here */
     if (rc == 0)
-        rc = sm_monitor_set_stop_timeout(self->m, stop_timeout);
+        rc = stop_timeout < 0 ? -EINVAL : sm_monitor_set_stop_timeout(self->m, stop_timeout);
     if (rc == 0 && buffer_points > 0)
         rc = sm_monitor_set_buffer_points(self->m, (size_t)buffer_points);
     /* one recorder per rank and run (docs/design.md §9): the queue path has
@@ -354,7 +356,7 @@ static PyObject *Monitor_stop(PyObject *self_, PyObject *args, PyObject *kw)
 
         if (t == -1.0 && PyErr_Occurred())
             return NULL;
-        if (sm_monitor_set_stop_timeout(self->m, t) < 0) {
+        if (t < 0 || sm_monitor_set_stop_timeout(self->m, t) < 0) { /* < 0: not SM_DEFAULT here */
             PyErr_Format(PyExc_ValueError, "stop timeout must be between 0 and 86400 s, not %R",
                          timeout);
             return NULL;

@@ -450,7 +450,12 @@ static void test_config(void)
         CHECK_EQ_INT(sm_monitor_set_interval(m, NAN), -EINVAL);
         CHECK_EQ_INT(sm_monitor_set_interval(m, -1), 0); /* <= 0: environment */
         CHECK_EQ_INT(sm_monitor_set_samples(m, 1000000), -EINVAL);
-        CHECK_EQ_INT(sm_monitor_set_stop_timeout(m, -1), -EINVAL);
+        CHECK_EQ_INT(sm_monitor_set_stop_timeout(m, -2), -EINVAL);
+        /* SM_DEFAULT is "the default" in every setter (scopemeter.h) */
+        CHECK_EQ_INT(sm_monitor_set_stop_timeout(m, SM_DEFAULT), 0);
+        CHECK_EQ_INT(sm_monitor_set_samples(m, SM_DEFAULT), 0);
+        CHECK_EQ_INT(sm_monitor_set_interval(m, SM_DEFAULT), 0);
+        CHECK_EQ_INT(sm_monitor_set_buffer_points(m, (size_t)SM_DEFAULT), 0);
         sm_monitor_free(m);
     }
 }
