@@ -50,15 +50,7 @@ int main(int argc, char **argv)
     memset(&plan, GUARD_BYTE, sizeof plan);
     rc = sm_plan_compute(&in, &plan.p, err, sizeof err);
     ABI_CHECK(guard_intact(plan.g));
-    printf("plan rc=%d collectors=%d interval=%g samples=%d period=%g gpus=%d series/c=%d "
-           "node=%d gpu=%d container=%d series=%d charts=%d sections=%d rows/h=%g "
-           "bytes/row=%g bytes/day=%g ranks=%d process=%d\n",
-           rc, plan.p.collectors, plan.p.interval_s, plan.p.samples, plan.p.period_s,
-           plan.p.gpus_per_collector, plan.p.series_per_collector,
-           plan.p.node_series_per_collector, plan.p.gpu_series_per_collector,
-           plan.p.container_series_per_collector, plan.p.series, plan.p.charts, plan.p.sections,
-           plan.p.rows_per_hour, plan.p.bytes_per_row, plan.p.bytes_per_day,
-           plan.p.ranks_recorded, plan.p.process_series);
+    ABI_PRINT_PLAN(rc, &plan.p);
     in.samples = 0; /* 0 is not "default": the bound, in words */
     rc = sm_plan_compute(&in, &plan.p, err, sizeof err);
     printf("plan samples=0 rc=%d err=%s\n", rc, err);
@@ -74,20 +66,13 @@ int main(int argc, char **argv)
             memset(&si, GUARD_BYTE, sizeof si);
             ABI_CHECK(sm_probe_series(p, i, &si.s) == 0);
             ABI_CHECK(guard_intact(si.g));
-            /* values of the fixture's files only (statvfs reads the real "/") */
-            printf("series %s upstream=%s logged=%.1f scope=%s unit=%s source=%s\n", si.s.key,
-                   si.s.upstream, si.s.source[0] == '/' ? si.s.logged : -1.0, si.s.scope,
-                   si.s.unit, si.s.source);
+            ABI_PRINT_SERIES(&si.s);
         }
         ABI_CHECK(sm_probe_series(p, sm_probe_series_count(p), &si.s) < 0);
         memset(&cg, GUARD_BYTE, sizeof cg);
         sm_probe_cgroup(p, &cg.c);
         ABI_CHECK(guard_intact(cg.g));
-        printf("cgroup found=%d version=%d dir=%s limiting=%s mem=%.0f cpu=%g cpu_limiting=%s "
-               "why=%s tag=%s\n", cg.c.found, cg.c.version, cg.c.dir ? cg.c.dir : "-",
-               cg.c.limiting_dir ? cg.c.limiting_dir : "-", cg.c.mem_limit_bytes,
-               cg.c.cpu_limit_cores, cg.c.cpu_limiting_dir ? cg.c.cpu_limiting_dir : "-",
-               cg.c.why ? cg.c.why : "-", cg.c.tag ? cg.c.tag : "-");
+        ABI_PRINT_CGROUP(&cg.c);
         sm_probe_free(p);
     }
 

@@ -63,6 +63,31 @@ static void abi_sleep(double s)
     nanosleep(&ts, NULL);
 }
 
+/* The lines both programs print, as macros: the two headers name the
+ * fields alike, the types differ. */
+#define ABI_PRINT_PLAN(rc, p)                                                                 \
+    printf("plan rc=%d collectors=%d interval=%g samples=%d period=%g gpus=%d series/c=%d "   \
+           "node=%d gpu=%d container=%d series=%d charts=%d sections=%d rows/h=%g "           \
+           "bytes/row=%g bytes/day=%g ranks=%d process=%d\n",                                 \
+           rc, (p)->collectors, (p)->interval_s, (p)->samples, (p)->period_s,                  \
+           (p)->gpus_per_collector, (p)->series_per_collector, (p)->node_series_per_collector, \
+           (p)->gpu_series_per_collector, (p)->container_series_per_collector, (p)->series,    \
+           (p)->charts, (p)->sections, (p)->rows_per_hour, (p)->bytes_per_row,                 \
+           (p)->bytes_per_day, (p)->ranks_recorded, (p)->process_series)
+
+/* values of the fixture's files only (statvfs reads the real "/") */
+#define ABI_PRINT_SERIES(s)                                                                   \
+    printf("series %s upstream=%s logged=%.1f scope=%s unit=%s source=%s\n", (s)->key,       \
+           (s)->upstream, (s)->source[0] == '/' ? (s)->logged : -1.0, (s)->scope, (s)->unit,  \
+           (s)->source)
+
+#define ABI_PRINT_CGROUP(c)                                                                   \
+    printf("cgroup found=%d version=%d dir=%s limiting=%s mem=%.0f cpu=%g cpu_limiting=%s "   \
+           "why=%s tag=%s\n", (c)->found, (c)->version, (c)->dir ? (c)->dir : "-",            \
+           (c)->limiting_dir ? (c)->limiting_dir : "-", (c)->mem_limit_bytes,                 \
+           (c)->cpu_limit_cores, (c)->cpu_limiting_dir ? (c)->cpu_limiting_dir : "-",         \
+           (c)->why ? (c)->why : "-", (c)->tag ? (c)->tag : "-")
+
 /* Distinct keys seen in a drain, printed sorted: the same set through 0.1's
  * drain and today's. */
 #define ABI_KEYS_MAX 512

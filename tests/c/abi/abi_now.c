@@ -93,15 +93,7 @@ int main(int argc, char **argv)
     plan.p.size = sizeof plan.p;
     rc = sm_plan_estimate(&in, &plan.p, err, sizeof err);
     ABI_CHECK(guard_intact(plan.g));
-    printf("plan rc=%d collectors=%d interval=%g samples=%d period=%g gpus=%d series/c=%d "
-           "node=%d gpu=%d container=%d series=%d charts=%d sections=%d rows/h=%g "
-           "bytes/row=%g bytes/day=%g ranks=%d process=%d\n",
-           rc, plan.p.collectors, plan.p.interval_s, plan.p.samples, plan.p.period_s,
-           plan.p.gpus_per_collector, plan.p.series_per_collector,
-           plan.p.node_series_per_collector, plan.p.gpu_series_per_collector,
-           plan.p.container_series_per_collector, plan.p.series, plan.p.charts, plan.p.sections,
-           plan.p.rows_per_hour, plan.p.bytes_per_row, plan.p.bytes_per_day,
-           plan.p.ranks_recorded, plan.p.process_series);
+    ABI_PRINT_PLAN(rc, &plan.p);
     in.samples = 0; /* 0 is not "default": the bound, in words */
     rc = sm_plan_estimate(&in, &plan.p, err, sizeof err);
     printf("plan samples=0 rc=%d err=%s\n", rc, err);
@@ -118,18 +110,11 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < sm_probe_series_count(p); i++) {
             const sm_series_info *s = sm_probe_series_at(p, i);
             ABI_CHECK(s && s->size == sizeof *s && SM_HAS_FIELD(s, source));
-            /* values of the fixture's files only (statvfs reads the real "/") */
-            printf("series %s upstream=%s logged=%.1f scope=%s unit=%s source=%s\n", s->key,
-                   s->upstream, s->source[0] == '/' ? s->logged : -1.0, s->scope, s->unit,
-                   s->source);
+            ABI_PRINT_SERIES(s);
         }
         ABI_CHECK(sm_probe_series_at(p, sm_probe_series_count(p)) == NULL);
         ABI_CHECK(c->size == sizeof *c && SM_HAS_FIELD(c, tag));
-        printf("cgroup found=%d version=%d dir=%s limiting=%s mem=%.0f cpu=%g cpu_limiting=%s "
-               "why=%s tag=%s\n", c->found, c->version, c->dir ? c->dir : "-",
-               c->limiting_dir ? c->limiting_dir : "-", c->mem_limit_bytes, c->cpu_limit_cores,
-               c->cpu_limiting_dir ? c->cpu_limiting_dir : "-", c->why ? c->why : "-",
-               c->tag ? c->tag : "-");
+        ABI_PRINT_CGROUP(c);
         sm_probe_free(p);
     }
 
