@@ -99,7 +99,7 @@ SM_EXTERN const char *sm_strerror(int code);
 
 /* ---------------------------------------------------------------------------
  * Bounds every surface checks, from one place (docs/design.md §4, §7): the
- * CLI, sm_plan_compute() and the Python front (which reads them from its
+ * CLI, sm_plan_estimate() and the Python front (which reads them from its
  * extension) validate with these values and these words.
  * ------------------------------------------------------------------------- */
 #define SM_INTERVAL_MIN 0.01        /* s; below this a monitor is a busy loop */

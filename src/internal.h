@@ -79,8 +79,8 @@ SM_HIDDEN int sm_identity_fill(sm_identity *id);
 
 /* ---- 0.1's entry points (src/compat.c, src/identity.c) -------------------- */
 /* Not in scopemeter.h any more; exported for programs built against 0.1,
- * with 0.1's struct layouts (tests/c/abi/scopemeter_0_1.h).  Each converts
- * to the sized API and back; nothing else calls them. */
+ * with 0.1's struct layouts (tests/c/abi/0.1/scopemeter.h).  Each converts
+ * to the sized API and back; nothing in the library calls them. */
 SM_EXTERN int sm_identity_from_env(sm_identity *id); /* SM_IDENTITY_V0_SIZE bytes */
 
 /* Copies what a caller's sized struct holds: the first `size` bytes of src
@@ -192,7 +192,7 @@ typedef struct sm_notes {
 SM_HIDDEN void sm_note(sm_notes *notes, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* ---- plan.c: docs/design.md §4-§5, shared by the monitor and sm_plan_compute -------- */
+/* ---- plan.c: docs/design.md §4-§5, shared by the monitor and sm_plan_estimate -------- */
 SM_HIDDEN int sm_collectors_of(int world_size, int local_world_size, int all_workers);
 SM_HIDDEN double sm_capped_interval(int collectors, double interval, int samples);
 
@@ -291,7 +291,7 @@ typedef struct sm_collector_ops {
     const char *name;
     const char *status_tag; /* "gpu", "cgroup", or NULL */
     /* Series one sample emits when attached: `series`, plus
-     * `series_per_device` for each device (GPU).  sm_plan_compute counts
+     * `series_per_device` for each device (GPU).  sm_plan_estimate counts
      * from these; tests tie them to what the collectors emit. */
     int series, series_per_device;
     size_t state_size;
