@@ -3,7 +3,7 @@
  * user turns on every worker they see what it costs: collectors, the
  * effective interval after the write-load cap, series (= charts, MLflow draws
  * one per series), UI sections, rows per hour and bytes per day.  The
- * numbers come from sm_plan_compute(); docs/plan.md derives them.
+ * numbers come from sm_plan_estimate(); docs/plan.md derives them.
  *
  *   scopemeter plan --workers W [--workers-per-pod P] [--nodes N]
  *                   [--gpus-per-worker G] [--interval S] [--samples K]
@@ -147,10 +147,10 @@ static void print_text(const sm_plan_input *in, int nodes_given, const sm_plan *
            p->bytes_per_row);
     if (!in->all_workers && pods > 1) {
         sm_plan_input all = *in;
-        sm_plan q;
+        sm_plan q = SM_PLAN_INIT;
         char e[160];
         all.all_workers = 1;
-        if (sm_plan_compute(&all, &q, e, sizeof e) == 0) {
+        if (sm_plan_estimate(&all, &q, e, sizeof e) == 0) {
             human_bytes(q.bytes_per_day, bytes, sizeof bytes);
             printf("with --all-workers: %d collectors, %d series and charts, %d sections, "
                    "every %g s, %.0f rows/hour, %s/day\n",
@@ -161,8 +161,8 @@ static void print_text(const sm_plan_input *in, int nodes_given, const sm_plan *
 
 int cmd_plan(int argc, char **argv)
 {
-    sm_plan_input in;
-    sm_plan p;
+    sm_plan_input in = SM_PLAN_INPUT_INIT;
+    sm_plan p = SM_PLAN_INIT;
     char err[256];
     int json = 0, rc, one = 0;
     double asked;
@@ -179,11 +179,8 @@ int cmd_plan(int argc, char **argv)
         {"--json", CLI_FLAG, &json, 0, 0, 1, NULL, 0},
     };
 
-    memset(&in, 0, sizeof in);
-    in.workers_per_pod = SM_PLAN_DEFAULT;
-    in.nodes = SM_PLAN_DEFAULT;
-    in.interval_s = SM_PLAN_DEFAULT;
-    in.samples = SM_PLAN_DEFAULT;
+    in.gpus_per_worker = 0;  /* the flags below set these from these values */
+    in.all_workers = 0;
     in.container_limits = 1;
     rc = cli_parse("plan", argc, argv, opts, sizeof opts / sizeof opts[0], 0);
     if (rc == CLI_HELP) {
@@ -196,15 +193,15 @@ int cmd_plan(int argc, char **argv)
         fprintf(stderr, "scopemeter plan: --workers is required\n");
         return 2;
     }
-    rc = sm_plan_compute(&in, &p, err, sizeof err);
+    rc = sm_plan_estimate(&in, &p, err, sizeof err);
     if (rc < 0) {
         fprintf(stderr, "scopemeter plan: %s\n", err);
         return 2;
     }
     /* the defaults, for the report */
-    if (in.workers_per_pod == SM_PLAN_DEFAULT)
+    if (in.workers_per_pod == SM_DEFAULT)
         in.workers_per_pod = 1;
-    asked = in.interval_s == SM_PLAN_DEFAULT ? SM_INTERVAL_DEFAULT : in.interval_s;
+    asked = in.interval_s == SM_DEFAULT ? SM_INTERVAL_DEFAULT : in.interval_s;
     if (json)
         return print_json(&in, opts[2].seen, &p, asked);
     print_text(&in, opts[2].seen, &p, asked);

@@ -22,7 +22,7 @@ static json_t *str_or_null(const char *s)
 static int print_json(const sm_probe *p)
 {
     const sm_identity *id = sm_probe_identity(p);
-    sm_cgroup_info cg;
+    const sm_cgroup_info *cg = sm_probe_cgroup_info(p);
     json_t *root = json_object(), *series = json_array(), *notes = json_array();
     json_t *cgo = json_object(), *tags = json_object();
     char key[300];
@@ -31,47 +31,45 @@ static int print_json(const sm_probe *p)
     if (!root || !series || !notes || !cgo || !tags)
         goto out;
     for (size_t i = 0; i < sm_probe_series_count(p); i++) {
-        sm_series_info s;
-        sm_probe_series(p, i, &s);
+        const sm_series_info *s = sm_probe_series_at(p, i);
         json_array_append_new(series,
-                              json_pack("{s:s, s:s, s:f, s:f, s:s, s:s, s:s}", "key", s.key,
-                                        "upstream", s.upstream, "value", s.logged, "raw",
-                                        s.value, "scope", s.scope ? s.scope : "unknown", "unit",
-                                        s.unit, "source", s.source));
+                              json_pack("{s:s, s:s, s:f, s:f, s:s, s:s, s:s}", "key", s->key,
+                                        "upstream", s->upstream, "value", s->logged, "raw",
+                                        s->value, "scope", s->scope ? s->scope : "unknown", "unit",
+                                        s->unit, "source", s->source));
     }
-    sm_probe_cgroup(p, &cg);
-    json_object_set_new(cgo, "found", json_boolean(cg.found));
-    json_object_set_new(cgo, "version", cg.version ? json_integer(cg.version) : json_null());
-    json_object_set_new(cgo, "dir", str_or_null(cg.dir));
-    json_object_set_new(cgo, "limiting_dir", str_or_null(cg.limiting_dir));
-    json_object_set_new(cgo, "cpu_limiting_dir", str_or_null(cg.cpu_limiting_dir));
+    json_object_set_new(cgo, "found", json_boolean(cg->found));
+    json_object_set_new(cgo, "version", cg->version ? json_integer(cg->version) : json_null());
+    json_object_set_new(cgo, "dir", str_or_null(cg->dir));
+    json_object_set_new(cgo, "limiting_dir", str_or_null(cg->limiting_dir));
+    json_object_set_new(cgo, "cpu_limiting_dir", str_or_null(cg->cpu_limiting_dir));
     json_object_set_new(cgo, "memory_limit_bytes",
-                        cg.mem_limit_bytes > 0 ? json_real(cg.mem_limit_bytes) : json_null());
+                        cg->mem_limit_bytes > 0 ? json_real(cg->mem_limit_bytes) : json_null());
     json_object_set_new(cgo, "cpu_limit_cores",
-                        cg.cpu_limit_cores > 0 ? json_real(cg.cpu_limit_cores) : json_null());
-    json_object_set_new(cgo, "why", str_or_null(cg.why));
-    json_object_set_new(cgo, "tag", str_or_null(cg.tag));
+                        cg->cpu_limit_cores > 0 ? json_real(cg->cpu_limit_cores) : json_null());
+    json_object_set_new(cgo, "why", str_or_null(cg->why));
+    json_object_set_new(cgo, "tag", str_or_null(cg->tag));
 
-    snprintf(key, sizeof key, "scopemeter.rank%d.node", id->rank);
-    json_object_set_new(tags, key, json_string(id->node[0] ? id->node : "unknown"));
-    snprintf(key, sizeof key, "scopemeter.rank%d.gpu", id->rank);
+    snprintf(key, sizeof key, "scopemeter.rank%d.node", sm_identity_rank(id));
+    json_object_set_new(tags, key, json_string(sm_identity_node(id)[0] ? sm_identity_node(id) : "unknown"));
+    snprintf(key, sizeof key, "scopemeter.rank%d.gpu", sm_identity_rank(id));
     json_object_set_new(tags, key, json_string(sm_probe_gpu_status(p)));
-    snprintf(key, sizeof key, "scopemeter.rank%d.cgroup", id->rank);
-    json_object_set_new(tags, key, json_string(cg.tag ? cg.tag : ""));
+    snprintf(key, sizeof key, "scopemeter.rank%d.cgroup", sm_identity_rank(id));
+    json_object_set_new(tags, key, json_string(cg->tag ? cg->tag : ""));
 
     for (size_t i = 0; i < sm_probe_note_count(p); i++)
         json_array_append_new(notes, json_string(sm_probe_note(p, i)));
 
     json_object_set_new(root, "version", json_string(sm_version()));
-    json_object_set_new(root, "rank", json_integer(id->rank));
-    json_object_set_new(root, "local_rank", json_integer(id->local_rank));
-    json_object_set_new(root, "world_size", json_integer(id->world_size));
-    json_object_set_new(root, "local_world_size", json_integer(id->local_world_size));
-    json_object_set_new(root, "launcher", json_string(id->launcher));
-    json_object_set_new(root, "node", str_or_null(id->node));
-    json_object_set_new(root, "node_source", str_or_null(id->node_source));
+    json_object_set_new(root, "rank", json_integer(sm_identity_rank(id)));
+    json_object_set_new(root, "local_rank", json_integer(sm_identity_local_rank(id)));
+    json_object_set_new(root, "world_size", json_integer(sm_identity_world_size(id)));
+    json_object_set_new(root, "local_world_size", json_integer(sm_identity_local_world_size(id)));
+    json_object_set_new(root, "launcher", json_string(sm_identity_launcher(id)));
+    json_object_set_new(root, "node", str_or_null(sm_identity_node(id)));
+    json_object_set_new(root, "node_source", str_or_null(sm_identity_node_source(id)));
     json_object_set_new(root, "collect_mode", json_string(sm_probe_collect_mode(p)));
-    json_object_set_new(root, "identity_invalid", str_or_null(id->invalid));
+    json_object_set_new(root, "identity_invalid", str_or_null(sm_identity_invalid(id)));
     json_object_set_new(root, "series", series);
     json_object_set_new(root, "cgroup", cgo);
     json_object_set_new(root, "gpu", json_string(sm_probe_gpu_status(p)));
@@ -95,36 +93,34 @@ static void print_text(const sm_probe *p)
 {
     const sm_identity *id = sm_probe_identity(p);
     const char *mode = sm_probe_collect_mode(p);
-    sm_cgroup_info cg;
+    const sm_cgroup_info *cg = sm_probe_cgroup_info(p);
 
-    printf("rank %d (local rank %d, world %d, %d per pod, launcher %s), node %s\n", id->rank,
-           id->local_rank, id->world_size, id->local_world_size, id->launcher,
-           id->node[0] ? id->node : "unknown");
-    if (id->invalid[0])
-        printf("collects: no — %s\n", id->invalid);
+    printf("rank %d (local rank %d, world %d, %d per pod, launcher %s), node %s\n", sm_identity_rank(id),
+           sm_identity_local_rank(id), sm_identity_world_size(id), sm_identity_local_world_size(id), sm_identity_launcher(id),
+           sm_identity_node(id)[0] ? sm_identity_node(id) : "unknown");
+    if (sm_identity_invalid(id)[0])
+        printf("collects: no — %s\n", sm_identity_invalid(id));
     else if (strcmp(mode, "none") == 0)
         printf("collects: no — local rank %d; the pod's local rank 0 reads the same files\n",
-               id->local_rank);
+               sm_identity_local_rank(id));
     else
         printf("collects in: %s\n", strcmp(mode, "all_workers") == 0
                                         ? "all_workers mode only (rank 0 collects by default)"
                                         : mode);
     printf("\n%-58s %12s  %-7s %-9s %s\n", "SERIES", "VALUE", "UNIT", "SCOPE", "SOURCE");
     for (size_t i = 0; i < sm_probe_series_count(p); i++) {
-        sm_series_info s;
-        sm_probe_series(p, i, &s);
-        printf("%-58s %12.1f  %-7s %-9s %s\n", s.key, s.value, s.unit, s.scope, s.source);
+        const sm_series_info *s = sm_probe_series_at(p, i);
+        printf("%-58s %12.1f  %-7s %-9s %s\n", s->key, s->value, s->unit, s->scope, s->source);
     }
-    sm_probe_cgroup(p, &cg);
-    printf("\ncgroup: %s\n", cg.why && *cg.why ? cg.why : "(nothing found)");
-    if (cg.found) {
-        printf("  version %d, dir %s\n", cg.version, cg.dir ? cg.dir : "-");
-        if (cg.mem_limit_bytes > 0)
-            printf("  memory limit %.1f GiB at %s\n", cg.mem_limit_bytes / 1073741824.0,
-                   cg.limiting_dir ? cg.limiting_dir : "-");
-        if (cg.cpu_limit_cores > 0)
-            printf("  cpu limit %.2f cores at %s\n", cg.cpu_limit_cores,
-                   cg.cpu_limiting_dir ? cg.cpu_limiting_dir : "-");
+    printf("\ncgroup: %s\n", cg->why && *cg->why ? cg->why : "(nothing found)");
+    if (cg->found) {
+        printf("  version %d, dir %s\n", cg->version, cg->dir ? cg->dir : "-");
+        if (cg->mem_limit_bytes > 0)
+            printf("  memory limit %.1f GiB at %s\n", cg->mem_limit_bytes / 1073741824.0,
+                   cg->limiting_dir ? cg->limiting_dir : "-");
+        if (cg->cpu_limit_cores > 0)
+            printf("  cpu limit %.2f cores at %s\n", cg->cpu_limit_cores,
+                   cg->cpu_limiting_dir ? cg->cpu_limiting_dir : "-");
     }
     printf("gpu: %s\n", sm_probe_gpu_status(p));
     if (sm_probe_note_count(p))

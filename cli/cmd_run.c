@@ -7,7 +7,7 @@
  *      and read them from a signalfd: no work in signal handlers, and the
  *      monitor's threads never see them; SIGCHLD gets its default action
  *      and SIGPIPE is ignored (CMD gets back the dispositions it was given);
- *   2. find the run (sm_mlflow_resolve_run, src/mlflow/mlflow_run.c): --run-id,
+ *   2. find the run (sm_mlflow_resolve, src/mlflow/mlflow_run.c): --run-id,
  *      MLFLOW_RUN_ID, the job's run (ranks > 0 of a multi-process job find
  *      the run rank 0 created by its job id), or create one (--experiment,
  *      MLFLOW_EXPERIMENT_NAME, MLFLOW_EXPERIMENT_ID, Default);
@@ -63,7 +63,7 @@ struct run_state {
     char shown[512];           /* the URI, redacted */
     char run_id[300];
     int owns_run;              /* this process ends the run */
-    sm_identity id;
+    sm_identity *id;           /* sm_identity_read_env; NULL only out of memory */
     int sfd;                   /* signalfd */
     int pending_sig;           /* a terminating signal that came before CMD started */
     struct sigaction old_chld, old_pipe; /* the dispositions we were given, CMD's */
@@ -275,7 +275,7 @@ static int check_early_signal(struct run_state *st)
     return st->pending_sig;
 }
 
-/* ---- finding the run: sm_mlflow_resolve_run (src/mlflow/mlflow_run.c) ---------- */
+/* ---- finding the run: sm_mlflow_resolve (src/mlflow/mlflow_run.c) ---------- */
 static int cancelled(void *arg)
 {
     return check_early_signal(arg);
@@ -283,19 +283,18 @@ static int cancelled(void *arg)
 
 static void resolve_run(struct run_state *st, const struct run_opts *o)
 {
-    sm_run_request req = {
-        .tracking_uri = st->uri,
-        .run_id = o->run_id,
-        .experiment = o->experiment,
-        .source_name = strrchr(o->cmd[0], '/') ? strrchr(o->cmd[0], '/') + 1 : o->cmd[0],
-        .id = &st->id,
-        .timeout_s = o->startup_timeout,
-        .cancelled = cancelled,
-        .cancel_arg = st,
-    };
-    sm_run_result res;
+    sm_run_request req = SM_RUN_REQUEST_INIT;
+    sm_run_result res = SM_RUN_RESULT_INIT;
 
-    if (sm_mlflow_resolve_run(&req, &res) == 0) {
+    req.tracking_uri = st->uri;
+    req.run_id = o->run_id;
+    req.experiment = o->experiment;
+    req.source_name = strrchr(o->cmd[0], '/') ? strrchr(o->cmd[0], '/') + 1 : o->cmd[0];
+    req.id = st->id;
+    req.timeout_s = o->startup_timeout;
+    req.cancelled = cancelled;
+    req.cancel_arg = st;
+    if (sm_mlflow_resolve(&req, &res) == 0) {
         snprintf(st->run_id, sizeof st->run_id, "%s", res.run_id);
         st->owns_run = res.owns_run;
     }
@@ -308,7 +307,7 @@ static void jsonl_path(struct run_state *st, const struct run_opts *o)
         snprintf(st->jsonl_path, sizeof st->jsonl_path, "%s", o->jsonl);
     else
         snprintf(st->jsonl_path, sizeof st->jsonl_path, "scopemeter-rank%d-%ld.jsonl",
-                 st->id.rank, (long)getpid());
+                 sm_identity_rank(st->id), (long)getpid());
 }
 
 /* ---- the child --------------------------------------------------------------------- */
@@ -749,10 +748,11 @@ int cmd_run(int argc, char **argv)
         sm_monitor_free(m);
         return 125;
     }
-    if (sm_identity_from_env(&st.id) < 0)
+    if ((rc = sm_identity_read_env(&st.id)) < 0)
         /* a malformed RANK must not pass for rank 0 (docs/design.md §4):
          * no run, no monitor; CMD runs as usual */
-        fprintf(stderr, "scopemeter: warning: %s\n", st.id.invalid);
+        fprintf(stderr, "scopemeter: warning: %s\n",
+                st.id ? sm_identity_invalid(st.id) : sm_strerror(rc));
     else
         collecting = start_recording(&st, &o, m);
 
@@ -768,6 +768,7 @@ int cmd_run(int argc, char **argv)
     stop_recording(&st, &o, m, collecting, run_status_of(exit_code, status, forwarded_term));
 
     sm_monitor_free(m);
+    sm_identity_free(st.id);
     free(st.env);
     free(st.env_run);
     free(st.env_uri);

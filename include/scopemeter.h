@@ -14,9 +14,45 @@
  *   - where a message helps, the caller passes an error buffer (err, errlen)
  *     which receives one human-readable line (never a secret).
  *
+ * Growth (docs/design.md §8, "An API that can grow"): a program built
+ * against this header keeps working with the libraries that come after it.
+ *   - Handles (sm_monitor, sm_probe, sm_identity) are opaque: read them
+ *     through functions.
+ *   - A struct the CALLER allocates and passes in (sm_plan_input, sm_plan,
+ *     sm_run_request, sm_run_result) starts with `size_t size`, set with its
+ *     SM_*_INIT macro (sizeof as this header knew it).  The library reads and
+ *     writes only the bytes that size covers; a field past it takes its
+ *     default on input and is left alone on output.  New fields are only
+ *     ever appended.
+ *   - A struct the LIBRARY fills and owns (sm_series_info, sm_cgroup_info)
+ *     is handed out by const pointer and starts with `size_t size`, the
+ *     library's sizeof: SM_HAS_FIELD(p, field) says whether an older library
+ *     filled `field`.
+ *   - An array of records (sm_monitor_drain_records) takes the caller's
+ *     sizeof(sm_record) as an argument: the stride it writes.
+ * The entry points of 0.1, which took these structs at their 0.1 sizes
+ * (sm_identity_from_env, sm_probe_series, sm_probe_cgroup, sm_plan_compute,
+ * sm_monitor_drain, sm_mlflow_resolve_run), stay in the library with their
+ * 0.1 layouts for programs built then (tests/c/abi/), and are not declared
+ * here any more.
+ *
+ * Defaults: one convention.  A numeric setting given SM_DEFAULT (-1) takes
+ * its default, in every setter and every struct field (SM_*_INIT sets every
+ * field that has a default to it).  For programs written against 0.1 the
+ * setters sm_monitor_set_interval/_samples/_buffer_points still read 0 as
+ * the default too; in sm_plan_input 0 is a value (and out of bounds where
+ * it was).
+ *
+ * Lifetimes: a `const char *` the library returns is owned by it and valid
+ * as long as the handle it came from (until sm_probe_free, sm_identity_free,
+ * sm_monitor_free), unless its comment says otherwise; strings such as a
+ * launcher's name or sm_strerror's are static.  The library keeps no pointer
+ * the caller passed in after the call returns (it copies strings), except
+ * sm_set_log_handler's function and userdata.
+ *
  * Thread safety: a handle is used by one thread at a time, with two
  * exceptions: sm_monitor_stop() may be called from any thread (and from an
- * atexit handler) while another thread is still in sm_monitor_drain() or
+ * atexit handler) while another thread is still in sm_monitor_drain_records() or
  * sm_monitor_queued() on the same monitor — the drain then returns what is
  * left and -EPIPE; sm_monitor_free() stops (bounded) and releases the
  * handle, so call it only after every other call on it has returned (join
@@ -44,6 +80,15 @@ extern "C" {
  * generated from VERSION, the one place the version is written. */
 #include "scopemeter_version.h"
 
+/* Whether the struct at p, filled by the library, has `field`: its size
+ * (the library's sizeof) covers it.  For the library-owned structs
+ * (sm_series_info, sm_cgroup_info), when running on an older library. */
+#define SM_HAS_FIELD(p, field) \
+    ((size_t)((const char *)&(p)->field - (const char *)(p)) + sizeof((p)->field) <= (p)->size)
+
+/* "Take the default" for every numeric setting (see the top comment). */
+#define SM_DEFAULT (-1)
+
 /* The library's version at run time ("0.1.0"); compare with SM_VERSION to
  * catch a program built against another header. */
 SM_EXTERN const char *sm_version(void);
@@ -54,7 +99,7 @@ SM_EXTERN const char *sm_strerror(int code);
 
 /* ---------------------------------------------------------------------------
  * Bounds every surface checks, from one place (docs/design.md §4, §7): the
- * CLI, sm_plan_compute() and the Python front (which reads them from its
+ * CLI, sm_plan_estimate() and the Python front (which reads them from its
  * extension) validate with these values and these words.
  * ------------------------------------------------------------------------- */
 #define SM_INTERVAL_MIN 0.01        /* s; below this a monitor is a busy loop */
@@ -93,21 +138,28 @@ SM_EXTERN void sm_set_log_handler(sm_log_fn fn, void *userdata);
  * (OMPI_COMM_WORLD_*), MPICH/PMI (PMI_RANK, PMI_SIZE).  Node name from
  * SCOPEMETER_NODE_NAME, NODE_NAME, SLURMD_NODENAME; empty when unknown.
  * ------------------------------------------------------------------------- */
-typedef struct sm_identity {
-    int rank;              /* global rank, 0 when single process */
-    int local_rank;        /* rank inside the pod; missing counts as 0 */
-    int world_size;        /* >= 1 */
-    int local_world_size;  /* >= 1 */
-    char node[256];        /* "" when unknown (never "unknown" in a key) */
-    const char *launcher;  /* "torchrun", "slurm", "openmpi", "pmi", "none" */
-    const char *node_source; /* env variable the node came from, or NULL */
-    char invalid[256];     /* "" or why the launcher's variables cannot be trusted */
-} sm_identity;
+typedef struct sm_identity sm_identity; /* opaque */
 
-/* 0, or -EINVAL when a launcher variable is malformed (RANK=abc, RANK=-1,
- * WORLD_SIZE=0, RANK >= WORLD_SIZE, ...): id->invalid says which, one line;
- * such a process does not collect (docs/design.md §4). */
-SM_EXTERN int sm_identity_from_env(sm_identity *id);
+/* Reads the launcher's environment into a new identity (*out; free it with
+ * sm_identity_free).  0; or -EINVAL when a launcher variable is malformed
+ * (RANK=abc, RANK=-1, WORLD_SIZE=0, RANK >= WORLD_SIZE, ...): *out is set
+ * all the same and sm_identity_invalid() says which, one line; such a
+ * process does not collect (docs/design.md §4); -ENOMEM (*out NULL). */
+SM_EXTERN int sm_identity_read_env(sm_identity **out);
+SM_EXTERN void sm_identity_free(sm_identity *id);
+SM_EXTERN int sm_identity_rank(const sm_identity *id);        /* 0 when single process */
+SM_EXTERN int sm_identity_local_rank(const sm_identity *id);  /* in the pod; missing: 0 */
+SM_EXTERN int sm_identity_world_size(const sm_identity *id);  /* >= 1 */
+SM_EXTERN int sm_identity_local_world_size(const sm_identity *id); /* >= 1 */
+/* "" when unknown (never "unknown" in a key); valid until sm_identity_free
+ * (or sm_probe_free for sm_probe_identity's). */
+SM_EXTERN const char *sm_identity_node(const sm_identity *id);
+/* "torchrun", "slurm", "openmpi", "pmi", "none": static */
+SM_EXTERN const char *sm_identity_launcher(const sm_identity *id);
+/* the environment variable the node came from, or NULL: static */
+SM_EXTERN const char *sm_identity_node_source(const sm_identity *id);
+/* "" or why the launcher's variables cannot be trusted; valid as node */
+SM_EXTERN const char *sm_identity_invalid(const sm_identity *id);
 
 /* Whether a process of this identity collects (docs/design.md §4): by
  * default rank 0; with all_workers every pod's local rank 0; never with an
@@ -149,20 +201,26 @@ SM_EXTERN int sm_series_parse(const char *key, char *upstream, size_t upstream_l
  * ------------------------------------------------------------------------- */
 typedef struct sm_probe sm_probe;
 
+/* One series of a probe; owned by the probe, valid (with its strings) until
+ * sm_probe_free.  Fields are only appended (SM_HAS_FIELD). */
 typedef struct sm_series_info {
+    size_t size;          /* the library's sizeof(sm_series_info) */
     const char *key;      /* full MLflow key, e.g. system/container_memory_usage_megabytes/rank0 */
     const char *upstream; /* collector key, e.g. container_memory_usage_megabytes */
     double value;         /* as sampled */
     double logged;        /* as it would be logged: rounded to 0.1 like MLflow */
-    const char *scope;    /* node | rootfs | pod | gpu | container */
+    const char *scope;    /* node | rootfs | pod | gpu | container | process: static */
     const char *unit;     /* percent | MB | W */
     const char *source;   /* file(s) or call the value came from */
 } sm_series_info;
 
+/* The cgroup a probe found; owned by the probe, valid (with its strings)
+ * until sm_probe_free.  Fields are only appended (SM_HAS_FIELD). */
 typedef struct sm_cgroup_info {
+    size_t size;          /* the library's sizeof(sm_cgroup_info) */
     int found;            /* a cgroup directory was resolved */
     int version;          /* 1 or 2, 0 when none */
-    const char *dir;      /* the process's own cgroup directory (memory controller) */
+    const char *dir;      /* the process's own cgroup directory (memory controller), or NULL */
     const char *limiting_dir; /* level holding the lowest memory limit, or NULL */
     double mem_limit_bytes;   /* 0 = no memory limit */
     double cpu_limit_cores;   /* 0 = no CPU limit */
@@ -173,12 +231,15 @@ typedef struct sm_cgroup_info {
 
 SM_EXTERN int sm_probe_run(double interval_s, sm_probe **out, char *err, size_t errlen);
 SM_EXTERN size_t sm_probe_series_count(const sm_probe *p);
-SM_EXTERN int sm_probe_series(const sm_probe *p, size_t i, sm_series_info *out);
-SM_EXTERN void sm_probe_cgroup(const sm_probe *p, sm_cgroup_info *out);
+/* The i-th series, or NULL when i >= sm_probe_series_count(p). */
+SM_EXTERN const sm_series_info *sm_probe_series_at(const sm_probe *p, size_t i);
+SM_EXTERN const sm_cgroup_info *sm_probe_cgroup_info(const sm_probe *p);
+/* The probe's identity: valid until sm_probe_free (never sm_identity_free it). */
 SM_EXTERN const sm_identity *sm_probe_identity(const sm_probe *p);
 /* which mode would collect this rank: "default,all_workers" (rank 0), "all_workers" (a
  * pod's local rank 0), "default" (rank 0 with a local rank != 0), "none" */
 SM_EXTERN const char *sm_probe_collect_mode(const sm_probe *p);
+/* The gpu status and notes are valid until sm_probe_free; the mode is static. */
 SM_EXTERN const char *sm_probe_gpu_status(const sm_probe *p); /* the .gpu tag value */
 SM_EXTERN size_t sm_probe_note_count(const sm_probe *p);
 SM_EXTERN const char *sm_probe_note(const sm_probe *p, size_t i);
@@ -197,7 +258,7 @@ SM_EXTERN void sm_probe_free(sm_probe *p);
  * Sinks: the MLflow REST sink and a local JSONL file (the full library,
  * libscopemeter.so: scopemeter_mlflow.h, over libcurl and jansson), and a
  * pull queue for language bindings, which drain finished records with
- * sm_monitor_drain() and log them through their own client (the Python
+ * sm_monitor_drain_records() and log them through their own client (the Python
  * front's MlflowClient path).  This header is the core: libc, pthreads and
  * libdl only.
  * ------------------------------------------------------------------------- */
@@ -205,16 +266,18 @@ typedef struct sm_monitor sm_monitor;
 
 SM_EXTERN sm_monitor *sm_monitor_new(void);
 
-/* interval <= 0 / samples <= 0 mean: SCOPEMETER_INTERVAL / SCOPEMETER_SAMPLES,
- * else MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL / _SAMPLES_BEFORE_LOGGING,
- * else 10 s x 1. */
+/* SM_DEFAULT (or, as in 0.1, any value <= 0) means: SCOPEMETER_INTERVAL /
+ * SCOPEMETER_SAMPLES, else MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL /
+ * _SAMPLES_BEFORE_LOGGING, else 10 s x 1. */
 SM_EXTERN int sm_monitor_set_interval(sm_monitor *m, double seconds);
 SM_EXTERN int sm_monitor_set_samples(sm_monitor *m, int samples);
 SM_EXTERN int sm_monitor_set_all_workers(sm_monitor *m, int on);
-/* Stop bound, 0..86400 s, default 30; unlike the other settings it may also
- * be set after start, from the thread that then stops (not during a stop). */
+/* Stop bound, 0..86400 s (0: do not wait), SM_DEFAULT: 30; unlike the other
+ * settings it may also be set after start, from the thread that then stops
+ * (not during a stop). */
 SM_EXTERN int sm_monitor_set_stop_timeout(sm_monitor *m, double seconds);
-/* Points kept while the server is unreachable; default: one hour. */
+/* Points kept while the server is unreachable; (size_t)SM_DEFAULT or 0:
+ * one hour's worth. */
 SM_EXTERN int sm_monitor_set_buffer_points(sm_monitor *m, size_t points);
 /* Pull sink for bindings: records wait in the monitor's bounded queue. */
 SM_EXTERN int sm_monitor_use_queue(sm_monitor *m);
@@ -251,15 +314,18 @@ SM_EXTERN int sm_monitor_collectors(const sm_monitor *m);
 /* Points dropped because the buffer overflowed (oldest first). */
 SM_EXTERN uint64_t sm_monitor_dropped(const sm_monitor *m);
 
-/* A record handed to a binding: a metric point or a run tag. */
+/* A record handed to a binding: a metric point or a run tag.  The strings
+ * are the monitor's (its queue keeps every distinct key and tag value once):
+ * valid until sm_monitor_free, whatever is drained after. */
 enum sm_record_kind { SM_RECORD_METRIC = 1, SM_RECORD_TAG = 2 };
 typedef struct sm_record {
     int kind;
-    char key[256];
-    char text[512];        /* tag value (SM_RECORD_TAG) */
     double value;          /* metric value (SM_RECORD_METRIC) */
     int64_t timestamp_ms;
     int64_t step;
+    const char *key;       /* NUL-terminated */
+    const char *text;      /* tag value (SM_RECORD_TAG), whole, NUL-terminated; NULL for a metric */
+    size_t text_len;       /* strlen(text); 0 for a metric */
 } sm_record;
 
 /* Records waiting in the pull queue (0 without one). */
@@ -274,30 +340,40 @@ SM_EXTERN size_t sm_monitor_queued(const sm_monitor *m);
 SM_EXTERN int sm_monitor_report(sm_monitor *m, uint64_t delivered, uint64_t refused,
                                 uint64_t undelivered);
 
-/* Pull sink: waits up to timeout_s for records, copies at most cap of them.
- * Returns the number copied (> 0), 0 on timeout, or -EPIPE once the monitor
- * has stopped and the queue is empty (the stream is over). */
-SM_EXTERN int sm_monitor_drain(sm_monitor *m, sm_record *out, int cap, double timeout_s);
+/* Pull sink: waits up to timeout_s for records, takes at most cap of them
+ * into out, an array of records record_size bytes each (pass
+ * sizeof(sm_record): the library writes the fields that size covers, and
+ * zeroes the rest of each).  Returns the number taken (> 0), 0 on timeout,
+ * or -EPIPE once the monitor has stopped and the queue is empty (the stream
+ * is over); -EINVAL for a record_size below this header's sm_record
+ * (the first with pointers). */
+SM_EXTERN int sm_monitor_drain_records(sm_monitor *m, sm_record *out, int cap,
+                                       size_t record_size, double timeout_s);
 
 /* ---------------------------------------------------------------------------
  * Plan: the preflight of docs/design.md §8 (docs/plan.md) (what turning on every worker costs).
  * ------------------------------------------------------------------------- */
-/* A field left at SM_PLAN_DEFAULT takes its default; any other value outside
- * its bounds is -EINVAL with the bound in err (0 is not "default"). */
-#define SM_PLAN_DEFAULT (-1)
+/* A field left at SM_DEFAULT takes its default; any other value outside
+ * its bounds is -EINVAL with the bound in err (0 is not "default").
+ * SM_PLAN_DEFAULT is 0.1's name for it. */
+#define SM_PLAN_DEFAULT SM_DEFAULT
 #define SM_PLAN_WORKERS_MAX 1048576
 typedef struct sm_plan_input {
-    int workers;            /* world size, 1..SM_PLAN_WORKERS_MAX */
+    size_t size;            /* SM_PLAN_INPUT_INIT: sizeof(sm_plan_input) */
+    int workers;            /* world size, 1..SM_PLAN_WORKERS_MAX; SM_DEFAULT: 1 */
     int workers_per_pod;    /* local world size, 1..workers; default 1 */
     int nodes;              /* 1..pods; default: one node per pod */
-    int gpus_per_worker;    /* GPUs per worker, 0..SM_GPUS_MAX (a pod shows workers_per_pod x this) */
-    int all_workers;        /* 0: rank 0 only */
+    int gpus_per_worker;    /* GPUs per worker, 0..SM_GPUS_MAX (a pod shows workers_per_pod x this); default 0 */
+    int all_workers;        /* 0: rank 0 only (default) */
     double interval_s;      /* SM_INTERVAL_MIN..SM_INTERVAL_MAX; default 10 */
     int samples;            /* 1..SM_SAMPLES_MAX; default 1 */
-    int container_limits;   /* 1 when pods have a cgroup limit (container_* exist) */
+    int container_limits;   /* 1 when pods have a cgroup limit (container_* exist); default 1 */
 } sm_plan_input;
+#define SM_PLAN_INPUT_INIT {sizeof(sm_plan_input), SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, \
+                            SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, SM_DEFAULT}
 
 typedef struct sm_plan {
+    size_t size;              /* SM_PLAN_INIT: sizeof(sm_plan) */
     int collectors;
     double interval_s;        /* effective, after the write-load cap */
     int samples;
@@ -320,8 +396,12 @@ typedef struct sm_plan {
     int ranks_recorded;
     int process_series;
 } sm_plan;
+#define SM_PLAN_INIT {sizeof(sm_plan), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
-SM_EXTERN int sm_plan_compute(const sm_plan_input *in, sm_plan *out, char *err, size_t errlen);
+/* The preflight: reads in (in->size bytes), writes out (out->size bytes).
+ * 0, or -EINVAL with the bound in err (a size below this header's, the
+ * first sized one, included). */
+SM_EXTERN int sm_plan_estimate(const sm_plan_input *in, sm_plan *out, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

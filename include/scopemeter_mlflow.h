@@ -114,24 +114,31 @@ SM_EXTERN int sm_mlflow_tls(char *out, size_t outlen);
  * one line (through sm_set_log_handler's handler when set).
  * ------------------------------------------------------------------------- */
 typedef struct sm_run_request {
+    size_t size;               /* SM_RUN_REQUEST_INIT: sizeof(sm_run_request) */
     const char *tracking_uri;  /* http(s) */
     const char *run_id;        /* an explicit run, or NULL */
     const char *experiment;    /* an explicit experiment name, or NULL */
     const char *source_name;   /* mlflow.source.name of a new run (CMD's name) */
-    const sm_identity *id;     /* rank, world size */
-    double timeout_s;          /* bound on all the calls */
+    const sm_identity *id;     /* rank, world size (sm_identity_read_env) */
+    double timeout_s;          /* bound on all the calls; SM_DEFAULT: 30 s */
     int (*cancelled)(void *arg); /* polled during every call and wait; may be NULL */
     void *cancel_arg;
 } sm_run_request;
+#define SM_RUN_REQUEST_INIT {sizeof(sm_run_request), NULL, NULL, NULL, NULL, NULL, SM_DEFAULT, \
+                             NULL, NULL}
 
 typedef struct sm_run_result {
-    char run_id[300];
+    size_t size;               /* SM_RUN_RESULT_INIT: sizeof(sm_run_result) */
+    char run_id[300];          /* MLflow's run ids are at most 256 characters */
     int owns_run;              /* created here (or a restart's rank 0): the caller ends it */
 } sm_run_result;
+#define SM_RUN_RESULT_INIT {sizeof(sm_run_result), "", 0}
 
 /* 0 with out->run_id, or a negative code (no run: -ENOENT, -ETIMEDOUT, ...,
- * as the REST helpers) after the line that says why. */
-SM_EXTERN int sm_mlflow_resolve_run(const sm_run_request *req, sm_run_result *out);
+ * as the REST helpers) after the line that says why.  Reads req->size
+ * bytes of req, writes out->size bytes of out (top of scopemeter.h);
+ * -EINVAL for a size below this header's (the first sized one). */
+SM_EXTERN int sm_mlflow_resolve(const sm_run_request *req, sm_run_result *out);
 
 #ifdef __cplusplus
 }

@@ -68,7 +68,7 @@ int sm_ctx_init(sm_ctx *ctx)
         memcpy(ctx->sysroot, root, len);
         ctx->sysroot[len] = '\0';
     }
-    sm_identity_from_env(&ctx->id);
+    sm_identity_fill(&ctx->id);
     /* MemTotal decides whether a memory limit is a limit (cgroup.md); a
      * failure here is reported by the node_memory collector itself. */
     n = sm_read_file(ctx, "/proc/meminfo", buf, sizeof buf);

@@ -71,7 +71,7 @@ static const struct launcher launchers[] = {
     {"pmi", "PMI_RANK", "MPI_LOCALRANKID", "PMI_SIZE", "MPI_LOCALNRANKS", NULL},
 };
 
-int sm_identity_from_env(sm_identity *id)
+int sm_identity_fill(sm_identity *id)
 {
     static const char *node_vars[] = {"SCOPEMETER_NODE_NAME", "NODE_NAME", "SLURMD_NODENAME"};
     int rc = 0;
@@ -145,5 +145,78 @@ int sm_identity_from_env(sm_identity *id)
             break;
         }
     }
+    return rc;
+}
+
+/* ---- the public API: an opaque handle over the same fill ------------------------ */
+
+int sm_identity_read_env(sm_identity **out)
+{
+    sm_identity *id;
+
+    if (!out)
+        return -EINVAL;
+    *out = id = malloc(sizeof *id);
+    if (!id)
+        return -ENOMEM;
+    return sm_identity_fill(id);
+}
+
+void sm_identity_free(sm_identity *id)
+{
+    free(id);
+}
+
+int sm_identity_rank(const sm_identity *id)
+{
+    return id ? id->rank : 0;
+}
+
+int sm_identity_local_rank(const sm_identity *id)
+{
+    return id ? id->local_rank : 0;
+}
+
+int sm_identity_world_size(const sm_identity *id)
+{
+    return id ? id->world_size : 1;
+}
+
+int sm_identity_local_world_size(const sm_identity *id)
+{
+    return id ? id->local_world_size : 1;
+}
+
+const char *sm_identity_node(const sm_identity *id)
+{
+    return id ? id->node : "";
+}
+
+const char *sm_identity_launcher(const sm_identity *id)
+{
+    return id && id->launcher ? id->launcher : "none";
+}
+
+const char *sm_identity_node_source(const sm_identity *id)
+{
+    return id ? id->node_source : NULL;
+}
+
+const char *sm_identity_invalid(const sm_identity *id)
+{
+    return id ? id->invalid : "";
+}
+
+/* 0.1's entry point: the caller's struct is 0.1's, SM_IDENTITY_V0_SIZE bytes
+ * (internal.h), whatever fields the library's has grown since. */
+int sm_identity_from_env(sm_identity *id)
+{
+    sm_identity full;
+    int rc;
+
+    if (!id)
+        return -EINVAL;
+    rc = sm_identity_fill(&full);
+    memcpy(id, &full, SM_IDENTITY_V0_SIZE);
     return rc;
 }

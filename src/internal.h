@@ -27,30 +27,88 @@
  *   ring.c           the bounded ring every delivering sink keeps (sink.h)
  *   sink_queue.c     the pull queue a binding drains (sink.h)
  *   plan.c           who collects (sm_collects), collectors, write-load cap,
- *                    sm_plan_compute
+ *                    sm_plan_estimate
+ *   compat.c         0.1's entry points over 0.1's struct layouts (the ABI)
  *   version.c        sm_version, sm_strerror
  *   clock.c          monotonic / wall clocks, condvars on CLOCK_MONOTONIC
  *   zalloc.c         zeroed memory resident only where written (big sparse structs)
  * The full library adds src/mlflow/ (libcurl, jansson; scopemeter_mlflow.h):
  *   mlflow_rest.c    one HTTP request to MLflow (auth, TLS, retries, redaction)
  *   mlflow_api.c     the REST calls: experiments, runs, tags, end
- *   mlflow_run.c     which run a process records into (sm_mlflow_resolve_run)
+ *   mlflow_run.c     which run a process records into (sm_mlflow_resolve)
  *   sink_mlflow.c    the REST sink (sm_monitor_set_run)
  *   sink_jsonl.c     the JSONL file sink (sm_monitor_set_jsonl)
  */
 #ifndef SM_INTERNAL_H
 #define SM_INTERNAL_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 #include <time.h>
 
 #include "scopemeter.h"
 
 #define SM_HIDDEN __attribute__((visibility("hidden")))
+
+/* ---- identity.c: the opaque sm_identity of scopemeter.h -------------------- */
+/* Its first fields are 0.1's public struct, frozen: programs built against
+ * 0.1 allocate exactly these (sm_identity_from_env), read them from the
+ * pointer sm_probe_identity returns, and hand them back (sm_collects,
+ * sm_run_request.id of sm_mlflow_resolve_run), so those read only these
+ * fields.  A new field goes after `invalid`, never before (tests/c/abi/). */
+struct sm_identity {
+    int rank;
+    int local_rank;
+    int world_size;
+    int local_world_size;
+    char node[256];
+    const char *launcher;    /* static */
+    const char *node_source; /* static, or NULL */
+    char invalid[256];
+};
+#define SM_IDENTITY_V0_SIZE (offsetof(sm_identity, invalid) + 256)
+
+/* The whole identity from the environment (what sm_identity_read_env
+ * allocates); 0 or -EINVAL with id->invalid. */
+SM_HIDDEN int sm_identity_fill(sm_identity *id);
+
+/* ---- 0.1's entry points (src/compat.c, src/identity.c) -------------------- */
+/* Not in scopemeter.h any more; exported for programs built against 0.1,
+ * with 0.1's struct layouts (tests/c/abi/0.1/scopemeter.h).  Each converts
+ * to the sized API and back; nothing in the library calls them. */
+SM_EXTERN int sm_identity_from_env(sm_identity *id); /* SM_IDENTITY_V0_SIZE bytes */
+
+/* Copies what a caller's sized struct holds: the first `size` bytes of src
+ * (its size field first) over dst, a full struct already holding the
+ * defaults; size beyond dst's sizeof is ignored.  -EINVAL when size is
+ * below min (the first sized layout, frozen). */
+static inline int sm_sized_in(void *dst, size_t full, const void *src, size_t min)
+{
+    size_t size = *(const size_t *)src;
+
+    if (size < min)
+        return -EINVAL;
+    memcpy(dst, src, size < full ? size : full);
+    return 0;
+}
+
+/* Writes a full struct back to the caller's: only the bytes its size field
+ * covers, the size field itself left as the caller set it. */
+static inline int sm_sized_out(void *dst, const void *src, size_t full, size_t min)
+{
+    size_t size = *(const size_t *)dst;
+
+    if (size < min)
+        return -EINVAL;
+    memcpy((char *)dst + sizeof(size_t), (const char *)src + sizeof(size_t),
+           (size < full ? size : full) - sizeof(size_t));
+    return 0;
+}
 
 #define SM_PATH_MAX 4096
 #define SM_ABSENT 1 /* open(): this scope does not exist here (informational) */
@@ -134,7 +192,7 @@ typedef struct sm_notes {
 SM_HIDDEN void sm_note(sm_notes *notes, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* ---- plan.c: docs/design.md §4-§5, shared by the monitor and sm_plan_compute -------- */
+/* ---- plan.c: docs/design.md §4-§5, shared by the monitor and sm_plan_estimate -------- */
 SM_HIDDEN int sm_collectors_of(int world_size, int local_world_size, int all_workers);
 SM_HIDDEN double sm_capped_interval(int collectors, double interval, int samples);
 
@@ -233,7 +291,7 @@ typedef struct sm_collector_ops {
     const char *name;
     const char *status_tag; /* "gpu", "cgroup", or NULL */
     /* Series one sample emits when attached: `series`, plus
-     * `series_per_device` for each device (GPU).  sm_plan_compute counts
+     * `series_per_device` for each device (GPU).  sm_plan_estimate counts
      * from these; tests tie them to what the collectors emit. */
     int series, series_per_device;
     size_t state_size;

@@ -187,6 +187,8 @@ int sm_monitor_set_all_workers(sm_monitor *m, int on)
 
 int sm_monitor_set_stop_timeout(sm_monitor *m, double seconds)
 {
+    if (seconds == SM_DEFAULT) /* the one default convention (scopemeter.h) */
+        seconds = SM_STOP_TIMEOUT_DEFAULT;
     if (!m || !(seconds >= 0) || seconds > SM_STOP_TIMEOUT_MAX)
         return -EINVAL;
     m->stop_timeout = seconds;
@@ -199,7 +201,7 @@ int sm_monitor_set_buffer_points(sm_monitor *m, size_t points)
         return -EINVAL;
     if (m->state != ST_NEW)
         return -EBUSY;
-    m->buffer_points = points;
+    m->buffer_points = points == (size_t)SM_DEFAULT ? 0 : points; /* 0: the default */
     return 0;
 }
 
@@ -350,12 +352,14 @@ static void resolve_config(sm_monitor *m)
 
 /* ---- records ------------------------------------------------------------------ */
 
+/* key and value must outlive the push (the sink copies them). */
 static void tag_record(sm_record *r, const char *key, const char *value, int64_t ts)
 {
     memset(r, 0, sizeof *r);
     r->kind = SM_RECORD_TAG;
-    snprintf(r->key, sizeof r->key, "%s", key);
-    snprintf(r->text, sizeof r->text, "%s", value);
+    r->key = key;
+    r->text = value;
+    r->text_len = strlen(value);
     r->timestamp_ms = ts;
 }
 
@@ -366,10 +370,11 @@ static void push_tags(sm_monitor *m, const sm_tags *t, const char *const *extra)
     int64_t ts = sm_now_ms();
     size_t n = 0;
 
-    for (size_t i = 0; t && i < t->n && n < m->nrecs_cap; i++) {
-        char key[256];
-        snprintf(key, sizeof key, "scopemeter.rank%d.%s", m->ctx.id.rank, t->v[i].key);
-        tag_record(&m->recs[n++], key, t->v[i].value, ts);
+    char keys[SM_TAGS_MAX][256]; /* the rank-keyed names, alive until the push */
+
+    for (size_t i = 0; t && i < t->n && i < SM_TAGS_MAX && n < m->nrecs_cap; i++) {
+        snprintf(keys[i], sizeof keys[i], "scopemeter.rank%d.%s", m->ctx.id.rank, t->v[i].key);
+        tag_record(&m->recs[n++], keys[i], t->v[i].value, ts);
     }
     for (size_t i = 0; extra && extra[i] && extra[i + 1] && n < m->nrecs_cap; i += 2)
         tag_record(&m->recs[n++], extra[i], extra[i + 1], ts);
@@ -440,7 +445,7 @@ static void emit_window(sm_monitor *m)
         r = &m->recs[n++];
         memset(r, 0, sizeof *r);
         r->kind = SM_RECORD_METRIC;
-        memcpy(r->key, s->name, sizeof r->key);
+        r->key = s->name; /* the slot's, alive until free */
         r->value = sm_round1(s->agg == SM_AGG_LAST ? s->last : s->sum / (double)s->n);
         r->timestamp_ms = ts;
         r->step = m->step;
@@ -1040,14 +1045,15 @@ int sm_monitor_report(sm_monitor *m, uint64_t delivered, uint64_t refused, uint6
     return 0;
 }
 
-int sm_monitor_drain(sm_monitor *m, sm_record *out, int cap, double timeout_s)
+int sm_monitor_drain_records(sm_monitor *m, sm_record *out, int cap, size_t record_size,
+                             double timeout_s)
 {
-    if (!m || !out || cap <= 0 || !m->use_queue)
+    if (!m || !out || cap <= 0 || !m->use_queue || record_size < SM_RECORD_SIZE_MIN)
         return -EINVAL;
     /* A queue sink lives from start to free, so a binding's drain thread and
      * a stop on another thread never race on it; the ring ends the stream. */
     if (m->sink)
-        return sm_sink_queue_drain(m->sink, out, cap, timeout_s);
+        return sm_sink_queue_drain(m->sink, out, cap, record_size, timeout_s);
     /* not started yet; or not collecting / start failed: no stream at all */
     return m->state == ST_NEW ? -EINVAL : -EPIPE;
 }

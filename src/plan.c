@@ -1,5 +1,5 @@
 /*
- * plan.c — sm_plan_compute: the preflight (docs/design.md §8).  Turning on
+ * plan.c — sm_plan_estimate: the preflight (docs/design.md §8).  Turning on
  * every worker multiplies series, charts and rows; a user should see those
  * numbers before deciding, not in a log line after.  Everything here
  * is arithmetic on the rules the monitor applies (collectors, write-load
@@ -80,7 +80,34 @@ double sm_capped_interval(int collectors, double interval, int samples)
     return interval * samples < min_period ? min_period / samples : interval;
 }
 
-int sm_plan_compute(const sm_plan_input *in, sm_plan *out, char *err, size_t errlen)
+/* The first sized layouts (scopemeter.h: a caller's size below them is
+ * -EINVAL): frozen, whatever fields come later. */
+#define PLAN_INPUT_SIZE_MIN (offsetof(sm_plan_input, container_limits) + sizeof(int))
+#define PLAN_SIZE_MIN (offsetof(sm_plan, process_series) + sizeof(int))
+
+static int compute(const sm_plan_input *in, sm_plan *out, char *err, size_t errlen);
+
+int sm_plan_estimate(const sm_plan_input *in, sm_plan *out, char *err, size_t errlen)
+{
+    sm_plan_input v = SM_PLAN_INPUT_INIT;
+    sm_plan p = SM_PLAN_INIT;
+    int rc;
+
+    if (in && out && (sm_sized_in(&v, sizeof v, in, PLAN_INPUT_SIZE_MIN) < 0 ||
+                      out->size < PLAN_SIZE_MIN)) {
+        if (err && errlen)
+            snprintf(err, errlen, "sm_plan_input or sm_plan without its size "
+                     "(SM_PLAN_INPUT_INIT, SM_PLAN_INIT)");
+        return -EINVAL;
+    }
+    rc = compute(in ? &v : NULL, out ? &p : NULL, err, errlen);
+    if (rc == 0)
+        sm_sized_out(out, &p, sizeof p, PLAN_SIZE_MIN);
+    return rc;
+}
+
+/* in and out are whole structs here (sm_plan_estimate). */
+static int compute(const sm_plan_input *in, sm_plan *out, char *err, size_t errlen)
 {
     char dummy[1];
     int pods, nodes, per_pod, gpus, samples, node_hosts, node_scope;
@@ -96,6 +123,15 @@ int sm_plan_compute(const sm_plan_input *in, sm_plan *out, char *err, size_t err
         return -EINVAL;
     }
     memset(out, 0, sizeof *out);
+    /* SM_DEFAULT where the default is not a bound check below (scopemeter.h) */
+    sm_plan_input dflt = *in;
+    if (dflt.workers == SM_DEFAULT)
+        dflt.workers = 1;
+    if (dflt.gpus_per_worker == SM_DEFAULT)
+        dflt.gpus_per_worker = 0;
+    dflt.all_workers = dflt.all_workers != SM_DEFAULT && dflt.all_workers != 0;
+    dflt.container_limits = dflt.container_limits == SM_DEFAULT || dflt.container_limits != 0;
+    in = &dflt;
     /* the same bounds and words as the monitor and every surface (scopemeter.h) */
     if (in->workers < 1 || in->workers > SM_PLAN_WORKERS_MAX) {
         snprintf(err, errlen, "workers must be between 1 and %d", SM_PLAN_WORKERS_MAX);

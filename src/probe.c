@@ -22,6 +22,7 @@ struct probe_series {
     char source[160];
     const char *scope;
     double value;
+    sm_series_info info; /* what sm_probe_series_at hands out (points at the above) */
 };
 
 struct sm_probe {
@@ -33,7 +34,10 @@ struct sm_probe {
     sm_notes notes;
     char gpu_status[sizeof ((sm_tag *)0)->value]; /* the whole .gpu tag value */
     const char *mode;
+    sm_cgroup_info cginfo; /* what sm_probe_cgroup_info hands out */
 };
+
+static void fill_infos(sm_probe *p);
 
 /* The modes in which this identity collects, from the monitor's own rule. */
 static const char *collect_mode(const sm_identity *id)
@@ -108,6 +112,7 @@ int sm_probe_run(double interval_s, sm_probe **out, char *err, size_t errlen)
         sm_note(&p->notes, SM_INFO,
                 "no node name (SCOPEMETER_NODE_NAME, NODE_NAME, SLURMD_NODENAME unset): "
                 "node tag 'unknown', keys without the node tier");
+    fill_infos(p);
     *out = p;
     p = NULL;
     rc = 0;
@@ -122,25 +127,22 @@ size_t sm_probe_series_count(const sm_probe *p)
     return p ? p->n : 0;
 }
 
-int sm_probe_series(const sm_probe *p, size_t i, sm_series_info *out)
-{
-    if (!p || i >= p->n || !out)
-        return -EINVAL;
-    out->key = p->s[i].key;
-    out->upstream = p->s[i].upstream;
-    out->value = p->s[i].value;
-    out->logged = sm_round1(p->s[i].value);
-    out->scope = p->s[i].scope;
-    out->unit = p->s[i].unit;
-    out->source = p->s[i].source;
-    return 0;
-}
-
-void sm_probe_cgroup(const sm_probe *p, sm_cgroup_info *out)
+/* The library-owned views (scopemeter.h: size first, fields only appended),
+ * filled once when the probe is complete. */
+static void fill_infos(sm_probe *p)
 {
     const sm_cgroup *cg = &p->cg;
+    sm_cgroup_info *out = &p->cginfo;
 
+    for (size_t i = 0; i < p->n; i++) {
+        struct probe_series *s = &p->s[i];
+        s->info = (sm_series_info){.size = sizeof s->info, .key = s->key,
+                                   .upstream = s->upstream, .value = s->value,
+                                   .logged = sm_round1(s->value), .scope = s->scope,
+                                   .unit = s->unit, .source = s->source};
+    }
     memset(out, 0, sizeof *out);
+    out->size = sizeof *out;
     out->found = p->cg_rc == 0;
     out->version = cg->version;
     out->dir = cg->mem_dir[0] ? cg->mem_dir : (cg->cpu_dir[0] ? cg->cpu_dir : NULL);
@@ -150,6 +152,16 @@ void sm_probe_cgroup(const sm_probe *p, sm_cgroup_info *out)
     out->cpu_limit_cores = cg->cpu_cores;
     out->why = cg->why;
     out->tag = cg->tag;
+}
+
+const sm_series_info *sm_probe_series_at(const sm_probe *p, size_t i)
+{
+    return p && i < p->n ? &p->s[i].info : NULL;
+}
+
+const sm_cgroup_info *sm_probe_cgroup_info(const sm_probe *p)
+{
+    return p ? &p->cginfo : NULL;
 }
 
 const sm_identity *sm_probe_identity(const sm_probe *p)

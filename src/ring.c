@@ -8,8 +8,9 @@
  *
  * Storage is compact.  A record in the ring is an sm_entry of 24 bytes; its
  * key and tag text live once in the ring's string table (a run has a fixed
- * set of series keys and a few dozen tags).  The public sm_record (768 bytes
- * of key and text) would make an hour's buffer of 131072 records 100 MB, and
+ * set of series keys and a few dozen tags).  A record with its strings
+ * inline (0.1's sm_record had 768 bytes of key and text) would make an
+ * hour's buffer of 131072 records 100 MB, and
  * a ring touches every page of its storage as its head goes round.  The
  * table is filled on push (under the lock) and never changes an entry once
  * published, so a consumer reads the strings of the entries it took without
@@ -79,10 +80,10 @@ void sm_ring_expand(const sm_ring *r, const sm_entry *e, sm_record *out)
 
     memset(out, 0, sizeof *out);
     out->kind = e->text ? SM_RECORD_TAG : SM_RECORD_METRIC;
-    memcpy(out->key, k, strnlen(k, sizeof out->key - 1));
+    out->key = k; /* the table's strings live until sm_ring_destroy */
     if (e->text) {
-        const char *t = sm_ring_str(r, e->text);
-        memcpy(out->text, t, strnlen(t, sizeof out->text - 1));
+        out->text = sm_ring_str(r, e->text);
+        out->text_len = strlen(out->text);
     }
     out->value = e->value;
     out->timestamp_ms = e->timestamp_ms;
@@ -158,9 +159,9 @@ void sm_ring_push(sm_ring *r, const sm_record *recs, size_t n)
         const sm_record *x = &recs[i];
         sm_entry e = {.value = x->value, .timestamp_ms = x->timestamp_ms, .step = x->step};
 
-        e.key = intern(r, x->key, strnlen(x->key, sizeof x->key));
-        if (x->kind == SM_RECORD_TAG)
-            e.text = intern(r, x->text, strnlen(x->text, sizeof x->text));
+        e.key = intern(r, x->key, strlen(x->key));
+        if (x->kind == SM_RECORD_TAG) /* whole: a tag value has no length cap here */
+            e.text = intern(r, x->text ? x->text : "", x->text ? x->text_len : 0);
         if (e.key == 0 || (x->kind == SM_RECORD_TAG && e.text == 0)) {
             r->dropped++; /* no room for one more distinct string */
             continue;

@@ -4,7 +4,7 @@
  * which must never block on the network: sinks keep a bounded ring
  * (ring.c) that drops the oldest records when full and counts them.
  *
- * Two sinks: sink_queue.c (a binding drains records with sm_monitor_drain,
+ * Two sinks: sink_queue.c (a binding drains records with sm_monitor_drain_records,
  * e.g. the Python front logging through MlflowClient) and
  * mlflow/sink_mlflow.c (a shipping thread posting to MLflow's REST API over
  * libcurl).  Adding a sink is one new file implementing these ops.
@@ -21,7 +21,9 @@
 
 /* ---- ring.c: bounded FIFO of records, drop-oldest on overflow ------------- */
 /* A record as the ring keeps it (24 bytes): key and tag text are ids in the
- * ring's string table (sm_ring_str); text 0 means a metric. */
+ * ring's string table (sm_ring_str); text 0 means a metric.  push() takes
+ * sm_record (scopemeter.h), whose key and text point at the producer's
+ * strings for the duration of the call; the ring copies them, whole. */
 typedef struct sm_entry {
     double value;
     int64_t timestamp_ms;
@@ -107,7 +109,12 @@ struct sm_sink {
 
 /* queue sink (sink_queue.c) */
 SM_HIDDEN int sm_sink_queue_new(size_t cap, sm_sink **out);
-SM_HIDDEN int sm_sink_queue_drain(sm_sink *s, sm_record *out, int cap, double timeout_s);
+/* The smallest record_size a drain takes: the first sm_record with string
+ * pointers (scopemeter.h), frozen whatever fields come later. */
+#define SM_RECORD_SIZE_MIN (offsetof(sm_record, text_len) + sizeof(size_t))
+/* out: cap records of record_size bytes (>= SM_RECORD_SIZE_MIN) each. */
+SM_HIDDEN int sm_sink_queue_drain(sm_sink *s, sm_record *out, int cap, size_t record_size,
+                                  double timeout_s);
 SM_HIDDEN size_t sm_sink_queue_len(sm_sink *s); /* records waiting; 0 for another sink */
 
 /* What the monitor hands a delivering sink's constructor at start. */

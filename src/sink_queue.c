@@ -1,7 +1,7 @@
 /*
  * sink_queue.c — the pull sink for language bindings.  The sampling thread
  * pushes each window's records into a ring; the binding drains them with
- * sm_monitor_drain() and logs them through its own client (the Python front
+ * sm_monitor_drain_records() and logs them through its own client (the Python front
  * uses MLflow's MlflowClient, so every tracking store MLflow supports works).
  *
  * flush() only closes the ring: the records already queued stay there for the
@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "sink.h"
 
@@ -70,11 +71,26 @@ fail:
     return rc;
 }
 
-int sm_sink_queue_drain(sm_sink *s, sm_record *out, int cap, double timeout_s)
+int sm_sink_queue_drain(sm_sink *s, sm_record *out, int cap, size_t record_size,
+                        double timeout_s)
 {
-    if (!s || s->ops != &queue_ops || !out || cap <= 0)
+    sm_record chunk[64];
+    int n;
+
+    if (!s || s->ops != &queue_ops || !out || cap <= 0 || record_size < SM_RECORD_SIZE_MIN)
         return -EINVAL;
-    return sm_ring_pop(s->impl, out, (size_t)cap, timeout_s);
+    if (record_size == sizeof *out) /* the caller's sm_record is this library's */
+        return sm_ring_pop(s->impl, out, (size_t)cap, timeout_s);
+    /* another stride (a program built against an older or newer header):
+     * the fields both know, zeros past ours (scopemeter.h) */
+    n = sm_ring_pop(s->impl, chunk, (size_t)cap < 64 ? (size_t)cap : 64, timeout_s);
+    for (int i = 0; i < n; i++) {
+        char *dst = (char *)out + (size_t)i * record_size;
+        memcpy(dst, &chunk[i], record_size < sizeof chunk[i] ? record_size : sizeof chunk[i]);
+        if (record_size > sizeof chunk[i])
+            memset(dst + sizeof chunk[i], 0, record_size - sizeof chunk[i]);
+    }
+    return n;
 }
 
 size_t sm_sink_queue_len(sm_sink *s)

@@ -686,7 +686,7 @@ def _plan_arg(name: str, value: Optional[float], integer: Literal[False]) -> flo
 def _plan_arg(name: str, value: Optional[float], integer: bool = True) -> Union[int, float]:
     """One argument of plan(): None is the engine's default; a value of the
     wrong type is a TypeError, a fraction where a whole number is wanted a
-    ValueError here; its bounds are checked by the engine (sm_plan_compute),
+    ValueError here; its bounds are checked by the engine (sm_plan_estimate),
     with the words of `scopemeter plan`."""
     default = _native.PLAN_DEFAULT
     _require_number("plan", name, value, whole=integer)

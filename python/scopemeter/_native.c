@@ -13,8 +13,8 @@
  *                threads are the C engine's and never touch Python; start(),
  *                drain() and stop() release the GIL while they wait, so
  *                training threads run meanwhile.
- *   plan(...)    sm_plan_compute (the same figures as `scopemeter plan`).
- *   identity()   sm_identity_from_env (rank, local rank, sizes, node).
+ *   plan(...)    sm_plan_estimate (the same figures as `scopemeter plan`).
+ *   identity()   sm_identity_read_env (rank, local rank, sizes, node).
  *   series_name(key, rank, node), series_scope(key), series_parse(key), version().
  *
  * Which path, the hooks (atexit, SIGTERM, MLflow's run end) and the
@@ -144,8 +144,10 @@ static int Monitor_init(PyObject *self_, PyObject *args, PyObject *kw)
         rc = sm_monitor_set_samples(self->m, samples);
     if (rc == 0)
         rc = sm_monitor_set_all_workers(self->m, all_workers);
+    /* Python says "the default" with None, never with the C API's SM_DEFAULT:
+     * a negative stop timeout stays an error here */
     if (rc == 0)
-        rc = sm_monitor_set_stop_timeout(self->m, stop_timeout);
+        rc = stop_timeout < 0 ? -EINVAL : sm_monitor_set_stop_timeout(self->m, stop_timeout);
     if (rc == 0 && buffer_points > 0)
         rc = sm_monitor_set_buffer_points(self->m, (size_t)buffer_points);
     /* one recorder per rank and run (docs/design.md §9): the queue path has
@@ -251,10 +253,8 @@ static PyObject *Monitor_start(PyObject *self_, PyObject *Py_UNUSED(ignored))
  * outside (node names from the environment, cgroup paths, values cut at a
  * byte limit) that need not be UTF-8: an invalid byte becomes U+FFFD rather
  * than an exception, which would lose every record of the drain. */
-static PyObject *text_of(const char *s, size_t cap)
+static PyObject *text_of(const char *s, size_t n)
 {
-    size_t n = strnlen(s, cap);
-
     return PyUnicode_DecodeUTF8(s, (Py_ssize_t)n, "replace");
 }
 
@@ -262,12 +262,12 @@ static PyObject *text_of(const char *s, size_t cap)
  * float for metrics and a str for tags. */
 static PyObject *record_tuple(const sm_record *r)
 {
-    PyObject *key = text_of(r->key, sizeof r->key), *value;
+    PyObject *key = text_of(r->key, strlen(r->key)), *value;
 
     if (!key)
         return NULL;
-    if (r->kind == SM_RECORD_TAG)
-        value = text_of(r->text, sizeof r->text);
+    if (r->kind == SM_RECORD_TAG) /* whole, whatever its length (scopemeter.h) */
+        value = text_of(r->text ? r->text : "", r->text_len);
     else
         value = PyFloat_FromDouble(r->value);
     if (!value) {
@@ -310,7 +310,7 @@ static PyObject *Monitor_drain(PyObject *self_, PyObject *args, PyObject *kw)
     }
     self->draining = 1;
     Py_BEGIN_ALLOW_THREADS
-    n = sm_monitor_drain(self->m, self->buf, cap, timeout);
+    n = sm_monitor_drain_records(self->m, self->buf, cap, sizeof *self->buf, timeout);
     Py_END_ALLOW_THREADS
     self->draining = 0;
 
@@ -356,7 +356,7 @@ static PyObject *Monitor_stop(PyObject *self_, PyObject *args, PyObject *kw)
 
         if (t == -1.0 && PyErr_Occurred())
             return NULL;
-        if (sm_monitor_set_stop_timeout(self->m, t) < 0) {
+        if (t < 0 || sm_monitor_set_stop_timeout(self->m, t) < 0) { /* < 0: not SM_DEFAULT here */
             PyErr_Format(PyExc_ValueError, "stop timeout must be between 0 and 86400 s, not %R",
                          timeout);
             return NULL;
@@ -498,11 +498,8 @@ static PyObject *mod_plan(PyObject *Py_UNUSED(mod), PyObject *args, PyObject *kw
 {
     static char *kwlist[] = {"workers", "workers_per_pod", "nodes", "gpus_per_worker",
                              "all_workers", "interval", "samples", "container_limits", NULL};
-    sm_plan_input in = {.workers = 1, .workers_per_pod = SM_PLAN_DEFAULT,
-                        .nodes = SM_PLAN_DEFAULT, .gpus_per_worker = 0, .all_workers = 0,
-                        .interval_s = SM_PLAN_DEFAULT, .samples = SM_PLAN_DEFAULT,
-                        .container_limits = 1};
-    sm_plan out;
+    sm_plan_input in = SM_PLAN_INPUT_INIT;
+    sm_plan out = SM_PLAN_INIT;
     char err[256] = "";
     PyObject *d;
     int rc;
@@ -512,8 +509,7 @@ static PyObject *mod_plan(PyObject *Py_UNUSED(mod), PyObject *args, PyObject *kw
                                      &in.all_workers, &in.interval_s, &in.samples,
                                      &in.container_limits))
         return NULL;
-    memset(&out, 0, sizeof out);
-    rc = sm_plan_compute(&in, &out, err, sizeof err);
+    rc = sm_plan_estimate(&in, &out, err, sizeof err);
     if (rc < 0) {
         PyErr_SetString(PyExc_ValueError, *err ? err : "invalid plan input");
         return NULL;
@@ -548,39 +544,34 @@ static PyObject *mod_plan(PyObject *Py_UNUSED(mod), PyObject *args, PyObject *kw
 
 static PyObject *mod_identity(PyObject *Py_UNUSED(mod), PyObject *Py_UNUSED(ignored))
 {
-    sm_identity id;
-    PyObject *d;
+    sm_identity *id = NULL;
+    const char *src;
+    PyObject *d = NULL;
     int rc;
 
-    memset(&id, 0, sizeof id);
-    rc = sm_identity_from_env(&id);
-    if (rc < 0 && !id.invalid[0])
+    rc = sm_identity_read_env(&id);
+    if (!id)
         return raise_errno(rc, "identity", NULL);
     d = PyDict_New();
     if (!d)
-        return NULL;
-    if (dict_set(d, "rank", PyLong_FromLong(id.rank)) < 0 ||
-        dict_set(d, "local_rank", PyLong_FromLong(id.local_rank)) < 0 ||
-        dict_set(d, "world_size", PyLong_FromLong(id.world_size)) < 0 ||
-        dict_set(d, "local_world_size", PyLong_FromLong(id.local_world_size)) < 0 ||
+        goto out;
+    src = sm_identity_node_source(id);
+    if (dict_set(d, "rank", PyLong_FromLong(sm_identity_rank(id))) < 0 ||
+        dict_set(d, "local_rank", PyLong_FromLong(sm_identity_local_rank(id))) < 0 ||
+        dict_set(d, "world_size", PyLong_FromLong(sm_identity_world_size(id))) < 0 ||
+        dict_set(d, "local_world_size", PyLong_FromLong(sm_identity_local_world_size(id))) < 0 ||
         /* the environment's bytes, as os.environ decodes them (a node name
          * that is not UTF-8 must not make identity() raise) */
-        dict_set(d, "node", PyUnicode_DecodeFSDefault(id.node)) < 0 ||
-        dict_set(d, "launcher", PyUnicode_FromString(id.launcher ? id.launcher : "none")) < 0 ||
-        dict_set(d, "invalid", id.invalid[0] ? PyUnicode_FromString(id.invalid)
-                                             : (Py_INCREF(Py_None), Py_None)) < 0) {
-        Py_DECREF(d);
-        return NULL;
-    }
-    if (id.node_source) {
-        if (dict_set(d, "node_source", PyUnicode_FromString(id.node_source)) < 0) {
-            Py_DECREF(d);
-            return NULL;
-        }
-    } else if (PyDict_SetItemString(d, "node_source", Py_None) < 0) {
-        Py_DECREF(d);
-        return NULL;
-    }
+        dict_set(d, "node", PyUnicode_DecodeFSDefault(sm_identity_node(id))) < 0 ||
+        dict_set(d, "launcher", PyUnicode_FromString(sm_identity_launcher(id))) < 0 ||
+        dict_set(d, "invalid", sm_identity_invalid(id)[0]
+                                   ? PyUnicode_FromString(sm_identity_invalid(id))
+                                   : (Py_INCREF(Py_None), Py_None)) < 0 ||
+        dict_set(d, "node_source", src ? PyUnicode_FromString(src)
+                                       : (Py_INCREF(Py_None), Py_None)) < 0)
+        Py_CLEAR(d);
+out:
+    sm_identity_free(id);
     return d;
 }
 
@@ -688,7 +679,7 @@ static PyMethodDef module_methods[] = {
      "plan(workers=1, workers_per_pod=PLAN_DEFAULT, nodes=PLAN_DEFAULT, gpus_per_worker=0, "
      "all_workers=False, "
      "interval=PLAN_DEFAULT, samples=PLAN_DEFAULT, container_limits=True) -> dict "
-     "(sm_plan_compute; PLAN_DEFAULT: the default)"},
+     "(sm_plan_estimate; PLAN_DEFAULT: the default)"},
     {"identity", mod_identity, METH_NOARGS,
      "identity() -> dict: rank, local_rank, world_size, local_world_size, node, launcher, "
      "invalid (None, or why the launcher's variables cannot be trusted)"},

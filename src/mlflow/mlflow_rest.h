@@ -127,7 +127,7 @@ SM_HIDDEN int sm_rest_call(sm_rest *r, const char *method, const char *endpoint,
 /* A cancel hook for the calls this thread makes (thread-local: the REST
  * sink's thread never sees it): while set, a request in flight is aborted and
  * a retry wait ends as soon as fn(arg) returns non-zero, and sm_rest_call
- * returns SM_REST_ABORTED with "cancelled".  sm_mlflow_resolve_run sets it to
+ * returns SM_REST_ABORTED with "cancelled".  sm_mlflow_resolve sets it to
  * the caller's sm_run_request.cancelled for its own calls.  NULL clears. */
 SM_HIDDEN void sm_rest_set_cancel(int (*fn)(void *arg), void *arg);
 

@@ -126,14 +126,58 @@ static int resolve(const sm_run_request *q, sm_run_result *out);
  * every request and retry wait of the resolution, not only the waits for rank
  * 0's run: a server that is down must not hold a SIGTERM for the whole
  * --startup-timeout. */
-int sm_mlflow_resolve_run(const sm_run_request *q, sm_run_result *out)
+/* The first sized layouts (scopemeter_mlflow.h), frozen. */
+#define REQUEST_SIZE_MIN (offsetof(sm_run_request, cancel_arg) + sizeof(void *))
+#define RESULT_SIZE_MIN (offsetof(sm_run_result, owns_run) + sizeof(int))
+
+int sm_mlflow_resolve(const sm_run_request *req, sm_run_result *out)
 {
+    sm_run_request q = SM_RUN_REQUEST_INIT;
+    sm_run_result r = SM_RUN_RESULT_INIT;
     int rc;
 
-    if (q && q->cancelled)
-        sm_rest_set_cancel(q->cancelled, q->cancel_arg);
-    rc = resolve(q, out);
+    if (!req || !out || sm_sized_in(&q, sizeof q, req, REQUEST_SIZE_MIN) < 0 ||
+        out->size < RESULT_SIZE_MIN)
+        return -EINVAL;
+    if (q.cancelled)
+        sm_rest_set_cancel(q.cancelled, q.cancel_arg);
+    rc = resolve(&q, &r);
     sm_rest_set_cancel(NULL, NULL);
+    sm_sized_out(out, &r, sizeof r, RESULT_SIZE_MIN);
+    return rc;
+}
+
+/* 0.1's entry point and layouts (src/compat.c says why): no size field, the
+ * identity a 0.1 struct of SM_IDENTITY_V0_SIZE bytes, which resolve reads
+ * no further than. */
+typedef struct {
+    const char *tracking_uri, *run_id, *experiment, *source_name;
+    const sm_identity *id;
+    double timeout_s;
+    int (*cancelled)(void *arg);
+    void *cancel_arg;
+} run_request_0_1;
+typedef struct {
+    char run_id[300];
+    int owns_run;
+} run_result_0_1;
+SM_EXTERN int sm_mlflow_resolve_run(const run_request_0_1 *q, run_result_0_1 *out);
+
+int sm_mlflow_resolve_run(const run_request_0_1 *q, run_result_0_1 *out)
+{
+    sm_run_result r = SM_RUN_RESULT_INIT;
+    int rc;
+
+    if (!q || !out)
+        return -EINVAL;
+    /* 0.1 read timeout_s <= 0 as "at once", never as the default */
+    sm_run_request n = {sizeof n, q->tracking_uri, q->run_id, q->experiment, q->source_name,
+                        q->id, q->timeout_s > 0 ? q->timeout_s : 0, q->cancelled,
+                        q->cancel_arg};
+    rc = sm_mlflow_resolve(&n, &r);
+    memset(out, 0, sizeof *out);
+    memcpy(out->run_id, r.run_id, sizeof out->run_id);
+    out->owns_run = r.owns_run;
     return rc;
 }
 
@@ -150,7 +194,7 @@ static int resolve(const sm_run_request *q, sm_run_result *out)
     if (!q || !out || !q->id || !sm_rest_is_http(q->tracking_uri))
         return -EINVAL;
     memset(out, 0, sizeof *out);
-    t = q->timeout_s > 0 ? q->timeout_s : 0.001;
+    t = q->timeout_s == SM_DEFAULT ? 30.0 : q->timeout_s > 0 ? q->timeout_s : 0.001;
     if (q->run_id && *q->run_id)
         return attach(q, q->run_id, "--run-id", out, t);
     if (env_run && *env_run && q->experiment && *q->experiment)

@@ -161,5 +161,31 @@ int main(void)
     setenv("SCOPEMETER_NODE_NAME", "override", 1);
     sm_identity_from_env(&id);
     CHECK_EQ_STR(id.node, "override");
+
+    /* the opaque handle of scopemeter.h reads the same as the fill */
+    {
+        sm_identity *h = NULL;
+        setenv("RANK", "5", 1);
+        setenv("LOCAL_RANK", "1", 1);
+        setenv("WORLD_SIZE", "8", 1);
+        setenv("LOCAL_WORLD_SIZE", "4", 1);
+        CHECK_EQ_INT(sm_identity_read_env(&h), 0);
+        CHECK_EQ_INT(sm_identity_rank(h), 5);
+        CHECK_EQ_INT(sm_identity_local_rank(h), 1);
+        CHECK_EQ_INT(sm_identity_world_size(h), 8);
+        CHECK_EQ_INT(sm_identity_local_world_size(h), 4);
+        CHECK_EQ_STR(sm_identity_node(h), "override");
+        CHECK_EQ_STR(sm_identity_node_source(h), "SCOPEMETER_NODE_NAME");
+        CHECK_EQ_STR(sm_identity_launcher(h), "torchrun");
+        CHECK_EQ_STR(sm_identity_invalid(h), "");
+        sm_identity_free(h);
+        /* malformed: -EINVAL, and the handle says why */
+        setenv("RANK", "abc", 1);
+        CHECK_EQ_INT(sm_identity_read_env(&h), -EINVAL);
+        CHECK(h != NULL && strstr(sm_identity_invalid(h), "RANK='abc'") != NULL);
+        CHECK_EQ_INT(sm_identity_rank(h), 0);
+        sm_identity_free(h);
+        CHECK_EQ_INT(sm_identity_read_env(NULL), -EINVAL);
+    }
     return CHECK_DONE();
 }

@@ -59,7 +59,7 @@ static int64_t wall_ms(void)
 /* Drains once (waiting up to timeout); appends to recs.  Returns drain's rc. */
 static int drain_some(sm_monitor *m, double timeout)
 {
-    int n = sm_monitor_drain(m, recs + nrecs, MAXREC - nrecs, timeout);
+    int n = sm_monitor_drain_records(m, recs + nrecs, MAXREC - nrecs, sizeof recs[0], timeout);
     if (n > 0)
         nrecs += n;
     return n;
@@ -187,7 +187,7 @@ static void test_windows(void)
     reset_env(fixture);
     nrecs = 0;
     m = queue_monitor(0.05, 2);
-    CHECK_EQ_INT(sm_monitor_drain(m, recs, 4, 0), -EINVAL); /* not started */
+    CHECK_EQ_INT(sm_monitor_drain_records(m, recs, 4, sizeof recs[0], 0), -EINVAL); /* not started */
     t0 = wall_ms();
     rc = sm_monitor_start(m, err, sizeof err);
     CHECK_EQ_INT(rc, 0);
@@ -215,7 +215,7 @@ static void test_windows(void)
     CHECK_EQ_INT(sm_monitor_stop(m), 0); /* idempotent */
     t1 = wall_ms();
     CHECK_EQ_INT(drain_all(m), -EPIPE);
-    CHECK_EQ_INT(sm_monitor_drain(m, recs, 4, 0), -EPIPE); /* and stays over */
+    CHECK_EQ_INT(sm_monitor_drain_records(m, recs, 4, sizeof recs[0], 0), -EPIPE); /* and stays over */
 
     /* the stop logged the last partial window */
     for (int i = before_stop; i < nrecs; i++)
@@ -294,7 +294,7 @@ static void test_who_collects(void)
     rc = sm_monitor_start(m, err, sizeof err);
     CHECK_EQ_INT(rc, SM_NOT_COLLECTING);
     CHECK(strstr(err, "rank 1") != NULL);
-    CHECK_EQ_INT(sm_monitor_drain(m, recs, 4, 0), -EPIPE); /* no stream */
+    CHECK_EQ_INT(sm_monitor_drain_records(m, recs, 4, sizeof recs[0], 0), -EPIPE); /* no stream */
     CHECK_EQ_INT(sm_monitor_stop(m), 0);
     sm_monitor_free(m);
 
@@ -450,7 +450,12 @@ static void test_config(void)
         CHECK_EQ_INT(sm_monitor_set_interval(m, NAN), -EINVAL);
         CHECK_EQ_INT(sm_monitor_set_interval(m, -1), 0); /* <= 0: environment */
         CHECK_EQ_INT(sm_monitor_set_samples(m, 1000000), -EINVAL);
-        CHECK_EQ_INT(sm_monitor_set_stop_timeout(m, -1), -EINVAL);
+        CHECK_EQ_INT(sm_monitor_set_stop_timeout(m, -2), -EINVAL);
+        /* SM_DEFAULT is "the default" in every setter (scopemeter.h) */
+        CHECK_EQ_INT(sm_monitor_set_stop_timeout(m, SM_DEFAULT), 0);
+        CHECK_EQ_INT(sm_monitor_set_samples(m, SM_DEFAULT), 0);
+        CHECK_EQ_INT(sm_monitor_set_interval(m, SM_DEFAULT), 0);
+        CHECK_EQ_INT(sm_monitor_set_buffer_points(m, (size_t)SM_DEFAULT), 0);
         sm_monitor_free(m);
     }
 }
@@ -664,7 +669,7 @@ static void *drain_thread(void *arg)
     sm_record buf[64];
     int rc;
 
-    while ((rc = sm_monitor_drain(d->m, buf, 64, 0.2)) >= 0)
+    while ((rc = sm_monitor_drain_records(d->m, buf, 64, sizeof buf[0], 0.2)) >= 0)
         for (int i = 0; i < rc; i++) {
             d->metrics += buf[i].kind == SM_RECORD_METRIC;
             d->tags += buf[i].kind == SM_RECORD_TAG;

@@ -7,6 +7,7 @@
  * The queue sink on top of it is checked at the end.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -21,7 +22,7 @@ static sm_record rec(int64_t step)
 
     memset(&r, 0, sizeof r);
     r.kind = SM_RECORD_METRIC;
-    snprintf(r.key, sizeof r.key, "system/k/rank0");
+    r.key = "system/k/rank0";
     r.value = (double)step;
     r.step = step;
     return r;
@@ -200,20 +201,67 @@ static void test_queue_sink(void)
         in[i] = rec(i);
     s->ops->push(s, in, 3);
     CHECK_EQ_INT(s->ops->dropped(s), 1);
-    CHECK_EQ_INT(sm_sink_queue_drain(s, out, 8, 0), 2);
+    CHECK_EQ_INT(sm_sink_queue_drain(s, out, 8, sizeof out[0], 0), 2);
     CHECK_EQ_INT(out[0].step, 1);
     s->ops->push(s, in, 1);
     CHECK_EQ_INT(s->ops->flush(s, sm_now_mono() + 1), 0); /* closes, does not wait */
-    CHECK_EQ_INT(sm_sink_queue_drain(s, out, 8, 0), 1);
-    CHECK_EQ_INT(sm_sink_queue_drain(s, out, 8, 5.0), -EPIPE);
-    CHECK_EQ_INT(sm_sink_queue_drain(s, out, 0, 0), -EINVAL);
+    CHECK_EQ_INT(sm_sink_queue_drain(s, out, 8, sizeof out[0], 0), 1);
+    CHECK_EQ_INT(sm_sink_queue_drain(s, out, 8, sizeof out[0], 5.0), -EPIPE);
+    CHECK_EQ_INT(sm_sink_queue_drain(s, out, 0, sizeof out[0], 0), -EINVAL);
+    s->ops->close(s);
+}
+
+/* A tag value longer than 0.1's 511 bytes goes through the queue whole, and
+ * a binding built against another sm_record gets its own stride: the fields
+ * it knows, zeros past this library's (scopemeter.h, "Growth"). */
+static void test_queue_long_tag_and_stride(void)
+{
+    enum { LONG = 6000 };
+    static char value[LONG + 1];
+    struct bigger { sm_record r; uint64_t later_field[3]; } big[2];
+    sm_sink *s = NULL;
+    sm_record in[2], out[2];
+
+    memset(value, 'v', LONG);
+    value[LONG - 1] = 'z'; /* the end is there, not only the start */
+    CHECK_EQ_INT(sm_sink_queue_new(16, &s), 0);
+    if (!s)
+        return;
+    memset(in, 0, sizeof in);
+    in[0].kind = SM_RECORD_TAG;
+    in[0].key = "scopemeter.rank0.long";
+    in[0].text = value;
+    in[0].text_len = LONG;
+    in[0].timestamp_ms = 77;
+    in[1] = rec(9);
+    s->ops->push(s, in, 2);
+    CHECK_EQ_INT(sm_sink_queue_drain(s, out, 2, sizeof out[0], 0), 2);
+    CHECK_EQ_INT(out[0].kind, SM_RECORD_TAG);
+    CHECK_EQ_STR(out[0].key, "scopemeter.rank0.long");
+    CHECK_EQ_INT(out[0].text_len, LONG);
+    CHECK(out[0].text && strcmp(out[0].text, value) == 0);
+    CHECK_EQ_INT(out[0].timestamp_ms, 77);
+    CHECK(out[1].kind == SM_RECORD_METRIC && out[1].text == NULL && out[1].text_len == 0);
+
+    /* a newer header's larger record: same fields, the unknown tail zeroed */
+    memset(big, 0xa5, sizeof big);
+    s->ops->push(s, in, 2);
+    CHECK_EQ_INT(sm_sink_queue_drain(s, &big[0].r, 2, sizeof big[0], 0), 2);
+    CHECK_EQ_INT(big[0].r.text_len, LONG);
+    CHECK_EQ_STR(big[0].r.key, "scopemeter.rank0.long");
+    CHECK_EQ_INT(big[1].r.step, 9);
+    CHECK(big[0].later_field[0] == 0 && big[1].later_field[2] == 0);
+    /* a record_size below the first sized sm_record is refused */
+    CHECK_EQ_INT(sm_sink_queue_drain(s, out, 2, offsetof(sm_record, text), 0), -EINVAL);
     s->ops->close(s);
 }
 
 /* The ring keeps 24-byte entries and each distinct string once; records come
- * back byte for byte (keys of 255 bytes, tag text of 511 bytes, empty text). */
+ * back whole (a key of 255 bytes, tag text of 4000 bytes, empty text). */
 static void test_compact_storage(void)
 {
+    static char key[256], text[4001];
+    char kbuf[64];
     sm_ring r;
     sm_record in[3], out[3];
     sm_entry ent[3];
@@ -222,13 +270,17 @@ static void test_compact_storage(void)
     CHECK_EQ_INT(sm_ring_init(&r, 1000), 0);
     memset(in, 0, sizeof in);
     in[0] = rec(5);
-    memset(in[0].key, 'k', sizeof in[0].key - 1);
+    memset(key, 'k', sizeof key - 1);
+    in[0].key = key;
     in[1].kind = SM_RECORD_TAG;
-    snprintf(in[1].key, sizeof in[1].key, "scopemeter.rank0.cgroup");
-    memset(in[1].text, 't', sizeof in[1].text - 1);
+    in[1].key = "scopemeter.rank0.cgroup";
+    memset(text, 't', sizeof text - 1);
+    in[1].text = text;
+    in[1].text_len = sizeof text - 1;
     in[1].timestamp_ms = 1234;
     in[2].kind = SM_RECORD_TAG; /* an empty value is a tag still */
-    snprintf(in[2].key, sizeof in[2].key, "scopemeter.rank0.empty");
+    in[2].key = "scopemeter.rank0.empty";
+    in[2].text = "";
     for (int w = 0; w < 300; w++) /* the same strings every window: stored once */
         sm_ring_push(&r, in, 3);
     CHECK_EQ_INT(r.nstr, 1 + 5); /* 3 keys, 2 texts ("" too) */
@@ -237,9 +289,17 @@ static void test_compact_storage(void)
     CHECK_EQ_INT(ent[0].text, 0);
     CHECK(ent[2].text != 0);
     CHECK_EQ_INT(sm_ring_pop(&r, out, 3, 0), 3);
-    CHECK(memcmp(&out[0], &in[0], sizeof out[0]) == 0);
-    CHECK(memcmp(&out[1], &in[1], sizeof out[1]) == 0);
-    CHECK(memcmp(&out[2], &in[2], sizeof out[2]) == 0);
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ_INT(out[i].kind, in[i].kind);
+        CHECK_EQ_STR(out[i].key, in[i].key);
+        CHECK(out[i].value == in[i].value);
+        CHECK_EQ_INT(out[i].timestamp_ms, in[i].timestamp_ms);
+        CHECK_EQ_INT(out[i].step, in[i].step);
+        CHECK_EQ_INT(out[i].text_len, in[i].text_len);
+    }
+    CHECK(out[0].text == NULL);
+    CHECK_EQ_STR(out[1].text, text);
+    CHECK_EQ_STR(out[2].text, "");
     sm_ring_destroy(&r);
 
     /* the table full: a record with a new string is dropped and counted,
@@ -247,14 +307,15 @@ static void test_compact_storage(void)
     CHECK_EQ_INT(sm_ring_init(&r, 4), 0);
     for (int i = 0; i < SM_RING_STRINGS + 10; i++) {
         sm_record x = rec(i);
-        snprintf(x.key, sizeof x.key, "system/k%d/rank0", i);
+        snprintf(kbuf, sizeof kbuf, "system/k%d/rank0", i);
+        x.key = kbuf;
         sm_ring_push(&r, &x, 1);
     }
     CHECK_EQ_INT(r.nstr, SM_RING_STRINGS);
     CHECK_EQ_INT(sm_ring_dropped(&r), (SM_RING_STRINGS + 10) - 4);
     {
         sm_record x = rec(1);
-        snprintf(x.key, sizeof x.key, "system/k1/rank0");
+        x.key = "system/k1/rank0";
         sm_ring_push(&r, &x, 1);
         CHECK_EQ_INT(sm_ring_pop(&r, out, 3, 0), 3);
         CHECK_EQ_INT(sm_ring_pop(&r, out, 3, 0), 1);
@@ -284,6 +345,7 @@ int main(void)
     test_close();
     test_timed_wait();
     test_queue_sink();
+    test_queue_long_tag_and_stride();
     test_compact_storage();
     test_clock();
     return CHECK_DONE();

@@ -138,7 +138,7 @@ static void metric(sm_record *r, const char *key, double v, int64_t step)
 {
     memset(r, 0, sizeof *r);
     r->kind = SM_RECORD_METRIC;
-    snprintf(r->key, sizeof r->key, "%s", key);
+    r->key = key; /* a literal: alive through the push */
     r->value = v;
     r->timestamp_ms = sm_now_ms();
     r->step = step;
@@ -242,11 +242,15 @@ static int ship_to_server(const char *uri)
     if (rc)
         return 1;
     for (int i = 0; i < N_TAGS; i++) {
+        static char keys[N_TAGS][32], texts[N_TAGS][32];
         sm_record *t = &r[n++];
         memset(t, 0, sizeof *t);
         t->kind = SM_RECORD_TAG;
-        snprintf(t->key, sizeof t->key, "scopemeter.test.tag%03d", i);
-        snprintf(t->text, sizeof t->text, "value %d \xff", i); /* invalid UTF-8 -> '?' */
+        snprintf(keys[i], sizeof keys[i], "scopemeter.test.tag%03d", i);
+        snprintf(texts[i], sizeof texts[i], "value %d \xff", i); /* invalid UTF-8 -> '?' */
+        t->key = keys[i];
+        t->text = texts[i];
+        t->text_len = strlen(texts[i]);
     }
     for (int i = 0; i < N_STEPS; i++) {
         metric(&r[n++], "system/test_a/rank0", i * 0.5, i);

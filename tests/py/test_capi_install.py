@@ -18,8 +18,18 @@ PROG = r"""
 #include <scopemeter_mlflow.h>
 int main(void)
 {
-    printf("header %s hex %06x library %s run-id-ok %d %d\n", SM_VERSION, SM_VERSION_HEX,
-           sm_version(), sm_mlflow_valid_run_id("0123abc"), sm_mlflow_valid_run_id("../x"));
+    /* the sized structs as a program fills them (scopemeter.h, "Growth") */
+    sm_plan_input in = SM_PLAN_INPUT_INIT;
+    sm_plan plan = SM_PLAN_INIT;
+    sm_run_request req = SM_RUN_REQUEST_INIT;
+    sm_run_result res = SM_RUN_RESULT_INIT;
+    int rc;
+    in.workers = 8;
+    rc = sm_plan_estimate(&in, &plan, NULL, 0);
+    printf("header %s hex %06x library %s run-id-ok %d %d plan %d %d sized %d\n", SM_VERSION,
+           SM_VERSION_HEX, sm_version(), sm_mlflow_valid_run_id("0123abc"),
+           sm_mlflow_valid_run_id("../x"), rc, plan.collectors,
+           req.size == sizeof req && res.size == sizeof res);
     return strcmp(SM_VERSION, sm_version()) != 0;
 }
 """
@@ -46,7 +56,8 @@ def test_installed_c_api_builds_with_pkg_config(tmp_path):
     src = tmp_path / "prog.c"
     src.write_text(PROG)
     exe = tmp_path / "prog"
-    cc = subprocess.run(["cc", "-std=c11", "-Wall", "-Werror", str(src), "-o", str(exe)] + flags,
+    # -Wextra: the SM_*_INIT macros initialise every field (-Wmissing-field-initializers)
+    cc = subprocess.run(["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", str(src), "-o", str(exe)] + flags,
                         capture_output=True, text=True, timeout=120)
     assert cc.returncode == 0, cc.stderr
     libdir = [f[2:] for f in flags if f.startswith("-L")][0]
@@ -55,4 +66,5 @@ def test_installed_c_api_builds_with_pkg_config(tmp_path):
     assert run.returncode == 0, run.stdout + run.stderr
     major, minor, patch = (int(x) for x in version.split("."))
     assert run.stdout.split() == ["header", version, "hex", f"{(major << 16) | (minor << 8) | patch:06x}",
-                                  "library", version, "run-id-ok", "1", "0"], run.stdout
+                                  "library", version, "run-id-ok", "1", "0", "plan", "0", "1",
+                                  "sized", "1"], run.stdout

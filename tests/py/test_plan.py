@@ -282,7 +282,7 @@ def test_bytes_per_row_against_mlflow_sqlite(tmp_path):
 ])
 def test_python_plan_validates_as_the_cli(kw, msg):
     """scopemeter.plan() and `scopemeter plan` share one validation
-    (sm_plan_compute): no silent default, no truncation, ValueError only."""
+    (sm_plan_estimate): no silent default, no truncation, ValueError only."""
     import scopemeter
     with pytest.raises(ValueError) as e:
         scopemeter.plan(**kw)

@@ -1,0 +1,314 @@
+/*
+ * scopemeter.h — the core API of libscopemeter: identity, names, probe,
+ * monitor, plan.  The MLflow part (REST sink, JSONL sink, REST helpers, run
+ * resolution) is in scopemeter_mlflow.h, which includes this one; it exists
+ * only in the full library (libscopemeter.so), never in the core.
+ *
+ * scopemeter records system metrics of a training process into MLflow with
+ * names that say what they measure (node_*, rootfs_*, network_*, gpu_i_*,
+ * container_*), rank and node in every key.  See docs/design.md.
+ *
+ * Conventions (as in curl and libuv):
+ *   - every symbol starts with sm_ / SM_; handles are opaque;
+ *   - functions return 0 on success or a negative errno-style code;
+ *   - where a message helps, the caller passes an error buffer (err, errlen)
+ *     which receives one human-readable line (never a secret).
+ *
+ * Thread safety: a handle is used by one thread at a time, with two
+ * exceptions: sm_monitor_stop() may be called from any thread (and from an
+ * atexit handler) while another thread is still in sm_monitor_drain() or
+ * sm_monitor_queued() on the same monitor — the drain then returns what is
+ * left and -EPIPE; sm_monitor_free() stops (bounded) and releases the
+ * handle, so call it only after every other call on it has returned (join
+ * the drain thread first).  Different handles are
+ * independent.  The monitor's own threads never call back into user code,
+ * except a log handler set with sm_set_log_handler().
+ */
+#ifndef SCOPEMETER_H
+#define SCOPEMETER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define SM_EXTERN __attribute__((visibility("default")))
+#else
+#define SM_EXTERN
+#endif
+
+/* SM_VERSION, SM_VERSION_{MAJOR,MINOR,PATCH}, SM_VERSION_HEX (0xMMmmpp):
+ * generated from VERSION, the one place the version is written. */
+#include "scopemeter_version.h"
+
+/* The library's version at run time ("0.1.0"); compare with SM_VERSION to
+ * catch a program built against another header. */
+SM_EXTERN const char *sm_version(void);
+
+/* A message for a code this API returned (negative errno-style, or
+ * SM_NOT_COLLECTING); never NULL. */
+SM_EXTERN const char *sm_strerror(int code);
+
+/* ---------------------------------------------------------------------------
+ * Bounds every surface checks, from one place (docs/design.md §4, §7): the
+ * CLI, sm_plan_compute() and the Python front (which reads them from its
+ * extension) validate with these values and these words.
+ * ------------------------------------------------------------------------- */
+#define SM_INTERVAL_MIN 0.01        /* s; below this a monitor is a busy loop */
+#define SM_INTERVAL_MAX 86400.0     /* s */
+#define SM_INTERVAL_DEFAULT 10.0    /* s, as MLflow's monitor */
+#define SM_SAMPLES_MAX 100000
+#define SM_STOP_TIMEOUT_MAX 86400.0 /* s */
+#define SM_STOP_TIMEOUT_DEFAULT 30.0 /* s */
+#define SM_GPUS_MAX 64              /* GPUs one process may see */
+/* MLflow's limits (mlflow/utils/validation.py): one log-batch request holds
+ * at most this many metrics, tags, and entities in all; a key at most
+ * SM_MLFLOW_KEY_MAX characters. */
+#define SM_MLFLOW_BATCH_METRICS 1000
+#define SM_MLFLOW_BATCH_TAGS 100
+#define SM_MLFLOW_BATCH_ENTITIES 1000
+#define SM_MLFLOW_KEY_MAX 250
+
+/* ---------------------------------------------------------------------------
+ * Lines.  Every line scopemeter prints (docs/design.md §6) goes to stderr as
+ * "scopemeter: <msg>" ("scopemeter: warning: <msg>" for warnings), written
+ * with one write(2).  An embedding program may route them instead: the
+ * handler receives the message without the prefix and the level; it may be
+ * called from the monitor's threads, so it must be thread-safe and must not
+ * call back into scopemeter.  NULL restores stderr.  Process-wide, like
+ * curl_global_init: set it before starting monitors.
+ * ------------------------------------------------------------------------- */
+enum sm_log_level { SM_LOG_INFO = 0, SM_LOG_WARNING = 1 };
+typedef void (*sm_log_fn)(int level, const char *msg, void *userdata);
+SM_EXTERN void sm_set_log_handler(sm_log_fn fn, void *userdata);
+
+/* ---------------------------------------------------------------------------
+ * Identity: who this process is in a distributed job (docs/design.md §4).
+ * Read from the launcher's environment: torchrun / Ray Train (RANK,
+ * LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE), Slurm (SLURM_PROCID,
+ * SLURM_LOCALID, SLURM_NTASKS, SLURM_NTASKS_PER_NODE or SLURM_TASKS_PER_NODE), Open MPI
+ * (OMPI_COMM_WORLD_*), MPICH/PMI (PMI_RANK, PMI_SIZE).  Node name from
+ * SCOPEMETER_NODE_NAME, NODE_NAME, SLURMD_NODENAME; empty when unknown.
+ * ------------------------------------------------------------------------- */
+typedef struct sm_identity {
+    int rank;              /* global rank, 0 when single process */
+    int local_rank;        /* rank inside the pod; missing counts as 0 */
+    int world_size;        /* >= 1 */
+    int local_world_size;  /* >= 1 */
+    char node[256];        /* "" when unknown (never "unknown" in a key) */
+    const char *launcher;  /* "torchrun", "slurm", "openmpi", "pmi", "none" */
+    const char *node_source; /* env variable the node came from, or NULL */
+    char invalid[256];     /* "" or why the launcher's variables cannot be trusted */
+} sm_identity;
+
+/* 0, or -EINVAL when a launcher variable is malformed (RANK=abc, RANK=-1,
+ * WORLD_SIZE=0, RANK >= WORLD_SIZE, ...): id->invalid says which, one line;
+ * such a process does not collect (docs/design.md §4). */
+SM_EXTERN int sm_identity_from_env(sm_identity *id);
+
+/* Whether a process of this identity collects (docs/design.md §4): by
+ * default rank 0; with all_workers every pod's local rank 0; never with an
+ * invalid identity.  1 or 0; why receives the one line that says why not. */
+SM_EXTERN int sm_collects(const sm_identity *id, int all_workers, char *why, size_t whylen);
+
+/* ---------------------------------------------------------------------------
+ * Names (docs/design.md §2): a pure function of (upstream key, rank, node).
+ * Writes "system/<scoped key>[/NODE]/rankN" into out.  An upstream key of a
+ * family no rule covers is -EINVAL; a too-small buffer is -ENOSPC.
+ * node may be NULL or "" (no node tier).
+ * ------------------------------------------------------------------------- */
+SM_EXTERN int sm_series_name(const char *upstream_key, int rank, const char *node,
+                             char *out, size_t outlen);
+
+/* Scope of an upstream or scoped key: "node", "rootfs", "pod", "gpu",
+ * "container", "process", or NULL for a key no rule covers. */
+SM_EXTERN const char *sm_series_scope(const char *key);
+
+/* ---------------------------------------------------------------------------
+ * Probe: one honest look at what this process would record here.
+ * Two samples `interval_s` apart; then every series with key, value, scope,
+ * unit and source; the cgroup found (or why none); the GPU status; notes.
+ * ------------------------------------------------------------------------- */
+typedef struct sm_probe sm_probe;
+
+typedef struct sm_series_info {
+    const char *key;      /* full MLflow key, e.g. system/container_memory_usage_megabytes/rank0 */
+    const char *upstream; /* collector key, e.g. container_memory_usage_megabytes */
+    double value;         /* as sampled */
+    double logged;        /* as it would be logged: rounded to 0.1 like MLflow */
+    const char *scope;    /* node | rootfs | pod | gpu | container */
+    const char *unit;     /* percent | MB | W */
+    const char *source;   /* file(s) or call the value came from */
+} sm_series_info;
+
+typedef struct sm_cgroup_info {
+    int found;            /* a cgroup directory was resolved */
+    int version;          /* 1 or 2, 0 when none */
+    const char *dir;      /* the process's own cgroup directory (memory controller) */
+    const char *limiting_dir; /* level holding the lowest memory limit, or NULL */
+    double mem_limit_bytes;   /* 0 = no memory limit */
+    double cpu_limit_cores;   /* 0 = no CPU limit */
+    const char *cpu_limiting_dir; /* level holding the lowest CPU quota, or NULL */
+    const char *why;      /* one line: how it was found or why there is none */
+    const char *tag;      /* value of scopemeter.rankN.cgroup */
+} sm_cgroup_info;
+
+SM_EXTERN int sm_probe_run(double interval_s, sm_probe **out, char *err, size_t errlen);
+SM_EXTERN size_t sm_probe_series_count(const sm_probe *p);
+SM_EXTERN int sm_probe_series(const sm_probe *p, size_t i, sm_series_info *out);
+SM_EXTERN void sm_probe_cgroup(const sm_probe *p, sm_cgroup_info *out);
+SM_EXTERN const sm_identity *sm_probe_identity(const sm_probe *p);
+/* which mode would collect this rank: "default,all_workers" (rank 0), "all_workers" (a
+ * pod's local rank 0), "default" (rank 0 with a local rank != 0), "none" */
+SM_EXTERN const char *sm_probe_collect_mode(const sm_probe *p);
+SM_EXTERN const char *sm_probe_gpu_status(const sm_probe *p); /* the .gpu tag value */
+SM_EXTERN size_t sm_probe_note_count(const sm_probe *p);
+SM_EXTERN const char *sm_probe_note(const sm_probe *p, size_t i);
+SM_EXTERN void sm_probe_free(sm_probe *p);
+
+/* ---------------------------------------------------------------------------
+ * Monitor: one sampling thread that records into one MLflow run.
+ *
+ *   sm_monitor *m = sm_monitor_new();
+ *   sm_monitor_set_run(m, "http://127.0.0.1:5000", run_id);
+ *   sm_monitor_start(m, err, sizeof err);
+ *   ... training ...
+ *   sm_monitor_stop(m);   // stop sampling, last window, end tags, flush
+ *   sm_monitor_free(m);
+ *
+ * Sinks: the MLflow REST sink and a local JSONL file (the full library,
+ * libscopemeter.so: scopemeter_mlflow.h, over libcurl and jansson), and a
+ * pull queue for language bindings, which drain finished records with
+ * sm_monitor_drain() and log them through their own client (the Python
+ * front's MlflowClient path).  This header is the core: libc, pthreads and
+ * libdl only.
+ * ------------------------------------------------------------------------- */
+typedef struct sm_monitor sm_monitor;
+
+SM_EXTERN sm_monitor *sm_monitor_new(void);
+
+/* interval <= 0 / samples <= 0 mean: SCOPEMETER_INTERVAL / SCOPEMETER_SAMPLES,
+ * else MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL / _SAMPLES_BEFORE_LOGGING,
+ * else 10 s x 1. */
+SM_EXTERN int sm_monitor_set_interval(sm_monitor *m, double seconds);
+SM_EXTERN int sm_monitor_set_samples(sm_monitor *m, int samples);
+SM_EXTERN int sm_monitor_set_all_workers(sm_monitor *m, int on);
+/* Stop bound, 0..86400 s, default 30; unlike the other settings it may also
+ * be set after start, from the thread that then stops (not during a stop). */
+SM_EXTERN int sm_monitor_set_stop_timeout(sm_monitor *m, double seconds);
+/* Points kept while the server is unreachable; default: one hour. */
+SM_EXTERN int sm_monitor_set_buffer_points(sm_monitor *m, size_t points);
+/* Pull sink for bindings: records wait in the monitor's bounded queue. */
+SM_EXTERN int sm_monitor_use_queue(sm_monitor *m);
+/* The recording key: an opaque string naming what this monitor records into
+ * (the Python front passes the run id for its queue; sm_monitor_set_run's
+ * run id is the default; NULL: none, as for a JSONL file of no run).  One
+ * monitor per (key, rank) records (docs/design.md §9): start binds the
+ * abstract unix socket @scopemeter/<key>/rank<N> and holds it until stop or
+ * free; a second one for the same key and rank says one line naming the
+ * first (its pid) and returns SM_NOT_COLLECTING.  Under all_workers a local
+ * rank other than 0 holds its name too, so the pod's collector records its
+ * process tree. */
+SM_EXTERN int sm_monitor_set_recording_key(sm_monitor *m, const char *key);
+
+/* Starts the sampling thread.  Returns 0 when collecting, SM_NOT_COLLECTING
+ * when this process does not collect under the rules of docs/design.md §4, or
+ * when its rank of the run already has a recorder (§9) (one line says why), or a negative error with a line in err.  -ENODATA: nothing to
+ * record here (no collector, no value); the monitor printed the line itself
+ * (err holds a copy) and pushed the scopemeter.skipped tag, which a queue
+ * binding drains before -EPIPE.  A monitor starts once (docs/monitor.md). */
+#define SM_NOT_COLLECTING 1
+SM_EXTERN int sm_monitor_start(sm_monitor *m, char *err, size_t errlen);
+
+/* Stop in the order of docs/design.md §7: stop sampling, log the last partial window,
+ * end tags, flush, detach; bounded by the stop timeout.  Idempotent.
+ * Returns 0, or -ETIMEDOUT when the bound was hit (one line said so). */
+SM_EXTERN int sm_monitor_stop(sm_monitor *m);
+SM_EXTERN void sm_monitor_free(sm_monitor *m);
+
+/* Effective values after the write-load cap (valid after start). */
+SM_EXTERN double sm_monitor_interval(const sm_monitor *m);
+SM_EXTERN int sm_monitor_samples(const sm_monitor *m);
+SM_EXTERN int sm_monitor_collectors(const sm_monitor *m);
+/* Points dropped because the buffer overflowed (oldest first). */
+SM_EXTERN uint64_t sm_monitor_dropped(const sm_monitor *m);
+
+/* A record handed to a binding: a metric point or a run tag. */
+enum sm_record_kind { SM_RECORD_METRIC = 1, SM_RECORD_TAG = 2 };
+typedef struct sm_record {
+    int kind;
+    char key[256];
+    char text[512];        /* tag value (SM_RECORD_TAG) */
+    double value;          /* metric value (SM_RECORD_METRIC) */
+    int64_t timestamp_ms;
+    int64_t step;
+} sm_record;
+
+/* Records waiting in the pull queue (0 without one). */
+SM_EXTERN size_t sm_monitor_queued(const sm_monitor *m);
+
+/* A binding that delivers the drained records itself prints the closing
+ * line with this, after stop and its last drain: what it delivered, what the
+ * store refused and what it could not deliver before its stop bound; the
+ * monitor adds its own counts (windows, points, tags, buffer overflow).  The
+ * REST sink prints the same line itself.  -EINVAL before stop or without the
+ * queue. */
+SM_EXTERN int sm_monitor_report(sm_monitor *m, uint64_t delivered, uint64_t refused,
+                                uint64_t undelivered);
+
+/* Pull sink: waits up to timeout_s for records, copies at most cap of them.
+ * Returns the number copied (> 0), 0 on timeout, or -EPIPE once the monitor
+ * has stopped and the queue is empty (the stream is over). */
+SM_EXTERN int sm_monitor_drain(sm_monitor *m, sm_record *out, int cap, double timeout_s);
+
+/* ---------------------------------------------------------------------------
+ * Plan: the preflight of docs/design.md §8 (docs/plan.md) (what turning on every worker costs).
+ * ------------------------------------------------------------------------- */
+/* A field left at SM_PLAN_DEFAULT takes its default; any other value outside
+ * its bounds is -EINVAL with the bound in err (0 is not "default"). */
+#define SM_PLAN_DEFAULT (-1)
+#define SM_PLAN_WORKERS_MAX 1048576
+typedef struct sm_plan_input {
+    int workers;            /* world size, 1..SM_PLAN_WORKERS_MAX */
+    int workers_per_pod;    /* local world size, 1..workers; default 1 */
+    int nodes;              /* 1..pods; default: one node per pod */
+    int gpus_per_worker;    /* GPUs per worker, 0..SM_GPUS_MAX (a pod shows workers_per_pod x this) */
+    int all_workers;        /* 0: rank 0 only */
+    double interval_s;      /* SM_INTERVAL_MIN..SM_INTERVAL_MAX; default 10 */
+    int samples;            /* 1..SM_SAMPLES_MAX; default 1 */
+    int container_limits;   /* 1 when pods have a cgroup limit (container_* exist) */
+} sm_plan_input;
+
+typedef struct sm_plan {
+    int collectors;
+    double interval_s;        /* effective, after the write-load cap */
+    int samples;
+    double period_s;          /* interval x samples */
+    int gpus_per_collector;   /* GPUs one collector logs: the pod's, workers_per_pod x G */
+    int series_per_collector;
+    /* of which: with the node tier (node_*, rootfs_*), GPU, container */
+    int node_series_per_collector;
+    int gpu_series_per_collector;
+    int container_series_per_collector;
+    int series;               /* = charts */
+    int charts;
+    int sections;
+    double rows_per_hour;
+    double bytes_per_row;     /* assumption, documented in docs/plan.md */
+    double bytes_per_day;
+    /* the process trees (docs/design.md §9): ranks whose tree is recorded (1
+     * by default, every worker with all_workers) and their series, included
+     * in series, charts, sections and rows */
+    int ranks_recorded;
+    int process_series;
+} sm_plan;
+
+SM_EXTERN int sm_plan_compute(const sm_plan_input *in, sm_plan *out, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SCOPEMETER_H */
