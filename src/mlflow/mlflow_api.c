@@ -5,7 +5,7 @@
  * training program can too.
  *
  * Each call owns a short-lived sm_rest (one easy handle) in the caller's
- * thread and retries transient failures until its timeout (mlflow_rest.c).
+ * thread and retries transient failures until its timeout (rest_retry.c).
  * Request shapes follow MLflow's REST API reference and its Python client
  * (mlflow/store/tracking/rest_store.py).
  */

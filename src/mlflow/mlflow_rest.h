@@ -21,6 +21,10 @@
  * A handle is used by one thread at a time (the thread that owns it).  The
  * Authorization value is a secret: it lives in the header list only, is never
  * formatted into a message, and is wiped on free.
+ *
+ * Implemented one job per file (rest_private.h holds what they share):
+ * rest_http.c one request, rest_auth.c credentials, rest_tls.c the TLS
+ * library and options, rest_retry.c the retry policy, rest_uri.c the URI.
  */
 #ifndef SM_MLFLOW_REST_H
 #define SM_MLFLOW_REST_H
