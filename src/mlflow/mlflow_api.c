@@ -376,18 +376,26 @@ int sm_mlflow_check_write_on(sm_rest *r, const char *run_id, double deadline, ch
     return rc;
 }
 
-int sm_mlflow_get_run(const char *uri, const char *run_id, char *status_out, size_t status_len,
-                      double timeout_s, char *err, size_t errlen)
+int sm_mlflow_get_run_steps(const char *uri, const char *run_id, char *status_out,
+                            size_t status_len, int rank, int64_t *last_step, double timeout_s,
+                            char *err, size_t errlen)
 {
     sm_rest r;
     int rc;
 
     if ((rc = open_rest(&r, uri, err, errlen)) < 0)
         return rc;
-    rc = sm_mlflow_get_run_on(&r, run_id, status_out, status_len, 0, NULL,
+    rc = sm_mlflow_get_run_on(&r, run_id, status_out, status_len, rank, last_step,
                               deadline_of(timeout_s), err, errlen);
     sm_rest_free(&r);
     return rc;
+}
+
+int sm_mlflow_get_run(const char *uri, const char *run_id, char *status_out, size_t status_len,
+                      double timeout_s, char *err, size_t errlen)
+{
+    return sm_mlflow_get_run_steps(uri, run_id, status_out, status_len, 0, NULL, timeout_s, err,
+                                   errlen);
 }
 
 /* POST req (consumed) to endpoint, no answer wanted. */

@@ -24,6 +24,50 @@
 
 #define JOB_TAG "scopemeter.job_id"
 #define CHECK_BOUND_S 5.0
+/* How long a check of attach() answers for the sink's start: `scopemeter
+ * run` starts the monitor right after the resolution; a program that
+ * starts one later gets a check of its own (the run may have ended since). */
+#define CHECK_FRESH_S 60.0
+
+/* The check attach() made, for the REST sink this thread starts next
+ * (sm_mlflow_take_run_check, mlflow_rest.h): the sink's check at start
+ * would ask runs/get again for the same answer.  Only a check the server
+ * answered is kept: a failed one leaves the sink to check (and say) for
+ * itself, as before. */
+static _Thread_local struct {
+    int set;
+    char uri[2048], run_id[300], status[32];
+    int rank;
+    int64_t last_step;
+    double at; /* monotonic */
+} checked;
+
+static void keep_check(const char *uri, const char *run_id, int rank, const char *status,
+                       int64_t last_step)
+{
+    checked.set = strlen(uri) < sizeof checked.uri && strlen(run_id) < sizeof checked.run_id;
+    snprintf(checked.uri, sizeof checked.uri, "%s", uri);
+    snprintf(checked.run_id, sizeof checked.run_id, "%s", run_id);
+    snprintf(checked.status, sizeof checked.status, "%s", status);
+    checked.rank = rank;
+    checked.last_step = last_step;
+    checked.at = sm_now_mono();
+}
+
+int sm_mlflow_take_run_check(const char *uri, const char *run_id, int rank, char *status,
+                             size_t status_len, int64_t *last_step)
+{
+    int ok = checked.set && uri && run_id && strcmp(checked.uri, uri) == 0 &&
+             strcmp(checked.run_id, run_id) == 0 && checked.rank == rank &&
+             sm_now_mono() - checked.at < CHECK_FRESH_S;
+
+    checked.set = 0; /* used once, or not at all */
+    if (!ok)
+        return 0;
+    snprintf(status, status_len, "%s", checked.status);
+    *last_step = checked.last_step;
+    return 1;
+}
 
 /* The launcher's id of this job, shared by all its ranks: TORCHELASTIC_RUN_ID
  * (torchrun's rendezvous id; "none" is torchrun's default for a multi-node
@@ -68,13 +112,16 @@ static int quotable(const char *s)
 
 /* 1: a given run id, checked once (a mistyped id would record into nothing;
  * a server that is down delays CMD by at most CHECK_BOUND_S, then points
- * wait).  The REST sink says more at start (an ended run, steps continued). */
+ * wait).  The REST sink says more at start (an ended run, steps continued)
+ * from the same answer (keep_check): one runs/get. */
 static int attach(const sm_run_request *q, const char *given, const char *why,
                   sm_run_result *out, double t)
 {
     char err[600], status[32] = "";
-    int rc = sm_mlflow_get_run(q->tracking_uri, given, status, sizeof status,
-                               t < CHECK_BOUND_S ? t : CHECK_BOUND_S, err, sizeof err);
+    int64_t last_step = -1;
+    int rc = sm_mlflow_get_run_steps(q->tracking_uri, given, status, sizeof status, q->id->rank,
+                                     &last_step, t < CHECK_BOUND_S ? t : CHECK_BOUND_S, err,
+                                     sizeof err);
 
     if (rc < 0 && q->cancelled && q->cancelled(q->cancel_arg))
         return -ECANCELED; /* the caller says why it stopped */
@@ -87,6 +134,8 @@ static int attach(const sm_run_request *q, const char *given, const char *why,
                "until the server answers", given, err, why);
     else
         sm_log(SM_INFO, "recording into run %s (%s, %s)", given, why, status);
+    if (rc == 0)
+        keep_check(q->tracking_uri, given, q->id->rank, status, last_step);
     snprintf(out->run_id, sizeof out->run_id, "%s", given);
     return 0;
 }
@@ -130,6 +179,7 @@ int sm_mlflow_resolve_run(const sm_run_request *q, sm_run_result *out)
 {
     int rc;
 
+    checked.set = 0; /* an earlier resolution's check answers for nothing now */
     if (q && q->cancelled)
         sm_rest_set_cancel(q->cancelled, q->cancel_arg);
     rc = resolve(q, out);
