@@ -423,6 +423,61 @@ static void set_options(sm_rest *r, const char *url, int post, const char *body,
     }
 }
 
+/* A transfer that got no answer: whether another try can help (a
+ * connection error, yes; a certificate or URL problem, no) and one line
+ * saying what happened.  Returns the outcome. */
+static int transfer_failed(sm_rest *r, CURLcode cc, const char *ep, sm_rest_result *res)
+{
+    /* curl's messages name host and port, never the userinfo or headers */
+    res->outcome = SM_REST_RETRY;
+    switch (cc) {
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_UNSUPPORTED_PROTOCOL:
+    case CURLE_URL_MALFORMAT:
+    case CURLE_OUT_OF_MEMORY:
+    case CURLE_TOO_MANY_REDIRECTS:
+        /* configuration problems: retrying cannot fix them */
+        res->outcome = SM_REST_REFUSED;
+        break;
+    case CURLE_SSL_CONNECT_ERROR:
+        /* https:// to a plain-http port: OpenSSL reads the HTTP answer
+         * as a TLS record ("wrong version number"); no retry fixes it */
+        if (strstr(r->errbuf, "wrong version number") || strstr(r->errbuf, "packet length")) {
+            res->outcome = SM_REST_REFUSED;
+            snprintf(res->msg, sizeof res->msg, "%s on %.200s: TLS handshake failed (%.120s): "
+                     "the server answers plain HTTP there? (use http://)", ep, r->shown,
+                     r->errbuf);
+            return res->outcome;
+        }
+        break;
+    default:
+        break;
+    }
+    if (cc == CURLE_WRITE_ERROR) /* on_body refused it: over RESP_MAX (or no memory) */
+        snprintf(res->msg, sizeof res->msg, "%s on %.200s: reply not read: larger than "
+                 "%u MiB (or out of memory)", ep, r->shown, RESP_MAX >> 20);
+    else {
+        /* the system's word for it ("Connection refused", "No route to
+         * host"), which libcurl's text ("Couldn't connect to server")
+         * leaves out */
+        long os_errno = 0;
+        char why[80] = "";
+        r->c->easy_getinfo(r->h, CURLINFO_OS_ERRNO, &os_errno);
+        if (os_errno > 0 && !strstr(r->errbuf, strerror((int)os_errno)))
+            snprintf(why, sizeof why, " (%s)", strerror((int)os_errno));
+        snprintf(res->msg, sizeof res->msg, "%s on %.200s: %.200s", ep, r->shown,
+                 r->errbuf[0] ? r->errbuf : r->c->easy_strerror(cc));
+        if (why[0]) {
+            size_t used = strlen(res->msg);
+            snprintf(res->msg + used, sizeof res->msg - used, "%s", why);
+        }
+    }
+    return res->outcome;
+}
+
 int sm_rest_once(sm_rest *r, const char *method, const char *endpoint, const char *body,
                  size_t body_len, sm_rest_result *res)
 {
@@ -458,56 +513,8 @@ int sm_rest_once(sm_rest *r, const char *method, const char *endpoint, const cha
         snprintf(res->msg, sizeof res->msg, "%s: aborted at stop", ep);
         return res->outcome;
     }
-    if (cc != CURLE_OK) {
-        /* curl's messages name host and port, never the userinfo or headers */
-        res->outcome = SM_REST_RETRY;
-        switch (cc) {
-        case CURLE_PEER_FAILED_VERIFICATION:
-        case CURLE_SSL_CACERT_BADFILE:
-        case CURLE_SSL_CERTPROBLEM:
-        case CURLE_SSL_CIPHER:
-        case CURLE_UNSUPPORTED_PROTOCOL:
-        case CURLE_URL_MALFORMAT:
-        case CURLE_OUT_OF_MEMORY:
-        case CURLE_TOO_MANY_REDIRECTS:
-            /* configuration problems: retrying cannot fix them */
-            res->outcome = SM_REST_REFUSED;
-            break;
-        case CURLE_SSL_CONNECT_ERROR:
-            /* https:// to a plain-http port: OpenSSL reads the HTTP answer
-             * as a TLS record ("wrong version number"); no retry fixes it */
-            if (strstr(r->errbuf, "wrong version number") || strstr(r->errbuf, "packet length")) {
-                res->outcome = SM_REST_REFUSED;
-                snprintf(res->msg, sizeof res->msg, "%s on %.200s: TLS handshake failed (%.120s): "
-                         "the server answers plain HTTP there? (use http://)", ep, r->shown,
-                         r->errbuf);
-                return res->outcome;
-            }
-            break;
-        default:
-            break;
-        }
-        if (cc == CURLE_WRITE_ERROR) /* on_body refused it: over RESP_MAX (or no memory) */
-            snprintf(res->msg, sizeof res->msg, "%s on %.200s: reply not read: larger than "
-                     "%u MiB (or out of memory)", ep, r->shown, RESP_MAX >> 20);
-        else {
-            /* the system's word for it ("Connection refused", "No route to
-             * host"), which libcurl's text ("Couldn't connect to server")
-             * leaves out */
-            long os_errno = 0;
-            char why[80] = "";
-            r->c->easy_getinfo(r->h, CURLINFO_OS_ERRNO, &os_errno);
-            if (os_errno > 0 && !strstr(r->errbuf, strerror((int)os_errno)))
-                snprintf(why, sizeof why, " (%s)", strerror((int)os_errno));
-            snprintf(res->msg, sizeof res->msg, "%s on %.200s: %.200s", ep, r->shown,
-                     r->errbuf[0] ? r->errbuf : r->c->easy_strerror(cc));
-            if (why[0]) {
-                size_t used = strlen(res->msg);
-                snprintf(res->msg + used, sizeof res->msg - used, "%s", why);
-            }
-        }
-        return res->outcome;
-    }
+    if (cc != CURLE_OK)
+        return transfer_failed(r, cc, ep, res);
     r->c->easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, &http);
     res->retry_after = r->retry_after;
     sm_rest_parse_reply(endpoint, http, r->resp, r->resp_len, res);

@@ -64,6 +64,47 @@ int sm_rest_is_https(const char *url)
     return url && strncasecmp(url, "https://", 8) == 0;
 }
 
+/* The authority of an http(s) URI: a host, and a port libcurl can use. */
+static int check_authority(sm_rest *r, const char *uri, char *err, size_t errlen)
+{
+    /* "http://" or "http:///x": curl would go looking for a host named
+     * by the path ("Could not resolve host: api"); say what is wrong */
+    const char *auth = uri + (uri[4] == ':' ? 7 : 8);
+    size_t alen = strcspn(auth, "/?#");
+    const char *at = memchr(auth, '@', alen);
+    if ((at ? (size_t)(auth + alen - at - 1) : alen) == 0 ||
+        (at ? at[1] : auth[0]) == ':') {
+        sm_rest_redact(uri, r->shown, sizeof r->shown);
+        snprintf(err, errlen, "tracking URI '%s' has no host (expected "
+                 "http(s)://HOST[:PORT][/PREFIX])", r->shown);
+        return -EINVAL;
+    }
+    /* the port, after the host ("[v6]:port" too): libcurl would say only
+     * "URL using bad/illegal format" of 99999 or -1 */
+    {
+        const char *host = at ? at + 1 : auth, *end = auth + alen;
+        const char *br = host[0] == '[' ? memchr(host, ']', (size_t)(end - host)) : NULL;
+        const char *colon = memchr(br ? br : host, ':', (size_t)(end - (br ? br : host)));
+        if (colon && colon + 1 < end) {
+            size_t plen = (size_t)(end - colon - 1);
+            long port = 0;
+            int ok = plen <= 5;
+            for (size_t i = 0; ok && i < plen; i++) {
+                ok = colon[1 + i] >= '0' && colon[1 + i] <= '9';
+                port = port * 10 + (colon[1 + i] - '0');
+            }
+            if (!ok || port < 1 || port > 65535) {
+                sm_rest_redact(uri, r->shown, sizeof r->shown);
+                snprintf(err, errlen, "tracking URI '%s': port %.*s is not a TCP port "
+                         "(1-65535)", r->shown, (int)(plen > 20 ? 20 : plen),
+                         colon + 1);
+                return -EINVAL;
+            }
+        }
+    }
+    return 0;
+}
+
 /* sm_rest_init's first step: the URI, before anything is allocated. */
 int sm_rest_uri_check(sm_rest *r, const char *uri, char *err, size_t errlen)
 {
@@ -82,43 +123,8 @@ int sm_rest_uri_check(sm_rest *r, const char *uri, char *err, size_t errlen)
     }
     memcpy(r->base, uri, n);
     r->base[n] = '\0';
-    {
-        /* "http://" or "http:///x": curl would go looking for a host named
-         * by the path ("Could not resolve host: api"); say what is wrong */
-        const char *auth = uri + (uri[4] == ':' ? 7 : 8);
-        size_t alen = strcspn(auth, "/?#");
-        const char *at = memchr(auth, '@', alen);
-        if ((at ? (size_t)(auth + alen - at - 1) : alen) == 0 ||
-            (at ? at[1] : auth[0]) == ':') {
-            sm_rest_redact(uri, r->shown, sizeof r->shown);
-            snprintf(err, errlen, "tracking URI '%s' has no host (expected "
-                     "http(s)://HOST[:PORT][/PREFIX])", r->shown);
-            return -EINVAL;
-        }
-        /* the port, after the host ("[v6]:port" too): libcurl would say only
-         * "URL using bad/illegal format" of 99999 or -1 */
-        {
-            const char *host = at ? at + 1 : auth, *end = auth + alen;
-            const char *br = host[0] == '[' ? memchr(host, ']', (size_t)(end - host)) : NULL;
-            const char *colon = memchr(br ? br : host, ':', (size_t)(end - (br ? br : host)));
-            if (colon && colon + 1 < end) {
-                size_t plen = (size_t)(end - colon - 1);
-                long port = 0;
-                int ok = plen <= 5;
-                for (size_t i = 0; ok && i < plen; i++) {
-                    ok = colon[1 + i] >= '0' && colon[1 + i] <= '9';
-                    port = port * 10 + (colon[1 + i] - '0');
-                }
-                if (!ok || port < 1 || port > 65535) {
-                    sm_rest_redact(uri, r->shown, sizeof r->shown);
-                    snprintf(err, errlen, "tracking URI '%s': port %.*s is not a TCP port "
-                             "(1-65535)", r->shown, (int)(plen > 20 ? 20 : plen),
-                             colon + 1);
-                    return -EINVAL;
-                }
-            }
-        }
-    }
+    if (check_authority(r, uri, err, errlen) < 0)
+        return -EINVAL;
     if (strpbrk(r->base, "?#")) {
         sm_rest_redact(r->base, r->shown, sizeof r->shown);
         snprintf(err, errlen, "tracking URI %s has a query or fragment; MLflow appends "
