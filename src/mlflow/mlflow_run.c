@@ -169,6 +169,37 @@ static int find_rank0_run(const sm_run_request *q, const char *exp_id, const cha
     return rc < 0 ? rc : -ENOENT;
 }
 
+/* 4: a new run in exp_id, tagged with its source and, for a job of several
+ * ranks, the job's id (what ranks > 0 and a restart look for). */
+static int create_run(const sm_run_request *q, const char *exp_id, const char *job,
+                      sm_run_result *out, double t)
+{
+    char err[600], shown[512];
+    const char *tags[9];
+    int n = 0, rc;
+
+    tags[n++] = "mlflow.source.name";
+    tags[n++] = q->source_name && *q->source_name ? q->source_name : "scopemeter";
+    tags[n++] = "mlflow.source.type";
+    tags[n++] = "LOCAL";
+    if (job) {
+        tags[n++] = JOB_TAG;
+        tags[n++] = job;
+    }
+    tags[n] = NULL;
+    rc = sm_mlflow_create_run(q->tracking_uri, exp_id, NULL, tags, out->run_id,
+                              sizeof out->run_id, t, err, sizeof err);
+    sm_mlflow_redact_uri(q->tracking_uri, shown, sizeof shown);
+    if (rc < 0) {
+        out->run_id[0] = '\0';
+        sm_log(SM_INFO, "cannot create an MLflow run at %s: %s", shown, err);
+        return rc;
+    }
+    out->owns_run = 1;
+    sm_log(SM_INFO, "created run %s in experiment %s at %s", out->run_id, exp_id, shown);
+    return 0;
+}
+
 static int resolve(const sm_run_request *q, sm_run_result *out);
 
 /* The caller's cancel (scopemeter run: a SIGTERM before CMD starts) reaches
@@ -189,13 +220,11 @@ int sm_mlflow_resolve_run(const sm_run_request *q, sm_run_result *out)
 
 static int resolve(const sm_run_request *q, sm_run_result *out)
 {
-    char err[600], exp_id[128], job[300], shown[512];
+    char err[600], exp_id[128], job[300];
     const char *env_run = getenv("MLFLOW_RUN_ID");
     const char *exp_name, *exp_env_id;
     double t;
     int have_job, rc;
-    const char *tags[9];
-    int n = 0;
 
     if (!q || !out || !q->id || !sm_rest_is_http(q->tracking_uri))
         return -EINVAL;
@@ -243,24 +272,5 @@ static int resolve(const sm_run_request *q, sm_run_result *out)
         }
     }
 
-    tags[n++] = "mlflow.source.name";
-    tags[n++] = q->source_name && *q->source_name ? q->source_name : "scopemeter";
-    tags[n++] = "mlflow.source.type";
-    tags[n++] = "LOCAL";
-    if (have_job && q->id->world_size > 1) {
-        tags[n++] = JOB_TAG;
-        tags[n++] = job;
-    }
-    tags[n] = NULL;
-    rc = sm_mlflow_create_run(q->tracking_uri, exp_id, NULL, tags, out->run_id,
-                              sizeof out->run_id, t, err, sizeof err);
-    sm_mlflow_redact_uri(q->tracking_uri, shown, sizeof shown);
-    if (rc < 0) {
-        out->run_id[0] = '\0';
-        sm_log(SM_INFO, "cannot create an MLflow run at %s: %s", shown, err);
-        return rc;
-    }
-    out->owns_run = 1;
-    sm_log(SM_INFO, "created run %s in experiment %s at %s", out->run_id, exp_id, shown);
-    return 0;
+    return create_run(q, exp_id, have_job && q->id->world_size > 1 ? job : NULL, out, t);
 }
