@@ -33,7 +33,11 @@
  *   clock.c          monotonic / wall clocks, condvars on CLOCK_MONOTONIC
  *   zalloc.c         zeroed memory resident only where written (big sparse structs)
  * The full library adds src/mlflow/ (libcurl, jansson; scopemeter_mlflow.h):
- *   mlflow_rest.c    one HTTP request to MLflow (auth, TLS, retries, redaction)
+ *   rest_http.c      one HTTP request to MLflow (mlflow_rest.h; its other jobs:)
+ *   rest_auth.c      credentials, the Authorization header
+ *   rest_tls.c       which libcurl (TLS module or not), TLS options, proxy
+ *   rest_retry.c     retry policy: backoff, Retry-After, sm_rest_call
+ *   rest_uri.c       the tracking URI: checked, redacted
  *   mlflow_api.c     the REST calls: experiments, runs, tags, end
  *   mlflow_run.c     which run a process records into (sm_mlflow_resolve)
  *   sink_mlflow.c    the REST sink (sm_monitor_set_run)

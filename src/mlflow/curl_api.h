@@ -5,7 +5,7 @@
  * CLI) links a libcurl without TLS, and reaches a libcurl with TLS through
  * the module scopemeter-https.so, loaded at the first https use (curl_api.c
  * says why).  The test programs link a libcurl with TLS and use it
- * directly.  mlflow_rest.c calls libcurl only through
+ * directly.  The REST client (rest_*.c) calls libcurl only through
  * the table of its handle, so an easy handle and its header list are always
  * made and freed by the same libcurl.
  */

@@ -5,7 +5,7 @@
  * training program can too.
  *
  * Each call owns a short-lived sm_rest (one easy handle) in the caller's
- * thread and retries transient failures until its timeout (mlflow_rest.c).
+ * thread and retries transient failures until its timeout (rest_retry.c).
  * Request shapes follow MLflow's REST API reference and its Python client
  * (mlflow/store/tracking/rest_store.py).
  */
@@ -78,87 +78,104 @@ void sm_mlflow_redact_uri(const char *uri, char *out, size_t outlen)
 }
 
 /* ---- experiments --------------------------------------------------------------- */
+/* By name, as mlflow.set_experiment(): the experiment, created when
+ * missing; a creation by another rank meanwhile (RESOURCE_ALREADY_EXISTS)
+ * is looked up again. */
+static int experiment_by_name(sm_rest *r, const char *name, char *id_out, size_t id_len,
+                              double deadline, char *err, size_t errlen)
+{
+    json_t *resp = NULL, *req = NULL;
+    char ep[1200], esc[1024];
+    int rc = 0, outcome;
+
+    if (sm_rest_escape(r, name, esc, sizeof esc) < 0) {
+        snprintf(err, errlen, "experiment name too long");
+        return -EINVAL;
+    }
+    for (int tries = 0; tries < 3; tries++) {
+        snprintf(ep, sizeof ep, "experiments/get-by-name?experiment_name=%s", esc);
+        outcome = sm_rest_call(r, "GET", ep, NULL, &resp, deadline, err, errlen);
+        rc = to_errno(r, outcome);
+        if (rc == 0) {
+            rc = copy_out(json_string_value(json_object_get(
+                              json_object_get(resp, "experiment"), "experiment_id")),
+                          id_out, id_len, err, errlen, "experiment_id");
+            const char *stage = json_string_value(json_object_get(
+                json_object_get(resp, "experiment"), "lifecycle_stage"));
+            if (rc == 0 && stage && strcmp(stage, "deleted") == 0) {
+                snprintf(err, errlen, "experiment '%.200s' is deleted (restore it or "
+                         "choose another name)", name);
+                rc = -ENOENT;
+            }
+            goto out;
+        }
+        if (rc != -ENOENT)
+            goto out;
+        /* missing: create it, as mlflow.set_experiment() does */
+        json_decref(req);
+        req = json_pack("{s:s}", "name", name);
+        if (!req) {
+            snprintf(err, errlen, "out of memory");
+            rc = -ENOMEM;
+            goto out;
+        }
+        outcome = sm_rest_call(r, "POST", "experiments/create", req, &resp, deadline, err,
+                               errlen);
+        rc = to_errno(r, outcome);
+        if (rc == 0) {
+            rc = copy_out(json_string_value(json_object_get(resp, "experiment_id")), id_out,
+                          id_len, err, errlen, "experiment_id");
+            goto out;
+        }
+        if (rc != -EEXIST)
+            goto out;
+        /* another rank created it meanwhile: look it up again */
+        json_decref(resp);
+        resp = NULL;
+    }
+out:
+    json_decref(req);
+    json_decref(resp);
+    return rc;
+}
+
+/* By id (MLFLOW_EXPERIMENT_ID): it must exist. */
+static int experiment_by_id(sm_rest *r, const char *id, char *id_out, size_t id_len,
+                            double deadline, char *err, size_t errlen)
+{
+    json_t *resp = NULL;
+    char ep[1200], esc[1024];
+    int rc;
+
+    if (sm_rest_escape(r, id, esc, sizeof esc) < 0) {
+        snprintf(err, errlen, "experiment id too long");
+        return -EINVAL;
+    }
+    snprintf(ep, sizeof ep, "experiments/get?experiment_id=%s", esc);
+    rc = to_errno(r, sm_rest_call(r, "GET", ep, NULL, &resp, deadline, err, errlen));
+    if (rc == 0)
+        rc = copy_out(id, id_out, id_len, err, errlen, "experiment_id");
+    else if (rc == -ENOENT || (rc == -EPROTO && r->last_http != 404))
+        snprintf(err, errlen, "experiment id %.64s does not exist on the server", id);
+    json_decref(resp);
+    return rc;
+}
+
 int sm_mlflow_experiment(const char *uri, const char *name, const char *id, char *id_out,
                          size_t id_len, double timeout_s, char *err, size_t errlen)
 {
     sm_rest r;
-    json_t *resp = NULL, *req = NULL;
-    char ep[1200], esc[1024];
     double deadline = deadline_of(timeout_s);
-    int rc, outcome;
+    int rc;
 
-    if (name && *name) {
-        if ((rc = open_rest(&r, uri, err, errlen)) < 0)
-            return rc;
-        if (sm_rest_escape(&r, name, esc, sizeof esc) < 0) {
-            snprintf(err, errlen, "experiment name too long");
-            rc = -EINVAL;
-            goto out;
-        }
-        for (int tries = 0; tries < 3; tries++) {
-            snprintf(ep, sizeof ep, "experiments/get-by-name?experiment_name=%s", esc);
-            outcome = sm_rest_call(&r, "GET", ep, NULL, &resp, deadline, err, errlen);
-            rc = to_errno(&r, outcome);
-            if (rc == 0) {
-                rc = copy_out(json_string_value(json_object_get(
-                                  json_object_get(resp, "experiment"), "experiment_id")),
-                              id_out, id_len, err, errlen, "experiment_id");
-                const char *stage = json_string_value(json_object_get(
-                    json_object_get(resp, "experiment"), "lifecycle_stage"));
-                if (rc == 0 && stage && strcmp(stage, "deleted") == 0) {
-                    snprintf(err, errlen, "experiment '%.200s' is deleted (restore it or "
-                             "choose another name)", name);
-                    rc = -ENOENT;
-                }
-                goto out;
-            }
-            if (rc != -ENOENT)
-                goto out;
-            /* missing: create it, as mlflow.set_experiment() does */
-            json_decref(req);
-            req = json_pack("{s:s}", "name", name);
-            if (!req) {
-                snprintf(err, errlen, "out of memory");
-                rc = -ENOMEM;
-                goto out;
-            }
-            outcome = sm_rest_call(&r, "POST", "experiments/create", req, &resp, deadline, err,
-                                   errlen);
-            rc = to_errno(&r, outcome);
-            if (rc == 0) {
-                rc = copy_out(json_string_value(json_object_get(resp, "experiment_id")), id_out,
-                              id_len, err, errlen, "experiment_id");
-                goto out;
-            }
-            if (rc != -EEXIST)
-                goto out;
-            /* another rank created it meanwhile: look it up again */
-            json_decref(resp);
-            resp = NULL;
-        }
-        goto out;
-    }
-    if (id && *id) {
-        if ((rc = open_rest(&r, uri, err, errlen)) < 0)
-            return rc;
-        if (sm_rest_escape(&r, id, esc, sizeof esc) < 0) {
-            snprintf(err, errlen, "experiment id too long");
-            rc = -EINVAL;
-            goto out;
-        }
-        snprintf(ep, sizeof ep, "experiments/get?experiment_id=%s", esc);
-        outcome = sm_rest_call(&r, "GET", ep, NULL, &resp, deadline, err, errlen);
-        rc = to_errno(&r, outcome);
-        if (rc == 0)
-            rc = copy_out(id, id_out, id_len, err, errlen, "experiment_id");
-        else if (rc == -ENOENT || (rc == -EPROTO && r.last_http != 404))
-            snprintf(err, errlen, "experiment id %.64s does not exist on the server", id);
-        goto out;
-    }
-    return copy_out("0", id_out, id_len, err, errlen, "experiment_id"); /* Default */
-out:
-    json_decref(req);
-    json_decref(resp);
+    if ((!name || !*name) && (!id || !*id))
+        return copy_out("0", id_out, id_len, err, errlen, "experiment_id"); /* Default */
+    if ((rc = open_rest(&r, uri, err, errlen)) < 0)
+        return rc;
+    if (name && *name)
+        rc = experiment_by_name(&r, name, id_out, id_len, deadline, err, errlen);
+    else
+        rc = experiment_by_id(&r, id, id_out, id_len, deadline, err, errlen);
     sm_rest_free(&r);
     return rc;
 }
@@ -376,18 +393,26 @@ int sm_mlflow_check_write_on(sm_rest *r, const char *run_id, double deadline, ch
     return rc;
 }
 
-int sm_mlflow_get_run(const char *uri, const char *run_id, char *status_out, size_t status_len,
-                      double timeout_s, char *err, size_t errlen)
+int sm_mlflow_get_run_steps(const char *uri, const char *run_id, char *status_out,
+                            size_t status_len, int rank, int64_t *last_step, double timeout_s,
+                            char *err, size_t errlen)
 {
     sm_rest r;
     int rc;
 
     if ((rc = open_rest(&r, uri, err, errlen)) < 0)
         return rc;
-    rc = sm_mlflow_get_run_on(&r, run_id, status_out, status_len, 0, NULL,
+    rc = sm_mlflow_get_run_on(&r, run_id, status_out, status_len, rank, last_step,
                               deadline_of(timeout_s), err, errlen);
     sm_rest_free(&r);
     return rc;
+}
+
+int sm_mlflow_get_run(const char *uri, const char *run_id, char *status_out, size_t status_len,
+                      double timeout_s, char *err, size_t errlen)
+{
+    return sm_mlflow_get_run_steps(uri, run_id, status_out, status_len, 0, NULL, timeout_s, err,
+                                   errlen);
 }
 
 /* POST req (consumed) to endpoint, no answer wanted. */

@@ -21,6 +21,10 @@
  * A handle is used by one thread at a time (the thread that owns it).  The
  * Authorization value is a secret: it lives in the header list only, is never
  * formatted into a message, and is wiped on free.
+ *
+ * Implemented one job per file (rest_private.h holds what they share):
+ * rest_http.c one request, rest_auth.c credentials, rest_tls.c the TLS
+ * library and options, rest_retry.c the retry policy, rest_uri.c the URI.
  */
 #ifndef SM_MLFLOW_REST_H
 #define SM_MLFLOW_REST_H
@@ -163,6 +167,22 @@ SM_HIDDEN int sm_rest_escape(sm_rest *r, const char *in, char *out, size_t outle
 SM_HIDDEN int sm_mlflow_get_run_on(sm_rest *r, const char *run_id, char *status_out,
                                    size_t status_len, int rank, int64_t *last_step,
                                    double deadline, char *err, size_t errlen);
+
+/* mlflow_api.c: sm_mlflow_get_run (scopemeter_mlflow.h) with the last
+ * step of rank's system metrics as sm_mlflow_get_run_on gives it. */
+SM_HIDDEN int sm_mlflow_get_run_steps(const char *uri, const char *run_id, char *status_out,
+                                      size_t status_len, int rank, int64_t *last_step,
+                                      double timeout_s, char *err, size_t errlen);
+
+/* mlflow_run.c: the run check sm_mlflow_resolve_run made on this thread
+ * when it attached to a given run (runs/get: the run's status and the
+ * rank's last system step), for the REST sink this thread starts next on
+ * the same URI, run and rank (sm_monitor_start calls the sink's constructor
+ * on the caller's thread), so that `scopemeter run --run-id` asks runs/get
+ * once.  1 with status and *last_step set, and the check is used up; 0 when
+ * none matches or it is too old to trust (the sink then asks itself). */
+SM_HIDDEN int sm_mlflow_take_run_check(const char *uri, const char *run_id, int rank,
+                                       char *status, size_t status_len, int64_t *last_step);
 
 /* mlflow_api.c: whether these credentials may write to the run: runs/update
  * naming only the run (MLflow >= 2.3 changes only the fields a request

@@ -24,6 +24,50 @@
 
 #define JOB_TAG "scopemeter.job_id"
 #define CHECK_BOUND_S 5.0
+/* How long a check of attach() answers for the sink's start: `scopemeter
+ * run` starts the monitor right after the resolution; a program that
+ * starts one later gets a check of its own (the run may have ended since). */
+#define CHECK_FRESH_S 60.0
+
+/* The check attach() made, for the REST sink this thread starts next
+ * (sm_mlflow_take_run_check, mlflow_rest.h): the sink's check at start
+ * would ask runs/get again for the same answer.  Only a check the server
+ * answered is kept: a failed one leaves the sink to check (and say) for
+ * itself, as before. */
+static _Thread_local struct {
+    int set;
+    char uri[2048], run_id[300], status[32];
+    int rank;
+    int64_t last_step;
+    double at; /* monotonic */
+} checked;
+
+static void keep_check(const char *uri, const char *run_id, int rank, const char *status,
+                       int64_t last_step)
+{
+    checked.set = strlen(uri) < sizeof checked.uri && strlen(run_id) < sizeof checked.run_id;
+    snprintf(checked.uri, sizeof checked.uri, "%s", uri);
+    snprintf(checked.run_id, sizeof checked.run_id, "%s", run_id);
+    snprintf(checked.status, sizeof checked.status, "%s", status);
+    checked.rank = rank;
+    checked.last_step = last_step;
+    checked.at = sm_now_mono();
+}
+
+int sm_mlflow_take_run_check(const char *uri, const char *run_id, int rank, char *status,
+                             size_t status_len, int64_t *last_step)
+{
+    int ok = checked.set && uri && run_id && strcmp(checked.uri, uri) == 0 &&
+             strcmp(checked.run_id, run_id) == 0 && checked.rank == rank &&
+             sm_now_mono() - checked.at < CHECK_FRESH_S;
+
+    checked.set = 0; /* used once, or not at all */
+    if (!ok)
+        return 0;
+    snprintf(status, status_len, "%s", checked.status);
+    *last_step = checked.last_step;
+    return 1;
+}
 
 /* The launcher's id of this job, shared by all its ranks: TORCHELASTIC_RUN_ID
  * (torchrun's rendezvous id; "none" is torchrun's default for a multi-node
@@ -68,13 +112,16 @@ static int quotable(const char *s)
 
 /* 1: a given run id, checked once (a mistyped id would record into nothing;
  * a server that is down delays CMD by at most CHECK_BOUND_S, then points
- * wait).  The REST sink says more at start (an ended run, steps continued). */
+ * wait).  The REST sink says more at start (an ended run, steps continued)
+ * from the same answer (keep_check): one runs/get. */
 static int attach(const sm_run_request *q, const char *given, const char *why,
                   sm_run_result *out, double t)
 {
     char err[600], status[32] = "";
-    int rc = sm_mlflow_get_run(q->tracking_uri, given, status, sizeof status,
-                               t < CHECK_BOUND_S ? t : CHECK_BOUND_S, err, sizeof err);
+    int64_t last_step = -1;
+    int rc = sm_mlflow_get_run_steps(q->tracking_uri, given, status, sizeof status, q->id->rank,
+                                     &last_step, t < CHECK_BOUND_S ? t : CHECK_BOUND_S, err,
+                                     sizeof err);
 
     if (rc < 0 && q->cancelled && q->cancelled(q->cancel_arg))
         return -ECANCELED; /* the caller says why it stopped */
@@ -87,6 +134,8 @@ static int attach(const sm_run_request *q, const char *given, const char *why,
                "until the server answers", given, err, why);
     else
         sm_log(SM_INFO, "recording into run %s (%s, %s)", given, why, status);
+    if (rc == 0)
+        keep_check(q->tracking_uri, given, q->id->rank, status, last_step);
     snprintf(out->run_id, sizeof out->run_id, "%s", given);
     return 0;
 }
@@ -120,6 +169,37 @@ static int find_rank0_run(const sm_run_request *q, const char *exp_id, const cha
     return rc < 0 ? rc : -ENOENT;
 }
 
+/* 4: a new run in exp_id, tagged with its source and, for a job of several
+ * ranks, the job's id (what ranks > 0 and a restart look for). */
+static int create_run(const sm_run_request *q, const char *exp_id, const char *job,
+                      sm_run_result *out, double t)
+{
+    char err[600], shown[512];
+    const char *tags[9];
+    int n = 0, rc;
+
+    tags[n++] = "mlflow.source.name";
+    tags[n++] = q->source_name && *q->source_name ? q->source_name : "scopemeter";
+    tags[n++] = "mlflow.source.type";
+    tags[n++] = "LOCAL";
+    if (job) {
+        tags[n++] = JOB_TAG;
+        tags[n++] = job;
+    }
+    tags[n] = NULL;
+    rc = sm_mlflow_create_run(q->tracking_uri, exp_id, NULL, tags, out->run_id,
+                              sizeof out->run_id, t, err, sizeof err);
+    sm_mlflow_redact_uri(q->tracking_uri, shown, sizeof shown);
+    if (rc < 0) {
+        out->run_id[0] = '\0';
+        sm_log(SM_INFO, "cannot create an MLflow run at %s: %s", shown, err);
+        return rc;
+    }
+    out->owns_run = 1;
+    sm_log(SM_INFO, "created run %s in experiment %s at %s", out->run_id, exp_id, shown);
+    return 0;
+}
+
 static int resolve(const sm_run_request *q, sm_run_result *out);
 
 /* The caller's cancel (scopemeter run: a SIGTERM before CMD starts) reaches
@@ -136,6 +216,7 @@ int sm_mlflow_resolve(const sm_run_request *req, sm_run_result *out)
     sm_run_result r = SM_RUN_RESULT_INIT;
     int rc;
 
+    checked.set = 0; /* an earlier resolution's check answers for nothing now */
     if (!req || !out || sm_sized_in(&q, sizeof q, req, REQUEST_SIZE_MIN) < 0 ||
         out->size < RESULT_SIZE_MIN)
         return -EINVAL;
@@ -183,13 +264,11 @@ int sm_mlflow_resolve_run(const run_request_0_1 *q, run_result_0_1 *out)
 
 static int resolve(const sm_run_request *q, sm_run_result *out)
 {
-    char err[600], exp_id[128], job[300], shown[512];
+    char err[600], exp_id[128], job[300];
     const char *env_run = getenv("MLFLOW_RUN_ID");
     const char *exp_name, *exp_env_id;
     double t;
     int have_job, rc;
-    const char *tags[9];
-    int n = 0;
 
     if (!q || !out || !q->id || !sm_rest_is_http(q->tracking_uri))
         return -EINVAL;
@@ -237,24 +316,5 @@ static int resolve(const sm_run_request *q, sm_run_result *out)
         }
     }
 
-    tags[n++] = "mlflow.source.name";
-    tags[n++] = q->source_name && *q->source_name ? q->source_name : "scopemeter";
-    tags[n++] = "mlflow.source.type";
-    tags[n++] = "LOCAL";
-    if (have_job && q->id->world_size > 1) {
-        tags[n++] = JOB_TAG;
-        tags[n++] = job;
-    }
-    tags[n] = NULL;
-    rc = sm_mlflow_create_run(q->tracking_uri, exp_id, NULL, tags, out->run_id,
-                              sizeof out->run_id, t, err, sizeof err);
-    sm_mlflow_redact_uri(q->tracking_uri, shown, sizeof shown);
-    if (rc < 0) {
-        out->run_id[0] = '\0';
-        sm_log(SM_INFO, "cannot create an MLflow run at %s: %s", shown, err);
-        return rc;
-    }
-    out->owns_run = 1;
-    sm_log(SM_INFO, "created run %s in experiment %s at %s", out->run_id, exp_id, shown);
-    return 0;
+    return create_run(q, exp_id, have_job && q->id->world_size > 1 ? job : NULL, out, t);
 }

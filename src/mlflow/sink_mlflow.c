@@ -547,14 +547,17 @@ int sm_mlflow_valid_run_id(const char *id)
 /* The run is checked once, before any window: a missing or deleted run is
  * an error of start (one line), not a refusal per window.  A server that
  * does not answer in CHECK_TIMEOUT_S is said and the points wait for it. */
-static int check_run(mlsink *s, int rank, double bound, char *err, size_t errlen)
+static int check_run(mlsink *s, const char *uri, int rank, double bound, char *err,
+                     size_t errlen)
 {
     char why[512] = "", status[32] = "";
     int64_t last = -1;
-    int rc;
+    int rc = 0;
 
-    rc = sm_mlflow_get_run_on(&s->rest, s->run_id, status, sizeof status, rank, &last,
-                              sm_now_mono() + bound, why, sizeof why);
+    /* the run resolution on this thread asked runs/get already (mlflow_run.c) */
+    if (!sm_mlflow_take_run_check(uri, s->run_id, rank, status, sizeof status, &last))
+        rc = sm_mlflow_get_run_on(&s->rest, s->run_id, status, sizeof status, rank, &last,
+                                  sm_now_mono() + bound, why, sizeof why);
     if (rc == -ENOENT || rc == -EACCES || rc == -EINVAL || rc == -EIO || rc == -EPROTO) {
         snprintf(err, errlen, "%s", why);
         return rc;
@@ -643,8 +646,8 @@ int sm_sink_mlflow_new(const sm_sink_config *cfg, char *err, size_t errlen, sm_s
     if (rc == 0)
         rc = sm_rest_add_headers(&s->rest, cfg->headers, err, errlen);
     if (rc == 0 && cfg->check_s >= 0)
-        rc = check_run(s, cfg->rank, cfg->check_s > 0 ? cfg->check_s : CHECK_TIMEOUT_S, err,
-                       errlen);
+        rc = check_run(s, cfg->target, cfg->rank,
+                       cfg->check_s > 0 ? cfg->check_s : CHECK_TIMEOUT_S, err, errlen);
     if (rc < 0)
         goto fail;
     s->rest.abort_flag = &s->abort;

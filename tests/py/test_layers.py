@@ -10,7 +10,7 @@ import re
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
-MLFLOW = {"scopemeter_mlflow.h", "mlflow_rest.h", "curl_api.h", "jansson.h"}
+MLFLOW = {"scopemeter_mlflow.h", "mlflow_rest.h", "rest_private.h", "curl_api.h", "jansson.h"}
 LIBC_OK = re.compile(r"^(std[a-z]+|string|strings|errno|limits|math|ctype|inttypes|stddef|"
                      r"stdarg|stdint|stdbool|stdio|stdlib)\.h$")
 
@@ -49,6 +49,17 @@ def test_the_mlflow_layer_does_not_include_a_surface():
     assert rest
     bad = [(os.path.relpath(f, ROOT), n) for f in rest for _, n in includes(f)
            if n in ("cli.h", "oom_guard.h") or n.startswith("Python")]
+    assert not bad, bad
+
+
+def test_the_rest_clients_private_header_stays_inside_it():
+    """rest_private.h is what the REST client's files (rest_*.c) share; every
+    other file reaches the client through mlflow_rest.h."""
+    users = [os.path.relpath(f, ROOT) for f in files("src/*.[ch]") + files("src/*/*.[ch]") + files("cli/*.[ch]") +
+             files("python/scopemeter/*.c") + files("tests/c/*.c")
+             if "rest_private.h" in [n for _, n in includes(f)]]
+    assert users, "no file includes rest_private.h: the glob or the header moved"
+    bad = [f for f in users if not os.path.basename(f).startswith("rest_")]
     assert not bad, bad
 
 

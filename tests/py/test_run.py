@@ -170,6 +170,64 @@ def test_unknown_run_id_still_runs_cmd_and_keeps_points(scopemeter_bin, mlflow_s
     assert any(r["kind"] == "metric" for r in recs)
 
 
+def test_a_given_run_is_asked_for_once(scopemeter_bin, mlflow_server, tmp_path):
+    """--run-id / MLFLOW_RUN_ID: the resolution's runs/get also answers the
+    sink's check at start (the run's status, this rank's last step), so the
+    server sees one runs/get per `scopemeter run`, with every line and outcome
+    as before: the status said, an ended run said, steps continued after the
+    run's earlier system steps; a missing run one line, CMD runs, the points
+    in the JSONL file."""
+    run_id = new_run(mlflow_server)
+    proxy = FaultProxy(mlflow_server)  # passes everything; logs every request
+
+    def gets(since):
+        return [r for r in proxy.requests[since:] if "/runs/get?" in r.path]
+
+    try:
+        env = {"MLFLOW_TRACKING_URI": proxy.uri}
+        p = run_cli(scopemeter_bin, ["--run-id", run_id, "--interval", "0.3", "--", "sleep", "1"],
+                    env=env, cwd=tmp_path)
+        assert p.returncode == 0, p.stderr
+        assert len(gets(0)) == 1, (gets(0), p.stderr)
+        lines = sm_lines(p.stderr)
+        assert any(f"recording into run {run_id} (--run-id, RUNNING)" in l for l in lines), lines
+        assert not any("steps continue" in l for l in lines), lines
+        first = histories(mlflow_server, run_id)
+        last = max(s for h in first.values() for s, _, _ in h)
+
+        rest(mlflow_server, "runs/update", {"run_id": run_id, "status": "FINISHED",
+                                            "end_time": int(time.time() * 1000)})
+        n = len(proxy.requests)
+        p = run_cli(scopemeter_bin, ["--interval", "0.3", "--", "sleep", "1"],
+                    env={**env, "MLFLOW_RUN_ID": run_id}, cwd=tmp_path)
+        assert p.returncode == 0, p.stderr
+        assert len(gets(n)) == 1, (gets(n), p.stderr)
+        lines = sm_lines(p.stderr)
+        assert any(f"recording into run {run_id} (MLFLOW_RUN_ID, FINISHED)" in l
+                   for l in lines), lines
+        assert any(f"run {run_id} is FINISHED; recording into it anyway, its system steps "
+                   "continue after its last one" in l for l in lines), lines
+        assert any(f"up to step {last}: steps continue at {last + 1}" in l for l in lines), lines
+        both = histories(mlflow_server, run_id)
+        counts = assert_steps_contiguous(both)  # no restart at 0, no interleaving
+        assert all(c > last + 1 for c in counts.values()), counts
+        # the write check at start is still made, once
+        assert len([r for r in proxy.requests[n:] if r.path.endswith("/runs/update")]) == 1
+
+        n = len(proxy.requests)
+        jsonl = tmp_path / "points.jsonl"
+        p = run_cli(scopemeter_bin, ["--run-id", "0" * 32, "--interval", "0.5", "--jsonl",
+                                     str(jsonl), "--", "sh", "-c", "sleep 1; exit 4"],
+                    env=env, cwd=tmp_path)
+        assert p.returncode == 4, p.stderr
+        assert len(gets(n)) == 1, (gets(n), p.stderr)
+        said = [l for l in sm_lines(p.stderr) if "does not exist" in l]
+        assert len(said) == 1 and "not recording into it" in said[0], p.stderr
+        assert any(json.loads(l)["kind"] == "metric" for l in jsonl.read_text().splitlines())
+    finally:
+        proxy.close()
+
+
 def test_experiment_flag_creates_the_experiment(scopemeter_bin, mlflow_server):
     exp = new_experiment()
     p = run_cli(scopemeter_bin, ["--experiment", exp, "--interval", "5", "--", "true"],
