@@ -21,8 +21,6 @@
 #include "mlflow_rest.h"
 
 #define TEXT_MAX 1023 /* bytes of a key or text kept (the jansson build's buffer) */
-/* the most one escaped text takes: every byte a \u00XX, and the quotes */
-#define TEXT_ROOM (6 * TEXT_MAX + 2)
 
 /* Length of the UTF-8 sequence at s[0..n) as jansson accepts it
  * (utf8_check_first + utf8_check_full: no overlong forms, no surrogates,
@@ -255,19 +253,29 @@ static int put_records(sm_body *b, const sm_ring *ring, const sm_entry *recs, si
         const sm_entry *r = &recs[i];
         char *p;
 
+        const char *key, *text = NULL;
+        size_t room;
+
         if ((r->text != 0) != tags || (!tags && !isfinite(r->value)))
             continue;
-        if (reserve(b, 2 * TEXT_ROOM + 128) < 0)
+        /* escaped, a byte takes at most 6 (\u00XX); numbers and names 128 */
+        key = sm_ring_str(ring, r->key);
+        room = 6 * strnlen(key, TEXT_MAX) + 128;
+        if (tags) {
+            text = sm_ring_str(ring, r->text);
+            room += 6 * strnlen(text, TEXT_MAX) + 2;
+        }
+        if (reserve(b, room) < 0)
             return -ENOMEM;
         p = b->buf + b->len;
         if (!first)
             *p++ = ',';
         first = 0;
         p = PUT_LIT(p, "{\"key\":");
-        p = put_text(p, sm_ring_str(ring, r->key));
+        p = put_text(p, key);
         p = PUT_LIT(p, ",\"value\":");
         if (tags) {
-            p = put_text(p, sm_ring_str(ring, r->text));
+            p = put_text(p, text);
         } else {
             p += sm_body_real(p, r->value);
             p = PUT_LIT(p, ",\"timestamp\":");
@@ -314,7 +322,7 @@ int sm_body_log_batch(sm_body *b, const char *run_id, const sm_ring *ring,
         b->used = i;
         b->shipped = nm + nt;
         b->len = 0;
-        if (reserve(b, 2 * TEXT_ROOM + 64) < 0)
+        if (reserve(b, 6 * strnlen(run_id, TEXT_MAX) + 64) < 0)
             return -ENOMEM;
         p = PUT_LIT(b->buf, "{\"run_id\":");
         p = put_text(p, run_id);
