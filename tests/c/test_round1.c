@@ -5,7 +5,7 @@
  * bit patterns, every magnitude, the exact ties (odd/4: 0.25, 0.75, ...),
  * the doubles nearest to the half-tenths (k/20 for odd k: 2.675, 1e13+0.05)
  * and their neighbours, subnormals, negatives, the edge at 2^48 and huge
- * values.  SM_TEST_ROUND1_VALUES scales it (default 5 million).
+ * values.  SM_TEST_ROUND1_VALUES scales it (default 3 million).
  *
  * With a file argument (tests/py/test_round1.py): lines "x y" in C99 hex
  * floats, y being Python's round(x, 1); every one must match.
@@ -159,7 +159,7 @@ int main(int argc, char **argv)
 
     if (argc > 1)
         return test_file(argv[1]);
-    test_values(n && *n ? (size_t)strtoull(n, NULL, 10) : 5000000);
+    test_values(n && *n ? (size_t)strtoull(n, NULL, 10) : 3000000);
     printf("test_round1: %zu values, %zu differ from printf+strtod\n", tried, bad);
     CHECK(tried >= 1000);
     CHECK_EQ_INT(bad, 0);
