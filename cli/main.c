@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <malloc.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +62,11 @@ static int print_version(void)
 
 int main(int argc, char **argv)
 {
+    /* One malloc arena for the whole process: the CLI's threads (sampling,
+     * shipping, libcurl's resolver) allocate little and rarely, and an arena
+     * per thread kept ~50 kB more resident over https (bench/README.md,
+     * table 5).  The process is the CLI's own; a library never sets this. */
+    mallopt(M_ARENA_MAX, 1);
     if (argc < 2) {
         usage(stderr);
         return 2;

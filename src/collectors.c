@@ -103,13 +103,33 @@ void sm_emit_rank(sm_points *p, int rank, const char *key, double value, const c
  * binary value to the nearest tenth, ties to even.  glibc's printf converts
  * the exact binary value with the same rule, and strtod returns the double
  * nearest to that decimal — the same double Python's round() returns (both
- * use the current locale's decimal point, so the pair stays consistent). */
+ * use the current locale's decimal point, so the pair stays consistent).
+ *
+ * That pair cost ~29 k instructions per window (bench/README.md), so below
+ * 2^48 the same result is computed: k = the exact a*10 rounded to an
+ * integer, ties to even, and k / 10.0 — IEEE division is correctly rounded,
+ * so it is the double nearest to the decimal k/10, what strtod returns
+ * (k < 2^53 is exact).  a*10 = a*8 + a*2, both exact; Fast2Sum gives their
+ * rounded sum y and its exact error e (|a*8| >= |a*2|, round to nearest).
+ * With f = floor(y), d = (y - f) - 0.5 is exact near the half (a multiple
+ * of ulp(y) <= 0.5, or y < 0.25 and far from it), and a non-zero d is at
+ * least ulp(y) > |e|: the side of the half is d's sign, or e's when d is
+ * 0, an exact tie (e == 0 too) going to the even k.  tests/c/test_round1.c
+ * holds it to the printf pair on tens of millions of values, ties and
+ * their neighbours among them; test_round1.py to Python's round(). */
 double sm_round1(double v)
 {
     char buf[512];
+    double a = fabs(v);
 
     if (!isfinite(v))
         return v;
+    if (a < 0x1p48) {
+        double a8 = a * 8.0, a2 = a * 2.0, y = a8 + a2, e = a2 - (y - a8);
+        double f = floor(y), d = (y - f) - 0.5;
+        int up = d > 0 || (d == 0 && (e > 0 || (e == 0 && ((uint64_t)f & 1))));
+        return copysign((f + up) / 10.0, v);
+    }
     snprintf(buf, sizeof buf, "%.1f", v);
     return strtod(buf, NULL);
 }

@@ -47,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "body.h"
 #include "mlflow_rest.h"
 #include "sink.h"
 
@@ -95,136 +96,40 @@ typedef struct mlsink {
 
 /* ---- JSON of one batch --------------------------------------------------------- */
 
-/* A JSON string of s (at most cap bytes): bytes that are not valid UTF-8
- * become '?' (jansson refuses invalid UTF-8, and a cgroup path may hold
- * anything). */
-static json_t *json_text(const char *s, size_t cap)
-{
-    char buf[1024];
-    size_t n = strnlen(s, cap), o = 0, i = 0;
-    json_t *j;
-
-    if (n >= sizeof buf)
-        n = sizeof buf - 1;
-    j = json_stringn(s, n);
-    if (j)
-        return j;
-    /* invalid somewhere: keep ASCII and well-formed sequences, '?' for the rest */
-    while (i < n) {
-        unsigned char c = (unsigned char)s[i];
-        size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3
-                                 : (c & 0xF8) == 0xF0 ? 4 : 0;
-        int ok = len > 0 && i + len <= n;
-        for (size_t k = 1; ok && k < len; k++)
-            ok = ((unsigned char)s[i + k] & 0xC0) == 0x80;
-        if (!ok) {
-            buf[o++] = '?';
-            i++;
-            continue;
-        }
-        memcpy(buf + o, s + i, len);
-        o += len;
-        i += len;
-    }
-    j = json_stringn(buf, o);
-    if (j)
-        return j;
-    /* overlong forms or surrogates survived: ASCII only */
-    for (i = 0; i < o; i++)
-        if ((unsigned char)buf[i] >= 0x80)
-            buf[i] = '?';
-    return json_stringn(buf, o);
-}
-
 /* Builds the log-batch body from the first records of recs[0..n) that fit
- * MLflow's limits.  *used receives how many records it covers (including
- * non-finite values it skipped); *body is NULL when none of them is
- * shippable (all non-finite).  0 or -ENOMEM. */
+ * MLflow's limits (body.c writes it).  *used receives how many records it
+ * covers (including non-finite values it skipped); *body is NULL when none
+ * of them is shippable (all non-finite); otherwise the caller frees it.
+ * 0 or -ENOMEM. */
 static int build_body(mlsink *s, const sm_entry *recs, size_t n, size_t *used, size_t *shipped,
                       char **body, size_t *len)
 {
-    json_t *root = NULL, *metrics = NULL, *tags = NULL;
-    size_t nm, nt, i;
-    int rc = -ENOMEM;
+    sm_body b = {0};
+    int rc;
 
     *body = NULL;
     *len = 0;
     *used = 0;
     *shipped = 0;
-again:
-    json_decref(root);
-    root = json_object();
-    metrics = json_array();
-    tags = json_array();
-    if (!root || !metrics || !tags) {
-        json_decref(metrics);
-        json_decref(tags);
-        goto out;
+    rc = sm_body_log_batch(&b, s->run_id, &s->ring, recs, n, s->step_base);
+    if (rc < 0) {
+        sm_body_free(&b);
+        return rc;
     }
-    json_object_set_new(root, "run_id", json_string(s->run_id));
-    json_object_set_new(root, "metrics", metrics);
-    json_object_set_new(root, "params", json_array());
-    json_object_set_new(root, "tags", tags);
-    nm = nt = 0;
-    for (i = 0; i < n; i++) {
-        const sm_entry *r = &recs[i];
-        const char *key = sm_ring_str(&s->ring, r->key);
-        json_t *o;
-
-        if (nm + nt >= SM_MLFLOW_MAX_ENTITIES)
-            break;
-        if (r->text == 0) { /* a metric */
-            if (nm >= SM_MLFLOW_MAX_METRICS)
-                break;
-            if (!isfinite(r->value)) {
-                /* NaN and inf are not JSON: skipped, said once */
-                if (atomic_fetch_add(&s->nonfinite, 1) == 0)
-                    sm_log(SM_WARN, "skipped a non-finite value of %.200s (NaN/inf is not "
-                           "JSON); further ones are counted and reported at stop", key);
-                continue;
-            }
-            o = json_object();
-            if (!o)
-                goto out;
-            json_object_set_new(o, "key", json_text(key, SIZE_MAX));
-            json_object_set_new(o, "value", json_real(r->value));
-            json_object_set_new(o, "timestamp", json_integer(r->timestamp_ms));
-            json_object_set_new(o, "step", json_integer(s->step_base + r->step));
-            json_array_append_new(metrics, o);
-            nm++;
-        } else {
-            if (nt >= SM_MLFLOW_MAX_TAGS)
-                break;
-            o = json_object();
-            if (!o)
-                goto out;
-            json_object_set_new(o, "key", json_text(key, SIZE_MAX));
-            json_object_set_new(o, "value", json_text(sm_ring_str(&s->ring, r->text), SIZE_MAX));
-            json_array_append_new(tags, o);
-            nt++;
-        }
+    /* NaN and inf are not JSON: skipped, said once */
+    if (b.nonfinite && atomic_fetch_add(&s->nonfinite, b.nonfinite) == 0)
+        sm_log(SM_WARN, "skipped a non-finite value of %.200s (NaN/inf is not JSON); further "
+               "ones are counted and reported at stop", b.nonfinite_key);
+    *used = b.used;
+    *shipped = b.shipped;
+    if (b.shipped == 0) {
+        sm_body_free(&b);
+        return 0;
     }
-    *used = i;
-    *shipped = nm + nt;
-    if (nm + nt == 0) {
-        rc = 0;
-        goto out;
-    }
-    *body = json_dumps(root, JSON_COMPACT);
-    if (!*body)
-        goto out;
-    *len = strlen(*body);
-    if (*len > SM_MLFLOW_MAX_BODY && i > 1) {
-        /* MLflow refuses a request over 1 MB: take half as many records */
-        free(*body);
-        *body = NULL;
-        n = i / 2;
-        goto again;
-    }
-    rc = 0;
-out:
-    json_decref(root);
-    return rc;
+    /* handed over as json_dumps' string was: the shipping loop frees it */
+    *body = b.buf;
+    *len = b.len;
+    return 0;
 }
 
 /* ---- the shipping thread -------------------------------------------------------- */
