@@ -5,7 +5,8 @@ postgres tier and all stop in the same second (each child sleeps until one
 shared wall-clock deadline): every point lands (0 dropped, 0 undelivered at
 stop), every rank is in the run, every series' steps are contiguous from 0,
 and the run's period, series and rows per hour are what `scopemeter plan
---workers 256` predicts.
+--workers 256` predicts; the server answered no log-batch with a 5xx (its
+pool did not time out).
 
 What 3 minutes show that seconds do not: every collector's connection has
 sat idle far past uvicorn's 5 s keep-alive, so the 256 stop windows open 256
@@ -21,19 +22,24 @@ collectors do to a server — all of them post at once (the pool deadlock of
 docs/rest.md: 4 workers leave 24 of 80 simultaneous log-batch requests
 unanswered) — and the sinks' spread must keep the server out of it.
 
-Cost: the 3 minutes plus about a minute of starting and reading back 256
-ranks' histories (measured in docs/rest.md); 256 idle collectors cost the
-2-core machine little CPU (they sample at start and at stop).
+Cost: the 3 minutes plus about half a minute of starting and stopping 256
+collectors (measured in docs/rest.md); the run's points are read from the
+server's store in one query (2816 get-history requests took 1-2 minutes);
+256 idle collectors cost the 2-core machine little CPU (they sample at start
+and at stop).
 """
+import glob
 import json
+import os
+import re
 import subprocess
 import time
-from concurrent.futures import ThreadPoolExecutor
 
+import psycopg2
 import pytest
 
 from conftest import clean_env
-from runread import get_run, history, new_run, tags_of
+from runread import get_run, new_run, tags_of
 from test_one_path import closing
 
 pytestmark = [pytest.mark.scale, pytest.mark.postgres]
@@ -41,13 +47,30 @@ pytestmark = [pytest.mark.scale, pytest.mark.postgres]
 COLLECTORS = 256
 SECONDS = 180             # the issue's 3 minutes, for the last collector started
 SPAWN_ALLOWANCE = 0.02    # s per collector for starting them all before the shared deadline
-                          # (256 took 1.3 s at a load average of 28)
+                          # (256 took 1.3-2.4 s at a load average of 28-30)
+# The stop bound of every collector.  At the default 30 s, one run of three at a load average
+# of 30 (other sessions on the 2-core machine) left one rank's stop window undelivered: the
+# server answered 256 stop windows too slowly.  The bound is not what this test checks, the
+# server's pool is: a deadlocked pool, which a longer bound would let a retry outlast, shows
+# as a 5xx answer to log-batch in the server's log, asserted below.
+STOP_TIMEOUT = 60
+SERVER_ERROR = re.compile(r'"POST /api/2\.0/mlflow/runs/log-batch HTTP/1\.1" 5\d\d')
+
+
+def server_log(tmp_path_factory):
+    """The log of conftest's postgres_server (its directory mlflow-pgN)."""
+    logs = glob.glob(os.path.join(str(tmp_path_factory.getbasetemp()), "mlflow-pg[0-9]*",
+                                  "server.log"))
+    assert len(logs) == 1, logs
+    return logs[0]
 
 
 @pytest.mark.timeout(900)
 def test_256_collectors_record_3_minutes_and_stop_together_on_postgres(
-        postgres_server, scopemeter_bin, tmp_path):
+        postgres, postgres_server, scopemeter_bin, tmp_path_factory):
     n, uri = COLLECTORS, postgres_server
+    log = server_log(tmp_path_factory)
+    log_from = os.path.getsize(log)
     run_id = new_run(uri)
     t0 = time.monotonic()
     deadline = time.time() + SECONDS + SPAWN_ALLOWANCE * n
@@ -58,7 +81,8 @@ def test_256_collectors_record_3_minutes_and_stop_together_on_postgres(
         # the child ends at the shared deadline, however late this rank started
         procs.append(subprocess.Popen(
             [scopemeter_bin, "run", "--run-id", run_id, "--all-workers", "--startup-timeout",
-             "120", "--", "sleep", f"{max(deadline - time.time(), 1.0):.3f}"],
+             "120", "--stop-timeout", str(STOP_TIMEOUT), "--",
+             "sleep", f"{max(deadline - time.time(), 1.0):.3f}"],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
     spawned = time.monotonic() - t0
     errs = []
@@ -77,12 +101,25 @@ def test_256_collectors_record_3_minutes_and_stop_together_on_postgres(
         assert c["delivered"] == c["points"] + c["tags"], (rank, err)  # within the stop bound
         assert c["overflow"] == c["refused"] == c["undelivered"] == 0, (rank, err)
         total += c["points"]
+    with open(log, errors="replace") as f:
+        f.seek(log_from)
+        errors = SERVER_ERROR.findall(f.read())
+    assert not errors, f"{len(errors)} log-batch requests answered 5xx (pool timeout?): {log}"
 
     run = get_run(uri, run_id)
     keys = {m["key"] for m in run["data"]["metrics"]}
-    # one request per series (2816 here): a few at once, the server has 4 workers
-    with ThreadPoolExecutor(4) as pool:
-        hist = dict(zip(keys, pool.map(lambda k: history(uri, run_id, k), keys)))
+    # every point of the run from the server's store in one query: 2816 get-history
+    # requests took 1-2 minutes on the loaded 2-core machine (postgres_server's
+    # database, conftest.py)
+    hist = {}
+    with psycopg2.connect(host="127.0.0.1", port=postgres.port, user="postgres",
+                          dbname="mlflow") as db, db.cursor() as cur:
+        cur.execute("SELECT key, step, timestamp, value FROM metrics WHERE run_uuid = %s",
+                    (run_id,))
+        for key, step, ts, value in cur.fetchall():
+            hist.setdefault(key, []).append((step, ts, value))
+    db.close()
+    assert set(hist) == keys            # what the REST API lists is what the store holds
     assert sum(len(h) for h in hist.values()) == total
     assert {k.rsplit("/", 1)[1] for k in hist} == {f"rank{r}" for r in range(n)}
     for key, h in hist.items():
