@@ -87,13 +87,15 @@ def probe_json(scopemeter_bin):
 
 
 def start_mlflow_server(tmpdir, port=None, db=None, backend=None, workers=1, app_name=None,
-                        env=None, uvicorn_opts=None):
+                        env=None, uvicorn_opts=None, startup_timeout=120):
     """Starts `mlflow server` on loopback; returns (process, uri).  db: the
     sqlite file (default tmpdir/mlflow.db; elsewhere, e.g. on a small
     filesystem that fills up, while the log stays in tmpdir).  backend: a
     backend store URI instead (postgresql://...); app_name: e.g. basic-auth;
     env: extra variables of the server (MLFLOW_AUTH_CONFIG_PATH), over
-    SERVER_ENV (every server's); uvicorn_opts: its --uvicorn-opts."""
+    SERVER_ENV (every server's); uvicorn_opts: its --uvicorn-opts;
+    startup_timeout: how long /health may take (bench/ starts servers beside
+    others on a loaded machine)."""
     port = port or free_port()
     db = db or os.path.join(tmpdir, "mlflow.db")
     art = os.path.join(tmpdir, "artifacts")
@@ -111,7 +113,7 @@ def start_mlflow_server(tmpdir, port=None, db=None, backend=None, workers=1, app
                             env=clean_env(**{**SERVER_ENV, **(env or {})}),
                             start_new_session=True)
     uri = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
+    deadline = time.time() + startup_timeout
     while time.time() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"mlflow server exited with {proc.returncode}; see {log.name}")
@@ -122,7 +124,7 @@ def start_mlflow_server(tmpdir, port=None, db=None, backend=None, workers=1, app
         except OSError:
             time.sleep(0.3)
     stop_mlflow_server(proc)
-    raise RuntimeError("mlflow server did not answer /health within 120 s")
+    raise RuntimeError(f"mlflow server did not answer /health within {startup_timeout} s")
 
 
 def stop_mlflow_server(proc):
