@@ -7,6 +7,8 @@
  *   log.c            the one "scopemeter: " line format
  *   names.c          the naming rule (upstream key, rank, node) -> MLflow key
  *   identity.c       rank / local rank / world sizes / node from launchers
+ *   number.c         the one parser of numbers people write (number.h: options,
+ *                    environment, launcher and MLflow variables, Python's)
  *   parse_proc.c     pure parsers of /proc/stat, /proc/meminfo, /proc/net/dev,
  *                    "key value" files and single-number files
  *   parse_cgroup.c   pure parsers of /proc/self/cgroup, mountinfo, cpu.max
