@@ -50,6 +50,7 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "number.h"
 #include "scopemeter.h"
 
 #define SM_HIDDEN __attribute__((visibility("hidden")))

@@ -442,6 +442,18 @@ static void test_config(void)
     start_free(0, 0, &iv, &s);
     CHECK_NEAR(iv, 3.0, 1e-12);
     CHECK_EQ_INT(s, 4);
+    /* the one number parser's grammar (number.h): hex, an exponent and
+     * white space are refused as --interval refuses them */
+    setenv("SCOPEMETER_INTERVAL", "0x10", 1);
+    setenv("SCOPEMETER_SAMPLES", " 2", 1);
+    start_free(0, 0, &iv, &s);
+    CHECK_NEAR(iv, 3.0, 1e-12);
+    CHECK_EQ_INT(s, 4);
+    setenv("SCOPEMETER_INTERVAL", "1e1", 1);
+    setenv("SCOPEMETER_SAMPLES", "2 ", 1);
+    start_free(0, 0, &iv, &s);
+    CHECK_NEAR(iv, 3.0, 1e-12);
+    CHECK_EQ_INT(s, 4);
 
     /* setters check their range */
     {
