@@ -309,18 +309,10 @@ static sm_sink_config sink_config(const sm_monitor *m, size_t cap)
  * decimal, so SCOPEMETER_INTERVAL=0x10 is refused as --interval 0x10 is. */
 static double env_number(const char *name, double lo, double hi, int integer)
 {
-    const char *s = getenv(name);
     const sm_num_spec spec = {name, lo, hi, integer, !integer};
-    char err[256];
     double v;
 
-    if (!s || !*s)
-        return 0;
-    if (sm_num_parse(s, &spec, &v, err, sizeof err) < 0) {
-        sm_log(SM_WARN, "%s; ignored", err);
-        return 0;
-    }
-    return v;
+    return sm_env_number(name, &spec, &v, "ignored", NULL) > 0 ? v : 0;
 }
 
 static void resolve_config(sm_monitor *m)

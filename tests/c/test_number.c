@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "number.h"
+#include "internal.h"
 
 static const sm_num_spec interval = {"--interval", 0.01, 86400, 0, 1};
 static const sm_num_spec samples = {"SCOPEMETER_SAMPLES", 1, 100000, 1, 0};
@@ -177,11 +177,50 @@ static void test_check(void)
     CHECK_EQ_INT(sm_num_check(-0.0, NULL, &n, err, sizeof err), -ERANGE);
 }
 
+/* sm_env_number: the variable's line, what is used instead, said once */
+static char said[8][320];
+static int nsaid;
+
+static void keep(int level, const char *msg, void *userdata)
+{
+    (void)userdata;
+    if (level == SM_WARN && nsaid < 8)
+        snprintf(said[nsaid++], sizeof said[0], "%s", msg);
+}
+
+static void test_env(void)
+{
+    const sm_num_spec t = {"SM_TEST_TIMEOUT", 1, 86400, 1, 1};
+    static atomic_flag once = ATOMIC_FLAG_INIT;
+    double v = -1;
+
+    sm_set_log_handler(keep, NULL);
+    unsetenv("SM_TEST_TIMEOUT");
+    CHECK_EQ_INT(sm_env_number(t.name, &t, &v, "using the default 120 s", &once), 0);
+    setenv("SM_TEST_TIMEOUT", "", 1);
+    CHECK_EQ_INT(sm_env_number(t.name, &t, &v, "using the default 120 s", &once), 0);
+    setenv("SM_TEST_TIMEOUT", "30", 1);
+    CHECK_EQ_INT(sm_env_number(t.name, &t, &v, "using the default 120 s", &once), 1);
+    CHECK_NEAR(v, 30, 0);
+    CHECK_EQ_INT(nsaid, 0);
+    setenv("SM_TEST_TIMEOUT", "0x10", 1);
+    CHECK_EQ_INT(sm_env_number(t.name, &t, &v, "using the default 120 s", &once), -1);
+    CHECK_EQ_INT(sm_env_number(t.name, &t, &v, "using the default 120 s", &once), -1);
+    CHECK_EQ_INT(nsaid, 1); /* once */
+    CHECK_EQ_STR(said[0], "SM_TEST_TIMEOUT must be a whole number of seconds between 1 and "
+                          "86400 s, got '0x10'; using the default 120 s");
+    CHECK_EQ_INT(sm_env_number(t.name, &t, &v, "ignored", NULL), -1);
+    CHECK_EQ_INT(nsaid, 2); /* no flag: every time */
+    unsetenv("SM_TEST_TIMEOUT");
+    sm_set_log_handler(NULL, NULL);
+}
+
 int main(void)
 {
     test_grammar();
     test_bounds();
     test_lines();
     test_check();
+    test_env();
     return CHECK_DONE();
 }
