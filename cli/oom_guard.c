@@ -32,6 +32,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "number.h"
 #include "oom_guard.h"
 
 #define ADJ_PATH "/proc/self/oom_score_adj"
@@ -44,9 +45,10 @@ static size_t orig_len;
 static int read_adj(int *adj)
 {
     char buf[32];
-    char *end;
+    const char *p = buf;
+    const sm_num_spec spec = {ADJ_PATH, -1000, 1000, 1, 0};
     ssize_t n;
-    long v;
+    double v;
     int fd = open(ADJ_PATH, O_RDONLY | O_CLOEXEC), rc = 0;
 
     if (fd < 0)
@@ -57,9 +59,9 @@ static int read_adj(int *adj)
         goto out;
     }
     buf[n] = '\0';
-    errno = 0;
-    v = strtol(buf, &end, 10);
-    if (errno || end == buf || v < -1000 || v > 1000) {
+    /* the kernel writes "%d\n" (fs/proc/base.c); the one number parser
+     * (src/number.h) holds it to the kernel's range */
+    if (sm_num_scan(&p, &spec, &v) < 0 || (*p && strcmp(p, "\n") != 0)) {
         rc = -EINVAL;
         goto out;
     }

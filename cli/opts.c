@@ -1,10 +1,11 @@
 /*
  * opts.c — the one option parser of every subcommand.  Each subcommand
  * describes its options as a table (name, kind, bounds); the parser accepts
- * `--opt VALUE` and `--opt=VALUE`, takes numbers in plain decimal only (no
- * 0x10, 1e9, inf: a typo must not become a valid setting), checks bounds
- * and exclusive pairs, and says every usage error in one line:
- *   scopemeter run: --interval must be between 0.01 and 86400 s, got '0'
+ * `--opt VALUE` and `--opt=VALUE`, takes numbers through the one number
+ * parser (src/number.h: plain decimal, no 0x10, 1e9, inf: a typo must not
+ * become a valid setting), checks exclusive pairs, and says every usage
+ * error in one line:
+ *   scopemeter run: --interval must be a number of seconds between 0.01 and 86400 s, got '0'
  * Subcommands exit 2 after such a line.
  */
 #include <errno.h>
@@ -14,39 +15,11 @@
 #include <string.h>
 
 #include "cli.h"
-
-/* Plain decimal: digits, at most one '.', nothing else (no sign, no space). */
-static int decimal(const char *s, int allow_fraction)
-{
-    int digits = 0, dots = 0;
-
-    for (; *s; s++) {
-        if (*s >= '0' && *s <= '9')
-            digits++;
-        else if (*s == '.' && allow_fraction && !dots)
-            dots++;
-        else
-            return 0;
-    }
-    return digits > 0;
-}
-
-static void say_range(const char *cmd, const struct cli_opt *o, const char *v)
-{
-    const char *unit = o->kind == CLI_SECONDS ? " s" : "";
-
-    if (o->kind == CLI_INT)
-        fprintf(stderr, "scopemeter %s: %s must be a whole number between %.0f and %.0f, got "
-                "'%s'\n", cmd, o->name, o->min, o->max, v);
-    else
-        fprintf(stderr, "scopemeter %s: %s must be a number of seconds between %g and %g%s, "
-                "got '%s'\n", cmd, o->name, o->min, o->max, unit, v);
-}
+#include "number.h"
 
 static int set_value(const char *cmd, struct cli_opt *o, const char *v)
 {
     double d;
-    char *end;
 
     switch (o->kind) {
     case CLI_STRING:
@@ -57,15 +30,14 @@ static int set_value(const char *cmd, struct cli_opt *o, const char *v)
         *(const char **)o->dst = v;
         return 0;
     case CLI_INT:
-    case CLI_SECONDS:
-        if (!decimal(v, o->kind == CLI_SECONDS)) {
-            say_range(cmd, o, v);
-            return -1;
-        }
-        errno = 0;
-        d = strtod(v, &end);
-        if (errno || d < o->min || d > o->max) {
-            say_range(cmd, o, v);
+    case CLI_SECONDS: {
+        /* the one number parser and its line (src/number.h) */
+        const sm_num_spec spec = {o->name, o->min, o->max, o->kind == CLI_INT,
+                                  o->kind == CLI_SECONDS};
+        char err[256];
+
+        if (sm_num_parse(v, &spec, &d, err, sizeof err) < 0) {
+            fprintf(stderr, "scopemeter %s: %s\n", cmd, err);
             return -1;
         }
         if (o->kind == CLI_INT)
@@ -73,6 +45,7 @@ static int set_value(const char *cmd, struct cli_opt *o, const char *v)
         else
             *(double *)o->dst = d;
         return 0;
+    }
     case CLI_FLAG:
         break;
     }

@@ -17,23 +17,22 @@
 
 #include "internal.h"
 
-/* A launcher variable: 1 when set to a strict non-negative integer (with
+/* A launcher variable: 1 when set to a whole number 0..INT_MAX (with
  * allow_suffix the leading count of Slurm's "2(x3)" or "2,1" is taken), 0
- * when unset or empty, -1 when set to anything else. */
+ * when unset or empty, -1 when set to anything else.  The grammar is the one
+ * number parser's (number.h: " 1", "+1", "-0", "0x1" refused); the line is
+ * this file's own, which says what the process does about it. */
 static int env_int(const char *name, int *out, int allow_suffix)
 {
-    const char *s = getenv(name);
-    char *end;
-    long v;
+    const sm_num_spec spec = {name, 0, INT_MAX, 1, 0};
+    const char *s = getenv(name), *p = s;
+    double v;
 
     if (!s || !*s)
         return 0;
-    errno = 0;
-    v = strtol(s, &end, 10);
-    /* digits first: strtol's leading white space (" 1", "\t1") and sign are refused */
-    if (errno || end == s || *s < '0' || *s > '9' || v < 0 || v > INT_MAX)
+    if (sm_num_scan(&p, &spec, &v) < 0)
         return -1;
-    if (*end && !(allow_suffix && (*end == '(' || *end == ',')))
+    if (*p && !(allow_suffix && (*p == '(' || *p == ',')))
         return -1;
     *out = (int)v;
     return 1;

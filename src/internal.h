@@ -7,6 +7,10 @@
  *   log.c            the one "scopemeter: " line format
  *   names.c          the naming rule (upstream key, rank, node) -> MLflow key
  *   identity.c       rank / local rank / world sizes / node from launchers
+ *   number.c         the one parser of numbers people write (number.h: options,
+ *                    environment, launcher and MLflow variables, Python's)
+ *   env.c            numbers from the environment: a bad one said once, with
+ *                    what is used instead
  *   parse_proc.c     pure parsers of /proc/stat, /proc/meminfo, /proc/net/dev,
  *                    "key value" files and single-number files
  *   parse_cgroup.c   pure parsers of /proc/self/cgroup, mountinfo, cpu.max
@@ -49,12 +53,14 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/types.h>
 #include <time.h>
 
+#include "number.h"
 #include "scopemeter.h"
 
 #define SM_HIDDEN __attribute__((visibility("hidden")))
@@ -185,6 +191,15 @@ SM_HIDDEN void sm_line_join(char *buf, size_t cap, const char *fmt, ...)
  * always fits. */
 SM_HIDDEN void sm_line_mid(char *out, size_t cap, const char *pre, const char *mid,
                            const char *post);
+
+/* ---- env.c ----------------------------------------------------------------- */
+/* The number in the environment variable name (spec->name names it too):
+ * 1 and *out; 0 when unset or empty; -1 when set to anything the one parser
+ * refuses, after one warning "<the parser's line>; <instead>" (instead: what
+ * is used, "ignored", "using the default 120 s").  once: said the first time
+ * only (a static flag of the caller's; NULL: every time). */
+SM_HIDDEN int sm_env_number(const char *name, const sm_num_spec *spec, double *out,
+                            const char *instead, atomic_flag *once);
 
 /* Lines gathered while opening (probe shows them, the monitor prints them). */
 #define SM_NOTES_MAX 24

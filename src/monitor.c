@@ -306,25 +306,15 @@ static sm_sink_config sink_config(const sm_monitor *m, size_t cap)
 }
 
 /* A positive number from the environment, or 0 when unset; a value that is
- * set but unusable is said once and ignored (the next source applies). */
+ * set but unusable is said once and ignored (the next source applies).  The
+ * grammar and the line are the one number parser's (number.h): plain
+ * decimal, so SCOPEMETER_INTERVAL=0x10 is refused as --interval 0x10 is. */
 static double env_number(const char *name, double lo, double hi, int integer)
 {
-    const char *s = getenv(name);
-    char *end;
+    const sm_num_spec spec = {name, lo, hi, integer, !integer};
     double v;
 
-    if (!s || !*s)
-        return 0;
-    errno = 0;
-    v = strtod(s, &end);
-    while (*end == ' ' || *end == '\t')
-        end++;
-    if (errno || end == s || *end || !(v >= lo && v <= hi) || (integer && v != floor(v))) {
-        sm_log(SM_WARN, "%s=%s is not %s between %g and %g; ignored", name, s,
-               integer ? "a whole number" : "a number of seconds", lo, hi);
-        return 0;
-    }
-    return v;
+    return sm_env_number(name, &spec, &v, "ignored", NULL) > 0 ? v : 0;
 }
 
 static void resolve_config(sm_monitor *m)

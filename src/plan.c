@@ -106,6 +106,14 @@ int sm_plan_estimate(const sm_plan_input *in, sm_plan *out, char *err, size_t er
     return rc;
 }
 
+/* A value outside its fixed bounds: the one number parser's line (number.h),
+ * "interval must be between 0.01 and 86400 s, got 0", as every surface says
+ * it.  The bounds that depend on other fields (nodes <= pods) say their own. */
+static int out_of(double v, const sm_num_spec *spec, char *err, size_t errlen)
+{
+    return sm_num_check(v, NULL, spec, err, errlen) < 0;
+}
+
 /* in and out are whole structs here (sm_plan_estimate). */
 static int compute(const sm_plan_input *in, sm_plan *out, char *err, size_t errlen)
 {
@@ -133,10 +141,9 @@ static int compute(const sm_plan_input *in, sm_plan *out, char *err, size_t errl
     dflt.container_limits = dflt.container_limits == SM_DEFAULT || dflt.container_limits != 0;
     in = &dflt;
     /* the same bounds and words as the monitor and every surface (scopemeter.h) */
-    if (in->workers < 1 || in->workers > SM_PLAN_WORKERS_MAX) {
-        snprintf(err, errlen, "workers must be between 1 and %d", SM_PLAN_WORKERS_MAX);
+    if (out_of(in->workers, &(sm_num_spec){"workers", 1, SM_PLAN_WORKERS_MAX, 1, 0}, err,
+               errlen))
         return -EINVAL;
-    }
     per_pod = in->workers_per_pod == SM_PLAN_DEFAULT ? 1 : in->workers_per_pod;
     if (per_pod < 1 || per_pod > in->workers) {
         snprintf(err, errlen, "workers per pod must be between 1 and the workers (%d)",
@@ -152,21 +159,15 @@ static int compute(const sm_plan_input *in, sm_plan *out, char *err, size_t errl
         return -EINVAL;
     }
     gpus = in->gpus_per_worker;
-    if (gpus < 0 || gpus > SM_GPUS_MAX) {
-        snprintf(err, errlen, "GPUs per worker must be between 0 and %d", SM_GPUS_MAX);
+    if (out_of(gpus, &(sm_num_spec){"GPUs per worker", 0, SM_GPUS_MAX, 1, 0}, err, errlen))
         return -EINVAL;
-    }
     interval = in->interval_s == SM_PLAN_DEFAULT ? SM_INTERVAL_DEFAULT : in->interval_s;
-    if (!(interval >= SM_INTERVAL_MIN && interval <= SM_INTERVAL_MAX)) {
-        snprintf(err, errlen, "interval must be between %g and %g s", SM_INTERVAL_MIN,
-                 SM_INTERVAL_MAX);
+    if (out_of(interval, &(sm_num_spec){"interval", SM_INTERVAL_MIN, SM_INTERVAL_MAX, 0, 1}, err,
+               errlen))
         return -EINVAL;
-    }
     samples = in->samples == SM_PLAN_DEFAULT ? 1 : in->samples;
-    if (samples < 1 || samples > SM_SAMPLES_MAX) {
-        snprintf(err, errlen, "samples must be between 1 and %d", SM_SAMPLES_MAX);
+    if (out_of(samples, &(sm_num_spec){"samples", 1, SM_SAMPLES_MAX, 1, 0}, err, errlen))
         return -EINVAL;
-    }
 
     out->collectors = sm_collectors_of(in->workers, per_pod, in->all_workers);
     interval = sm_capped_interval(out->collectors, interval, samples);

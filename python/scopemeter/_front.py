@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import atexit
 import logging
-import math
 import numbers
 import os
 import pathlib
@@ -665,16 +664,13 @@ def _number(name: str, value: Optional[float], integer: Literal[False]) -> float
 def _number(name: str, value: Optional[float], integer: bool) -> Union[int, float]:
     """interval / samples of enable_system_metrics(), whose type
     _require_number checked: None is the default (0 for the engine); anything
-    else within the engine's bounds, said as the CLI says them."""
+    else within the engine's bounds, checked and said by the engine's one
+    number parser (src/number.h), as the CLI says them."""
     if value is None:
         return 0
     lo, hi = (1, _native.SAMPLES_MAX) if integer else (_native.INTERVAL_MIN, _native.INTERVAL_MAX)
-    unit = "" if integer else " s"
-    if integer and int(value) != value:
-        raise ValueError(f"{name} must be a whole number between {lo} and {hi}, not {value!r}")
-    if not math.isfinite(value) or not lo <= value <= hi:
-        raise ValueError(f"{name} must be between {lo:g} and {hi:g}{unit}, not {value!r}")
-    return int(value) if integer else float(value)
+    v = _native.parse_number(value, name, lo, hi, whole=integer, seconds=not integer)
+    return int(v) if integer else v
 
 
 @overload
@@ -685,15 +681,15 @@ def _plan_arg(name: str, value: Optional[float], integer: Literal[False]) -> flo
 
 def _plan_arg(name: str, value: Optional[float], integer: bool = True) -> Union[int, float]:
     """One argument of plan(): None is the engine's default; a value of the
-    wrong type is a TypeError, a fraction where a whole number is wanted a
-    ValueError here; its bounds are checked by the engine (sm_plan_estimate),
-    with the words of `scopemeter plan`."""
+    wrong type is a TypeError, a fraction where a whole number is wanted (or
+    inf, nan) a ValueError of the engine's one number parser here; its bounds
+    are checked by the engine (sm_plan_estimate: they depend on each other,
+    nodes <= pods), with the words of `scopemeter plan`."""
     default = _native.PLAN_DEFAULT
     _require_number("plan", name, value, whole=integer)
     if value is None:
         return default
-    if integer and not isinstance(value, numbers.Integral) and not float(value).is_integer():
-        raise ValueError(f"{name} must be a whole number, not {value!r}")
+    _native.parse_number(value, name, whole=integer)
     if integer:
         v = int(value)
         # outside a C int: the nearest invalid value, so the engine names the bound

@@ -16,6 +16,8 @@
  *   plan(...)    sm_plan_estimate (the same figures as `scopemeter plan`).
  *   identity()   sm_identity_read_env (rank, local rank, sizes, node).
  *   series_name(key, rank, node), series_scope(key), series_parse(key), version().
+ *   parse_number(value, name, ...)  the one number parser (src/number.h):
+ *                the front's range checks say what the CLI says.
  *
  * Which path, the hooks (atexit, SIGTERM, MLflow's run end) and the
  * MlflowClient path for other stores are Python, in _front.py: this file
@@ -29,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "number.h"
 #include "scopemeter_mlflow.h"
 
 /* Records copied per drain() call at most; MLflow's log_batch takes 1000
@@ -669,6 +672,88 @@ static PyObject *mod_tls(PyObject *Py_UNUSED(mod), PyObject *Py_UNUSED(ignored))
     return PyUnicode_FromString(out);
 }
 
+/* A Python str as the NUL-terminated text the parser reads: UTF-8 (the
+ * Limited API 3.9 has no PyUnicode_AsUTF8AndSize), an embedded NUL kept
+ * visible as \x01 so "1\0" is refused ("got '1?'"), never read as "1". */
+static char *number_text(PyObject *str, PyObject **bytes)
+{
+    char *s, *copy;
+    Py_ssize_t n;
+
+    *bytes = PyUnicode_AsUTF8String(str);
+    if (!*bytes || PyBytes_AsStringAndSize(*bytes, &s, &n) < 0)
+        return NULL;
+    if (strlen(s) == (size_t)n)
+        return s;
+    copy = PyBytes_AsString(*bytes); /* our own new bytes object: may be changed */
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!copy[i])
+            copy[i] = '\x01';
+    return copy;
+}
+
+/* parse_number(value, name, min=-inf, max=inf, *, whole=False,
+ * seconds=False) -> float: the one number parser (src/number.h) for the
+ * front.  A str goes through the grammar, as an option or an environment
+ * variable does; an int or float (any real: __float__ / __index__) is
+ * checked for its bounds and, with whole, for being whole.  ValueError with
+ * the one line ("interval must be between 0.01 and 86400 s, got 0"); the
+ * TypeError for a wrong type, with the public function's name, is the
+ * front's (_front.py), raised before this is called. */
+static PyObject *mod_parse_number(PyObject *Py_UNUSED(mod), PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"value", "name", "min", "max", "whole", "seconds", NULL};
+    PyObject *value, *bytes = NULL, *repr = NULL, *res = NULL;
+    const char *name, *text;
+    double lo = -Py_HUGE_VAL, hi = Py_HUGE_VAL, v = 0;
+    int whole = 0, seconds = 0, rc;
+    char err[512];
+
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "Os|dd$pp", kwlist, &value, &name, &lo, &hi,
+                                     &whole, &seconds))
+        return NULL;
+    {
+        const sm_num_spec spec = {name, lo, hi, whole, seconds};
+
+        if (PyUnicode_Check(value)) {
+            if (!(text = number_text(value, &bytes)))
+                goto out;
+            rc = sm_num_parse(text, &spec, &v, err, sizeof err);
+        } else if (PyBool_Check(value)) {
+            PyErr_Format(PyExc_TypeError, "%s must be a number, not bool", name);
+            goto out;
+        } else {
+            v = PyFloat_AsDouble(value);
+            if (v == -1.0 && PyErr_Occurred()) {
+                int neg;
+                if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+                    goto out; /* not a number: TypeError */
+                PyErr_Clear(); /* an int beyond a double: out of any bound */
+                {
+                    PyObject *zero = PyLong_FromLong(0);
+                    neg = zero ? PyObject_RichCompareBool(value, zero, Py_LT) : -1;
+                    Py_XDECREF(zero);
+                }
+                if (neg < 0)
+                    goto out;
+                v = neg ? -Py_HUGE_VAL : Py_HUGE_VAL;
+            }
+            if (!(repr = PyObject_Repr(value)) || !(bytes = PyUnicode_AsUTF8String(repr)))
+                goto out;
+            rc = sm_num_check(v, PyBytes_AsString(bytes), &spec, err, sizeof err);
+        }
+        if (rc < 0) {
+            PyErr_SetString(PyExc_ValueError, err);
+            goto out;
+        }
+        res = PyFloat_FromDouble(v);
+    }
+out:
+    Py_XDECREF(bytes);
+    Py_XDECREF(repr);
+    return res;
+}
+
 static PyObject *mod_version(PyObject *Py_UNUSED(mod), PyObject *Py_UNUSED(ignored))
 {
     return PyUnicode_FromString(sm_version());
@@ -695,6 +780,10 @@ static PyMethodDef module_methods[] = {
      "OSError when https cannot work"},
     {"valid_run_id", mod_valid_run_id, METH_VARARGS,
      "valid_run_id(s) -> True when MLflow accepts s as a run id"},
+    {"parse_number", (PyCFunction)(void (*)(void))mod_parse_number, METH_VARARGS | METH_KEYWORDS,
+     "parse_number(value, name, min=-inf, max=inf, *, whole=False, seconds=False) -> float: "
+     "the engine's one number parser (a str as the CLI reads it, a number checked); "
+     "ValueError with its line"},
     {"redact_uri", mod_redact_uri, METH_VARARGS,
      "redact_uri(uri) -> the URI with userinfo as *** and no query (as the engine prints it)"},
     {NULL, NULL, 0, NULL},

@@ -93,15 +93,11 @@ static int job_key(char *out, size_t len)
  * TORCHELASTIC_RESTART_COUNT (0 on the first attempt). */
 static int restarted(void)
 {
-    const char *v = getenv("TORCHELASTIC_RESTART_COUNT");
-    char *end;
-    long n;
+    const sm_num_spec spec = {"TORCHELASTIC_RESTART_COUNT", 0, INT_MAX, 1, 0};
+    double n;
 
-    if (!v || !*v)
-        return 0;
-    errno = 0;
-    n = strtol(v, &end, 10);
-    return !errno && *end == '\0' && n > 0;
+    return sm_env_number(spec.name, &spec, &n, "taken as 0 (a first attempt)", NULL) > 0 &&
+           n > 0;
 }
 
 /* A job id the runs/search filter can quote. */

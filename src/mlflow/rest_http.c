@@ -143,9 +143,7 @@ static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, cu
 int sm_rest_init(sm_rest *r, const char *uri, char *err, size_t errlen)
 {
     char *auth = NULL;
-    const char *v;
     int rc;
-    long t;
 
     memset(r, 0, sizeof *r);
     r->retry_after = -1;
@@ -160,11 +158,15 @@ int sm_rest_init(sm_rest *r, const char *uri, char *err, size_t errlen)
 
     r->connect_timeout_s = 10;
     r->total_timeout_s = 120; /* MLflow's MLFLOW_HTTP_REQUEST_TIMEOUT default */
-    if ((v = sm_rest_env("MLFLOW_HTTP_REQUEST_TIMEOUT"))) {
-        char *end;
-        t = strtol(v, &end, 10);
-        if (*end == '\0' && t > 0)
-            r->total_timeout_s = t;
+    {
+        /* the one number parser (number.h); a bad value is said once per
+         * process (every request opens an sm_rest) and the default used */
+        static atomic_flag said = ATOMIC_FLAG_INIT;
+        const sm_num_spec spec = {"MLFLOW_HTTP_REQUEST_TIMEOUT", 1, 86400, 1, 1};
+        double secs;
+
+        if (sm_env_number(spec.name, &spec, &secs, "using the default 120 s", &said) > 0)
+            r->total_timeout_s = (long)secs;
     }
 
     rc = sm_rest_global_init();

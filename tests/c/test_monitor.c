@@ -442,6 +442,17 @@ static void test_config(void)
     start_free(0, 0, &iv, &s);
     CHECK_NEAR(iv, 3.0, 1e-12);
     CHECK_EQ_INT(s, 4);
+    /* the one number parser's grammar (number.h): hex, an exponent and
+     * white space are refused as --interval refuses them */
+    {
+        static const char *const bad[][2] = {{"0x10", " 2"}, {"1e1", "2 "}, {"inf", "-0"}};
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            setenv("SCOPEMETER_INTERVAL", bad[i][0], 1);
+            setenv("SCOPEMETER_SAMPLES", bad[i][1], 1);
+            start_free(0, 0, &iv, &s);
+            CHECK(iv == 3.0 && s == 4);
+        }
+    }
 
     /* setters check their range */
     {

@@ -143,6 +143,31 @@ def test_usage_errors_one_line_exit_2(scopemeter_bin, args, said):
     assert p.stdout == ""
 
 
+@pytest.mark.parametrize("var,value,said", [
+    ("MLFLOW_HTTP_REQUEST_TIMEOUT", "abc", "MLFLOW_HTTP_REQUEST_TIMEOUT must be a whole number of "
+     "seconds between 1 and 86400 s, got 'abc'; using the default 120 s"),
+    ("MLFLOW_HTTP_REQUEST_TIMEOUT", "0", "got '0'; using the default 120 s"),
+    ("SCOPEMETER_INTERVAL", "0x10", "SCOPEMETER_INTERVAL must be a number of seconds between "
+     "0.01 and 86400 s, got '0x10'; ignored"),
+    ("SCOPEMETER_INTERVAL", " 1", "got ' 1'; ignored"),
+])
+def test_bad_environment_number_is_one_line(scopemeter_bin, mlflow_server, tmp_path, var, value,
+                                            said):
+    """A number in the environment goes through the one number parser
+    (docs/design.md §8, "Numbers"): a bad one is one warning naming the
+    variable, its value and what is used instead — once, though every MLflow
+    request reads MLFLOW_HTTP_REQUEST_TIMEOUT — and recording goes on."""
+    from runread import get_run, tags_of
+    p = run_cli(scopemeter_bin, ["--", "sleep", "0.5"],
+                env={"MLFLOW_TRACKING_URI": mlflow_server, var: value}, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    lines = sm_lines(p.stderr)
+    assert len([l for l in lines if said in l]) == 1, lines
+    assert p.run_id and histories(mlflow_server, p.run_id), p.stderr
+    # SCOPEMETER_INTERVAL ignored: the default 10 s (no other source is set)
+    assert float(tags_of(get_run(mlflow_server, p.run_id))["scopemeter.interval_s"]) == 10
+
+
 def test_opt_equals_value_everywhere(scopemeter_bin):
     p = subprocess.run([scopemeter_bin, "probe", "--interval=0", "--json"], env=clean_env(),
                        capture_output=True, text=True, timeout=60)

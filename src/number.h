@@ -1,0 +1,57 @@
+/*
+ * number.h — the one parser of the numbers people write: command-line
+ * options, scopemeter's and MLflow's environment variables, the launcher's
+ * variables, and (through _native.parse_number) the Python front's
+ * arguments (docs/design.md §8, "Numbers").  Core layer: libc only, no I/O,
+ * no logging — the caller says the line it is given, with its own prefix
+ * and consequence ("; ignored", "scopemeter run: ...").
+ *
+ * The grammar, the same for every caller: [-]DIGITS[.DIGITS] (".5" and "5."
+ * too), a '.' never in a whole number.  Refused, never read as something
+ * else: an empty value, white space anywhere (" 1", "1 "), '+', hex
+ * ("0x10"), an exponent ("1e3"), "inf", "nan", and a '-' where the bounds
+ * hold no negative number ("-0" included).
+ */
+#ifndef SM_NUMBER_H
+#define SM_NUMBER_H
+
+#include <stddef.h>
+
+#ifndef SM_HIDDEN /* as internal.h: the surfaces include this header alone */
+#define SM_HIDDEN __attribute__((visibility("hidden")))
+#endif
+
+/* What a value is and how the user names it.  min/max are inclusive; ±inf
+ * (or min > max never: callers pass real bounds) leaves that side open, and
+ * a line of an unbounded number says only its kind. */
+typedef struct sm_num_spec {
+    const char *name; /* as the user wrote it: "--interval", "SCOPEMETER_INTERVAL", "interval" */
+    double min, max;
+    int whole;        /* a whole number: digits only */
+    int seconds;      /* said as "a number of seconds ... s" */
+} sm_num_spec;
+
+/* Reads one number at *p (NUL-terminated), as curl's strparse does: *p
+ * advances past it on success and is untouched on failure, so a caller
+ * may read what follows (Slurm's "8(x4)").  0 and *out; -EINVAL: no number
+ * of the grammar there; -ERANGE: a number outside the bounds. */
+SM_HIDDEN int sm_num_scan(const char **p, const sm_num_spec *spec, double *out);
+
+/* The whole of text as one number: sm_num_scan and nothing after it.  On
+ * failure the one line (no prefix, no newline) goes to err:
+ *   "--interval must be a number of seconds between 0.01 and 86400 s, got '0x10'"
+ * Text always says the kind ("a whole number", "a number of seconds"): the
+ * reader of a typo may not know the value is a number at all. */
+SM_HIDDEN int sm_num_parse(const char *text, const sm_num_spec *spec, double *out, char *err,
+                 size_t errlen);
+
+/* A value that already is a number (a Python int or float): its bounds and
+ * whether it is whole.  0; -ERANGE (out of bounds, NaN) or -EDOM (a fraction
+ * where a whole number is wanted), with the line in err, got being how the
+ * value is shown (NULL: "%g"):
+ *   "interval must be between 0.01 and 86400 s, got 0"
+ *   "samples must be a whole number between 1 and 100000, got 2.5" */
+SM_HIDDEN int sm_num_check(double v, const char *got, const sm_num_spec *spec, char *err,
+                 size_t errlen);
+
+#endif
