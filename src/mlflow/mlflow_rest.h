@@ -171,6 +171,16 @@ SM_HIDDEN int sm_mlflow_get_run_on(sm_rest *r, const char *run_id, char *status_
 SM_HIDDEN int sm_mlflow_check_write_on(sm_rest *r, const char *run_id, double deadline,
                                        char *err, size_t errlen);
 
+/* sink_mlflow.c: the REST sink's settings, opaque to the monitor
+ * (sm_sink_config.settings): built by sm_monitor_set_run, changed by
+ * sm_monitor_set_headers, freed with sm_rest_settings_free. */
+typedef struct sm_rest_settings {
+    char run_id[260];
+    char **headers;   /* NULL or NULL-terminated name, value pairs (owned) */
+    double check_s;   /* bound of the run check at start: 0 the default, < 0 none */
+} sm_rest_settings;
+SM_HIDDEN void sm_rest_settings_free(void *settings);
+
 /* sink_mlflow.c: the REST sink's constructor (an sm_sink_factory). */
 struct sm_sink;
 struct sm_sink_config;

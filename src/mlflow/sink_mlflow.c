@@ -591,14 +591,14 @@ static int check_run(mlsink *s, int rank, double bound, char *err, size_t errlen
 
 int sm_sink_mlflow_new(const sm_sink_config *cfg, char *err, size_t errlen, sm_sink **out)
 {
+    const sm_rest_settings *set = cfg->settings;
     mlsink *s;
     sigset_t all, old;
     int rc;
 
     *out = NULL;
-    if (!sm_mlflow_valid_run_id(cfg->run_id)) {
-        snprintf(err, errlen, "not an MLflow run id: %.80s",
-                 cfg->run_id ? cfg->run_id : "(null)");
+    if (!set || !sm_mlflow_valid_run_id(set->run_id)) {
+        snprintf(err, errlen, "not an MLflow run id: %.80s", set ? set->run_id : "(null)");
         return -EINVAL;
     }
     s = calloc(1, sizeof *s);
@@ -609,7 +609,7 @@ int sm_sink_mlflow_new(const sm_sink_config *cfg, char *err, size_t errlen, sm_s
     s->cap = cfg->cap;
     s->period_s = cfg->period_s;
     s->spread_s = cfg->collectors > 1 ? SPREAD_PER_COLLECTOR_S * cfg->collectors : 0;
-    snprintf(s->run_id, sizeof s->run_id, "%s", cfg->run_id);
+    snprintf(s->run_id, sizeof s->run_id, "%s", set->run_id);
     s->seed = sm_rest_seed(s);
     atomic_init(&s->abort, 0);
     atomic_init(&s->deadline_ms, 0);
@@ -641,9 +641,9 @@ int sm_sink_mlflow_new(const sm_sink_config *cfg, char *err, size_t errlen, sm_s
     }
     rc = sm_rest_init(&s->rest, cfg->target, err, errlen);
     if (rc == 0)
-        rc = sm_rest_add_headers(&s->rest, cfg->headers, err, errlen);
-    if (rc == 0 && cfg->check_s >= 0)
-        rc = check_run(s, cfg->rank, cfg->check_s > 0 ? cfg->check_s : CHECK_TIMEOUT_S, err,
+        rc = sm_rest_add_headers(&s->rest, (const char *const *)set->headers, err, errlen);
+    if (rc == 0 && set->check_s >= 0)
+        rc = check_run(s, cfg->rank, set->check_s > 0 ? set->check_s : CHECK_TIMEOUT_S, err,
                        errlen);
     if (rc < 0)
         goto fail;
@@ -668,14 +668,66 @@ fail:
     return rc;
 }
 
-int sm_monitor_set_run(sm_monitor *m, const char *tracking_uri, const char *run_id)
+static void free_strv(char **v)
 {
-    if (!m || !sm_rest_is_http(tracking_uri) || !sm_mlflow_valid_run_id(run_id))
-        return -EINVAL;
-    return sm_monitor_set_sink_factory(m, sm_sink_mlflow_new, tracking_uri, run_id);
+    for (size_t i = 0; v && v[i]; i++)
+        free(v[i]);
+    free(v);
 }
 
+void sm_rest_settings_free(void *settings)
+{
+    sm_rest_settings *set = settings;
+
+    if (!set)
+        return;
+    free_strv(set->headers);
+    free(set);
+}
+
+int sm_monitor_set_run(sm_monitor *m, const char *tracking_uri, const char *run_id)
+{
+    sm_rest_settings *set;
+    int rc;
+
+    if (!m || !sm_rest_is_http(tracking_uri) || !sm_mlflow_valid_run_id(run_id))
+        return -EINVAL;
+    set = calloc(1, sizeof *set);
+    if (!set)
+        return -ENOMEM;
+    snprintf(set->run_id, sizeof set->run_id, "%s", run_id);
+    /* the monitor owns set from here on, even when it refuses it */
+    rc = sm_monitor_set_sink_factory(m, sm_sink_mlflow_new, tracking_uri, set,
+                                     sm_rest_settings_free);
+    /* one recorder per rank and run (docs/design.md §9), unless the caller
+     * names another key */
+    if (rc == 0)
+        rc = sm_monitor_default_recording_key(m, run_id);
+    return rc;
+}
+
+/* Headers go into the REST sink's settings: after sm_monitor_set_run. */
 int sm_monitor_set_headers(sm_monitor *m, const char *const *headers)
 {
-    return sm_monitor_set_sink_headers(m, headers);
+    sm_rest_settings *set = sm_monitor_sink_settings(m, sm_sink_mlflow_new);
+    size_t n = 0;
+    char **v;
+
+    if (!set)
+        return -EINVAL;
+    while (headers && headers[n] && headers[n + 1])
+        n += 2;
+    if (headers && headers[n]) /* a name without a value */
+        return -EINVAL;
+    v = calloc(n + 1, sizeof *v);
+    if (!v)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        if (!(v[i] = strdup(headers[i]))) {
+            free_strv(v);
+            return -ENOMEM;
+        }
+    free_strv(set->headers);
+    set->headers = v;
+    return 0;
 }
