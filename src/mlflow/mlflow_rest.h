@@ -164,6 +164,15 @@ SM_HIDDEN int sm_mlflow_get_run_on(sm_rest *r, const char *run_id, char *status_
                                    size_t status_len, int rank, int64_t *last_step,
                                    double deadline, char *err, size_t errlen);
 
+/* mlflow_api.c: what runs/get's "run" object says, however it was asked
+ * (the MlflowClient path hands its Run as the same JSON): 0 with its status
+ * and the largest step of this rank's system metrics (-1 none), or -ENOENT
+ * with the line in err for a deleted run, and for run NULL (the store said
+ * RESOURCE_DOES_NOT_EXIST). */
+SM_HIDDEN int sm_mlflow_run_state(json_t *run, const char *run_id, const char *shown, int rank,
+                                  char *status_out, size_t status_len, int64_t *last_step,
+                                  char *err, size_t errlen);
+
 /* mlflow_api.c: whether these credentials may write to the run: runs/update
  * naming only the run (MLflow >= 2.3 changes only the fields a request
  * gives, so nothing changes) needs the permission log-batch needs.  0, or
