@@ -4,10 +4,11 @@
  * which must never block on the network: sinks keep a bounded ring
  * (ring.c) that drops the oldest records when full and counts them.
  *
- * Two sinks: sink_queue.c (a binding drains records with sm_monitor_drain,
- * e.g. the Python front logging through MlflowClient) and
- * mlflow/sink_mlflow.c (a shipping thread posting to MLflow's REST API over
- * libcurl).  Adding a sink is one new file implementing these ops.
+ * Sinks: sink_queue.c (a binding drains records with sm_monitor_drain),
+ * and in the full library mlflow/deliver.c (the delivery policy to an
+ * MLflow run, driven by the REST sink's libcurl thread, mlflow/sink_mlflow.c,
+ * or by the Python front's MlflowClient thread) and mlflow/sink_jsonl.c.
+ * Adding a sink is one new file implementing these ops.
  */
 #ifndef SM_SINK_H
 #define SM_SINK_H

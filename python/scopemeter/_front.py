@@ -38,6 +38,7 @@ Lines go to stderr, one per event, prefixed "scopemeter:" like the engine's.
 from __future__ import annotations
 
 import atexit
+import errno
 import json
 import logging
 import math
@@ -367,8 +368,17 @@ def _batch_logger(client: Any) -> BatchLogger:
                 "metrics": [{"key": m.key, "value": m.value, "timestamp": m.timestamp,
                              "step": m.step} for m in metrics],
                 "tags": [{"key": t.key, "value": t.value} for t in tags]}
-        resp = http_request(creds(), endpoint, "POST", max_retries=0, timeout=timeout,
-                            raise_on_status=False, json=body)
+        try:
+            resp = http_request(creds(), endpoint, "POST", max_retries=0, timeout=timeout,
+                                raise_on_status=False, json=body)
+        except Exception as e:
+            err = _os_error(e)
+            if err is None or _errno_of(err) != errno.ECONNRESET:
+                raise
+            # a kept-alive connection the server had closed: once more on a
+            # fresh one, as libcurl does on the REST path
+            resp = http_request(creds(), endpoint, "POST", max_retries=0, timeout=timeout,
+                                raise_on_status=False, json=body)
         if not 200 <= resp.status_code < 300:
             # the answer as it came: the engine reads it as the REST sink does
             raise _Answered(resp.status_code, resp.content, resp.headers.get("Retry-After"))
@@ -387,6 +397,18 @@ class _Answered(Exception):
 Answer = Tuple[int, Optional[bytes], Optional[str], int, str]
 
 
+# OSErrors raised without an errno, by their class: http.client's
+# RemoteDisconnected (a connection closed without a reply) is a
+# ConnectionResetError, as libcurl's "empty reply" is said (mlflow_rest.c)
+_ERRNO_OF = {ConnectionResetError: errno.ECONNRESET, ConnectionRefusedError: errno.ECONNREFUSED,
+             ConnectionAbortedError: errno.ECONNABORTED, BrokenPipeError: errno.EPIPE,
+             TimeoutError: errno.ETIMEDOUT}
+
+
+def _errno_of(e: OSError) -> int:
+    return int(e.errno or next((n for c, n in _ERRNO_OF.items() if isinstance(e, c)), 0))
+
+
 def _os_error(exc: BaseException) -> Optional[OSError]:
     """The OSError with an errno under an exception (requests wraps urllib3's
     wrapping of the socket's; MLflow wraps that again): a connection that got
@@ -398,7 +420,7 @@ def _os_error(exc: BaseException) -> Optional[OSError]:
         if not isinstance(e, BaseException) or id(e) in seen:
             continue
         seen.add(id(e))
-        if isinstance(e, OSError) and e.errno:
+        if isinstance(e, OSError) and _errno_of(e):
             return e
         todo.extend([e.__cause__, e.__context__, *getattr(e, "args", ())])
         todo.append(getattr(e, "reason", None))
@@ -414,7 +436,7 @@ def _answer(exc: BaseException) -> Answer:
         return exc.status, exc.body, exc.retry_after, 0, ""
     os_err = _os_error(exc)
     if os_err is not None:
-        return 0, None, None, int(os_err.errno or 0), _short(exc)
+        return 0, None, None, _errno_of(os_err), _short(exc)
     code = getattr(exc, "error_code", None)
     get = getattr(exc, "get_http_status_code", None)
     if code and get is not None:

@@ -13,6 +13,11 @@
  *                threads are the C engine's and never touch Python; start(),
  *                drain() and stop() release the GIL while they wait, so
  *                training threads run meanwhile.
+ *   Delivery     the engine's delivery policy (src/mlflow/deliver.c) for the
+ *                front's MlflowClient thread to drive: next() (GIL released)
+ *                hands out a batch, done() reports what the store answered,
+ *                check() judges the run check; Monitor(delivery=...) delivers
+ *                through it.  Every rule of delivery stays in C.
  *   plan(...)    sm_plan_compute (the same figures as `scopemeter plan`).
  *   identity()   sm_identity_from_env (rank, local rank, sizes, node).
  *   series_name(key, rank, node), series_scope(key), version().

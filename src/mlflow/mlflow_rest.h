@@ -82,6 +82,8 @@ typedef struct sm_rest_result {
     json_t *body;         /* parsed response (NULL when not JSON); caller decrefs */
     char msg[512];        /* one line, no secrets: what went wrong */
     char error_code[64];  /* MLflow's error_code, "" when none */
+    int os_errno;         /* no answer: the socket's errno (ECONNRESET for a connection
+                           * closed without a reply), 0 when unknown */
 } sm_rest_result;
 
 /* Process-wide curl_global_init, once (thread-safe). */

@@ -23,7 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "curl_api.h"
 #include "deliver.h"
 #include "mlflow_rest.h"
 #include "sink.h"
@@ -161,14 +160,10 @@ static void post(void *arg, const sm_deliver_batch *b, size_t *taken, sm_deliver
     a->retry_after = res.retry_after;
     snprintf(a->msg, sizeof a->msg, "%s", res.msg);
     snprintf(a->error_code, sizeof a->error_code, "%s", res.error_code);
-    if (a->outcome == SM_REST_RETRY && res.http == 0) {
-        /* no answer: said by the socket's errno where there is one, as the
-         * MlflowClient transport says it (deliver.h) */
-        long os_errno = 0;
-        t->rest.c->easy_getinfo(t->rest.h, CURLINFO_OS_ERRNO, &os_errno);
-        if (os_errno > 0)
-            sm_deliver_answer_none(t->rest.shown, (int)os_errno, NULL, a);
-    }
+    if (a->outcome == SM_REST_RETRY && res.http == 0 && res.os_errno > 0)
+        /* no answer: said by the socket's errno, as the MlflowClient
+         * transport says it (deliver.h) */
+        sm_deliver_answer_none(t->rest.shown, res.os_errno, NULL, a);
     sm_rest_result_clear(&res);
 }
 
