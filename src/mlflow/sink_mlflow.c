@@ -202,13 +202,15 @@ static int check_run(rest_transport *t, sm_deliver *d, int rank, double bound, c
 {
     char why[512] = "", status[32] = "";
     int64_t last = -1;
-    int rc;
+    int rc, verdict;
 
     rc = sm_mlflow_get_run_on(&t->rest, t->run_id, status, sizeof status, rank, &last,
                               sm_now_mono() + bound, why, sizeof why);
-    rc = sm_deliver_checked(d, rank, rc, status, last, why, err, errlen);
+    verdict = sm_deliver_checked(d, rank, rc, status, last, why, err, errlen);
+    if (verdict < 0)
+        return verdict;
     if (rc < 0)
-        return rc;
+        return 0; /* no answer in time: said; the points wait for the server */
     /* Reading is not writing: credentials with READ only on the run's
      * experiment (MLflow's auth app) pass runs/get and would have every
      * window refused.  A runs/update naming only the run needs what log-batch
