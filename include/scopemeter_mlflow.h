@@ -24,7 +24,8 @@ SM_EXTERN int sm_monitor_set_run(sm_monitor *m, const char *tracking_uri, const 
  * request-header provider plugins add), a NULL-terminated list of name,
  * value pairs, copied.  An Authorization header from the environment's
  * credentials wins over one given here, as in MLflow's client.  Values are
- * never printed. */
+ * never printed.  Call it after sm_monitor_set_run (-EINVAL before: the
+ * headers belong to that sink's settings). */
 SM_EXTERN int sm_monitor_set_headers(sm_monitor *m, const char *const *headers);
 /* JSONL sink: every record as one JSON object per line, appended to path
  * by the sink's own thread; the closing line says how many were written

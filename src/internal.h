@@ -44,7 +44,8 @@
  *   rest_uri.c       the tracking URI: checked, redacted
  *   mlflow_api.c     the REST calls: experiments, runs, tags, end
  *   mlflow_run.c     which run a process records into (sm_mlflow_resolve)
- *   sink_mlflow.c    the REST sink (sm_monitor_set_run)
+ *   deliver.c        the delivery policy both transports drive (libcurl, MlflowClient)
+ *   sink_mlflow.c    the REST sink: the policy's libcurl transport (sm_monitor_set_run)
  *   sink_jsonl.c     the JSONL file sink (sm_monitor_set_jsonl)
  */
 #ifndef SM_INTERNAL_H

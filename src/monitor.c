@@ -81,10 +81,12 @@ struct sm_monitor {
     size_t buffer_points;  /* 0: one hour */
     int use_queue;
     sm_sink_factory factory;
-    char *uri, *run_id;
-    char *rec_key;         /* the recording key (docs/design.md §9); NULL: the run id */
+    char *uri;
+    void *sink_settings;   /* the factory's own, opaque here (sink.h); owned */
+    void (*free_settings)(void *);
+    char *rec_key;         /* the recording key (docs/design.md §9); NULL: def_key */
+    char *def_key;         /* the key the sink's setter named (the run id), or NULL */
     int lock_fd;           /* the bound @scopemeter/<key>/rank<N> socket, or -1 */
-    char **headers;        /* NULL-terminated name, value pairs for the sink */
 
     /* resolved at start */
     double interval;
@@ -205,6 +207,17 @@ int sm_monitor_set_buffer_points(sm_monitor *m, size_t points)
     return 0;
 }
 
+/* The chosen sink's settings go with it, and the key its setter named. */
+static void drop_settings(sm_monitor *m)
+{
+    if (m->sink_settings && m->free_settings)
+        m->free_settings(m->sink_settings);
+    m->sink_settings = NULL;
+    m->free_settings = NULL;
+    free(m->def_key);
+    m->def_key = NULL;
+}
+
 int sm_monitor_use_queue(sm_monitor *m)
 {
     if (!m)
@@ -213,32 +226,55 @@ int sm_monitor_use_queue(sm_monitor *m)
         return -EBUSY;
     m->use_queue = 1; /* the sink chosen last wins */
     m->factory = NULL;
+    drop_settings(m);
     return 0;
 }
 
 int sm_monitor_set_sink_factory(sm_monitor *m, sm_sink_factory f, const char *target,
-                                const char *run_id)
+                                void *settings, void (*free_settings)(void *))
 {
-    char *u, *r = NULL;
+    char *u;
 
-    if (!m || !f || !target)
+    if (!m || !f || !target || m->state != ST_NEW) {
+        if (settings && free_settings) /* owned from the call on */
+            free_settings(settings);
+        return !m || !f || !target ? -EINVAL : -EBUSY;
+    }
+    u = strdup(target);
+    if (!u) {
+        if (settings && free_settings)
+            free_settings(settings);
+        return -ENOMEM;
+    }
+    drop_settings(m);
+    free(m->uri);
+    m->uri = u;
+    m->sink_settings = settings;
+    m->free_settings = free_settings;
+    m->factory = f;
+    m->use_queue = 0;
+    return 0;
+}
+
+void *sm_monitor_sink_settings(sm_monitor *m, sm_sink_factory f)
+{
+    if (!m || m->state != ST_NEW || m->use_queue || !f || m->factory != f)
+        return NULL;
+    return m->sink_settings;
+}
+
+int sm_monitor_default_recording_key(sm_monitor *m, const char *key)
+{
+    char *k = NULL;
+
+    if (!m)
         return -EINVAL;
     if (m->state != ST_NEW)
         return -EBUSY;
-    u = strdup(target);
-    if (run_id)
-        r = strdup(run_id);
-    if (!u || (run_id && !r)) {
-        free(u);
-        free(r);
+    if (key && !(k = strdup(key)))
         return -ENOMEM;
-    }
-    free(m->uri);
-    free(m->run_id);
-    m->uri = u;
-    m->run_id = r;
-    m->factory = f;
-    m->use_queue = 0;
+    free(m->def_key);
+    m->def_key = k;
     return 0;
 }
 
@@ -257,50 +293,16 @@ int sm_monitor_set_recording_key(sm_monitor *m, const char *key)
     return 0;
 }
 
-static void free_strv(char **v)
-{
-    for (size_t i = 0; v && v[i]; i++)
-        free(v[i]);
-    free(v);
-}
-
-int sm_monitor_set_sink_headers(sm_monitor *m, const char *const *headers)
-{
-    size_t n = 0;
-    char **v;
-
-    if (!m)
-        return -EINVAL;
-    if (m->state != ST_NEW)
-        return -EBUSY;
-    while (headers && headers[n] && headers[n + 1])
-        n += 2;
-    if (headers && headers[n]) /* a name without a value */
-        return -EINVAL;
-    v = calloc(n + 1, sizeof *v);
-    if (!v)
-        return -ENOMEM;
-    for (size_t i = 0; i < n; i++)
-        if (!(v[i] = strdup(headers[i]))) {
-            free_strv(v);
-            return -ENOMEM;
-        }
-    free_strv(m->headers);
-    m->headers = v;
-    return 0;
-}
-
 /* What a delivering sink is told at start. */
 static sm_sink_config sink_config(const sm_monitor *m, size_t cap)
 {
     sm_sink_config c = {
         .target = m->uri,
-        .run_id = m->run_id,
-        .headers = (const char *const *)m->headers,
         .cap = cap,
         .collectors = m->collectors,
         .period_s = m->interval * m->samples,
         .rank = m->ctx.id.rank,
+        .settings = m->sink_settings,
     };
     return c;
 }
@@ -828,7 +830,7 @@ int sm_monitor_start(sm_monitor *m, char *err, size_t errlen)
         snprintf(err, errlen, "SCOPEMETER_SYSROOT: %s", strerror(-rc));
         return rc;
     }
-    m->ctx.rec_key = m->rec_key ? m->rec_key : m->run_id;
+    m->ctx.rec_key = m->rec_key ? m->rec_key : m->def_key;
     m->ctx.all_workers = m->all_workers;
     if (!sm_collects(&m->ctx.id, m->all_workers, why, sizeof why)) {
         /* under all_workers a sibling holds its rank's lock: the pod's
@@ -954,9 +956,8 @@ static void destroy(sm_monitor *m)
     free(m->slots);
     free(m->recs);
     free(m->uri);
-    free(m->run_id);
+    drop_settings(m);
     free(m->rec_key);
-    free_strv(m->headers);
     if (m->lock_fd >= 0)
         close(m->lock_fd);
     free(m);

@@ -4,10 +4,11 @@
  * which must never block on the network: sinks keep a bounded ring
  * (ring.c) that drops the oldest records when full and counts them.
  *
- * Two sinks: sink_queue.c (a binding drains records with sm_monitor_drain_records,
- * e.g. the Python front logging through MlflowClient) and
- * mlflow/sink_mlflow.c (a shipping thread posting to MLflow's REST API over
- * libcurl).  Adding a sink is one new file implementing these ops.
+ * Sinks: sink_queue.c (a binding drains records with sm_monitor_drain_records),
+ * and in the full library mlflow/deliver.c (the delivery policy to an
+ * MLflow run, driven by the REST sink's libcurl thread, mlflow/sink_mlflow.c,
+ * or by the Python front's MlflowClient thread) and mlflow/sink_jsonl.c.
+ * Adding a sink is one new file implementing these ops.
  */
 #ifndef SM_SINK_H
 #define SM_SINK_H
@@ -117,16 +118,17 @@ SM_HIDDEN int sm_sink_queue_drain(sm_sink *s, sm_record *out, int cap, size_t re
                                   double timeout_s);
 SM_HIDDEN size_t sm_sink_queue_len(sm_sink *s); /* records waiting; 0 for another sink */
 
-/* What the monitor hands a delivering sink's constructor at start. */
+/* What the monitor hands a delivering sink's constructor at start: only what
+ * the core knows.  Whatever else a sink needs (an MLflow run, HTTP header
+ * fields, a bound of its own) is its settings, opaque here: built by the
+ * function that chose the sink and handed over with the factory. */
 typedef struct sm_sink_config {
     const char *target;         /* the tracking URI (REST), the file (JSONL) */
-    const char *run_id;         /* REST; NULL for the JSONL sink */
-    const char *const *headers; /* NULL or NULL-terminated name, value pairs */
     size_t cap;                 /* records the buffer holds */
     int collectors;             /* of the whole job: posts are spread by it */
     double period_s;            /* one logging window */
-    double check_s;             /* bound of the run check at start: 0 default, < 0 none */
     int rank;                   /* the monitor's rank: its keys end in /rankN */
+    void *settings;             /* the sink's own, as registered; may be NULL */
 } sm_sink_config;
 
 /* A delivering sink's constructor.  sm_monitor_set_run() (mlflow/sink_mlflow.c)
@@ -135,12 +137,19 @@ typedef struct sm_sink_config {
  * jansson. */
 typedef int (*sm_sink_factory)(const sm_sink_config *cfg, char *err, size_t errlen,
                                sm_sink **out);
-/* monitor.c: remember the factory, its target and run id (may be NULL);
- * sm_monitor_start() calls it. */
+/* monitor.c: remember the factory, its target and its settings;
+ * sm_monitor_start() calls it.  The monitor owns settings from this call on
+ * (even when it fails) and releases them with free_settings (may be NULL)
+ * when another sink is chosen or the monitor is freed. */
 SM_HIDDEN int sm_monitor_set_sink_factory(sm_monitor *m, sm_sink_factory f, const char *target,
-                                          const char *run_id);
-/* monitor.c: extra HTTP headers for the sink (copied). */
-SM_HIDDEN int sm_monitor_set_sink_headers(sm_monitor *m, const char *const *headers);
+                                          void *settings, void (*free_settings)(void *));
+/* monitor.c: the settings registered with factory f, while the monitor is
+ * not started yet; NULL when another sink (or none) is chosen.  A sink's
+ * own setters (sm_monitor_set_headers) change them here. */
+SM_HIDDEN void *sm_monitor_sink_settings(sm_monitor *m, sm_sink_factory f);
+/* monitor.c: the recording key (docs/design.md §9) when none was set: the
+ * sink that knows the run names it (copied). */
+SM_HIDDEN int sm_monitor_default_recording_key(sm_monitor *m, const char *key);
 
 /* log.c: the closing line both surfaces print, and its warning when records
  * were lost.  windows, points and tags are what the monitor logged. */

@@ -1,8 +1,9 @@
 /*
  * sink_queue.c — the pull sink for language bindings.  The sampling thread
  * pushes each window's records into a ring; the binding drains them with
- * sm_monitor_drain_records() and logs them through its own client (the Python front
- * uses MLflow's MlflowClient, so every tracking store MLflow supports works).
+ * sm_monitor_drain_records() and logs them through its own client with its own
+ * policy.  (The Python front no longer does: its MlflowClient thread drives
+ * the engine's delivery policy, src/mlflow/deliver.h.)
  *
  * flush() only closes the ring: the records already queued stay there for the
  * binding, and drain returns -EPIPE once they are gone, which tells the

@@ -11,14 +11,18 @@ an MLflow run and stops it.  One shipping path (docs/python.md):
   - any other store (the local default sqlite:///mlflow.db, file:, a
     database URI), and http(s) with an MLflow auth plugin
     (MLFLOW_TRACKING_AUTH) or databricks/uc URIs, which C cannot honour: one
-    Python daemon thread ("pump") drains the engine's bounded queue with the
-    GIL released and logs each window with MlflowClient.log_batch (for a
-    REST store, one request with MLflow's retries off).  scopemeter owns the
-    retry: bounded backoff, cut short at stop.
+    Python daemon thread ("pump") is the transport of the engine's delivery
+    policy (_native.Delivery, src/mlflow/deliver.c): it asks the policy for a
+    batch (waiting with the GIL released), sends it with
+    MlflowClient.log_batch (for a REST store, one request with MLflow's
+    retries off) and tells the policy what came back.
 
-Both paths say the same lines: one when delivery starts failing (with the
-points waiting), one when it recovers, and the closing line (delivered,
-dropped, refused, undelivered) from the engine.  Nothing here ever raises
+The policy is the REST sink's, in C: batching, what an answer means,
+backoff with jitter, the lines (one when delivery starts failing, one when
+it recovers, refusals, the stop deadline), the counters and the closing
+line, and the verdict of the run check at start.  Python only makes the
+MlflowClient, calls log_batch / get_run and turns an exception into an
+answer (_answer).  Nothing here ever raises
 into user code, but a TypeError for an argument of the wrong type (a mistake
 in the call, not something that happened to recording).
 
@@ -34,6 +38,8 @@ Lines go to stderr, one per event, prefixed "scopemeter:" like the engine's.
 from __future__ import annotations
 
 import atexit
+import errno
+import json
 import logging
 import numbers
 import os
@@ -45,7 +51,7 @@ import threading
 import time
 import urllib.parse
 from types import FrameType
-from typing import (TYPE_CHECKING, Any, Callable, Dict, List, Literal, Optional, Sequence,
+from typing import (TYPE_CHECKING, Any, Callable, Dict, List, Literal, Optional, Set,
                     Tuple, Union, overload)
 
 from . import _native
@@ -57,10 +63,6 @@ if TYPE_CHECKING:
 STOP_TIMEOUT = _native.STOP_TIMEOUT_DEFAULT  # docs/design.md §7: the stop bound
 SIGTERM_STOP_TIMEOUT = 10.0  # inside a launcher's / kubelet's grace period
 _ENGINE_MAX_TIMEOUT = _native.STOP_TIMEOUT_MAX
-_MAX_METRICS = _native.BATCH_METRICS    # MLflow's log_batch limits
-_MAX_TAGS = _native.BATCH_TAGS
-_MAX_ENTITIES = _native.BATCH_ENTITIES
-_BACKOFF_MAX = 30.0
 _CHECK_TIMEOUT = 5.0         # the run check at start, as the REST sink's
 # ... but a local store (sqlite, file) answers no network: its first open
 # creates or migrates the database, which takes seconds on a loaded machine
@@ -124,40 +126,6 @@ def _log(msg: str, warn: bool = False) -> None:
 
 
 # ---- records -> MLflow ----------------------------------------------------------
-
-
-# one log_batch: (metrics, tags), MLflow's Metric and RunTag objects
-Chunk = Tuple[List[Any], List[Any]]
-
-
-def _chunks(records: Sequence[_native.Record], Metric: Any, RunTag: Any,
-            step_base: int = 0) -> List[Chunk]:
-    """Splits one drain's records into log_batch-sized (metrics, tags) pairs;
-    steps continue after a re-attached run's earlier ones (step_base)."""
-    metrics: List[Any] = []
-    tags: List[Any] = []
-    for kind, key, value, ts, step in records:
-        if kind == _native.RECORD_TAG:
-            tags.append(RunTag(key, value))
-        else:
-            metrics.append(Metric(key, value, ts, step + step_base))
-    out: List[Chunk] = []
-    while metrics or tags:
-        t = tags[:_MAX_TAGS]
-        m = metrics[: min(_MAX_METRICS, _MAX_ENTITIES - len(t))]
-        tags, metrics = tags[len(t):], metrics[len(m):]
-        out.append((m, t))
-    return out
-
-
-def _permanent(exc: BaseException) -> bool:
-    """A rejection that retrying cannot fix (4xx other than 429)."""
-    get = getattr(exc, "get_http_status_code", None)
-    try:
-        code = int(get()) if get else 0
-    except Exception:
-        code = 0
-    return 400 <= code < 500 and code != 429
 
 
 # Tracking URIs without a scheme that are not paths: MLflow resolves them to
@@ -231,25 +199,22 @@ class _Session:
     """One monitor attached to one run in this process."""
 
     def __init__(self, run_id: str, tracking_uri: str, mon: _native.Monitor,
-                 status: str) -> None:
+                 status: str, delivery: Optional[_native.Delivery] = None) -> None:
         self.run_id = run_id
         self.tracking_uri = tracking_uri
         self.mon = mon
         self.status = status          # "collecting" | "not collecting" | "skipped"
         self.rest = False             # the engine ships (REST sink): no pump
+        self.delivery = delivery      # the engine's policy the pump drives (MlflowClient path)
         self.pid = os.getpid()
         self.thread: Optional[threading.Thread] = None
         self.deadline: Optional[float] = None          # set by stop(): past it the pump gives up
-        self.wake = threading.Event()  # stop() hurries a pump waiting to retry
+        self.wake = threading.Event()  # stop() hurries a pump whose next() keeps failing
         # (start_time_ms or None, period_s)
         self.late_check: Optional[Tuple[Optional[int], float]] = None
-        self.delivered = 0            # records the pump delivered
-        self.refused = 0              # records the store refused (4xx)
-        self.undelivered = 0          # records still pending at the stop bound
-        self.drain_errors = 0         # drain() calls that raised (said once)
+        self.drain_errors = 0         # next() calls that raised (said once)
         self.enabled_ms = int(time.time() * 1000)
         self.hook: Optional[_RunEndHook] = None  # our entry in MLflow's registry (run end)
-        self.step_base: int = 0       # MlflowClient path: after the run's earlier steps
 
     # -- the pump thread (MlflowClient path) --
     def start_pump(self) -> None:
@@ -274,82 +239,46 @@ class _Session:
             _log(f"logging thread for run {self.run_id} ended: {type(e).__name__}: {e}", warn=True)
 
     def _pump_loop(self) -> None:
+        """The MlflowClient transport of the engine's delivery policy: every
+        decision (what to send, when, what an answer means, the lines and
+        counts) is the policy's; this loop only sends and reports back."""
         from mlflow.entities import Metric, RunTag
         from mlflow.tracking import MlflowClient
 
         client = MlflowClient(tracking_uri=self.tracking_uri)
         log_batch = _batch_logger(client)
-        pending: List[Chunk] = []  # chunks taken from the queue, not yet accepted
-        failures = 0
-        # (monotonic start, engine drops then) while failing
-        outage: Optional[Tuple[float, int]] = None
-        last_refusal: Optional[str] = None  # the kind of refusal last said
         while True:
-            if not pending:
-                try:
-                    records = self.mon.drain(1.0)    # waits with the GIL released
-                    if records is None:              # stopped and empty: the stream is over
-                        break
-                    if not records:
-                        continue
-                    pending = _chunks(records, Metric, RunTag, self.step_base)
-                except Exception as e:
-                    # what one drain took is lost; the thread goes on (the
-                    # next windows still reach the run), one line the first time
-                    self.drain_errors += 1
-                    if self.drain_errors == 1:
-                        _log(f"taking records of run {self.run_id} from the queue failed: "
-                             f"{type(e).__name__}: {_short(e)}; those are lost, logging goes on",
-                             warn=True)
-                    if self.deadline is not None and time.monotonic() >= self.deadline:
-                        return
-                    self.wake.wait(0.1)  # a drain that keeps failing must not spin
-                    continue
-            metrics, tags = pending[0]
+            try:
+                if self.delivery is None:
+                    raise RuntimeError("no delivery")
+                records = self.delivery.next()  # waits with the GIL released
+            except Exception as e:
+                # the thread goes on (the next windows still reach the run),
+                # one line the first time
+                self.drain_errors += 1
+                if self.drain_errors == 1:
+                    _log(f"taking records of run {self.run_id} from the queue failed: "
+                         f"{type(e).__name__}: {_short(e)}; those are lost, logging goes on",
+                         warn=True)
+                if self.deadline is not None and time.monotonic() >= self.deadline:
+                    return
+                self.wake.wait(0.1)  # a next() that keeps failing must not spin
+                continue
+            if records is None:  # delivery is over (stopped, or past the stop bound)
+                return
+            metrics = [Metric(key, float(value), ts, step) for kind, key, value, ts, step in records
+                       if kind != _native.RECORD_TAG]
+            tags = [RunTag(key, str(value)) for kind, key, value, ts, step in records
+                    if kind == _native.RECORD_TAG]
             try:
                 log_batch(self.run_id, metrics, tags, self._request_timeout())
             except Exception as e:
-                if _permanent(e):
-                    # one line per kind of refusal, as the REST sink says it: a run
-                    # deleted meanwhile refuses every window
-                    kind = getattr(e, "error_code", None) or type(e).__name__
-                    if kind != last_refusal:
-                        last_refusal = kind
-                        _log(f"MLflow refused {len(metrics) + len(tags)} records ({_short(e)}); "
-                             "not retried, they are dropped and counted", warn=True)
-                    self.refused += len(metrics) + len(tags)
-                    pending.pop(0)
-                    continue
-                failures += 1
-                if outage is None:
-                    outage = (time.monotonic(), self.mon.dropped)
-                    waiting = sum(len(m) + len(t) for m, t in pending) + self.mon.queued
-                    _log(f"cannot deliver to MLflow ({_short(e)}); {waiting} points wait in the "
-                         "buffer and are retried with backoff", warn=True)
-                if self.deadline is not None and time.monotonic() >= self.deadline:
-                    self.undelivered += sum(len(m) + len(t) for m, t in pending)
-                    return
-                delay = min(_BACKOFF_MAX, 0.5 * (2 ** min(failures, 8)))
-                if self.deadline is not None:
-                    delay = min(delay, max(0.0, self.deadline - time.monotonic()), 1.0)
-                if self.wake.wait(delay):
-                    self.wake.clear()  # stop() cut a long backoff short; retries go on <= 1/s
+                self.delivery.done(len(records), *_answer(e))
                 continue
+            self.delivery.done(len(records), 200, None, None, 0, "")
             if self.late_check is not None:  # once the store answers, never before
                 self._check_late_start(client)
                 self.late_check = None
-            if outage is not None:
-                lost = self.mon.dropped - outage[1]
-                took = time.monotonic() - outage[0]
-                if lost:
-                    _log(f"MLflow reachable again after {took:.0f} s; {lost} oldest points were "
-                         "dropped because the buffer was full")
-                else:
-                    _log(f"MLflow reachable again after {took:.0f} s; no point lost")
-                outage = None
-                failures = 0
-            self.delivered += len(metrics) + len(tags)
-            pending.pop(0)
 
     def _request_timeout(self) -> float:
         if self.deadline is None:
@@ -391,18 +320,14 @@ class _Session:
             self.mon.stop(min(left, _ENGINE_MAX_TIMEOUT))
         except Exception as e:
             _log(f"stopping the monitor of run {self.run_id}: {e}", warn=True)
-        if self.rest or self.thread is None:
-            return  # the REST sink printed the closing line
+        # The engine's delivery policy said the closing line on either path;
+        # a pump stuck in a request past the bound is abandoned (a daemon: its
+        # next() returns None), never joined beyond it.
         self.wake.set()
-        self.thread.join(max(0.0, self.deadline - time.monotonic()))
-        if self.thread.is_alive():
-            # past the bound: what the pump holds and what is still queued
-            # are undelivered (the pump, a daemon, gives up at its next look)
-            self.undelivered += self.mon.queued
-        try:
-            self.mon.report(self.delivered, self.refused, self.undelivered)
-        except RuntimeError:
-            pass  # a monitor that never started has nothing to account for
+        if self.delivery is not None:
+            self.delivery.cancel()
+        if self.thread is not None:
+            self.thread.join(max(0.0, self.deadline - time.monotonic()))
 
 
 BatchLogger = Callable[[str, List[Any], List[Any], float], None]
@@ -418,7 +343,7 @@ def _batch_logger(client: Any) -> BatchLogger:
     creds = getattr(store, "get_host_creds", None)
     if creds is not None:
         try:
-            from mlflow.utils.rest_utils import http_request, verify_rest_response
+            from mlflow.utils.rest_utils import http_request
         except ImportError:
             creds = None
     if creds is None:
@@ -442,9 +367,86 @@ def _batch_logger(client: Any) -> BatchLogger:
                 "metrics": [{"key": m.key, "value": m.value, "timestamp": m.timestamp,
                              "step": m.step} for m in metrics],
                 "tags": [{"key": t.key, "value": t.value} for t in tags]}
-        resp = http_request(creds(), endpoint, "POST", max_retries=0, timeout=timeout, json=body)
-        verify_rest_response(resp, endpoint)
+        try:
+            resp = http_request(creds(), endpoint, "POST", max_retries=0, timeout=timeout,
+                                raise_on_status=False, json=body)
+        except Exception as e:
+            err = _os_error(e)
+            if err is None or _errno_of(err) != errno.ECONNRESET:
+                raise
+            # a kept-alive connection the server had closed: once more on a
+            # fresh one, as libcurl does on the REST path
+            resp = http_request(creds(), endpoint, "POST", max_retries=0, timeout=timeout,
+                                raise_on_status=False, json=body)
+        if not 200 <= resp.status_code < 300:
+            # the answer as it came: the engine reads it as the REST sink does
+            raise _Answered(resp.status_code, resp.content, resp.headers.get("Retry-After"))
     return log_rest
+
+
+class _Answered(Exception):
+    """A REST store's answer other than 2xx, as received."""
+
+    def __init__(self, status: int, body: bytes, retry_after: Optional[str]) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status, self.body, self.retry_after = status, body, retry_after
+
+
+# (http status or 0, body, Retry-After, errno, why): what the engine's policy reads
+Answer = Tuple[int, Optional[bytes], Optional[str], int, str]
+
+
+# OSErrors raised without an errno, by their class: http.client's
+# RemoteDisconnected (a connection closed without a reply) is a
+# ConnectionResetError, as libcurl's "empty reply" is said (mlflow_rest.c)
+_ERRNO_OF = {ConnectionResetError: errno.ECONNRESET, ConnectionRefusedError: errno.ECONNREFUSED,
+             ConnectionAbortedError: errno.ECONNABORTED, BrokenPipeError: errno.EPIPE,
+             TimeoutError: errno.ETIMEDOUT}
+
+
+def _errno_of(e: OSError) -> int:
+    return int(e.errno or next((n for c, n in _ERRNO_OF.items() if isinstance(e, c)), 0))
+
+
+def _os_error(exc: BaseException) -> Optional[OSError]:
+    """The OSError with an errno under an exception (requests wraps urllib3's
+    wrapping of the socket's; MLflow wraps that again): a connection that got
+    no answer is said by its errno on both transports."""
+    seen: Set[int] = set()
+    todo: List[Any] = [exc]
+    while todo:
+        e = todo.pop()
+        if not isinstance(e, BaseException) or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, OSError) and _errno_of(e):
+            return e
+        todo.extend([e.__cause__, e.__context__, *getattr(e, "args", ())])
+        todo.append(getattr(e, "reason", None))
+    return None
+
+
+def _answer(exc: BaseException) -> Answer:
+    """An exception of log_batch as the store's answer: the HTTP status and
+    MLflow's error JSON where there was one (a REST store's reply, or an
+    MlflowException of a local store with the status MLflow gives its error
+    code), else 0 and the words of what happened.  The engine classifies."""
+    if isinstance(exc, _Answered):
+        return exc.status, exc.body, exc.retry_after, 0, ""
+    os_err = _os_error(exc)
+    if os_err is not None:
+        return 0, None, None, _errno_of(os_err), _short(exc)
+    code = getattr(exc, "error_code", None)
+    get = getattr(exc, "get_http_status_code", None)
+    if code and get is not None:
+        try:
+            status = int(get())
+        except Exception:
+            status = 500
+        message = str(getattr(exc, "message", "") or _short(exc))
+        body = json.dumps({"error_code": str(code), "message": message[:300]})
+        return status, body.encode(), None, 0, ""
+    return 0, None, None, 0, f"{type(exc).__name__}: {_short(exc)}"
 
 
 # userinfo of a URL ("http://user:password@host"): MLflow's exception texts
@@ -452,40 +454,29 @@ def _batch_logger(client: Any) -> BatchLogger:
 _USERINFO = re.compile(r"(?<=://)[^/\s@]+@")
 
 
-def _last_system_step(run: "Run", rank: int) -> int:
-    """The largest step of this rank's system metrics the run already holds
-    (MLflow keeps each key's latest point), or -1; as the REST sink reads it
-    from runs/get.  RunData keeps the Metric objects in _metric_objs; an
-    MLflow without it gives -1 (steps then restart at 0, as before)."""
-    suffix = f"/rank{rank}"
-    steps = [m.step for m in getattr(run.data, "_metric_objs", None) or []
-             if m.key.startswith("system/") and m.key.endswith(suffix)]
-    return max(steps, default=-1)
+def _run_json(run: "Run") -> Optional[str]:
+    """The Run as runs/get's "run" object (protobuf JSON, as the REST API
+    sends it), for the engine's run check; None when it cannot be written."""
+    try:
+        from mlflow.utils.proto_json_utils import message_to_json
+        return str(message_to_json(run.to_proto()))
+    except Exception:
+        return None
 
 
-def _attached(run_id: str, run: "Run", rank: int) -> int:
-    """Steps continue after the run's earlier system steps (docs/design.md
-    §3); an ended run is said.  Returns the step base."""
-    status = getattr(run.info, "status", "RUNNING")
-    last = _last_system_step(run, rank)
-    if status not in ("RUNNING", None, ""):
-        _log(f"run {run_id} is {status}; recording into it anyway"
-             + (", its system steps continue after its last one" if last >= 0 else ""))
-    if last >= 0:
-        _log(f"run {run_id} already holds system metrics of rank {rank} up to step {last}: "
-             f"steps continue at {last + 1}")
-    return last + 1
-
-
-def _run_usable(run_id: str, uri: str, run: Optional["Run"]) -> Union[bool, int]:
-    """The MlflowClient path's run check at start, as the REST sink's: a run
-    that does not exist or is deleted is one line and no recording.  Bounded:
-    a store that does not answer in time is said, and recording goes on.
-    Returns False, or True / the step base (an int) to continue at."""
+def _check_run(delivery: _native.Delivery, run_id: str, uri: str,
+               run: Optional["Run"]) -> Optional[str]:
+    """The MlflowClient path's run check at start: Python asks (get_run,
+    bounded), the engine decides and says it (deliver.c, as for the REST
+    sink): a run that does not exist or is deleted fails the start (the line
+    returned), a store that does not answer in time is said and recording
+    goes on, an ended run is said and steps continue after the run's earlier
+    system steps.  Returns None to record, or the line."""
+    rank = int(_native.identity()["rank"])
     if run is not None and run.info.run_id == run_id:
         # the active run, opened by this process: maybe a resumed one
         # (mlflow.start_run(run_id=...)), whose data start_run fetched
-        return _attached(run_id, run, _native.identity()["rank"]) or True
+        return delivery.check(rank, _run_json(run), None, None)
     result: Dict[str, Any] = {}
 
     def get() -> None:
@@ -500,19 +491,10 @@ def _run_usable(run_id: str, uri: str, run: Optional["Run"]) -> Union[bool, int]
     t.start()
     t.join(bound)
     if "run" in result:
-        if getattr(result["run"].info, "lifecycle_stage", "active") == "deleted":
-            _log(f"run {run_id} is deleted; system metrics not recorded", warn=True)
-            return False
-        return _attached(run_id, result["run"], _native.identity()["rank"]) or True
+        return delivery.check(rank, _run_json(result["run"]), None, None)
     e = result.get("error")
-    if e is not None and getattr(e, "error_code", "") == "RESOURCE_DOES_NOT_EXIST":
-        _log(f"run {run_id} does not exist at {_redact(uri)}; system metrics not recorded",
-             warn=True)
-        return False
     why = _short(e) if e is not None else f"no answer in {bound:g} s"
-    _log(f"cannot check run {run_id} at {_redact(uri)} ({why}); recording into it anyway: "
-         "points wait in the buffer until the store answers", warn=True)
-    return True
+    return delivery.check(rank, None, getattr(e, "error_code", None) or None, why)
 
 
 def _short(exc: BaseException) -> str:
@@ -855,7 +837,7 @@ def _enable(all_workers: bool, interval: Optional[float], samples: Optional[int]
 
         uri = _absolute_uri(mlflow.get_tracking_uri())
         path, extra = _shipping(uri)
-        usable: Union[bool, int] = True
+        delivery: Optional[_native.Delivery] = None
         if path == "rest":
             mon = _native.Monitor(interval=interval_s, samples=n_samples,
                                   all_workers=all_workers, stop_timeout=STOP_TIMEOUT,
@@ -864,24 +846,33 @@ def _enable(all_workers: bool, interval: Optional[float], samples: Optional[int]
         else:
             if extra:
                 _log(extra)
-            usable = _run_usable(run_id, uri, run)
-            if usable is False:
+            delivery = _native.Delivery(run_id, uri)
+            failed = _check_run(delivery, run_id, uri, run)
+            if failed is not None:
+                _log(f"{failed}; system metrics not recorded", warn=True)
                 return False
             mon = _native.Monitor(interval=interval_s, samples=n_samples,
                                   all_workers=all_workers, stop_timeout=STOP_TIMEOUT,
-                                  recording_key=run_id)
+                                  recording_key=run_id, delivery=delivery)
+        s = _Session(run_id, uri, mon, "starting", delivery)
+        s.rest = path == "rest"
+        s.enabled_ms = called_ms
+        if delivery is not None:
+            # before start: a start that skips delivers its scopemeter.skipped
+            # tag within start, through this thread
+            s.start_pump()
         try:
             # "collecting", "not collecting" or "skipped"; the engine said why.
             # The REST sink checks the run here (runs/get).
             status = mon.start()
         except OSError as e:
+            if delivery is not None:
+                delivery.cancel()
             _log(f"{_short(e).split(': ', 1)[-1]}; system metrics not recorded", warn=True)
             return False
-        s = _Session(run_id, uri, mon, status)
-        s.rest = path == "rest"
-        s.enabled_ms = called_ms
-        if path != "rest" and usable is not True:
-            s.step_base = usable
+        s.status = status
+        if status == "not collecting" and delivery is not None:
+            delivery.cancel()  # nothing to deliver: the thread ends
         if status == "collecting":
             period = mon.interval * mon.samples
             if run is not None and run.info.run_id == run_id:
@@ -890,9 +881,6 @@ def _enable(all_workers: bool, interval: Optional[float], samples: Optional[int]
                 s.late_check = (None, period)
                 if s.rest:
                     s.start_late_check()
-        if status != "not collecting" and not s.rest:
-            # "skipped": the engine queued the scopemeter.skipped tag; ship it.
-            s.start_pump()
         _current = s
         monitors = _mlflow_monitors()
         if monitors is not None and run is not None and run.info.run_id == run_id:

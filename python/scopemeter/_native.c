@@ -13,6 +13,11 @@
  *                threads are the C engine's and never touch Python; start(),
  *                drain() and stop() release the GIL while they wait, so
  *                training threads run meanwhile.
+ *   Delivery     the engine's delivery policy (src/mlflow/deliver.c) for the
+ *                front's MlflowClient thread to drive: next() (GIL released)
+ *                hands out a batch, done() reports what the store answered,
+ *                check() judges the run check; Monitor(delivery=...) delivers
+ *                through it.  Every rule of delivery stays in C.
  *   plan(...)    sm_plan_estimate (the same figures as `scopemeter plan`).
  *   identity()   sm_identity_read_env (rank, local rank, sizes, node).
  *   series_name(key, rank, node), series_scope(key), series_parse(key), version().
@@ -33,6 +38,7 @@
 
 #include "number.h"
 #include "scopemeter_mlflow.h"
+#include "mlflow/deliver.h"
 
 /* Records copied per drain() call at most; MLflow's log_batch takes 1000
  * metrics per request, so one drain is at most one request. */
@@ -46,6 +52,16 @@ typedef struct {
     int stopping;     /* stop() calls under way (counted under the GIL) */
     int started;
 } MonitorObject;
+
+/* Delivery: the C delivery policy (src/mlflow/deliver.c) that the front's
+ * MlflowClient thread drives: next() / done().  The type, for Monitor's
+ * delivery= check. */
+typedef struct {
+    PyObject_HEAD
+    sm_deliver *d;
+    int in_next;      /* one driver at a time (checked under the GIL) */
+} DeliveryObject;
+static PyObject *delivery_type;
 
 /* OSError(errno, "what: why"): the front tells a missing run (ENOENT) from
  * other failures by e.errno. */
@@ -115,19 +131,24 @@ static int Monitor_init(PyObject *self_, PyObject *args, PyObject *kw)
     MonitorObject *self = (MonitorObject *)self_;
     static char *kwlist[] = {"interval", "samples", "all_workers", "stop_timeout",
                              "buffer_points", "tracking_uri", "run_id", "headers",
-                             "recording_key", NULL};
+                             "recording_key", "delivery", NULL};
     double interval = 0, stop_timeout = 30;
     int samples = 0, all_workers = 0;
     Py_ssize_t buffer_points = 0;
     const char *uri = NULL, *run_id = NULL, *rec_key = NULL;
-    PyObject *headers = Py_None, *keep = NULL;
+    PyObject *headers = Py_None, *keep = NULL, *delivery = Py_None;
     const char **pairs = NULL;
     int rc;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|dipdnzzOz", kwlist, &interval, &samples,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|dipdnzzOzO", kwlist, &interval, &samples,
                                      &all_workers, &stop_timeout, &buffer_points, &uri,
-                                     &run_id, &headers, &rec_key))
+                                     &run_id, &headers, &rec_key, &delivery))
         return -1;
+    if (delivery != Py_None && (!PyObject_TypeCheck(delivery, (PyTypeObject *)delivery_type) ||
+                                uri)) {
+        PyErr_SetString(PyExc_ValueError, "delivery must be a Delivery, without tracking_uri");
+        return -1;
+    }
     if ((uri == NULL) != (run_id == NULL)) {
         PyErr_SetString(PyExc_ValueError, "tracking_uri and run_id go together");
         return -1;
@@ -170,6 +191,9 @@ static int Monitor_init(PyObject *self_, PyObject *args, PyObject *kw)
             rc = sm_monitor_set_headers(self->m, pairs);
         free(pairs);
         Py_XDECREF(keep);
+    } else if (rc == 0 && delivery != Py_None) {
+        /* the MlflowClient path: the front's thread drives the C policy */
+        rc = sm_monitor_set_delivery(self->m, ((DeliveryObject *)delivery)->d);
     } else if (rc == 0) {
         rc = sm_monitor_use_queue(self->m);
     }
@@ -484,6 +508,197 @@ static PyType_Spec Monitor_spec = {
     .slots = Monitor_slots,
 };
 
+/* ---- Delivery --------------------------------------------------------------- */
+
+static int Delivery_init(PyObject *self_, PyObject *args, PyObject *kw)
+{
+    DeliveryObject *self = (DeliveryObject *)self_;
+    static char *kwlist[] = {"run_id", "tracking_uri", NULL};
+    const char *run_id, *uri;
+    char shown[512];
+    int rc;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "ss", kwlist, &run_id, &uri))
+        return -1;
+    if (self->d) {
+        PyErr_SetString(PyExc_RuntimeError, "Delivery already initialised");
+        return -1;
+    }
+    sm_mlflow_redact_uri(uri, shown, sizeof shown);
+    rc = sm_deliver_new(run_id, shown, &self->d);
+    if (rc < 0) {
+        raise_errno(rc, "delivery", NULL);
+        return -1;
+    }
+    return 0;
+}
+
+static void Delivery_dealloc(PyObject *self_)
+{
+    DeliveryObject *self = (DeliveryObject *)self_;
+    PyTypeObject *tp = Py_TYPE(self_);
+    freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+
+    if (self->d) {
+        sm_deliver_cancel(self->d); /* a driver of ours, if any, ends */
+        sm_deliver_unref(self->d);
+        self->d = NULL;
+    }
+    tp_free(self_);
+    Py_DECREF(tp);
+}
+
+static sm_deliver *delivery_of(PyObject *self_)
+{
+    DeliveryObject *self = (DeliveryObject *)self_;
+
+    if (!self->d)
+        PyErr_SetString(PyExc_RuntimeError, "Delivery not initialised");
+    return self->d;
+}
+
+/* An entry of a batch as a tuple (kind, key, value or text, timestamp_ms,
+ * step), the step after the run's earlier ones (b->step_base). */
+static PyObject *entry_tuple(const sm_deliver_batch *b, const sm_entry *e)
+{
+    PyObject *key = text_of(sm_ring_str(b->ring, e->key), SIZE_MAX), *value;
+    int tag = e->text != 0;
+
+    if (!key)
+        return NULL;
+    value = tag ? text_of(sm_ring_str(b->ring, e->text), SIZE_MAX) : PyFloat_FromDouble(e->value);
+    if (!value) {
+        Py_DECREF(key);
+        return NULL;
+    }
+    return Py_BuildValue("(iNNLL)", tag ? SM_RECORD_TAG : SM_RECORD_METRIC, key, value,
+                         (long long)e->timestamp_ms, (long long)(b->step_base + e->step));
+}
+
+/* next() -> the records of one log_batch, or None once delivery is over.
+ * Waits with the GIL released: for records, the spread and the backoff. */
+static PyObject *Delivery_next(PyObject *self_, PyObject *Py_UNUSED(ignored))
+{
+    DeliveryObject *self = (DeliveryObject *)self_;
+    sm_deliver *d = delivery_of(self_);
+    sm_deliver_batch b;
+    PyObject *list;
+    int more;
+
+    if (!d)
+        return NULL;
+    if (self->in_next) {
+        PyErr_SetString(PyExc_RuntimeError, "Delivery.next() runs in another thread");
+        return NULL;
+    }
+    self->in_next = 1;
+    Py_BEGIN_ALLOW_THREADS
+    more = sm_deliver_next(d, &b);
+    Py_END_ALLOW_THREADS
+    self->in_next = 0;
+    if (!more)
+        Py_RETURN_NONE;
+    list = PyList_New((Py_ssize_t)b.n);
+    if (!list)
+        return NULL;
+    for (size_t i = 0; i < b.n; i++) {
+        PyObject *t = entry_tuple(&b, &b.recs[i]);
+        if (!t) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SetItem(list, (Py_ssize_t)i, t); /* steals t */
+    }
+    return list;
+}
+
+/* done(taken, http, body, retry_after, errno, why): what became of the
+ * last next()'s records: taken of them were sent; http the status (0: no
+ * answer: the socket's errno, or 0 and why in the transport's words), body
+ * MLflow's error JSON, retry_after the header's value or None.  The C
+ * policy classifies and says it. */
+static PyObject *Delivery_done(PyObject *self_, PyObject *args)
+{
+    sm_deliver *d = delivery_of(self_);
+    Py_ssize_t taken, blen = 0;
+    long http;
+    int os_errno;
+    const char *body = NULL, *retry_after = NULL, *why = "";
+    sm_deliver_answer a;
+
+    if (!d)
+        return NULL;
+    if (!PyArg_ParseTuple(args, "nlz#zis", &taken, &http, &body, &blen, &retry_after,
+                          &os_errno, &why))
+        return NULL;
+    if (http > 0)
+        sm_deliver_answer_http(d, http, body, (size_t)blen, retry_after, &a);
+    else
+        sm_deliver_answer_none(sm_deliver_shown(d), os_errno, why, &a);
+    sm_deliver_done(d, taken < 0 ? 0 : (size_t)taken, &a);
+    Py_RETURN_NONE;
+}
+
+/* check(rank, run_json, error_code, why) -> None (record) or the line that
+ * fails the start.  The verdict of the run check at start (deliver.c),
+ * from the Run the front got through MlflowClient (runs/get's JSON). */
+static PyObject *Delivery_check(PyObject *self_, PyObject *args)
+{
+    sm_deliver *d = delivery_of(self_);
+    const char *run_json = NULL, *error_code = NULL, *why = NULL;
+    char err[600] = "";
+    int rank, rc;
+
+    if (!d)
+        return NULL;
+    if (!PyArg_ParseTuple(args, "izzz", &rank, &run_json, &error_code, &why))
+        return NULL;
+    rc = sm_deliver_check_json(d, rank, run_json, error_code, why, err, sizeof err);
+    if (rc == 0)
+        Py_RETURN_NONE;
+    return PyUnicode_FromString(err);
+}
+
+static PyObject *Delivery_cancel(PyObject *self_, PyObject *Py_UNUSED(ignored))
+{
+    sm_deliver *d = delivery_of(self_);
+
+    if (!d)
+        return NULL;
+    sm_deliver_cancel(d);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef Delivery_methods[] = {
+    {"next", Delivery_next, METH_NOARGS,
+     "next() -> records of one log_batch (kind, key, value, timestamp_ms, step), or None "
+     "when delivery is over; waits with the GIL released"},
+    {"done", Delivery_done, METH_VARARGS,
+     "done(taken, http, body, retry_after, errno, why): what the store answered"},
+    {"check", Delivery_check, METH_VARARGS,
+     "check(rank, run_json, error_code, why) -> None, or the line that fails the start"},
+    {"cancel", Delivery_cancel, METH_NOARGS, "cancel(): next() returns None from now on"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot Delivery_slots[] = {
+    {Py_tp_doc, (void *)"Delivery(run_id, tracking_uri): the engine's delivery policy, "
+                        "driven by the front's MlflowClient thread."},
+    {Py_tp_new, (void *)PyType_GenericNew},
+    {Py_tp_init, (void *)Delivery_init},
+    {Py_tp_dealloc, (void *)Delivery_dealloc},
+    {Py_tp_methods, Delivery_methods},
+    {0, NULL},
+};
+
+static PyType_Spec Delivery_spec = {
+    .name = "scopemeter._native.Delivery",
+    .basicsize = sizeof(DeliveryObject),
+    .itemsize = 0,
+    .flags = Py_TPFLAGS_DEFAULT,
+    .slots = Delivery_slots,
+};
+
 /* ---- module functions ------------------------------------------------------ */
 
 static int dict_set(PyObject *d, const char *k, PyObject *v)
@@ -796,6 +1011,15 @@ static int module_exec(PyObject *mod)
     if (!tp)
         return -1;
     if (PyModule_AddObject(mod, "Monitor", tp) < 0) { /* steals tp on success */
+        Py_DECREF(tp);
+        return -1;
+    }
+    tp = PyType_FromSpec(&Delivery_spec);
+    if (!tp)
+        return -1;
+    Py_INCREF(tp);
+    delivery_type = tp; /* kept for Monitor's check */
+    if (PyModule_AddObject(mod, "Delivery", tp) < 0) {
         Py_DECREF(tp);
         return -1;
     }

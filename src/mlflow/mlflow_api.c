@@ -337,12 +337,34 @@ static int64_t last_system_step(json_t *run, int rank)
     return last;
 }
 
+int sm_mlflow_run_state(json_t *run, const char *run_id, const char *shown, int rank,
+                        char *status_out, size_t status_len, int64_t *last_step, char *err,
+                        size_t errlen)
+{
+    json_t *info = json_object_get(run, "info");
+    const char *stage = json_string_value(json_object_get(info, "lifecycle_stage"));
+    const char *status = json_string_value(json_object_get(info, "status"));
+
+    if (!run) {
+        snprintf(err, errlen, "run %s does not exist on %s", run_id, shown);
+        return -ENOENT;
+    }
+    if (stage && strcmp(stage, "deleted") == 0) {
+        snprintf(err, errlen, "run %s is deleted", run_id);
+        return -ENOENT;
+    }
+    if (status_out && status_len)
+        snprintf(status_out, status_len, "%s", status ? status : "");
+    if (last_step)
+        *last_step = last_system_step(run, rank);
+    return 0;
+}
+
 int sm_mlflow_get_run_on(sm_rest *r, const char *run_id, char *status_out, size_t status_len,
                          int rank, int64_t *last_step, double deadline, char *err, size_t errlen)
 {
-    json_t *resp = NULL, *info;
+    json_t *resp = NULL;
     char ep[400];
-    const char *stage, *status;
     int rc;
 
     if (!sm_mlflow_valid_run_id(run_id)) {
@@ -351,25 +373,9 @@ int sm_mlflow_get_run_on(sm_rest *r, const char *run_id, char *status_out, size_
     }
     snprintf(ep, sizeof ep, "runs/get?run_id=%s", run_id); /* the id needs no escaping */
     rc = to_errno(r, sm_rest_call(r, "GET", ep, NULL, &resp, deadline, err, errlen));
-    if (rc == -ENOENT) {
-        snprintf(err, errlen, "run %s does not exist on %s", run_id, r->shown);
-        goto out;
-    }
-    if (rc < 0)
-        goto out;
-    info = json_object_get(json_object_get(resp, "run"), "info");
-    stage = json_string_value(json_object_get(info, "lifecycle_stage"));
-    status = json_string_value(json_object_get(info, "status"));
-    if (stage && strcmp(stage, "deleted") == 0) {
-        snprintf(err, errlen, "run %s is deleted", run_id);
-        rc = -ENOENT;
-        goto out;
-    }
-    if (status_out && status_len)
-        snprintf(status_out, status_len, "%s", status ? status : "");
-    if (last_step)
-        *last_step = last_system_step(json_object_get(resp, "run"), rank);
-out:
+    if (rc == 0 || rc == -ENOENT)
+        rc = sm_mlflow_run_state(rc == 0 ? json_object_get(resp, "run") : NULL, run_id,
+                                 r->shown, rank, status_out, status_len, last_step, err, errlen);
     json_decref(resp);
     return rc;
 }

@@ -86,6 +86,8 @@ typedef struct sm_rest_result {
     json_t *body;         /* parsed response (NULL when not JSON); caller decrefs */
     char msg[512];        /* one line, no secrets: what went wrong */
     char error_code[64];  /* MLflow's error_code, "" when none */
+    int os_errno;         /* no answer: the socket's errno (ECONNRESET for a connection
+                           * closed without a reply), 0 when unknown */
 } sm_rest_result;
 
 /* Process-wide curl_global_init, once (thread-safe). */
@@ -183,6 +185,14 @@ SM_HIDDEN int sm_mlflow_get_run_steps(const char *uri, const char *run_id, char 
  * none matches or it is too old to trust (the sink then asks itself). */
 SM_HIDDEN int sm_mlflow_take_run_check(const char *uri, const char *run_id, int rank,
                                        char *status, size_t status_len, int64_t *last_step);
+/* mlflow_api.c: what runs/get's "run" object says, however it was asked
+ * (the MlflowClient path hands its Run as the same JSON): 0 with its status
+ * and the largest step of this rank's system metrics (-1 none), or -ENOENT
+ * with the line in err for a deleted run, and for run NULL (the store said
+ * RESOURCE_DOES_NOT_EXIST). */
+SM_HIDDEN int sm_mlflow_run_state(json_t *run, const char *run_id, const char *shown, int rank,
+                                  char *status_out, size_t status_len, int64_t *last_step,
+                                  char *err, size_t errlen);
 
 /* mlflow_api.c: whether these credentials may write to the run: runs/update
  * naming only the run (MLflow >= 2.3 changes only the fields a request
@@ -190,6 +200,16 @@ SM_HIDDEN int sm_mlflow_take_run_check(const char *uri, const char *run_id, int 
  * -EACCES (401/403) with err set, else as the public helpers. */
 SM_HIDDEN int sm_mlflow_check_write_on(sm_rest *r, const char *run_id, double deadline,
                                        char *err, size_t errlen);
+
+/* sink_mlflow.c: the REST sink's settings, opaque to the monitor
+ * (sm_sink_config.settings): built by sm_monitor_set_run, changed by
+ * sm_monitor_set_headers, freed with sm_rest_settings_free. */
+typedef struct sm_rest_settings {
+    char run_id[260];
+    char **headers;   /* NULL or NULL-terminated name, value pairs (owned) */
+    double check_s;   /* bound of the run check at start: 0 the default, < 0 none */
+} sm_rest_settings;
+SM_HIDDEN void sm_rest_settings_free(void *settings);
 
 /* sink_mlflow.c: the REST sink's constructor (an sm_sink_factory). */
 struct sm_sink;

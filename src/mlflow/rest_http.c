@@ -468,6 +468,8 @@ static int transfer_failed(sm_rest *r, CURLcode cc, const char *ep, sm_rest_resu
         long os_errno = 0;
         char why[80] = "";
         r->c->easy_getinfo(r->h, CURLINFO_OS_ERRNO, &os_errno);
+        /* a connection closed without a reply is a reset to the caller */
+        res->os_errno = os_errno > 0 ? (int)os_errno : cc == CURLE_GOT_NOTHING ? ECONNRESET : 0;
         if (os_errno > 0 && !strstr(r->errbuf, strerror((int)os_errno)))
             snprintf(why, sizeof why, " (%s)", strerror((int)os_errno));
         snprintf(res->msg, sizeof res->msg, "%s on %.200s: %.200s", ep, r->shown,

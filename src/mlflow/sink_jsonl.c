@@ -216,5 +216,5 @@ int sm_monitor_set_jsonl(sm_monitor *m, const char *path)
 {
     if (!m || !path || !*path)
         return -EINVAL;
-    return sm_monitor_set_sink_factory(m, sm_sink_jsonl_new, path, NULL);
+    return sm_monitor_set_sink_factory(m, sm_sink_jsonl_new, path, NULL, NULL);
 }

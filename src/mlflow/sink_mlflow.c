@@ -1,435 +1,96 @@
 /*
  * sink_mlflow.c — the REST sink: ships finished records to an MLflow run
- * with runs/log-batch from its own thread.
+ * with runs/log-batch over libcurl, from its own thread.
  *
  * Both surfaces ship through it: `scopemeter run` and, for an http(s)
  * tracking URI, the Python front (docs/design.md § Shipping).
  *
- * The sampling thread only pushes into a bounded ring (sink.h, ring.c);
- * sampling never waits on the network (docs/design.md §6).  The
- * shipping thread owns the one libcurl easy handle (its connection is kept
- * alive between windows where the server allows) and sleeps until a window
- * arrives or stop begins — no polling.  Then it peeks the oldest records,
- * posts them as one log-batch within MLflow's limits, and removes them from
- * the ring only once the server took them — so the order of points survives
- * an outage and nothing is lost while the ring has room.  When the ring is
- * full the oldest records are overwritten (counted, reported).
- *
- * Many collectors of one job start together and so post together, at every
- * window and above all at the end of the run.  MLflow's server holds two
- * pooled database connections per log-batch and deadlocks its default pool
- * with about 15 simultaneous ones, until its 30 s pool timeout
- * (bench/README.md).  So each post waits a random delay of up to 50 ms per
- * collector of the job (at most half a window; at stop, at most a quarter
- * of what is left of the bound): 64 collectors spread over 3.2 s.
+ * This file is only the transport: the delivery policy (what to send and
+ * when, what an answer means, backoff, the lines and the counters) is
+ * deliver.c's, shared with the Python front's MlflowClient transport.  Here:
+ * the log-batch body of one batch, one request on the one libcurl easy handle
+ * (its connection is kept alive between windows where the server allows), and
+ * the run check at start over REST.
  *
  * At start the run is checked once (runs/get): a missing or deleted run
  * fails the start instead of refusing every window; so do credentials
  * that may read the run but not write to it (a no-op runs/update: 401/403).
- *
- *   2xx                          consumed
- *   408, 429, 5xx, no connection retried after backoff (full jitter, cap
- *                                30 s) or the server's Retry-After
- *   other 4xx                    one line with MLflow's error_code/message;
- *                                that batch is dropped and counted, never retried
- *
- * Stop: flush(deadline) closes the ring and lets the thread deliver what is
- * queued; at the deadline the request in flight is aborted (the xferinfo
- * callback sees the deadline/abort flag) and one line says how many points
- * were not delivered.
  */
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
-#include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "body.h"
+#include "deliver.h"
 #include "mlflow_rest.h"
 #include "sink.h"
 
-#define BACKOFF_BASE_S 1.0
-#define BACKOFF_CAP_S 30.0
-#define BACKOFF_FLUSH_CAP_S 2.0
-#define SPREAD_PER_COLLECTOR_S 0.05
 #define CHECK_TIMEOUT_S 5.0
 
-typedef struct mlsink {
-    sm_sink base;
-    sm_ring ring;
+/* The transport's state, owned by the delivering thread (free_arg at close). */
+typedef struct rest_transport {
     sm_rest rest;
     char run_id[260];
-    size_t cap;
-    double spread_s;          /* upper bound of the random delay before a post */
-    int64_t step_base;        /* added to every step: after the run's earlier system steps */
-    double period_s;
-
-    pthread_t thread;
-    int thread_started;
-    pthread_mutex_t mu;       /* guards flushing, done; cv wakes backoff waits and flush */
-    pthread_cond_t cv;
-    int flushing;
-    int done;                 /* the shipping thread has left its loop */
-    atomic_int abort;         /* stop now: the in-flight request is aborted */
-    atomic_llong deadline_ms; /* flush deadline (monotonic ms), 0 before flush */
-
-    /* shipping thread only */
-    sm_entry *batch;          /* SM_MLFLOW_MAX_ENTITIES entries */
-    uint64_t seed;
-    int attempt;
-    double outage_since;      /* monotonic time of the first failure, 0 when healthy */
-    uint64_t dropped_before;  /* ring drops when the outage began */
-    uint64_t dropped_said;    /* ring drops already reported */
-    char last_refusal[64];    /* error_code of the last refusal already printed */
-
-    /* counters (atomic: read by dropped() from the monitor's thread) */
-    atomic_ullong delivered;
-    atomic_ullong refused;
-    atomic_ullong nonfinite;
-    /* Records the ring overwrote while their POST was in flight and that the
-     * server then took: the ring counted them as dropped, but they landed. */
-    atomic_ullong rescued;
-} mlsink;
+} rest_transport;
 
 /* ---- JSON of one batch --------------------------------------------------------- */
 
-/* Builds the log-batch body from the first records of recs[0..n) that fit
- * MLflow's limits (body.c writes it).  *used receives how many records it
- * covers (including non-finite values it skipped); *body is NULL when none
- * of them is shippable (all non-finite); otherwise the caller frees it.
- * 0 or -ENOMEM. */
-static int build_body(mlsink *s, const sm_entry *recs, size_t n, size_t *used, size_t *shipped,
+/* The log-batch body of the first records of b (deliver.c chose them within
+ * MLflow's count limits, none non-finite), written by body.c.  *taken
+ * receives how many it covers: fewer than b->n when the body would exceed
+ * MLflow's 1 MB request limit.  The caller frees *body.  0 or -ENOMEM. */
+static int build_body(const char *run_id, const sm_deliver_batch *b, size_t *taken,
                       char **body, size_t *len)
 {
-    sm_body b = {0};
-    int rc;
+    sm_body sb = {0};
+    int rc = sm_body_log_batch(&sb, run_id, b->ring, b->recs, b->n, b->step_base);
 
-    *body = NULL;
-    *len = 0;
-    *used = 0;
-    *shipped = 0;
-    rc = sm_body_log_batch(&b, s->run_id, &s->ring, recs, n, s->step_base);
-    if (rc < 0) {
-        sm_body_free(&b);
-        return rc;
-    }
-    /* NaN and inf are not JSON: skipped, said once */
-    if (b.nonfinite && atomic_fetch_add(&s->nonfinite, b.nonfinite) == 0)
-        sm_log(SM_WARN, "skipped a non-finite value of %.200s (NaN/inf is not JSON); further "
-               "ones are counted and reported at stop", b.nonfinite_key);
-    *used = b.used;
-    *shipped = b.shipped;
-    if (b.shipped == 0) {
-        sm_body_free(&b);
-        return 0;
-    }
-    /* handed over as json_dumps' string was: the shipping loop frees it */
-    *body = b.buf;
-    *len = b.len;
-    return 0;
+    *taken = rc < 0 ? 0 : sb.used;
+    *body = rc < 0 ? NULL : sb.buf;
+    *len = rc < 0 ? 0 : sb.len;
+    if (rc < 0)
+        sm_body_free(&sb);
+    return rc;
 }
 
-/* ---- the shipping thread -------------------------------------------------------- */
-
-/* Records the ring overwrote that never reached the server. */
-static uint64_t lost(mlsink *s)
+/* One request (an sm_deliver_post): the batch as one runs/log-batch. */
+static void post(void *arg, const sm_deliver_batch *b, size_t *taken, sm_deliver_answer *a)
 {
-    return sm_ring_dropped(&s->ring) - atomic_load(&s->rescued);
-}
+    rest_transport *t = arg;
+    sm_rest_result res;
+    char *body = NULL;
+    size_t len = 0;
 
-static void report_drops(mlsink *s)
-{
-    uint64_t d = sm_ring_dropped(&s->ring);
-
-    if (d > s->dropped_said) {
-        if (s->dropped_said == 0)
-            sm_log(SM_WARN, "buffer of %zu points full while MLflow is unreachable: the "
-                   "oldest points are dropped (counted, reported when the server is back "
-                   "and at stop)", s->cap);
-        s->dropped_said = d;
-    }
-}
-
-/* Sleeps up to secs, waking early on abort and when a flush begins (so
- * queued points get one more try right away).  Looks at the ring once a
- * second, so the first overflow is said when it happens.  Returns 1 when a
- * flush began meanwhile. */
-static int wait_for(mlsink *s, double secs)
-{
-    double until = sm_now_mono() + secs;
-    struct timespec ts;
-    int flushing, began;
-
-    pthread_mutex_lock(&s->mu);
-    flushing = s->flushing;
-    while (!atomic_load(&s->abort) && s->flushing == flushing && sm_now_mono() < until) {
-        double slice = sm_now_mono() + 1.0;
-        sm_mono_timespec(slice < until ? slice : until, &ts);
-        pthread_cond_timedwait(&s->cv, &s->mu, &ts);
-        pthread_mutex_unlock(&s->mu);
-        report_drops(s);
-        pthread_mutex_lock(&s->mu);
-    }
-    began = s->flushing != flushing;
-    pthread_mutex_unlock(&s->mu);
-    return began;
-}
-
-static double uniform01(uint64_t *seed)
-{
-    *seed ^= *seed << 13; /* xorshift64 */
-    *seed ^= *seed >> 7;
-    *seed ^= *seed << 17;
-    return (double)(*seed >> 11) / 9007199254740992.0;
-}
-
-/* The random delay before posting a fresh window (see the top of the file):
- * within half a window while running, within a quarter of what is left of
- * the stop bound at stop. */
-static void spread(mlsink *s)
-{
-    for (;;) {
-        long long dl = atomic_load(&s->deadline_ms);
-        double room = dl > 0 ? ((double)dl / 1000.0 - sm_now_mono()) / 4 : s->period_s / 2;
-        double bound = s->spread_s < room ? s->spread_s : room;
-
-        if (!(bound > 0.001))
-            return;
-        /* a stop that begins meanwhile draws again within its own bound */
-        if (!wait_for(s, bound * uniform01(&s->seed)) || dl > 0)
-            return;
-    }
-}
-
-static void on_failure(mlsink *s, const sm_rest_result *res)
-{
-    if (s->outage_since == 0) {
-        s->outage_since = sm_now_mono();
-        s->dropped_before = lost(s);
-        sm_log(SM_WARN, "cannot deliver to MLflow (%s); %zu points wait in the buffer "
-               "(room for %zu) and are retried%s", res->msg, sm_ring_len(&s->ring), s->cap,
-               res->retry_after >= 0 ? ", honouring Retry-After" : " with backoff");
-    }
-    report_drops(s);
-}
-
-static void on_success(mlsink *s)
-{
-    if (s->outage_since > 0) {
-        uint64_t d = lost(s) - s->dropped_before;
-        if (d)
-            sm_log(SM_INFO, "MLflow reachable again after %.0f s; %llu oldest points were "
-                   "dropped because the buffer was full",
-                   sm_now_mono() - s->outage_since, (unsigned long long)d);
-        else
-            sm_log(SM_INFO, "MLflow reachable again after %.0f s; no point lost",
-                   sm_now_mono() - s->outage_since);
-        s->outage_since = 0;
-    }
-    s->attempt = 0;
-}
-
-/* n records refused; `counted` of them still in the ring (the others were
- * overwritten meanwhile and are counted as dropped by the ring already). */
-static void on_refused(mlsink *s, const sm_rest_result *res, size_t n, size_t counted)
-{
-    atomic_fetch_add(&s->refused, counted);
-    /* one line per kind of refusal: a run that was deleted refuses every
-     * batch, and a line per window would flood the training log */
-    if (strcmp(s->last_refusal, res->error_code[0] ? res->error_code : "?") != 0) {
-        snprintf(s->last_refusal, sizeof s->last_refusal, "%s",
-                 res->error_code[0] ? res->error_code : "?");
-        sm_log(SM_WARN, "MLflow refused %zu records (%s); not retried, they are dropped "
-               "and counted", n, res->msg);
-    }
-}
-
-/* Past the flush deadline: nothing more is tried (flush is about to abort). */
-static int past_deadline(mlsink *s)
-{
-    long long d = atomic_load(&s->deadline_ms);
-
-    return d > 0 && sm_now_mono() * 1000.0 >= (double)d;
-}
-
-static void *ship_main(void *arg)
-{
-    mlsink *s = arg;
-
-    int fresh = 1; /* the next post is a new window's, not a retry */
-
-    for (;;) {
-        sm_rest_result res;
-        size_t used = 0, shipped = 0, len = 0, removed;
-        char *body = NULL;
-        int n, outcome;
-        double cap;
-
-        if (atomic_load(&s->abort) || past_deadline(s))
-            break;
-        /* sleeps until a window is pushed or the ring is closed (stop) */
-        n = sm_ring_peek(&s->ring, s->batch, SM_MLFLOW_MAX_ENTITIES, -1);
-        if (n == -EPIPE)
-            break; /* closed and empty: all delivered */
-        if (n <= 0)
-            continue;
-        if (fresh && s->attempt == 0) {
-            fresh = 0;
-            spread(s);
-            if (atomic_load(&s->abort) || past_deadline(s))
-                break;
-            /* windows pushed meanwhile go in the same post */
-            n = sm_ring_peek(&s->ring, s->batch, SM_MLFLOW_MAX_ENTITIES, 0);
-            if (n <= 0)
-                continue;
-        }
-        if (build_body(s, s->batch, (size_t)n, &used, &shipped, &body, &len) < 0) {
-            wait_for(s, 1.0); /* out of memory: try again later */
-            continue;
-        }
-        if (!body) {
-            sm_ring_consume(&s->ring, used);
-            continue;
-        }
-        outcome = sm_rest_once(&s->rest, "POST", "runs/log-batch", body, len, &res);
-        free(body);
-        switch (outcome) {
-        case SM_REST_OK:
-            removed = sm_ring_consume(&s->ring, used);
-            atomic_fetch_add(&s->rescued, used - removed); /* delivered after all */
-            atomic_fetch_add(&s->delivered, shipped);
-            on_success(s);
-            fresh = sm_ring_len(&s->ring) == 0; /* a backlog goes out at once */
-            break;
-        case SM_REST_REFUSED:
-            removed = sm_ring_consume(&s->ring, used);
-            on_refused(s, &res, used, removed);
-            on_success(s); /* the server answered: not an outage */
-            fresh = sm_ring_len(&s->ring) == 0;
-            break;
-        case SM_REST_ABORTED:
-            break;
-        default: /* SM_REST_RETRY, SM_REST_FAILED */
-            on_failure(s, &res);
-            /* while stopping, a server that comes back is used within 2 s */
-            cap = atomic_load(&s->deadline_ms) > 0 ? BACKOFF_FLUSH_CAP_S : BACKOFF_CAP_S;
-            wait_for(s, sm_rest_backoff(s->attempt++, res.retry_after, BACKOFF_BASE_S, cap,
-                                        &s->seed));
-            break;
-        }
-        sm_rest_result_clear(&res);
-    }
-    pthread_mutex_lock(&s->mu);
-    s->done = 1;
-    pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->mu);
-    return NULL;
-}
-
-/* ---- sink ops ------------------------------------------------------------------- */
-static void ml_push(sm_sink *base, const sm_record *recs, size_t n)
-{
-    mlsink *s = base->impl;
-
-    sm_ring_push(&s->ring, recs, n);
-}
-
-/* Stops the thread: abort what is in flight, wake every wait, join. */
-static void stop_thread(mlsink *s)
-{
-    if (!s->thread_started)
+    if (build_body(t->run_id, b, taken, &body, &len) < 0) {
+        *taken = 0;
+        a->outcome = SM_REST_FAILED; /* out of memory: tried again after backoff */
+        snprintf(a->msg, sizeof a->msg, "out of memory building runs/log-batch");
         return;
-    atomic_store(&s->abort, 1);
-    sm_ring_close(&s->ring);
-    pthread_mutex_lock(&s->mu);
-    pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->mu);
-    pthread_join(s->thread, NULL);
-    s->thread_started = 0;
-}
-
-static int ml_flush(sm_sink *base, double deadline)
-{
-    mlsink *s = base->impl;
-    struct timespec ts;
-    size_t left;
-    uint64_t nonfinite;
-    int done;
-
-    if (!s->thread_started)
-        return sm_ring_len(&s->ring) ? -ETIMEDOUT : 0;
-    /* the request in flight at the deadline stops by itself (xferinfo) */
-    atomic_store(&s->deadline_ms, (long long)(deadline * 1000.0));
-    sm_ring_close(&s->ring); /* the monitor pushes nothing after flush */
-    sm_mono_timespec(deadline, &ts);
-    pthread_mutex_lock(&s->mu);
-    s->flushing = 1;
-    pthread_cond_broadcast(&s->cv);
-    while (!s->done && sm_now_mono() < deadline)
-        pthread_cond_timedwait(&s->cv, &s->mu, &ts);
-    done = s->done;
-    pthread_mutex_unlock(&s->mu);
-    stop_thread(s);
-
-    left = sm_ring_len(&s->ring);
-    nonfinite = atomic_load(&s->nonfinite);
-    /* buffer overflow and refusals were said when they happened; the
-     * monitor reports their total (dropped()) after this */
-    if (nonfinite > 1)
-        sm_log(SM_INFO, "%llu non-finite values were skipped in all",
-               (unsigned long long)nonfinite);
-    if (!done || left) {
-        sm_log(SM_WARN, "stop deadline reached: %zu points not delivered to MLflow at %s",
-               left, s->rest.shown);
-        return -ETIMEDOUT;
     }
-    return 0;
+    a->outcome = sm_rest_once(&t->rest, "POST", "runs/log-batch", body, len, &res);
+    free(body);
+    a->retry_after = res.retry_after;
+    snprintf(a->msg, sizeof a->msg, "%s", res.msg);
+    snprintf(a->error_code, sizeof a->error_code, "%s", res.error_code);
+    if (a->outcome == SM_REST_RETRY && res.http == 0 && res.os_errno > 0)
+        /* no answer: said by the socket's errno, as the MlflowClient
+         * transport says it (deliver.h) */
+        sm_deliver_answer_none(t->rest.shown, res.os_errno, NULL, a);
+    sm_rest_result_clear(&res);
 }
 
-static uint64_t ml_dropped(sm_sink *base)
+static void transport_free(void *arg)
 {
-    mlsink *s = base->impl;
+    rest_transport *t = arg;
 
-    return lost(s) + atomic_load(&s->refused);
-}
-
-static void ml_counts(sm_sink *base, sm_sink_counts *out)
-{
-    mlsink *s = base->impl;
-
-    out->delivered = atomic_load(&s->delivered);
-    out->overflow = lost(s);
-    out->refused = atomic_load(&s->refused);
-    out->undelivered = sm_ring_len(&s->ring);
-}
-
-static void ml_close(sm_sink *base)
-{
-    mlsink *s;
-
-    if (!base)
+    if (!t)
         return;
-    s = base->impl;
-    stop_thread(s);
-    sm_rest_free(&s->rest);
-    sm_ring_destroy(&s->ring);
-    pthread_cond_destroy(&s->cv);
-    pthread_mutex_destroy(&s->mu);
-    free(s->batch);
-    free(s);
+    sm_rest_free(&t->rest);
+    free(t);
 }
-
-static const sm_sink_ops mlflow_ops = {
-    .name = "mlflow-rest",
-    .push = ml_push,
-    .flush = ml_flush,
-    .dropped = ml_dropped,
-    .counts = ml_counts,
-    .close = ml_close,
-};
 
 int sm_mlflow_valid_run_id(const char *id)
 {
@@ -449,141 +110,145 @@ int sm_mlflow_valid_run_id(const char *id)
     return 1;
 }
 
-/* The run is checked once, before any window: a missing or deleted run is
- * an error of start (one line), not a refusal per window.  A server that
- * does not answer in CHECK_TIMEOUT_S is said and the points wait for it. */
-static int check_run(mlsink *s, const char *uri, int rank, double bound, char *err,
-                     size_t errlen)
+/* The run is checked once, before any window, over REST; deliver.c says
+ * what the answer means (the MlflowClient path asks its own way). */
+static int check_run(rest_transport *t, sm_deliver *d, const char *uri, int rank, double bound,
+                     char *err, size_t errlen)
 {
     char why[512] = "", status[32] = "";
     int64_t last = -1;
-    int rc = 0;
+    int rc = 0, verdict;
 
     /* the run resolution on this thread asked runs/get already (mlflow_run.c) */
-    if (!sm_mlflow_take_run_check(uri, s->run_id, rank, status, sizeof status, &last))
-        rc = sm_mlflow_get_run_on(&s->rest, s->run_id, status, sizeof status, rank, &last,
+    if (!sm_mlflow_take_run_check(uri, t->run_id, rank, status, sizeof status, &last))
+        rc = sm_mlflow_get_run_on(&t->rest, t->run_id, status, sizeof status, rank, &last,
                                   sm_now_mono() + bound, why, sizeof why);
-    if (rc == -ENOENT || rc == -EACCES || rc == -EINVAL || rc == -EIO || rc == -EPROTO) {
-        snprintf(err, errlen, "%s", why);
-        return rc;
-    }
-    if (rc < 0) {
-        sm_log(SM_WARN, "cannot check run %s at %s (%s); recording into it anyway: points "
-               "wait in the buffer until the server answers", s->run_id, s->rest.shown, why);
-        return 0;
-    }
+    verdict = sm_deliver_checked(d, rank, rc, status, last, why, err, errlen);
+    if (verdict < 0)
+        return verdict;
+    if (rc < 0)
+        return 0; /* no answer in time: said; the points wait for the server */
     /* Reading is not writing: credentials with READ only on the run's
      * experiment (MLflow's auth app) pass runs/get and would have every
      * window refused.  A runs/update naming only the run needs what log-batch
      * needs and changes nothing, so a 401/403 fails the start in one line;
      * any other answer is left to the windows' own lines. */
-    if (sm_mlflow_check_write_on(&s->rest, s->run_id, sm_now_mono() + bound, why,
+    if (sm_mlflow_check_write_on(&t->rest, t->run_id, sm_now_mono() + bound, why,
                                  sizeof why) == -EACCES) {
         snprintf(err, errlen, "cannot record into run %s at %s: these credentials may not "
-                 "write to it (%s)", s->run_id, s->rest.shown, why);
+                 "write to it (%s)", t->run_id, t->rest.shown, why);
         return -EACCES;
     }
-    /* Re-attaching (docs/design.md §3): the chart goes on where this rank's
-     * system series stopped instead of restarting at step 0 and
-     * interleaving with the old points; an ended run is said. */
-    if (last >= 0)
-        s->step_base = last + 1;
-    if (strcmp(status, "RUNNING") != 0 && status[0])
-        sm_log(SM_INFO, "run %s is %s; recording into it anyway%s", s->run_id, status,
-               last >= 0 ? ", its system steps continue after its last one" : "");
-    if (last >= 0)
-        sm_log(SM_INFO, "run %s already holds system metrics of rank %d up to step %lld: steps "
-               "continue at %lld", s->run_id, rank, (long long)last, (long long)(last + 1));
     return 0;
 }
 
 int sm_sink_mlflow_new(const sm_sink_config *cfg, char *err, size_t errlen, sm_sink **out)
 {
-    mlsink *s;
-    sigset_t all, old;
+    const sm_rest_settings *set = cfg->settings;
+    rest_transport *t;
+    sm_deliver *d = NULL;
     int rc;
 
     *out = NULL;
-    if (!sm_mlflow_valid_run_id(cfg->run_id)) {
-        snprintf(err, errlen, "not an MLflow run id: %.80s",
-                 cfg->run_id ? cfg->run_id : "(null)");
+    if (!set || !sm_mlflow_valid_run_id(set->run_id)) {
+        snprintf(err, errlen, "not an MLflow run id: %.80s", set ? set->run_id : "(null)");
         return -EINVAL;
     }
-    s = calloc(1, sizeof *s);
-    if (!s)
+    t = calloc(1, sizeof *t);
+    if (!t)
         return -ENOMEM;
-    s->base.ops = &mlflow_ops;
-    s->base.impl = s;
-    s->cap = cfg->cap;
-    s->period_s = cfg->period_s;
-    s->spread_s = cfg->collectors > 1 ? SPREAD_PER_COLLECTOR_S * cfg->collectors : 0;
-    snprintf(s->run_id, sizeof s->run_id, "%s", cfg->run_id);
-    s->seed = sm_rest_seed(s);
-    atomic_init(&s->abort, 0);
-    atomic_init(&s->deadline_ms, 0);
-    atomic_init(&s->delivered, 0);
-    atomic_init(&s->refused, 0);
-    atomic_init(&s->nonfinite, 0);
-    atomic_init(&s->rescued, 0);
-    if ((rc = -pthread_mutex_init(&s->mu, NULL)) < 0) {
-        free(s);
-        return rc;
-    }
-    if ((rc = sm_cond_init_mono(&s->cv)) < 0) {
-        pthread_mutex_destroy(&s->mu);
-        free(s);
-        return rc;
-    }
-    rc = sm_ring_init(&s->ring, cfg->cap);
+    snprintf(t->run_id, sizeof t->run_id, "%s", set->run_id);
+    rc = sm_rest_init(&t->rest, cfg->target, err, errlen);
     if (rc < 0) {
-        snprintf(err, errlen, "cannot allocate a buffer of %zu points", cfg->cap);
-        pthread_cond_destroy(&s->cv);
-        pthread_mutex_destroy(&s->mu);
-        free(s);
+        free(t);
         return rc;
     }
-    s->batch = calloc(SM_MLFLOW_MAX_ENTITIES, sizeof *s->batch);
-    if (!s->batch) {
-        rc = -ENOMEM;
-        goto fail;
-    }
-    rc = sm_rest_init(&s->rest, cfg->target, err, errlen);
+    rc = sm_rest_add_headers(&t->rest, (const char *const *)set->headers, err, errlen);
     if (rc == 0)
-        rc = sm_rest_add_headers(&s->rest, cfg->headers, err, errlen);
-    if (rc == 0 && cfg->check_s >= 0)
-        rc = check_run(s, cfg->target, cfg->rank,
-                       cfg->check_s > 0 ? cfg->check_s : CHECK_TIMEOUT_S, err, errlen);
+        rc = sm_deliver_new(t->run_id, t->rest.shown, &d);
+    if (rc == 0)
+        rc = sm_deliver_configure(d, cfg, err, errlen);
+    if (rc == 0 && set->check_s >= 0)
+        rc = check_run(t, d, cfg->target, cfg->rank,
+                       set->check_s > 0 ? set->check_s : CHECK_TIMEOUT_S, err, errlen);
     if (rc < 0)
         goto fail;
-    s->rest.abort_flag = &s->abort;
-    s->rest.abort_deadline_ms = &s->deadline_ms;
-    /* the shipping thread takes no signals: they belong to the application's
-     * threads (a handler must never run on ours) */
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old);
-    rc = -pthread_create(&s->thread, NULL, ship_main, s);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    t->rest.abort_flag = sm_deliver_abort_flag(d);
+    t->rest.abort_deadline_ms = sm_deliver_deadline_ms(d);
+    rc = sm_deliver_start_thread(d, post, t, transport_free, "scopemeter-ship");
     if (rc < 0) {
         snprintf(err, errlen, "cannot start the shipping thread");
         goto fail;
     }
-    pthread_setname_np(s->thread, "scopemeter-ship");
-    s->thread_started = 1;
-    *out = &s->base;
+    *out = sm_deliver_sink(d); /* the sink's reference; its close frees t */
+    sm_deliver_unref(d);
     return 0;
 fail:
-    ml_close(&s->base);
+    transport_free(t);
+    sm_deliver_unref(d);
     return rc;
+}
+
+static void free_strv(char **v)
+{
+    for (size_t i = 0; v && v[i]; i++)
+        free(v[i]);
+    free(v);
+}
+
+void sm_rest_settings_free(void *settings)
+{
+    sm_rest_settings *set = settings;
+
+    if (!set)
+        return;
+    free_strv(set->headers);
+    free(set);
 }
 
 int sm_monitor_set_run(sm_monitor *m, const char *tracking_uri, const char *run_id)
 {
+    sm_rest_settings *set;
+    int rc;
+
     if (!m || !sm_rest_is_http(tracking_uri) || !sm_mlflow_valid_run_id(run_id))
         return -EINVAL;
-    return sm_monitor_set_sink_factory(m, sm_sink_mlflow_new, tracking_uri, run_id);
+    set = calloc(1, sizeof *set);
+    if (!set)
+        return -ENOMEM;
+    snprintf(set->run_id, sizeof set->run_id, "%s", run_id);
+    /* the monitor owns set from here on, even when it refuses it */
+    rc = sm_monitor_set_sink_factory(m, sm_sink_mlflow_new, tracking_uri, set,
+                                     sm_rest_settings_free);
+    /* one recorder per rank and run (docs/design.md §9), unless the caller
+     * names another key */
+    if (rc == 0)
+        rc = sm_monitor_default_recording_key(m, run_id);
+    return rc;
 }
 
+/* Headers go into the REST sink's settings: after sm_monitor_set_run. */
 int sm_monitor_set_headers(sm_monitor *m, const char *const *headers)
 {
-    return sm_monitor_set_sink_headers(m, headers);
+    sm_rest_settings *set = sm_monitor_sink_settings(m, sm_sink_mlflow_new);
+    size_t n = 0;
+    char **v;
+
+    if (!set)
+        return -EINVAL;
+    while (headers && headers[n] && headers[n + 1])
+        n += 2;
+    if (headers && headers[n]) /* a name without a value */
+        return -EINVAL;
+    v = calloc(n + 1, sizeof *v);
+    if (!v)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        if (!(v[i] = strdup(headers[i]))) {
+            free_strv(v);
+            return -ENOMEM;
+        }
+    free_strv(set->headers);
+    set->headers = v;
+    return 0;
 }

@@ -172,6 +172,7 @@ static void flush_gives_up(const char *what, int port)
     char uri[64], err[256] = "";
     sm_sink *s = NULL;
     sm_sink_config cfg;
+    sm_rest_settings set = {.run_id = "0123456789abcdef", .check_s = 0.5};
     sm_record r[10];
     double t0, took;
     int rc;
@@ -179,8 +180,8 @@ static void flush_gives_up(const char *what, int port)
     snprintf(uri, sizeof uri, "http://127.0.0.1:%d", port);
     /* the run check at start meets the same server: bounded, then recording
      * goes on (points wait) */
-    cfg = (sm_sink_config){.target = uri, .run_id = "0123456789abcdef", .cap = 64,
-                           .collectors = 1, .period_s = 1, .check_s = 0.5};
+    cfg = (sm_sink_config){.target = uri, .cap = 64, .collectors = 1, .period_s = 1,
+                           .settings = &set};
     t0 = sm_now_mono();
     rc = sm_sink_mlflow_new(&cfg, err, sizeof err, &s);
     CHECK(sm_now_mono() - t0 < 0.5 + 2.0);
@@ -226,16 +227,19 @@ static int ship_to_server(const char *uri)
     }
     {
         /* a run that does not exist fails the start (runs/get), one line */
-        sm_sink_config missing = {.target = uri, .run_id = "0123456789abcdef0123456789abcdef",
-                                  .cap = 64, .collectors = 1, .period_s = 1};
+        sm_rest_settings none = {.run_id = "0123456789abcdef0123456789abcdef"};
+        sm_sink_config missing = {.target = uri, .cap = 64, .collectors = 1, .period_s = 1,
+                                  .settings = &none};
         rc = sm_sink_mlflow_new(&missing, err, sizeof err, &s);
         CHECK_EQ_INT(rc, -ENOENT);
         CHECK(strstr(err, "does not exist") != NULL);
         CHECK(s == NULL);
     }
     {
-        sm_sink_config cfg = {.target = uri, .run_id = run_id, .cap = 8192,
-                              .collectors = 1, .period_s = 1};
+        static sm_rest_settings set;
+        sm_sink_config cfg = {.target = uri, .cap = 8192, .collectors = 1, .period_s = 1,
+                              .settings = &set};
+        snprintf(set.run_id, sizeof set.run_id, "%s", run_id);
         rc = sm_sink_mlflow_new(&cfg, err, sizeof err, &s);
     }
     CHECK_EQ_INT(rc, 0);

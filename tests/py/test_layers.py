@@ -32,6 +32,17 @@ def test_the_core_does_not_include_mlflow_or_its_libraries():
     assert not bad, bad
 
 
+def test_the_core_knows_no_mlflow_setting():
+    """A sink's settings are opaque to the core (src/sink.h: sm_sink_config
+    carries a settings pointer): the run id, the HTTP headers and the bound
+    of the run check belong to the MLflow layer that builds them."""
+    core = files("src/*.c") + files("src/*.h")
+    words = re.compile(r"\b(run_id|headers|check_s)\b")
+    bad = [(os.path.relpath(f, ROOT), w) for f in core
+           for w in words.findall(open(f, encoding="utf-8").read())]
+    assert not bad, bad
+
+
 def test_parsers_are_pure():
     parsers = files("src/parse_*.c")
     assert len(parsers) >= 3, parsers

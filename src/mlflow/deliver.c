@@ -1,0 +1,746 @@
+/*
+ * deliver.c — the delivery policy (deliver.h): the one place that decides
+ * what to send, when, and what an answer means, for both transports (the
+ * REST sink's libcurl thread and the Python front's MlflowClient thread).
+ * It must never do I/O to the store itself: that is the transport's.
+ *
+ * The sampling thread only pushes into the bounded ring (sink.h, ring.c);
+ * sampling never waits on the network (docs/design.md §6).  The driver
+ * sleeps in next() until a window arrives or stop begins — no polling.
+ * next() peeks the oldest records and hands out one log-batch within
+ * MLflow's limits; done() removes them from the ring only once the store
+ * took them — so the order of points survives an outage and nothing is lost
+ * while the ring has room.  When the ring is full the oldest records are
+ * overwritten (counted, reported).
+ *
+ * Many collectors of one job start together and so post together, at every
+ * window and above all at the end of the run.  MLflow's server holds two
+ * pooled database connections per log-batch and deadlocks its default pool
+ * with about 15 simultaneous ones, until its 30 s pool timeout
+ * (bench/README.md).  So each fresh window waits a random delay of up to
+ * 50 ms per collector of the job (at most half a window; at stop, at most a
+ * quarter of what is left of the bound): 64 collectors spread over 3.2 s.
+ *
+ *   2xx                          consumed
+ *   408, 429, 5xx, no connection retried after backoff (full jitter, cap
+ *                                30 s; 2 s while stopping) or the store's
+ *                                Retry-After
+ *   other 4xx                    one line per kind with MLflow's
+ *                                error_code/message; that batch is dropped
+ *                                and counted, never retried
+ *
+ * Stop: flush(deadline) closes the ring and lets the driver deliver what is
+ * queued; at the deadline delivery is aborted (libcurl's xferinfo sees the
+ * flag; a Python request in flight is abandoned) and one line says how many
+ * points were not delivered.
+ */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "deliver.h"
+#include "mlflow_rest.h"
+#include "scopemeter_mlflow.h"
+
+#define BACKOFF_BASE_S 1.0
+#define BACKOFF_CAP_S 30.0
+#define BACKOFF_FLUSH_CAP_S 2.0
+#define SPREAD_PER_COLLECTOR_S 0.05
+
+struct sm_deliver {
+    sm_sink base;
+    atomic_int refs;
+    char run_id[260];
+    char shown[512];          /* the store, redacted, for lines */
+    int configured;           /* the ring exists (under mu) */
+    sm_ring ring;
+    size_t cap;
+    double spread_s;          /* upper bound of the random delay before a post */
+    double period_s;
+    int64_t step_base;        /* added to every step: after the run's earlier system steps */
+
+    /* a thread-driven transport (the REST sink) */
+    pthread_t thread;
+    int thread_started;
+    sm_deliver_post post;
+    void *post_arg;
+    void (*free_arg)(void *);
+
+    pthread_mutex_t mu;       /* guards configured, flushing, done; cv wakes waits */
+    pthread_cond_t cv;
+    int flushing;
+    int done;                 /* the driver has left its loop */
+    atomic_int abort;         /* stop now: the request in flight is aborted */
+    atomic_llong deadline_ms; /* flush deadline (monotonic ms), 0 before flush */
+
+    /* the driver's (one thread at a time) */
+    sm_entry *raw;            /* peeked, SM_MLFLOW_MAX_ENTITIES */
+    sm_entry *batch;          /* the shippable ones of raw */
+    size_t *from;             /* batch[i] is raw[from[i]] */
+    size_t nraw, nbatch;
+    int fresh;                /* the next post is a new window's, not a retry */
+    double wait_s;            /* backoff to wait before the next post */
+    uint64_t seed;
+    int attempt;
+    double outage_since;      /* monotonic time of the first failure, 0 when healthy */
+    uint64_t dropped_before;  /* ring drops when the outage began */
+    uint64_t dropped_said;    /* ring drops already reported */
+    char last_refusal[64];    /* error_code of the last refusal already printed */
+
+    /* counters (atomic: read by dropped() from the monitor's thread) */
+    atomic_ullong delivered;
+    atomic_ullong refused;
+    atomic_ullong nonfinite;
+    /* Records the ring overwrote while their request was in flight and that
+     * the store then took: the ring counted them as dropped, but they landed. */
+    atomic_ullong rescued;
+};
+
+/* ---- lines and counters ------------------------------------------------------ */
+
+/* Records the ring overwrote that never reached the store. */
+static uint64_t lost(sm_deliver *d)
+{
+    return sm_ring_dropped(&d->ring) - atomic_load(&d->rescued);
+}
+
+static void report_drops(sm_deliver *d)
+{
+    uint64_t n = sm_ring_dropped(&d->ring);
+
+    if (n > d->dropped_said) {
+        if (d->dropped_said == 0)
+            sm_log(SM_WARN, "buffer of %zu points full while MLflow is unreachable: the "
+                   "oldest points are dropped (counted, reported when the server is back "
+                   "and at stop)", d->cap);
+        d->dropped_said = n;
+    }
+}
+
+static void on_failure(sm_deliver *d, const sm_deliver_answer *a)
+{
+    if (d->outage_since == 0) {
+        d->outage_since = sm_now_mono();
+        d->dropped_before = lost(d);
+        sm_log(SM_WARN, "cannot deliver to MLflow (%s); %zu points wait in the buffer "
+               "(room for %zu) and are retried%s", a->msg, sm_ring_len(&d->ring), d->cap,
+               a->retry_after >= 0 ? ", honouring Retry-After" : " with backoff");
+    }
+    report_drops(d);
+}
+
+static void on_success(sm_deliver *d)
+{
+    if (d->outage_since > 0) {
+        uint64_t n = lost(d) - d->dropped_before;
+        if (n)
+            sm_log(SM_INFO, "MLflow reachable again after %.0f s; %llu oldest points were "
+                   "dropped because the buffer was full",
+                   sm_now_mono() - d->outage_since, (unsigned long long)n);
+        else
+            sm_log(SM_INFO, "MLflow reachable again after %.0f s; no point lost",
+                   sm_now_mono() - d->outage_since);
+        d->outage_since = 0;
+    }
+    d->attempt = 0;
+}
+
+/* n records refused; `counted` of them still in the ring (the others were
+ * overwritten meanwhile and are counted as dropped by the ring already). */
+static void on_refused(sm_deliver *d, const sm_deliver_answer *a, size_t n, size_t counted)
+{
+    const char *kind = a->error_code[0] ? a->error_code : "?";
+
+    atomic_fetch_add(&d->refused, counted);
+    /* one line per kind of refusal: a run that was deleted refuses every
+     * batch, and a line per window would flood the training log */
+    if (strcmp(d->last_refusal, kind) != 0) {
+        snprintf(d->last_refusal, sizeof d->last_refusal, "%s", kind);
+        sm_log(SM_WARN, "MLflow refused %zu records (%s); not retried, they are dropped "
+               "and counted", n, a->msg);
+    }
+}
+
+/* ---- waits ----------------------------------------------------------------------- */
+
+/* Sleeps up to secs, waking early on abort and when a flush begins (so
+ * queued points get one more try right away).  Looks at the ring once a
+ * second, so the first overflow is said when it happens.  Returns 1 when a
+ * flush began meanwhile. */
+static int wait_for(sm_deliver *d, double secs)
+{
+    double until = sm_now_mono() + secs;
+    struct timespec ts;
+    int flushing, began;
+
+    pthread_mutex_lock(&d->mu);
+    flushing = d->flushing;
+    while (!atomic_load(&d->abort) && d->flushing == flushing && sm_now_mono() < until) {
+        double slice = sm_now_mono() + 1.0;
+        sm_mono_timespec(slice < until ? slice : until, &ts);
+        pthread_cond_timedwait(&d->cv, &d->mu, &ts);
+        pthread_mutex_unlock(&d->mu);
+        report_drops(d);
+        pthread_mutex_lock(&d->mu);
+    }
+    began = d->flushing != flushing;
+    pthread_mutex_unlock(&d->mu);
+    return began;
+}
+
+static double uniform01(uint64_t *seed)
+{
+    *seed ^= *seed << 13; /* xorshift64 */
+    *seed ^= *seed >> 7;
+    *seed ^= *seed << 17;
+    return (double)(*seed >> 11) / 9007199254740992.0;
+}
+
+/* The random delay before posting a fresh window (see the top of the file):
+ * within half a window while running, within a quarter of what is left of
+ * the stop bound at stop. */
+static void spread(sm_deliver *d)
+{
+    for (;;) {
+        long long dl = atomic_load(&d->deadline_ms);
+        double room = dl > 0 ? ((double)dl / 1000.0 - sm_now_mono()) / 4 : d->period_s / 2;
+        double bound = d->spread_s < room ? d->spread_s : room;
+
+        if (!(bound > 0.001))
+            return;
+        /* a stop that begins meanwhile draws again within its own bound */
+        if (!wait_for(d, bound * uniform01(&d->seed)) || dl > 0)
+            return;
+    }
+}
+
+/* Past the flush deadline: nothing more is tried (flush is about to abort). */
+static int past_deadline(sm_deliver *d)
+{
+    long long dl = atomic_load(&d->deadline_ms);
+
+    return dl > 0 && sm_now_mono() * 1000.0 >= (double)dl;
+}
+
+static int over(sm_deliver *d)
+{
+    return atomic_load(&d->abort) || past_deadline(d);
+}
+
+/* ---- the driver's side ------------------------------------------------------------ */
+
+/* The first peeked records that fit one log-batch (MLflow's limits,
+ * mlflow/utils/validation.py); non-finite values are not JSON and are
+ * skipped (counted when consumed).  Returns the count of batch records;
+ * d->nraw becomes the raw records they cover. */
+static size_t select_batch(sm_deliver *d, size_t n)
+{
+    size_t nm = 0, nt = 0, i;
+
+    d->nbatch = 0;
+    for (i = 0; i < n; i++) {
+        const sm_entry *r = &d->raw[i];
+
+        if (nm + nt >= SM_MLFLOW_MAX_ENTITIES)
+            break;
+        if (r->text == 0) {
+            if (nm >= SM_MLFLOW_MAX_METRICS)
+                break;
+            if (!isfinite(r->value))
+                continue;
+            nm++;
+        } else {
+            if (nt >= SM_MLFLOW_MAX_TAGS)
+                break;
+            nt++;
+        }
+        d->from[d->nbatch] = i;
+        d->batch[d->nbatch++] = *r;
+    }
+    d->nraw = i;
+    return d->nbatch;
+}
+
+/* Removes the first `used` peeked records from the ring, counting the
+ * non-finite values among them (said once, totalled at stop).  Returns how
+ * many the ring still held (ring.c: sm_ring_consume). */
+static size_t consume(sm_deliver *d, size_t used)
+{
+    for (size_t i = 0; i < used; i++) {
+        const sm_entry *r = &d->raw[i];
+        if (r->text == 0 && !isfinite(r->value) && atomic_fetch_add(&d->nonfinite, 1) == 0)
+            sm_log(SM_WARN, "skipped a non-finite value of %.200s (NaN/inf is not JSON); "
+                   "further ones are counted and reported at stop",
+                   sm_ring_str(&d->ring, r->key));
+    }
+    return sm_ring_consume(&d->ring, used);
+}
+
+static int wait_configured(sm_deliver *d)
+{
+    int ok;
+
+    pthread_mutex_lock(&d->mu);
+    while (!d->configured && !atomic_load(&d->abort))
+        pthread_cond_wait(&d->cv, &d->mu);
+    ok = d->configured && !atomic_load(&d->abort);
+    pthread_mutex_unlock(&d->mu);
+    return ok;
+}
+
+int sm_deliver_next(sm_deliver *d, sm_deliver_batch *b)
+{
+    int n;
+
+    memset(b, 0, sizeof *b);
+    if (!wait_configured(d))
+        goto end;
+    for (;;) {
+        if (over(d))
+            break;
+        if (d->wait_s > 0) { /* the backoff of the last failure */
+            double w = d->wait_s;
+            d->wait_s = 0;
+            wait_for(d, w);
+            continue;
+        }
+        /* sleeps until a window is pushed or the ring is closed (stop) */
+        n = sm_ring_peek(&d->ring, d->raw, SM_MLFLOW_MAX_ENTITIES, -1);
+        if (n == -EPIPE)
+            break; /* closed and empty: all delivered */
+        if (n <= 0)
+            continue;
+        if (d->fresh && d->attempt == 0) {
+            d->fresh = 0;
+            spread(d);
+            if (over(d))
+                break;
+            /* windows pushed meanwhile go in the same post */
+            n = sm_ring_peek(&d->ring, d->raw, SM_MLFLOW_MAX_ENTITIES, 0);
+            if (n <= 0)
+                continue;
+        }
+        if (select_batch(d, (size_t)n) == 0) {
+            consume(d, d->nraw); /* all non-finite */
+            continue;
+        }
+        b->recs = d->batch;
+        b->n = d->nbatch;
+        b->step_base = d->step_base;
+        b->ring = &d->ring;
+        return 1;
+    }
+end:
+    pthread_mutex_lock(&d->mu);
+    d->done = 1;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    return 0;
+}
+
+void sm_deliver_done(sm_deliver *d, size_t taken, const sm_deliver_answer *a)
+{
+    size_t used, removed;
+    double cap;
+
+    /* a request that returns after the stop bound: the closing line was said */
+    if (atomic_load(&d->abort) || !d->configured)
+        return;
+    if (taken > d->nbatch)
+        taken = d->nbatch;
+    used = taken < d->nbatch ? d->from[taken] : d->nraw;
+    switch (a->outcome) {
+    case SM_REST_OK:
+        removed = consume(d, used);
+        atomic_fetch_add(&d->rescued, used - removed); /* delivered after all */
+        atomic_fetch_add(&d->delivered, taken);
+        on_success(d);
+        d->fresh = sm_ring_len(&d->ring) == 0; /* a backlog goes out at once */
+        break;
+    case SM_REST_REFUSED:
+        removed = consume(d, used);
+        on_refused(d, a, used, removed);
+        on_success(d); /* the store answered: not an outage */
+        d->fresh = sm_ring_len(&d->ring) == 0;
+        break;
+    case SM_REST_ABORTED:
+        break;
+    default: /* SM_REST_RETRY, SM_REST_FAILED */
+        on_failure(d, a);
+        /* while stopping, a store that comes back is used within 2 s */
+        cap = atomic_load(&d->deadline_ms) > 0 ? BACKOFF_FLUSH_CAP_S : BACKOFF_CAP_S;
+        d->wait_s = sm_rest_backoff(d->attempt++, a->retry_after, BACKOFF_BASE_S, cap, &d->seed);
+        break;
+    }
+}
+
+void sm_deliver_cancel(sm_deliver *d)
+{
+    atomic_store(&d->abort, 1);
+    pthread_mutex_lock(&d->mu);
+    if (d->configured)
+        sm_ring_close(&d->ring); /* wakes a peek */
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+}
+
+atomic_int *sm_deliver_abort_flag(sm_deliver *d)
+{
+    return &d->abort;
+}
+
+atomic_llong *sm_deliver_deadline_ms(sm_deliver *d)
+{
+    return &d->deadline_ms;
+}
+
+/* ---- the run check's verdict -------------------------------------------------- */
+
+int sm_deliver_checked(sm_deliver *d, int rank, int rc, const char *status, int64_t last,
+                       const char *why, char *err, size_t errlen)
+{
+    if (rc == -ENOENT || rc == -EACCES || rc == -EINVAL || rc == -EIO || rc == -EPROTO) {
+        snprintf(err, errlen, "%s", why);
+        return rc;
+    }
+    if (rc < 0) {
+        sm_log(SM_WARN, "cannot check run %s at %s (%s); recording into it anyway: points "
+               "wait in the buffer until the server answers", d->run_id, d->shown, why);
+        return 0;
+    }
+    /* Re-attaching (docs/design.md §3): the chart goes on where this rank's
+     * system series stopped instead of restarting at step 0 and
+     * interleaving with the old points; an ended run is said. */
+    if (last >= 0)
+        d->step_base = last + 1;
+    if (status && status[0] && strcmp(status, "RUNNING") != 0)
+        sm_log(SM_INFO, "run %s is %s; recording into it anyway%s", d->run_id, status,
+               last >= 0 ? ", its system steps continue after its last one" : "");
+    if (last >= 0)
+        sm_log(SM_INFO, "run %s already holds system metrics of rank %d up to step %lld: steps "
+               "continue at %lld", d->run_id, rank, (long long)last, (long long)(last + 1));
+    return 0;
+}
+
+/* ---- the sink face ---------------------------------------------------------------- */
+
+static void d_push(sm_sink *base, const sm_record *recs, size_t n)
+{
+    sm_deliver *d = base->impl;
+
+    sm_ring_push(&d->ring, recs, n);
+}
+
+/* Ends delivery: abort what is in flight, wake every wait, join a thread of
+ * ours (a Python driver is not joined: it sees the abort at its next look). */
+static void stop_driver(sm_deliver *d)
+{
+    sm_deliver_cancel(d);
+    if (d->thread_started) {
+        pthread_join(d->thread, NULL);
+        d->thread_started = 0;
+    }
+}
+
+static int d_flush(sm_sink *base, double deadline)
+{
+    sm_deliver *d = base->impl;
+    struct timespec ts;
+    size_t left;
+    uint64_t nonfinite;
+    int done;
+
+    /* the request in flight at the deadline stops by itself (xferinfo) */
+    atomic_store(&d->deadline_ms, (long long)(deadline * 1000.0));
+    sm_ring_close(&d->ring); /* the monitor pushes nothing after flush */
+    sm_mono_timespec(deadline, &ts);
+    pthread_mutex_lock(&d->mu);
+    d->flushing = 1;
+    pthread_cond_broadcast(&d->cv);
+    while (!d->done && sm_now_mono() < deadline)
+        pthread_cond_timedwait(&d->cv, &d->mu, &ts);
+    done = d->done;
+    pthread_mutex_unlock(&d->mu);
+    stop_driver(d);
+
+    left = sm_ring_len(&d->ring);
+    nonfinite = atomic_load(&d->nonfinite);
+    /* buffer overflow and refusals were said when they happened; the
+     * monitor reports their total (dropped()) after this */
+    if (nonfinite > 1)
+        sm_log(SM_INFO, "%llu non-finite values were skipped in all",
+               (unsigned long long)nonfinite);
+    if (!done || left) {
+        sm_log(SM_WARN, "stop deadline reached: %zu points not delivered to MLflow at %s",
+               left, d->shown);
+        return -ETIMEDOUT;
+    }
+    return 0;
+}
+
+static uint64_t d_dropped(sm_sink *base)
+{
+    sm_deliver *d = base->impl;
+
+    return lost(d) + atomic_load(&d->refused);
+}
+
+static void d_counts(sm_sink *base, sm_sink_counts *out)
+{
+    sm_deliver *d = base->impl;
+
+    out->delivered = atomic_load(&d->delivered);
+    out->overflow = lost(d);
+    out->refused = atomic_load(&d->refused);
+    out->undelivered = sm_ring_len(&d->ring);
+}
+
+static void d_close(sm_sink *base)
+{
+    sm_deliver *d;
+
+    if (!base)
+        return;
+    d = base->impl;
+    stop_driver(d);
+    if (d->free_arg)
+        d->free_arg(d->post_arg);
+    d->free_arg = NULL;
+    d->post_arg = NULL;
+    sm_deliver_unref(d);
+}
+
+static const sm_sink_ops deliver_ops = {
+    .name = "mlflow",
+    .push = d_push,
+    .flush = d_flush,
+    .dropped = d_dropped,
+    .counts = d_counts,
+    .close = d_close,
+};
+
+sm_sink *sm_deliver_sink(sm_deliver *d)
+{
+    sm_deliver_ref(d);
+    return &d->base;
+}
+
+/* ---- life ------------------------------------------------------------------------ */
+
+int sm_deliver_new(const char *run_id, const char *shown, sm_deliver **out)
+{
+    sm_deliver *d;
+    int rc;
+
+    *out = NULL;
+    d = calloc(1, sizeof *d);
+    if (!d)
+        return -ENOMEM;
+    d->base.ops = &deliver_ops;
+    d->base.impl = d;
+    atomic_init(&d->refs, 1);
+    snprintf(d->run_id, sizeof d->run_id, "%s", run_id ? run_id : "");
+    snprintf(d->shown, sizeof d->shown, "%s", shown ? shown : "");
+    d->fresh = 1;
+    d->seed = sm_rest_seed(d);
+    atomic_init(&d->abort, 0);
+    atomic_init(&d->deadline_ms, 0);
+    atomic_init(&d->delivered, 0);
+    atomic_init(&d->refused, 0);
+    atomic_init(&d->nonfinite, 0);
+    atomic_init(&d->rescued, 0);
+    if ((rc = -pthread_mutex_init(&d->mu, NULL)) < 0) {
+        free(d);
+        return rc;
+    }
+    if ((rc = sm_cond_init_mono(&d->cv)) < 0) {
+        pthread_mutex_destroy(&d->mu);
+        free(d);
+        return rc;
+    }
+    d->raw = calloc(SM_MLFLOW_MAX_ENTITIES, sizeof *d->raw);
+    d->batch = calloc(SM_MLFLOW_MAX_ENTITIES, sizeof *d->batch);
+    d->from = calloc(SM_MLFLOW_MAX_ENTITIES, sizeof *d->from);
+    if (!d->raw || !d->batch || !d->from) {
+        sm_deliver_unref(d);
+        return -ENOMEM;
+    }
+    *out = d;
+    return 0;
+}
+
+int sm_deliver_configure(sm_deliver *d, const sm_sink_config *cfg, char *err, size_t errlen)
+{
+    int rc;
+
+    pthread_mutex_lock(&d->mu);
+    if (d->configured) {
+        pthread_mutex_unlock(&d->mu);
+        snprintf(err, errlen, "this delivery is in use already");
+        return -EBUSY;
+    }
+    d->cap = cfg->cap;
+    d->period_s = cfg->period_s;
+    d->spread_s = cfg->collectors > 1 ? SPREAD_PER_COLLECTOR_S * cfg->collectors : 0;
+    rc = sm_ring_init(&d->ring, cfg->cap);
+    if (rc < 0)
+        snprintf(err, errlen, "cannot allocate a buffer of %zu points", cfg->cap);
+    else
+        d->configured = 1;
+    if (d->configured && atomic_load(&d->abort))
+        sm_ring_close(&d->ring);
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
+static void *drive(void *arg)
+{
+    sm_deliver *d = arg;
+    sm_deliver_batch b;
+
+    while (sm_deliver_next(d, &b)) {
+        sm_deliver_answer a;
+        size_t taken = b.n;
+
+        memset(&a, 0, sizeof a);
+        a.retry_after = -1;
+        d->post(d->post_arg, &b, &taken, &a);
+        sm_deliver_done(d, taken, &a);
+    }
+    return NULL;
+}
+
+int sm_deliver_start_thread(sm_deliver *d, sm_deliver_post post, void *arg,
+                            void (*free_arg)(void *), const char *name)
+{
+    sigset_t all, old;
+    int rc;
+
+    d->post = post;
+    d->post_arg = arg;
+    d->free_arg = free_arg;
+    /* the delivering thread takes no signals: they belong to the
+     * application's threads (a handler must never run on ours) */
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    rc = -pthread_create(&d->thread, NULL, drive, d);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc < 0)
+        return rc;
+    pthread_setname_np(d->thread, name);
+    d->thread_started = 1;
+    return 0;
+}
+
+void sm_deliver_ref(sm_deliver *d)
+{
+    atomic_fetch_add(&d->refs, 1);
+}
+
+void sm_deliver_unref(sm_deliver *d)
+{
+    if (!d || atomic_fetch_sub(&d->refs, 1) != 1)
+        return;
+    if (d->configured)
+        sm_ring_destroy(&d->ring);
+    pthread_cond_destroy(&d->cv);
+    pthread_mutex_destroy(&d->mu);
+    free(d->raw);
+    free(d->batch);
+    free(d->from);
+    free(d);
+}
+
+/* ---- the MlflowClient transport's side --------------------------------------- */
+
+static int driven_factory(const sm_sink_config *cfg, char *err, size_t errlen, sm_sink **out)
+{
+    sm_deliver *d = cfg->settings;
+    int rc;
+
+    *out = NULL;
+    rc = sm_deliver_configure(d, cfg, err, errlen);
+    if (rc == 0)
+        *out = sm_deliver_sink(d);
+    return rc;
+}
+
+static void unref_settings(void *settings)
+{
+    sm_deliver_unref(settings);
+}
+
+int sm_monitor_set_delivery(sm_monitor *m, sm_deliver *d)
+{
+    if (!m || !d)
+        return -EINVAL;
+    sm_deliver_ref(d); /* the monitor's, released with its settings */
+    return sm_monitor_set_sink_factory(m, driven_factory, d->shown[0] ? d->shown : "mlflow", d,
+                                       unref_settings);
+}
+
+void sm_deliver_answer_http(const sm_deliver *d, long http, const char *body, size_t len,
+                            const char *retry_after, sm_deliver_answer *a)
+{
+    sm_rest_result res;
+
+    (void)d;
+    memset(&res, 0, sizeof res);
+    res.retry_after = -1;
+    sm_rest_parse_reply("runs/log-batch", http, body, len, &res);
+    memset(a, 0, sizeof *a);
+    a->outcome = res.outcome;
+    a->retry_after = retry_after ? sm_rest_parse_retry_after(retry_after, (long)time(NULL)) : -1;
+    snprintf(a->msg, sizeof a->msg, "%s", res.msg);
+    snprintf(a->error_code, sizeof a->error_code, "%s", res.error_code);
+    sm_rest_result_clear(&res);
+}
+
+void sm_deliver_answer_none(const char *shown, int os_errno, const char *why,
+                            sm_deliver_answer *a)
+{
+    memset(a, 0, sizeof *a);
+    a->outcome = SM_REST_RETRY;
+    a->retry_after = -1;
+    if (os_errno > 0)
+        snprintf(a->msg, sizeof a->msg, "runs/log-batch on %.200s: no answer (%s)", shown,
+                 strerror(os_errno));
+    else /* as mlflow_rest.c says a request that got no answer */
+        snprintf(a->msg, sizeof a->msg, "runs/log-batch on %.200s: %.200s", shown,
+                 why ? why : "no answer");
+}
+
+const char *sm_deliver_shown(const sm_deliver *d)
+{
+    return d->shown;
+}
+
+int sm_deliver_check_json(sm_deliver *d, int rank, const char *run_json, const char *error_code,
+                          const char *why, char *err, size_t errlen)
+{
+    char line[512] = "", status[32] = "";
+    int64_t last = -1;
+    json_t *run = NULL;
+    int rc;
+
+    if (run_json) {
+        json_error_t je;
+        run = json_loads(run_json, 0, &je);
+    }
+    if (run || (error_code && strcmp(error_code, "RESOURCE_DOES_NOT_EXIST") == 0))
+        rc = sm_mlflow_run_state(run, d->run_id, d->shown, rank, status, sizeof status, &last,
+                                 line, sizeof line);
+    else {
+        rc = -ETIMEDOUT;
+        snprintf(line, sizeof line, "%s", why ? why : "no answer");
+    }
+    json_decref(run);
+    return sm_deliver_checked(d, rank, rc, status, last, line, err, errlen);
+}
