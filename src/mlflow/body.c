@@ -289,6 +289,24 @@ static int put_records(sm_body *b, const sm_ring *ring, const sm_entry *recs, si
     return 0;
 }
 
+int sm_body_admit(const sm_entry *r, size_t *nm, size_t *nt)
+{
+    if (*nm + *nt >= SM_MLFLOW_MAX_ENTITIES)
+        return -1;
+    if (r->text != 0) {
+        if (*nt >= SM_MLFLOW_MAX_TAGS)
+            return -1;
+        ++*nt;
+        return 1;
+    }
+    if (*nm >= SM_MLFLOW_MAX_METRICS)
+        return -1;
+    if (!isfinite(r->value))
+        return 0;
+    ++*nm;
+    return 1;
+}
+
 int sm_body_log_batch(sm_body *b, const char *run_id, const sm_ring *ring,
                       const sm_entry *recs, size_t n, int64_t step_base)
 {
@@ -301,23 +319,11 @@ int sm_body_log_batch(sm_body *b, const char *run_id, const sm_ring *ring,
         b->nonfinite_key = NULL;
         nm = nt = 0;
         for (i = 0; i < n; i++) {
-            const sm_entry *r = &recs[i];
-            if (nm + nt >= SM_MLFLOW_MAX_ENTITIES)
+            int admit = sm_body_admit(&recs[i], &nm, &nt);
+            if (admit < 0)
                 break;
-            if (r->text == 0) {
-                if (nm >= SM_MLFLOW_MAX_METRICS)
-                    break;
-                if (!isfinite(r->value)) {
-                    if (b->nonfinite++ == 0)
-                        b->nonfinite_key = sm_ring_str(ring, r->key);
-                    continue;
-                }
-                nm++;
-            } else {
-                if (nt >= SM_MLFLOW_MAX_TAGS)
-                    break;
-                nt++;
-            }
+            if (admit == 0 && b->nonfinite++ == 0)
+                b->nonfinite_key = sm_ring_str(ring, recs[i].key);
         }
         b->used = i;
         b->shipped = nm + nt;

@@ -43,6 +43,13 @@ SM_HIDDEN int sm_body_log_batch(sm_body *b, const char *run_id, const sm_ring *r
                                 const sm_entry *recs, size_t n, int64_t step_base);
 SM_HIDDEN void sm_body_free(sm_body *b);
 
+/* MLflow's limits on one log-batch (mlflow/utils/validation.py), the one
+ * place they are applied: whether record r goes into a batch that holds
+ * *nm metrics and *nt tags so far.  1: it does (the count grows); 0: it is
+ * skipped (a non-finite value: NaN and inf are not JSON); -1: the batch is
+ * full.  deliver.c chooses its batches with it, and body.c writes them. */
+SM_HIDDEN int sm_body_admit(const sm_entry *r, size_t *nm, size_t *nt);
+
 /* Exposed for the tests: a JSON number for v (finite) that reads back as
  * exactly v, with a '.' or an exponent (a reader keeps it a real); the
  * length written, at most 32 bytes, no NUL. */

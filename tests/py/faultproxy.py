@@ -22,6 +22,11 @@ Faults (``set_fault``):
                           requests, then pass: oversized or malformed replies
   reset                   read the next ``count`` matching requests and reset the
                           connection (RST, no reply), then pass
+  stored_reset            forward the next matching request to the server (it is
+                          stored) and reset the connection instead of replying,
+                          then answer the following ``count`` matching requests
+                          ``code`` with ``body`` (what a store says to a retry
+                          that meets the first write), then pass
 ``down()`` closes the listening socket (connections are refused, kept-alive
 ones are cut) and ``up()`` opens it again on the same port.  ``match`` limits
 a fault to paths that contain it (e.g. "runs/log-batch").  ``prefix="/mlflow"``
@@ -207,7 +212,11 @@ class FaultProxy:
                     mode, match = proxy.mode, proxy.match
                     applies = match is None or match in path
                     gen = proxy.generation
-                    if applies and mode in ("status", "reply", "reset") and proxy.count > 0:
+                    if applies and mode == "stored_reset":
+                        # the next matching requests get the follow-up reply
+                        proxy.mode = "reply"
+                        reply_body = proxy.body
+                    elif applies and mode in ("status", "reply", "reset") and proxy.count > 0:
                         proxy.count -= 1
                         code, retry_after = proxy.code, proxy.retry_after
                         reply_body, reply_size = proxy.body, proxy.size
@@ -216,6 +225,13 @@ class FaultProxy:
                     elif applies and mode in ("status", "reply", "reset"):
                         mode = "pass"
                     delay = proxy.delay
+                if applies and mode == "stored_reset":
+                    req.fault = "stored_reset"
+                    self._forward(req, path, body, reply=False)
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                               struct.pack("ii", 1, 0))
+                    self.close_connection = True
+                    return
                 if applies and mode == "reset":
                     req.fault = "reset"
                     # linger 0: close() sends RST, the client sees a reset
@@ -274,7 +290,7 @@ class FaultProxy:
                     path = path[len(proxy.prefix):]
                 self._forward(req, path, body)
 
-            def _forward(self, req, path, body):
+            def _forward(self, req, path, body, reply=True):
                 headers = {k: v for k, v in self.headers.items()
                            if k.lower() not in ("host", "connection", "proxy-connection",
                                                 "keep-alive", "transfer-encoding")}
@@ -289,6 +305,8 @@ class FaultProxy:
                     status, data, rh = 502, json.dumps({"error_code": "BAD_GATEWAY",
                                                         "message": str(e)}).encode(), []
                 req.status = status
+                if not reply:
+                    return
                 self.send_response(status)
                 for k, v in rh:
                     if k.lower() not in ("content-length", "connection", "transfer-encoding",

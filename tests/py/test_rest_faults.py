@@ -166,6 +166,36 @@ def test_500s_are_retried_with_the_same_points(scopemeter_bin, mlflow_server, pr
     assert min(counts.values()) >= 5
 
 
+def test_a_retry_that_meets_its_own_first_write_is_retried_not_dropped(scopemeter_bin,
+                                                                        mlflow_server, proxy):
+    """The first log-batch reaches the store but its answer is lost (a reset
+    after the server stored it); the retry then meets the first write still in
+    progress and the store refuses it with a unique-key error (MLflow's
+    duplicate filter is not atomic against a concurrent write: bench/README.md
+    table 10).  That 400 is retried (docs/design.md §6), never dropped: every
+    point lands, nothing is counted refused."""
+    dup = json.dumps({"error_code": "INVALID_PARAMETER_VALUE",
+                      "message": "(sqlite3.IntegrityError) UNIQUE constraint failed: "
+                                 "metrics.key, metrics.timestamp, metrics.step, "
+                                 "metrics.run_uuid, metrics.value, metrics.is_nan"}).encode()
+    proxy.set_fault("stored_reset", match=LOG_BATCH, code=400, count=1, body=dup)
+    p = run_cli(scopemeter_bin, ["--interval", "0.3", "--", "sleep", "3"],
+                env={"MLFLOW_TRACKING_URI": proxy.uri})
+    assert p.returncode == 0, p.stderr
+    batches = proxy.log(LOG_BATCH)
+    assert [getattr(r, "fault", None) for r in batches[:2]] == ["stored_reset", "reply 400"], \
+        batches
+    assert batches[2].status == 200, batches
+    assert not any("MLflow refused" in l for l in sm_lines(p.stderr)), p.stderr
+    closing = [l for l in sm_lines(p.stderr) if re.search(r"logged \d+ windows", l)]
+    assert closing and re.search(r"0 dropped \(buffer full\), 0 refused, 0 undelivered",
+                                 closing[-1]), p.stderr
+    hist = histories(mlflow_server, p.run_id)
+    counts = assert_steps_contiguous(hist)
+    # the retry's windows landed too: as many steps as the run logged
+    assert min(counts.values()) >= 5, counts
+
+
 def test_429_retry_after_is_honoured(scopemeter_bin, mlflow_server, proxy):
     proxy.set_fault("status", match=LOG_BATCH, code=429, count=1, retry_after=2)
     p = run_cli(scopemeter_bin, ["--interval", "0.5", "--", "sleep", "3.5"],
