@@ -56,9 +56,30 @@ def clean_env(**extra):
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port that no other bind(0) nor outgoing connect gets for
+    the next minute.  A port merely bound and released is anyone's (another
+    test's free_port, a client's ephemeral port) until the server binds it,
+    which then exits with "address already in use" (seen: main's free_port
+    handed out the same port twice in 200 calls on the loaded machine).  So
+    the port is left in TIME_WAIT: a connection to it is accepted and the
+    accepted end closed first (the end that closes first keeps TIME_WAIT, 60 s:
+    TCP_TIMEWAIT_LEN, include/net/tcp.h).  The kernel's search for a free port
+    skips one held in TIME_WAIT (net/ipv4/inet_connection_sock.c,
+    inet_csk_find_open_port; inet_hashtables.c, __inet_hash_connect), while a
+    server that sets SO_REUSEADDR (uvicorn, PostgreSQL) binds it at once.  A
+    server that binds later than that minute may still lose it:
+    start_mlflow_server then starts again on a fresh port."""
+    with socket.socket() as srv:
+        # the TIME_WAIT end inherits it: without, the server's bind conflicts too
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(1)
+        port = srv.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as cli:
+            conn, _ = srv.accept()
+            conn.close()  # first: this end, 127.0.0.1:port, goes to TIME_WAIT
+            cli.recv(1)   # its FIN has arrived: the client's close is the passive one
+        return port
 
 
 @pytest.fixture(scope="session")
@@ -96,11 +117,31 @@ def start_mlflow_server(tmpdir, port=None, db=None, backend=None, workers=1, app
     SERVER_ENV (every server's); uvicorn_opts: its --uvicorn-opts;
     startup_timeout: how long /health may take (bench/ starts servers beside
     others on a loaded machine)."""
-    port = port or free_port()
     db = db or os.path.join(tmpdir, "mlflow.db")
     art = os.path.join(tmpdir, "artifacts")
     os.makedirs(art, exist_ok=True)
+    # a port of our own choosing can be taken by another process before the
+    # server binds it (free_port): then the server exits with "address
+    # already in use" and starts again on a fresh port.  A port the caller
+    # names (a restart on the same URI) is tried once.
+    for attempt in range(3):
+        try:
+            return _start_mlflow_server_on(tmpdir, port or free_port(), db, art, backend,
+                                           workers, app_name, env, uvicorn_opts,
+                                           startup_timeout)
+        except PortTaken:
+            if port or attempt == 2:
+                raise
+
+
+class PortTaken(RuntimeError):
+    pass
+
+
+def _start_mlflow_server_on(tmpdir, port, db, art, backend, workers, app_name, env,
+                            uvicorn_opts, startup_timeout):
     log = open(os.path.join(tmpdir, "server.log"), "ab")
+    start = log.tell()
     cmd = [sys.executable, "-m", "mlflow", "server",
            "--backend-store-uri", backend or f"sqlite:///{db}",
            "--default-artifact-root", art, "--host", "127.0.0.1", "--port", str(port),
@@ -116,7 +157,14 @@ def start_mlflow_server(tmpdir, port=None, db=None, backend=None, workers=1, app
     deadline = time.time() + startup_timeout
     while time.time() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"mlflow server exited with {proc.returncode}; see {log.name}")
+            log.close()
+            with open(log.name, "rb") as f:
+                f.seek(start)
+                said = f.read().decode(errors="replace")
+            why = PortTaken if "address already in use" in said.lower() else RuntimeError
+            # (uvicorn's "[Errno 98] ... address already in use"; mlflow exits 0)
+            raise why(f"mlflow server on port {port} exited with {proc.returncode}; "
+                      f"see {log.name}")
         try:
             with urllib.request.urlopen(uri + "/health", timeout=2) as r:
                 if r.status == 200:
