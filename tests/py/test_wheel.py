@@ -236,21 +236,46 @@ def venvs(wheel, tmp_path_factory):
         return {m: f.result() for m, f in futs.items()}
 
 
-@pytest.mark.timeout(1800)
-@pytest.mark.parametrize("minor", MINORS)
-def test_every_cpython(venvs, minor, mlflow_server, tmp_path):
-    if minor not in PYTHONS:
-        pytest.fail(f"pyenv lists no CPython {minor}: `pyenv install {minor}` (issue: every "
-                    f"CPython 3.9-3.13)")
-    bindir = venvs[minor]
-    rec = tmp_path / "rec"
-    rec.mkdir()
+def check_cpython(bindir, rec, server):
+    """One CPython's venv: a recording into its own sqlite store (rec), the
+    CLI against the session's server; returns the recording's result."""
     p = subprocess.run([os.path.join(bindir, "python"), "-c", RECORD,
                         f"sqlite:///{rec}/mlflow.db"], capture_output=True, text=True,
                        timeout=300, cwd=str(rec), env=clean_env())
     res = check_recording(p)
+    check_cli(bindir, server)
+    return res
+
+
+@pytest.fixture(scope="session")
+def cpython_checks(venvs, sqlite_server, tmp_path_factory):
+    """{minor: future of check_cpython}: every CPython's checks at the same
+    time, from the first test_every_cpython on; each test waits for its own.
+    They share nothing but the server: each venv, sqlite store and working
+    directory is its own, and the five CLIs' `--experiment wheel` is
+    get-or-create (sm_mlflow_experiment looks the experiment up again when a
+    concurrent create answers RESOURCE_ALREADY_EXISTS).  One after the other
+    they spent most of their time in the sleeps and in importing mlflow."""
+    import concurrent.futures as cf
+    top = tmp_path_factory.mktemp("cpython")
+    ex = cf.ThreadPoolExecutor(len(venvs) or 1)
+    futs = {}
+    for m, bindir in venvs.items():
+        rec = top / m
+        rec.mkdir()
+        futs[m] = ex.submit(check_cpython, bindir, rec, sqlite_server)
+    yield futs
+    ex.shutdown(wait=True, cancel_futures=True)
+
+
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("minor", MINORS)
+def test_every_cpython(cpython_checks, minor):
+    if minor not in PYTHONS:
+        pytest.fail(f"pyenv lists no CPython {minor}: `pyenv install {minor}` (issue: every "
+                    f"CPython 3.9-3.13)")
+    res = cpython_checks[minor].result()  # its assertion, if one failed
     print(f"CPython {minor}: mlflow {res['mlflow']}")
-    check_cli(bindir, mlflow_server)
 
 
 @pytest.mark.timeout(600)
