@@ -7,7 +7,16 @@
  *   process_count                        processes in the tree
  *   process_memory_megabytes             sum of Pss (/proc/PID/smaps_rollup):
  *                                        a page shared by forked children
- *                                        counts once in total
+ *                                        counts once in total; read within
+ *                                        a CPU budget and only when the
+ *                                        estimate between reads (resident
+ *                                        pages × the last Pss/resident) may
+ *                                        be wrong: the processes changed,
+ *                                        resident moved > max(2 % of Pss,
+ *                                        4 MB), or 300 s passed (MEM_BUDGET,
+ *                                        MEM_MOVE_REL below); never a
+ *                                        smaps_rollup read per sample of a
+ *                                        steady tree
  *   process_cpu_utilization_percentage   100 * Δticks / CLK_TCK / Δwall, 100 =
  *                                        one core; ticks = utime + stime +
  *                                        cutime + cstime summed over the live
