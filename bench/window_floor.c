@@ -10,9 +10,9 @@
  *     thread's task/TID/children, each process's stat, every file opened and
  *     closed as the collector does, the children lists parsed only as far as
  *     walking needs; smaps_rollup of each process as often as the product's
- *     rule reads it in a steady tree (design.md §9): once at the first window
- *     (the product's baseline read, before its span too), then every
- *     --rollup-every S (the product's MEM_MAX_AGE, 300 s);
+ *     rule reads it in a steady tree (design.md §9): once before the first
+ *     window (the product's baseline read at enable, before its span too),
+ *     then every --rollup-every S (the product's MEM_MAX_AGE, 300 s);
  *   - the delivery: the log-batch request scopemeter sent, byte for byte (the
  *     harness captures it: bench/benchlib.py CaptureProxy), written with
  *     send() on a kept-alive TCP socket to the same server, and the reply
@@ -316,6 +316,14 @@ int main(int argc, char **argv)
     int measuring = 0;
     struct timespec next;
 
+    /* the product's baseline reads the tree's smaps_rollup at enable, before
+     * any window: so does the floor (at 10 s the first window is already in
+     * the span: the warm-up is shorter than a window) */
+    if (tree > 0) {
+        read_tree(tree, 1);
+        rollup_at = start;
+        tree_rollups = 0;
+    }
     clock_gettime(CLOCK_MONOTONIC, &next);
     for (long k = 1;; k++) {
         double at = start + (double)k * interval;
