@@ -5,6 +5,14 @@
  * One window is one sample and one delivery.  The floor of each:
  *   - the sample: pread of the very descriptors the collectors keep open plus
  *     statvfs("/"), nothing parsed (the floor of table 1, bench/sample_cost.c);
+ *     and, with --tree PID, the files the process-tree collector (coll_proc.c)
+ *     reads of that tree each sample: /proc/PID/task (getdents64), each
+ *     thread's task/TID/children, each process's stat, every file opened and
+ *     closed as the collector does, the children lists parsed only as far as
+ *     walking needs; smaps_rollup of each process as often as the product's
+ *     rule reads it in a steady tree (design.md §9): once before the first
+ *     window (the product's baseline read at enable, before its span too),
+ *     then every --rollup-every S (the product's MEM_MAX_AGE, 300 s);
  *   - the delivery: the log-batch request scopemeter sent, byte for byte (the
  *     harness captures it: bench/benchlib.py CaptureProxy), written with
  *     send() on a kept-alive TCP socket to the same server, and the reply
@@ -17,7 +25,7 @@
  * the result.
  *
  *   window_floor --request FILE --port P [--host 127.0.0.1] --interval S
- *                --warmup W --span T
+ *                --warmup W --span T [--tree PID [--rollup-every S]]
  *
  * Runs W s of windows, then T s measured: getrusage(RUSAGE_SELF) over the
  * span (every window's CPU, the wake-ups included), and the thread CPU time
@@ -105,6 +113,74 @@ static void read_floor(const struct floor_fd *f, int n, const char *root)
     statvfs(root, &sv);
 }
 
+/* ---- the process tree's floor: coll_proc.c's reads, nothing else ---------------- */
+#define TREE_FLOOR_MAX 4096
+
+static int tree_list[TREE_FLOOR_MAX];
+static int tree_n;
+static long tree_rollups;
+
+/* one file read to its end through a fresh descriptor (coll_proc.c read_at) */
+static ssize_t slurp(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n, all = 0;
+
+    if (fd < 0)
+        return -errno;
+    while ((n = read(fd, rbuf + all, sizeof rbuf - 1 - (size_t)all)) > 0)
+        all += n;
+    close(fd);
+    rbuf[all] = '\0';
+    return all;
+}
+
+static void tree_add_children(int pid)
+{
+    char path[320], *p, *end;
+    struct dirent *e;
+    DIR *d;
+
+    snprintf(path, sizeof path, "/proc/%d/task", pid);
+    if (!(d = opendir(path)))
+        return;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof path, "/proc/%d/task/%s/children", pid, e->d_name);
+        if (slurp(path) <= 0)
+            continue;
+        for (p = rbuf;; p = end) {
+            long c = strtol(p, &end, 10);
+            if (end == p || tree_n >= TREE_FLOOR_MAX)
+                break;
+            tree_list[tree_n++] = (int)c;
+        }
+    }
+    closedir(d);
+}
+
+/* one sample of the tree: the walk and each process's stat; smaps_rollup too
+ * when rollup is set */
+static void read_tree(int root, int rollup)
+{
+    char path[64];
+
+    tree_n = 0;
+    tree_list[tree_n++] = root;
+    for (int i = 0; i < tree_n; i++)
+        tree_add_children(tree_list[i]);
+    for (int i = 0; i < tree_n; i++) {
+        snprintf(path, sizeof path, "/proc/%d/stat", tree_list[i]);
+        slurp(path);
+        if (rollup) {
+            snprintf(path, sizeof path, "/proc/%d/smaps_rollup", tree_list[i]);
+            slurp(path);
+        }
+    }
+    tree_rollups += rollup;
+}
+
 /* ---- the delivery's floor ------------------------------------------------------ */
 static int connect_to(const char *host, int port)
 {
@@ -172,8 +248,8 @@ static int read_reply(int fd, int *keep)
 int main(int argc, char **argv)
 {
     const char *req_path = NULL, *host = "127.0.0.1";
-    double interval = 1.0, warmup = 2.0, span = 10.0;
-    int port = 0, fd = -1, before[MAX_FDS], after[MAX_FDS], nb, na, nf = 0;
+    double interval = 1.0, warmup = 2.0, span = 10.0, rollup_every = 300.0, rollup_at = -1;
+    int tree = 0, port = 0, fd = -1, before[MAX_FDS], after[MAX_FDS], nb, na, nf = 0;
     struct floor_fd ff[MAX_FDS];
     char root[SM_PATH_MAX], *req;
     sm_ctx ctx;
@@ -195,10 +271,14 @@ int main(int argc, char **argv)
             warmup = atof(argv[i + 1]);
         else if (strcmp(argv[i], "--span") == 0)
             span = atof(argv[i + 1]);
+        else if (strcmp(argv[i], "--tree") == 0)
+            tree = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--rollup-every") == 0)
+            rollup_every = atof(argv[i + 1]);
     }
     if (!req_path || port <= 0 || interval <= 0 || span <= 0) {
         fprintf(stderr, "usage: window_floor --request FILE --port P [--host H] --interval S "
-                        "--warmup W --span T\n");
+                        "--warmup W --span T [--tree PID [--rollup-every S]]\n");
         return 2;
     }
     if (stat(req_path, &st) < 0 || !(req = malloc((size_t)st.st_size)) ||
@@ -232,10 +312,18 @@ int main(int argc, char **argv)
     }
 
     double start = now(CLOCK_MONOTONIC), t_read = 0, t_send = 0, c0 = 0, m0 = 0;
-    long windows = 0, connects = 0, reconnects = 0, bad = 0, last_status = 0;
+    long windows = 0, rollups0 = 0, connects = 0, reconnects = 0, bad = 0, last_status = 0;
     int measuring = 0;
     struct timespec next;
 
+    /* the product's baseline reads the tree's smaps_rollup at enable, before
+     * any window: so does the floor (at 10 s the first window is already in
+     * the span: the warm-up is shorter than a window) */
+    if (tree > 0) {
+        read_tree(tree, 1);
+        rollup_at = start;
+        tree_rollups = 0;
+    }
     clock_gettime(CLOCK_MONOTONIC, &next);
     for (long k = 1;; k++) {
         double at = start + (double)k * interval;
@@ -247,11 +335,18 @@ int main(int argc, char **argv)
             measuring = 1;
             c0 = rusage_s();
             m0 = at;
+            rollups0 = tree_rollups;
         }
         if (measuring && at - m0 >= span - 1e-6)
             break;
         double a = now(CLOCK_THREAD_CPUTIME_ID);
         read_floor(ff, nf, root);
+        if (tree > 0) {
+            int rollup = rollup_at < 0 || at - rollup_at >= rollup_every;
+            read_tree(tree, rollup);
+            if (rollup)
+                rollup_at = at;
+        }
         double b = now(CLOCK_THREAD_CPUTIME_ID);
         int keep = 1, status = -1;
         for (int attempt = 0; attempt < 2 && status < 0; attempt++) {
@@ -292,9 +387,10 @@ int main(int argc, char **argv)
     printf("RESULT {\"interval\": %g, \"span\": %g, \"windows\": %ld, \"cpu_s\": %.9f, "
            "\"read_cpu_s\": %.9f, \"deliver_cpu_s\": %.9f, \"connects\": %ld, "
            "\"server_closed\": %ld, \"not_200\": %ld, \"last_status\": %ld, "
-           "\"request_bytes\": %lld, \"kept_fds\": %d}\n",
+           "\"request_bytes\": %lld, \"kept_fds\": %d, \"tree_pid\": %d, \"tree_processes\": %d, "
+           "\"tree_rollups_in_span\": %ld}\n",
            interval, span, windows, cpu, t_read, t_send, connects, reconnects, bad, last_status,
-           (long long)st.st_size, nf);
+           (long long)st.st_size, nf, tree, tree_n, tree_rollups - rollups0);
     fflush(stdout);
     if (fd >= 0)
         close(fd);

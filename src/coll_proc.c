@@ -7,7 +7,16 @@
  *   process_count                        processes in the tree
  *   process_memory_megabytes             sum of Pss (/proc/PID/smaps_rollup):
  *                                        a page shared by forked children
- *                                        counts once in total
+ *                                        counts once in total; read within
+ *                                        a CPU budget and only when the
+ *                                        estimate between reads (resident
+ *                                        pages × the last Pss/resident) may
+ *                                        be wrong: the processes changed,
+ *                                        resident moved > max(2 % of Pss,
+ *                                        4 MB), or 300 s passed (MEM_BUDGET,
+ *                                        MEM_MOVE_REL below); never a
+ *                                        smaps_rollup read per sample of a
+ *                                        steady tree
  *   process_cpu_utilization_percentage   100 * Δticks / CLK_TCK / Δwall, 100 =
  *                                        one core; ticks = utime + stime +
  *                                        cutime + cstime summed over the live
@@ -66,6 +75,9 @@ struct tree {
     double pss_per_rss;    /* the last read's Pss / resident: the estimate between reads */
     double mem_next_fast;  /* ... or before this when the tree changed (MEM_BUDGET_CHANGE) */
     int mem_n;             /* processes in the tree at the last read */
+    double mem_t;          /* when the last read was (monotonic s); 0: none yet */
+    uint64_t mem_rss_kb;   /* the tree's resident kB at the last read */
+    uint64_t mem_kb;       /* the tree's Pss kB the last read gave */
 };
 
 /* Reading smaps_rollup walks the page tables of every mapping under the
@@ -85,6 +97,25 @@ struct tree {
  * exit) is read again sooner, within 2 % of one core: the ratio of the last
  * read no longer describes it.  A steady tree stays within MEM_BUDGET. */
 #define MEM_BUDGET_CHANGE 0.02
+/* Past its spacing a tree is read only when the estimate may be wrong: in a
+ * steady tree resident pages × the last ratio stays right, and a read would
+ * only cost (a 190 MB interpreter: 5-7 ms, every window at 10 s before this
+ * rule; bench/README.md table 9).  What moves Pss/resident:
+ *   - the set of processes (a fork shares every page, an exit unshares):
+ *     mem_n, with the sooner MEM_BUDGET_CHANGE spacing above;
+ *   - memory mapped, touched or freed: resident pages move.  New private
+ *     pages raise Pss by what they raise resident, the estimate by ratio ×
+ *     that, so its error is at most the resident move: a move beyond
+ *     MEM_MOVE_REL of the last Pss (the error a reader of the series can
+ *     ignore), and at least MEM_MOVE_KB (an interpreter's allocator breathes
+ *     by a few MB in a steady loop; below that the error is < 4 MB anyway);
+ *   - what resident pages cannot see: copy-on-write breaking in forked
+ *     children (a shared page becomes two private ones, resident unchanged,
+ *     Pss up: DataLoader workers touching the dataset's refcounts), another
+ *     process mapping the same file pages.  Slow drifts: MEM_MAX_AGE. */
+#define MEM_MOVE_REL 0.02
+#define MEM_MOVE_KB 4096
+#define MEM_MAX_AGE 300.0
 
 /* The cost of a read is this thread's CPU time (the page-table walk runs in
  * the kernel on our behalf), not wall time: on a loaded node a preempted read
@@ -278,6 +309,17 @@ static void walk(struct proc_state *s, int root, int *scanned)
                 add(s, s->scan[j].pid);
 }
 
+/* The estimate of tree t may be wrong (see MEM_MOVE_REL): read it again. */
+static int mem_stale(const struct proc_state *s, const struct tree *t, uint64_t rss_kb,
+                     double now)
+{
+    uint64_t move = rss_kb > t->mem_rss_kb ? rss_kb - t->mem_rss_kb : t->mem_rss_kb - rss_kb;
+    double limit = MEM_MOVE_REL * (double)t->mem_kb;
+
+    return s->n != t->mem_n || (double)move > (limit > MEM_MOVE_KB ? limit : MEM_MOVE_KB) ||
+           now - t->mem_t >= MEM_MAX_AGE;
+}
+
 /* One process's memory in kB: Pss, or VmRSS without smaps_rollup.  -errno
  * when unreadable (gone: ENOENT/ESRCH; another user's: EACCES). */
 static int proc_kb(struct proc_state *s, int pid, uint64_t *kb)
@@ -302,29 +344,39 @@ static int proc_kb(struct proc_state *s, int pid, uint64_t *kb)
     return (int)n;
 }
 
-/* Sums over the walked tree.  *mem_ok is 0 when no process's memory could
- * be read; the first unreadable one is said once. */
-static void sum_tree(struct proc_state *s, int *count, uint64_t *ticks, uint64_t *kb, int *mem_ok,
-                     int read_mem, uint64_t *rss_kb)
+/* Sums over the walked tree from each process's stat: the processes still
+ * alive, their CPU ticks and their resident pages (what the memory estimate
+ * and its staleness test need, read every sample anyway). */
+static void sum_tree(struct proc_state *s, int *count, uint64_t *ticks, uint64_t *rss_kb)
 {
-    int live = 0, mem_n = 0;
+    int live = 0;
 
     *ticks = 0;
-    *kb = 0;
     *rss_kb = 0;
     for (int i = 0; i < s->n; i++) {
         sm_pid_stat st;
-        uint64_t k;
-        int rc;
 
         if (read_pid_stat(s, s->list[i], &st) < 0)
             continue; /* exited since the walk */
         live++;
         *ticks += st.utime + st.stime + st.cutime + st.cstime;
         *rss_kb += st.rss_pages * s->page_kb;
-        if (!read_mem)
-            continue;
-        rc = proc_kb(s, s->list[i], &k);
+    }
+    *count = live;
+}
+
+/* The tree's memory read (Pss, or VmRSS without smaps_rollup).  *mem_ok is 0
+ * when no process's memory could be read; the first unreadable one is said
+ * once. */
+static void sum_mem(struct proc_state *s, uint64_t *kb, int *mem_ok)
+{
+    int mem_n = 0;
+
+    *kb = 0;
+    for (int i = 0; i < s->n; i++) {
+        uint64_t k;
+        int rc = proc_kb(s, s->list[i], &k);
+
         if (rc == 0) {
             *kb += k;
             mem_n++;
@@ -335,7 +387,6 @@ static void sum_tree(struct proc_state *s, int *count, uint64_t *ticks, uint64_t
             s->mem_said = 1;
         }
     }
-    *count = live;
     *mem_ok = mem_n > 0;
 }
 
@@ -351,6 +402,7 @@ static void find_sibling(struct proc_state *s, struct tree *t)
             return; /* still the same process */
         t->pid = 0; /* gone (a restarted worker binds again) */
         t->t = 0;
+        t->mem_t = 0; /* its next tree is read, not estimated */
     }
     if (t->said)
         return; /* not visible here: asking again would only fill its backlog */
@@ -371,8 +423,8 @@ static int proc_open(void *state, const sm_ctx *ctx, sm_opened *res)
     struct proc_state *s = state;
     char path[SM_PATH_MAX], link[32], abs[96];
     ssize_t n;
-    int root, scanned = 0, count, mem_ok;
-    uint64_t kb, rss_kb;
+    int root, scanned = 0, count;
+    uint64_t ticks, rss_kb;
 
     snprintf(s->sysroot, sizeof s->sysroot, "%s", ctx->sysroot);
     s->tck = sysconf(_SC_CLK_TCK);
@@ -410,7 +462,8 @@ static int proc_open(void *state, const sm_ctx *ctx, sm_opened *res)
 
     /* the first delta's base */
     walk(s, root, &scanned);
-    sum_tree(s, &count, &s->trees[0].ticks, &kb, &mem_ok, 0, &rss_kb);
+    sum_tree(s, &count, &ticks, &rss_kb);
+    s->trees[0].ticks = ticks;
     if (count == 0) {
         sm_line(res->msg, sizeof res->msg, "process_*: cannot read %s/proc/%d/stat; the "
                  "process tree is not recorded", ctx->sysroot, root);
@@ -453,7 +506,7 @@ static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)
         struct tree *t = &s->trees[i];
         int count, mem_ok, cpu_ok, read_mem;
         uint64_t ticks, kb, rss_kb;
-        double now, cpu = 0, mb, cost;
+        double now, cpu = 0, mb, cost = 0;
 
         if (t->rank != SM_RANK_OWN)
             find_sibling(s, t);
@@ -463,20 +516,28 @@ static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)
             continue;
         }
         walk(s, t->pid, &scanned);
+        sum_tree(s, &count, &ticks, &rss_kb);
         now = sm_now_mono();
-        read_mem = baseline || now >= t->mem_next ||
+        read_mem = !s->rollup || baseline || t->mem_t <= 0 || /* VmRSS: as cheap as stat */
+                   (now >= t->mem_next && mem_stale(s, t, rss_kb, now)) ||
                    (s->n != t->mem_n && now >= t->mem_next_fast);
-        cost = thread_cpu_s();
-        sum_tree(s, &count, &ticks, &kb, &mem_ok, read_mem, &rss_kb);
-        cost = thread_cpu_s() - cost;
+        kb = 0;
+        mem_ok = 0;
+        if (read_mem) {
+            cost = thread_cpu_s();
+            sum_mem(s, &kb, &mem_ok);
+            cost = thread_cpu_s() - cost;
+            t->mem_n = s->n;
+            t->mem_t = now;
+            t->mem_rss_kb = rss_kb;
+            t->mem_kb = kb;
+        }
         if (s->rollup && read_mem && mem_ok && rss_kb > 0) {
             t->pss_per_rss = (double)kb / (double)rss_kb;
         } else if (s->rollup && !read_mem && t->pss_per_rss > 0 && rss_kb > 0) {
             kb = (uint64_t)((double)rss_kb * t->pss_per_rss); /* the estimate (above) */
             mem_ok = 1;
         }
-        if (read_mem)
-            t->mem_n = s->n;
         if (read_mem && s->rollup && cost >= MEM_SLOW) {
             t->mem_next = now + cost / MEM_BUDGET;
             t->mem_next_fast = now + cost / MEM_BUDGET_CHANGE;
@@ -496,6 +557,7 @@ static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)
             } else {
                 t->pid = 0; /* the sibling ended: found again when it binds again */
                 t->t = 0;
+                t->mem_t = 0; /* its next tree is read, not estimated */
                 if (baseline)
                     emit3(out, t->rank, 0, 0, 1, 0, 1, mem_src, tree_src);
             }

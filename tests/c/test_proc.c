@@ -48,6 +48,10 @@ static void rm(const char *rel)
     unlink(path);
 }
 
+/* resident pages (stat field 24) of every process stat_file writes: memory
+ * moves with them, as on a real node (coll_proc.c re-reads Pss when they move) */
+static int rss_pages = 50;
+
 /* "pid (comm) S ppid ..." with utime/stime/cutime/cstime and starttime */
 static void stat_file(int pid, const char *comm, int ppid, int ut, int st, int cut, int cst)
 {
@@ -55,9 +59,9 @@ static void stat_file(int pid, const char *comm, int ppid, int ut, int st, int c
 
     snprintf(rel, sizeof rel, "/proc/%d/stat", pid);
     snprintf(text, sizeof text,
-             "%d (%s) S %d %d %d 0 -1 4194560 100 0 0 0 %d %d %d %d 20 0 3 0 %d 100000 50 "
+             "%d (%s) S %d %d %d 0 -1 4194560 100 0 0 0 %d %d %d %d 20 0 3 0 %d 100000 %d "
              "18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n",
-             pid, comm, ppid, pid, pid, ut, st, cut, cst, 5000 + pid);
+             pid, comm, ppid, pid, pid, ut, st, cut, cst, 5000 + pid, rss_pages);
     put(rel, text);
 }
 
@@ -243,6 +247,13 @@ static const char *window_peak(void *s)
     return NULL;
 }
 
+/* process 100 of lay_out_tree touched 16 MB: its resident pages move */
+static void touched(void)
+{
+    rss_pages += 4096;
+    stat_file(100, "python3", 1, 500, 200, 30, 20);
+}
+
 static void test_peak_window(void)
 {
     char cmd[600];
@@ -265,22 +276,27 @@ static void test_peak_window(void)
     CHECK(window_peak(s) == NULL); /* unchanged: not again */
     /* +0.9 MB (below the 1 MB step): not shipped */
     rollup(100, 1000 + 880, 1500);
+    touched();
     CHECK_EQ_INT(sample(s, &r), 0);
     CHECK(window_peak(s) == NULL);
     /* +1.1 MB over the one shipped: shipped */
     rollup(100, 1000 + 1075, 1500);
+    touched();
     CHECK_EQ_INT(sample(s, &r), 0);
     v = window_peak(s);
     CHECK(v && strcmp(v, "processes=3 memory_mb=2.6") == 0);
     /* a large tree: the step is 1 % of the peak shipped (here 5.1 MB) */
     rollup(101, 500000, 500000);
+    touched();
     CHECK_EQ_INT(sample(s, &r), 0);
     v = window_peak(s);
     CHECK(v && strcmp(v, "processes=3 memory_mb=514.3") == 0);
     rollup(101, 500000 + 3000, 500000); /* +3.1 MB: more than 1 MB, less than 1 % */
+    touched();
     CHECK_EQ_INT(sample(s, &r), 0);
     CHECK(window_peak(s) == NULL);
     rollup(101, 500000 + 6000, 500000); /* +6.1 MB since the one shipped */
+    touched();
     CHECK_EQ_INT(sample(s, &r), 0);
     v = window_peak(s);
     CHECK(v && strcmp(v, "processes=3 memory_mb=520.5") == 0);
@@ -295,6 +311,54 @@ static void test_peak_window(void)
     CHECK_EQ_INT(end.n, 1);
     CHECK_EQ_STR(end.v[0].value, "processes=3 memory_mb=520.5");
     close_coll(s);
+    rss_pages = 50;
+}
+
+/* Pss is read again only when the estimate may be wrong (coll_proc.c,
+ * MEM_MOVE_REL; design.md §9): a steady tree is estimated from its resident
+ * pages, so a Pss change its resident pages do not show stays unseen; a
+ * resident move of 1 % is not enough; a tree grown by 20 % is read. */
+static void test_read_when_stale(void)
+{
+    char cmd[600];
+    sm_ctx ctx;
+    struct run r;
+    void *s;
+    double est;
+
+    snprintf(cmd, sizeof cmd, "rm -rf %s/proc", root);
+    CHECK_EQ_INT(system(cmd), 0);
+    rss_pages = 16384; /* 64 MB resident each, 192 MB the tree */
+    lay_out_tree(1, 1);
+    rollup(100, 60000, 65536);
+    rollup(101, 20000, 65536);
+    rollup(102, 20000, 65536);
+    ctx_here(&ctx);
+    s = open_coll(&ctx, &r);
+    CHECK_EQ_INT(r.rc, 0);
+    CHECK_EQ_INT(sample(s, &r), 0); /* the baseline reads */
+    CHECK_NEAR(value(&r, "process_memory_megabytes"), 100000 * 1024 / 1e6, 1e-9);
+    /* steady: Pss drifts where resident pages cannot see it; not read */
+    rollup(100, 61000, 65536);
+    for (int i = 0; i < 5; i++) {
+        CHECK_EQ_INT(sample(s, &r), 0);
+        CHECK_NEAR(value(&r, "process_memory_megabytes"), 100000 * 1024 / 1e6, 1e-6);
+    }
+    /* resident +656 kB (below the 4 MB floor and 2 % of Pss): still the estimate */
+    rss_pages = 16384 + 164;
+    stat_file(100, "python3", 1, 500, 200, 30, 20);
+    est = 100000.0 / (3 * 65536) * (3 * 65536 + 164 * 4) * 1024 / 1e6;
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK_NEAR(value(&r, "process_memory_megabytes"), est, 1e-3);
+    /* the tree grows by 20 % (process 100 touched 39 MB of its own): read */
+    rss_pages = 16384 + 9830;
+    stat_file(100, "python3", 1, 500, 200, 30, 20);
+    rollup(100, 61000 + 9830 * 4, 65536 + 9830 * 4);
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK_NEAR(value(&r, "process_memory_megabytes"), (61000 + 9830 * 4 + 40000) * 1024 / 1e6,
+               1e-9);
+    close_coll(s);
+    rss_pages = 50;
 }
 
 /* No children files (CONFIG_PROC_CHILDREN off): one /proc scan by ppid; no
@@ -426,6 +490,7 @@ int main(void)
     }
     test_tree();
     test_peak_window();
+    test_read_when_stale();
     test_fallbacks();
     test_rank_override();
     test_lock();
