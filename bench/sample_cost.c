@@ -6,7 +6,7 @@
  * after opening the collectors, every fd they hold is found in /proc/self/fd,
  * and the floor re-reads each with pread(fd, buf, n, 0) (the first 1023 bytes
  * of /proc/stat, as the collector reads; every other file to EOF) plus one
- * statvfs("/"), parsing nothing.  The sample is sm_collset_sample(): the same
+ * statvfs("/"), parsing nothing.  The sample is sm__collset_sample(): the same
  * reads plus parsing, arithmetic and emitting points.
  *
  * Both are timed interleaved in rounds (CPU time of this thread, and wall
@@ -114,10 +114,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: sample_cost [--rounds R] [--iters N]\n");
         return 2;
     }
-    if (sm_ctx_init(&ctx) < 0 || sm_path(&ctx, "/", root, sizeof root) < 0)
+    if (sm__ctx_init(&ctx) < 0 || sm__path(&ctx, "/", root, sizeof root) < 0)
         return 1;
     nb = list_fds(before, MAX_FDS);
-    if (sm_collset_open(&set, &ctx, &notes) < 0)
+    if (sm__collset_open(&set, &ctx, &notes) < 0)
         return 1;
     na = list_fds(after, MAX_FDS);
     for (int i = 0; i < na; i++) {
@@ -144,7 +144,7 @@ int main(int argc, char **argv)
     for (int w = 0; w < iters / 10 + 1; w++) { /* warm caches */
         floor_once(ff, nf, root);
         pts.n = 0;
-        sm_collset_sample(&set, &pts);
+        sm__collset_sample(&set, &pts);
     }
     for (int r = 0; r < rounds; r++) {
         double c0 = now(CLOCK_THREAD_CPUTIME_ID), w0 = now(CLOCK_MONOTONIC);
@@ -153,7 +153,7 @@ int main(int argc, char **argv)
         double c1 = now(CLOCK_THREAD_CPUTIME_ID), w1 = now(CLOCK_MONOTONIC);
         for (int i = 0; i < iters; i++) {
             pts.n = 0;
-            sm_collset_sample(&set, &pts);
+            sm__collset_sample(&set, &pts);
         }
         double c2 = now(CLOCK_THREAD_CPUTIME_ID), w2 = now(CLOCK_MONOTONIC);
         fl_cpu[r] = (c1 - c0) / iters * 1e6;
@@ -182,7 +182,7 @@ int main(int argc, char **argv)
     printf("ratio scopemeter/floor (cpu): median %.3f, p10 %.3f, p90 %.3f  (%d rounds x %d)\n",
            ratio_cpu[rounds / 2], ratio_cpu[rounds / 10], ratio_cpu[rounds * 9 / 10], rounds,
            iters);
-    sm_collset_close(&set);
+    sm__collset_close(&set);
     free(fl_cpu);
     free(sa_cpu);
     free(fl_wall);

@@ -15,12 +15,12 @@
  *                        every process /proc/PID/task (getdents), each
  *                        thread's children, stat and smaps_rollup
  *   floor, no memory     the same without smaps_rollup
- *   collector, memory    sm_coll_proc's sample on a freshly opened state
+ *   collector, memory    sm__coll_proc's sample on a freshly opened state
  *                        (its first sample always reads memory; the open
  *                        is not timed)
  *   collector, count+CPU the samples in between memory reads (the 2 % rate
  *                        limit, design.md §9, holds them)
- *   full sample          sm_collset_sample(): every collector, process
+ *   full sample          sm__collset_sample(): every collector, process
  *                        included, with its rate limit as the monitor runs it
  *   without process      the same collectors but process: today's sample
  *
@@ -172,7 +172,7 @@ int main(int argc, char **argv)
         if (read(ready[0], buf, 1) != 1)
             return 1;
 
-    if (sm_ctx_init(&ctx) < 0 || sm_collset_open(&set, &ctx, &notes) < 0)
+    if (sm__ctx_init(&ctx) < 0 || sm__collset_open(&set, &ctx, &notes) < 0)
         return 1;
     for (int k = 0; k < 6; k++)
         v[k] = calloc((size_t)rounds, sizeof(double));
@@ -190,7 +190,7 @@ int main(int argc, char **argv)
         double c0, sum[6] = {0};
         for (int i = 0; i < iters; i++) {
             char msg[300];
-            void *st = sm_zalloc(sm_coll_proc.state_size);
+            void *st = sm__zalloc(sm__coll_proc.state_size);
             sm_opened res = {0};
 
             c0 = cpu_now();
@@ -199,28 +199,28 @@ int main(int argc, char **argv)
             c0 = cpu_now();
             floor_once(0);
             sum[1] += cpu_now() - c0;
-            if (!st || sm_coll_proc.open(st, &ctx, &res) != 0)
+            if (!st || sm__coll_proc.open(st, &ctx, &res) != 0)
                 return 1;
             pts.n = 0;
             c0 = cpu_now();
-            sm_coll_proc.sample(st, &pts, msg, sizeof msg); /* the first: memory read */
+            sm__coll_proc.sample(st, &pts, msg, sizeof msg); /* the first: memory read */
             sum[2] += cpu_now() - c0;
             pts.n = 0;
             c0 = cpu_now();
-            sm_coll_proc.sample(st, &pts, msg, sizeof msg); /* held by the rate limit */
+            sm__coll_proc.sample(st, &pts, msg, sizeof msg); /* held by the rate limit */
             sum[3] += cpu_now() - c0;
             if (pts.n != 3) /* count, CPU and the estimated memory (no smaps_rollup read) */
                 printf("note: a sample between memory reads had %zu points\n", pts.n);
-            sm_coll_proc.close(st);
-            sm_zfree(st);
+            sm__coll_proc.close(st);
+            sm__zfree(st);
             pts.n = 0;
             c0 = cpu_now();
-            sm_collset_sample(&set, &pts);
+            sm__collset_sample(&set, &pts);
             sum[4] += cpu_now() - c0;
             pts.n = 0;
             c0 = cpu_now();
             for (size_t k = 0; k < set.n; k++)
-                if (set.c[k].ops != &sm_coll_proc)
+                if (set.c[k].ops != &sm__coll_proc)
                     set.c[k].ops->sample(set.c[k].state, &pts, msg, sizeof msg);
             sum[5] += cpu_now() - c0;
         }
@@ -233,7 +233,7 @@ int main(int argc, char **argv)
         printf("%-22s %10.4f %10.4f %10.4f\n", names[k], v[k][rounds / 2], v[k][0],
                v[k][rounds - 1]);
     }
-    sm_collset_close(&set);
+    sm__collset_close(&set);
     for (int i = 1; i < npids; i++)
         kill(pids[i], SIGKILL);
     while (wait(NULL) > 0)

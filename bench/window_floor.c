@@ -289,10 +289,10 @@ int main(int argc, char **argv)
     fclose(f);
 
     /* the descriptors the collectors keep, as sample_cost finds them */
-    if (sm_ctx_init(&ctx) < 0 || sm_path(&ctx, "/", root, sizeof root) < 0)
+    if (sm__ctx_init(&ctx) < 0 || sm__path(&ctx, "/", root, sizeof root) < 0)
         return 1;
     nb = list_fds(before, MAX_FDS);
-    if (sm_collset_open(&set, &ctx, &notes) < 0)
+    if (sm__collset_open(&set, &ctx, &notes) < 0)
         return 1;
     na = list_fds(after, MAX_FDS);
     for (int i = 0; i < na; i++) {
@@ -394,7 +394,7 @@ int main(int argc, char **argv)
     fflush(stdout);
     if (fd >= 0)
         close(fd);
-    sm_collset_close(&set);
+    sm__collset_close(&set);
     free(req);
     return bad ? 1 : 0;
 }

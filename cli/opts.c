@@ -36,7 +36,7 @@ static int set_value(const char *cmd, struct cli_opt *o, const char *v)
                                   o->kind == CLI_SECONDS};
         char err[256];
 
-        if (sm_num_parse(v, &spec, &d, err, sizeof err) < 0) {
+        if (sm__num_parse(v, &spec, &d, err, sizeof err) < 0) {
             fprintf(stderr, "scopemeter %s: %s\n", cmd, err);
             return -1;
         }

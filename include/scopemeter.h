@@ -9,7 +9,8 @@
  * container_*), rank and node in every key.  See docs/design.md.
  *
  * Conventions (as in curl and libuv):
- *   - every symbol starts with sm_ / SM_; handles are opaque;
+ *   - every public symbol starts with sm_ / SM_ (the library's internal
+ *     functions are sm__*, hidden, as libuv's uv__*); handles are opaque;
  *   - functions return 0 on success or a negative errno-style code;
  *   - where a message helps, the caller passes an error buffer (err, errlen)
  *     which receives one human-readable line (never a secret).

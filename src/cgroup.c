@@ -91,12 +91,12 @@ static ssize_t read_in(struct work *w, const char *dir, const char *file)
     ssize_t n;
     int fd;
 
-    if (sm_line(path, sizeof path, "%s/%s", dir, file) < 0)
+    if (sm__line(path, sizeof path, "%s/%s", dir, file) < 0)
         return -ENAMETOOLONG;
-    fd = sm_open_abs(path);
+    fd = sm__open_abs(path);
     if (fd < 0)
         return fd;
-    n = sm_pread_all(fd, w->buf, sizeof w->buf);
+    n = sm__pread_all(fd, w->buf, sizeof w->buf);
     close(fd);
     return n;
 }
@@ -128,20 +128,20 @@ static int strip_root(const char *path, const char *root, char *rel, size_t cap)
     if (has_dotdot(path))
         return -EXDEV; /* cgroupns: a cgroup outside the namespace shows as /../.. */
     if (strcmp(root, "/") == 0)
-        return sm_line(rel, cap, "%s", path);
+        return sm__line(rel, cap, "%s", path);
     if (strncmp(path, root, rl) != 0 || (path[rl] != '\0' && path[rl] != '/'))
         return -EXDEV;
-    return sm_line(rel, cap, "%s", path[rl] ? path + rl : "/");
+    return sm__line(rel, cap, "%s", path[rl] ? path + rl : "/");
 }
 
 static int find_entry(const struct work *w, int v2, const char *name, sm_cg_entry *e)
 {
     size_t pos = 0;
 
-    while (sm_cgroup_next(w->cg, w->cglen, &pos, e) == 1) {
+    while (sm__cgroup_next(w->cg, w->cglen, &pos, e) == 1) {
         if (v2 && e->hier == 0 && e->ctrl_len == 0)
             return 1;
-        if (!v2 && e->hier != 0 && sm_list_has(e->ctrl, e->ctrl_len, name))
+        if (!v2 && e->hier != 0 && sm__list_has(e->ctrl, e->ctrl_len, name))
             return 1;
     }
     return 0;
@@ -149,7 +149,7 @@ static int find_entry(const struct work *w, int v2, const char *name, sm_cg_entr
 
 static int is_v1_mount_of(const sm_mount *m, const char *name)
 {
-    return streq(m->fstype, m->fstype_len, "cgroup") && sm_list_has(m->super, m->super_len, name);
+    return streq(m->fstype, m->fstype_len, "cgroup") && sm__list_has(m->super, m->super_len, name);
 }
 
 /* Where controller c lives for this process.  Leaves c->version 0 with a
@@ -162,31 +162,31 @@ static int locate(const sm_ctx *ctx, struct work *w, struct ctl *c, const char *
     size_t pos = 0;
     int v1 = 0, v2 = 0, best = 0, rc;
 
-    while (sm_mountinfo_next(w->mi, w->milen, &pos, &m) == 1) {
+    while (sm__mountinfo_next(w->mi, w->milen, &pos, &m) == 1) {
         if (is_v1_mount_of(&m, name))
             v1 = 1;
         else if (streq(m.fstype, m.fstype_len, "cgroup2"))
             v2 = 1;
     }
     if (!v1 && !v2) {
-        sm_line(c->why, sizeof c->why, "no cgroup mount for %s in /proc/self/mountinfo", name);
+        sm__line(c->why, sizeof c->why, "no cgroup mount for %s in /proc/self/mountinfo", name);
         return 0;
     }
     if (!find_entry(w, !v1, name, &e)) {
-        sm_line(c->why, sizeof c->why, "no %s line in /proc/self/cgroup",
+        sm__line(c->why, sizeof c->why, "no %s line in /proc/self/cgroup",
             v1 ? name : "v2 (0::)");
         return 0;
     }
     if (e.path_len >= sizeof c->path) {
         c->err = -ENAMETOOLONG;
-        sm_line(c->why, sizeof c->why, "%s cgroup path too long", name);
+        sm__line(c->why, sizeof c->why, "%s cgroup path too long", name);
         return c->err;
     }
     memcpy(c->path, e.path, e.path_len);
     c->path[e.path_len] = '\0';
     if (e.deleted) {
         c->err = -ENOENT;
-        sm_line(c->why, sizeof c->why,
+        sm__line(c->why, sizeof c->why,
             "the process's cgroup %s was deleted (/proc/self/cgroup says so)", c->path);
         return c->err;
     }
@@ -194,18 +194,18 @@ static int locate(const sm_ctx *ctx, struct work *w, struct ctl *c, const char *
     /* Among the mounts of this hierarchy, the best-ranked one that shows the
      * path wins; when none shows it, report the best-ranked one. */
     pos = 0;
-    while (sm_mountinfo_next(w->mi, w->milen, &pos, &m) == 1) {
+    while (sm__mountinfo_next(w->mi, w->milen, &pos, &m) == 1) {
         char *root = w->tmp, rel[SM_PATH_MAX];
         int rank;
 
         if (v1 ? !is_v1_mount_of(&m, name) : !streq(m.fstype, m.fstype_len, "cgroup2"))
             continue;
-        if (sm_unescape_octal(m.point, m.point_len, w->point, sizeof w->point) < 0 ||
-            sm_unescape_octal(m.root, m.root_len, root, sizeof w->tmp) < 0 || root[0] != '/' ||
+        if (sm__unescape_octal(m.point, m.point_len, w->point, sizeof w->point) < 0 ||
+            sm__unescape_octal(m.root, m.root_len, root, sizeof w->tmp) < 0 || root[0] != '/' ||
             w->point[0] != '/') {
             c->err = -EINVAL;
             c->version = 0; /* an earlier mount may have set it: not found, not half-found */
-            sm_line(c->why, sizeof c->why,
+            sm__line(c->why, sizeof c->why,
                 "cannot parse /proc/self/mountinfo line %d (mount point or root)",
                 line_of(w->mi, pos - 1));
             return c->err;
@@ -220,21 +220,21 @@ static int locate(const sm_ctx *ctx, struct work *w, struct ctl *c, const char *
             continue;
         best = rank;
         c->version = v1 ? 1 : 2;
-        sm_line(c->root, sizeof c->root, "%s", root);
-        if (sm_line(c->mnt, sizeof c->mnt, "%s%s", ctx->sysroot, w->point) < 0)
+        sm__line(c->root, sizeof c->root, "%s", root);
+        if (sm__line(c->mnt, sizeof c->mnt, "%s%s", ctx->sysroot, w->point) < 0)
             rc = -ENAMETOOLONG;
         c->err = rc;
         if (rc == 0) {
-            sm_line(c->rel, sizeof c->rel, "%s", rel);
-            if (sm_line(c->dir, sizeof c->dir, "%s%s", c->mnt, strcmp(rel, "/") == 0 ? "" : rel) < 0)
+            sm__line(c->rel, sizeof c->rel, "%s", rel);
+            if (sm__line(c->dir, sizeof c->dir, "%s%s", c->mnt, strcmp(rel, "/") == 0 ? "" : rel) < 0)
                 c->err = -ENAMETOOLONG;
         }
         if (c->err == -EXDEV)
-            sm_line(c->why, sizeof c->why,
+            sm__line(c->why, sizeof c->why,
                 "cgroup %s is not under the mount root %s of %s: not visible", c->path, root,
                 w->point);
         else if (c->err < 0)
-            sm_line(c->why, sizeof c->why, "%s cgroup directory path too long", name);
+            sm__line(c->why, sizeof c->why, "%s cgroup directory path too long", name);
     }
     if (c->err < 0)
         c->version = 0;
@@ -245,9 +245,9 @@ static int locate(const sm_ctx *ctx, struct work *w, struct ctl *c, const char *
 static void level_path(const struct ctl *c, const char *lvl, char *out, size_t cap)
 {
     if (strcmp(c->root, "/") == 0)
-        sm_line(out, cap, "%s", lvl);
+        sm__line(out, cap, "%s", lvl);
     else
-        sm_line(out, cap, "%s%s", c->root, strcmp(lvl, "/") == 0 ? "" : lvl);
+        sm__line(out, cap, "%s%s", c->root, strcmp(lvl, "/") == 0 ? "" : lvl);
 }
 
 /* One level up: "/a/b" -> "/a" -> "/"; returns 0 at the top. */
@@ -269,12 +269,12 @@ static int level_up(char *lvl)
 
 static int level_dir(const struct ctl *c, const char *lvl, char *out, size_t cap)
 {
-    return sm_line(out, cap, "%s%s", c->mnt, strcmp(lvl, "/") == 0 ? "" : lvl);
+    return sm__line(out, cap, "%s%s", c->mnt, strcmp(lvl, "/") == 0 ? "" : lvl);
 }
 
 static int fail_file(sm_cgroup *cg, const char *dir, const char *file, const char *what, int rc)
 {
-    sm_line(cg->why, sizeof cg->why, "cannot %s %s/%s: %s", what, dir, file, strerror(-rc));
+    sm__line(cg->why, sizeof cg->why, "cannot %s %s/%s: %s", what, dir, file, strerror(-rc));
     return rc;
 }
 
@@ -283,9 +283,9 @@ static int fail_file(sm_cgroup *cg, const char *dir, const char *file, const cha
 static void gib(char *out, size_t cap, uint64_t bytes, const char *sep)
 {
     if (bytes >= (1ull << 30))
-        sm_line(out, cap, "%.1f%sGiB", (double)bytes / 1073741824.0, sep);
+        sm__line(out, cap, "%.1f%sGiB", (double)bytes / 1073741824.0, sep);
     else
-        sm_line(out, cap, "%.0f%sMiB", (double)bytes / 1048576.0, sep);
+        sm__line(out, cap, "%.0f%sMiB", (double)bytes / 1048576.0, sep);
 }
 
 /* 16 -> "16.0", 2.5 -> "2.5", 0.25 -> "0.25" (docs/design.md §3 writes cpu=16.0) */
@@ -293,7 +293,7 @@ static void cores_str(char *out, size_t cap, double v)
 {
     size_t n;
 
-    sm_line(out, cap, "%.2f", v);
+    sm__line(out, cap, "%.2f", v);
     n = strlen(out);
     if (n >= 4 && out[n - 1] == '0' && out[n - 3] == '.')
         out[--n] = '\0';
@@ -306,7 +306,7 @@ static int walk_memory(const sm_ctx *ctx, struct work *w, sm_cgroup *cg, struct 
     const struct ctl *c = &w->c[C_MEMORY];
     const char *file = c->version == 2 ? "memory.max" : "memory.limit_in_bytes";
 
-    sm_line(w->lvl, sizeof w->lvl, "%s", c->rel);
+    sm__line(w->lvl, sizeof w->lvl, "%s", c->rel);
     do {
         uint64_t v;
         int unl, rc;
@@ -319,7 +319,7 @@ static int walk_memory(const sm_ctx *ctx, struct work *w, sm_cgroup *cg, struct 
             continue; /* no limit at this level (the v2 root has no memory.max) */
         if (n < 0)
             return fail_file(cg, w->dir + strlen(ctx->sysroot), file, "read", (int)n);
-        rc = sm_parse_number(w->buf, (size_t)n, &v, &unl);
+        rc = sm__parse_number(w->buf, (size_t)n, &v, &unl);
         if (rc < 0)
             return fail_file(cg, w->dir + strlen(ctx->sysroot), file, "parse", rc);
         if (unl || v == 0 || (c->version == 1 && v >= MEM_V1_UNLIMITED))
@@ -336,7 +336,7 @@ static int walk_memory(const sm_ctx *ctx, struct work *w, sm_cgroup *cg, struct 
          * (Slurm puts equal limits on job_N and step_M) */
         if (!cg->mem_limit || v <= cg->mem_limit) {
             cg->mem_limit = v;
-            sm_line(cg->mem_limit_dir, sizeof cg->mem_limit_dir, "%s", w->dir);
+            sm__line(cg->mem_limit_dir, sizeof cg->mem_limit_dir, "%s", w->dir);
             level_path(c, w->lvl, cg->mem_limit_path, sizeof cg->mem_limit_path);
         }
     } while (level_up(w->lvl));
@@ -350,7 +350,7 @@ static int walk_quota(const sm_ctx *ctx, struct work *w, sm_cgroup *cg, char *qu
     const struct ctl *c = &w->c[C_CPU];
     const char *sr_dir;
 
-    sm_line(w->lvl, sizeof w->lvl, "%s", c->rel);
+    sm__line(w->lvl, sizeof w->lvl, "%s", c->rel);
     do {
         uint64_t quota, period;
         int unl, rc;
@@ -365,7 +365,7 @@ static int walk_quota(const sm_ctx *ctx, struct work *w, sm_cgroup *cg, char *qu
                 continue;
             if (n < 0)
                 return fail_file(cg, sr_dir, "cpu.max", "read", (int)n);
-            rc = sm_parse_cpu_max(w->buf, (size_t)n, &quota, &period, &unl);
+            rc = sm__parse_cpu_max(w->buf, (size_t)n, &quota, &period, &unl);
             if (rc < 0)
                 return fail_file(cg, sr_dir, "cpu.max", "parse", rc);
         } else {
@@ -375,7 +375,7 @@ static int walk_quota(const sm_ctx *ctx, struct work *w, sm_cgroup *cg, char *qu
                 continue;
             if (n < 0)
                 return fail_file(cg, sr_dir, "cpu.cfs_quota_us", "read", (int)n);
-            rc = sm_parse_number(w->buf, (size_t)n, &quota, &unl);
+            rc = sm__parse_number(w->buf, (size_t)n, &quota, &unl);
             if (rc < 0)
                 return fail_file(cg, sr_dir, "cpu.cfs_quota_us", "parse", rc);
             if (unl)
@@ -383,7 +383,7 @@ static int walk_quota(const sm_ctx *ctx, struct work *w, sm_cgroup *cg, char *qu
             n = read_in(w, w->dir, "cpu.cfs_period_us");
             if (n < 0)
                 return fail_file(cg, sr_dir, "cpu.cfs_period_us", "read", (int)n);
-            rc = sm_parse_number(w->buf, (size_t)n, &period, &unl2);
+            rc = sm__parse_number(w->buf, (size_t)n, &period, &unl2);
             if (rc == 0 && (unl2 || period == 0 || quota == 0))
                 rc = -EINVAL;
             if (rc < 0)
@@ -396,8 +396,8 @@ static int walk_quota(const sm_ctx *ctx, struct work *w, sm_cgroup *cg, char *qu
             cg->cpu_quota_cores = cores;
             cg->cpu_quota_us = quota;
             cg->cpu_period_us = period;
-            sm_line(cg->cpu_quota_dir, sizeof cg->cpu_quota_dir, "%s", w->dir);
-            sm_line(quota_lvl, qcap, "%s", w->lvl);
+            sm__line(cg->cpu_quota_dir, sizeof cg->cpu_quota_dir, "%s", w->dir);
+            sm__line(quota_lvl, qcap, "%s", w->lvl);
         }
     } while (level_up(w->lvl));
     return 0;
@@ -415,7 +415,7 @@ static int walk_cpuset(const sm_ctx *ctx, struct work *w, sm_cgroup *cg, char *d
 
     if (!c->version)
         return 0;
-    sm_line(w->lvl, sizeof w->lvl, "%s", c->rel);
+    sm__line(w->lvl, sizeof w->lvl, "%s", c->rel);
     do {
         if (level_dir(c, w->lvl, w->dir, sizeof w->dir) < 0)
             return -ENAMETOOLONG;
@@ -427,13 +427,13 @@ static int walk_cpuset(const sm_ctx *ctx, struct work *w, sm_cgroup *cg, char *d
                 continue;
             if (len < 0)
                 return fail_file(cg, w->dir + strlen(ctx->sysroot), files[i], "read", (int)len);
-            rc = sm_parse_cpulist(w->buf, (size_t)len, &n);
+            rc = sm__parse_cpulist(w->buf, (size_t)len, &n);
             if (rc < 0)
                 return fail_file(cg, w->dir + strlen(ctx->sysroot), files[i], "parse", rc);
             if (n == 0)
                 continue; /* an empty set inherits (v1 cpuset not configured) */
             cg->cpuset_cpus = n;
-            sm_line(dir_out, dcap, "%s", w->dir);
+            sm__line(dir_out, dcap, "%s", w->dir);
             level_path(c, w->lvl, path_out, pcap);
             return 0;
         }
@@ -447,13 +447,13 @@ static unsigned host_cpus(const sm_ctx *ctx, struct work *w)
     unsigned n = 0;
     ssize_t len;
 
-    len = sm_read_file(ctx, "/sys/devices/system/cpu/online", w->buf, sizeof w->buf);
-    if (len >= 0 && sm_parse_cpulist(w->buf, (size_t)len, &n) == 0 && n > 0)
+    len = sm__read_file(ctx, "/sys/devices/system/cpu/online", w->buf, sizeof w->buf);
+    if (len >= 0 && sm__parse_cpulist(w->buf, (size_t)len, &n) == 0 && n > 0)
         return n;
-    if (sm_path(ctx, "/proc/stat", path, sizeof path) < 0)
+    if (sm__path(ctx, "/proc/stat", path, sizeof path) < 0)
         return 0;
-    len = sm_read_file_alloc(path, &stat); /* one line per CPU: can be large */
-    if (len < 0 || sm_count_stat_cpus(stat, (size_t)len, &n) < 0)
+    len = sm__read_file_alloc(path, &stat); /* one line per CPU: can be large */
+    if (len < 0 || sm__count_stat_cpus(stat, (size_t)len, &n) < 0)
         n = 0;
     free(stat);
     return n;
@@ -486,15 +486,15 @@ static int read_all(const sm_ctx *ctx, const char *abs, char **out, size_t *len,
 {
     char path[SM_PATH_MAX];
     ssize_t n;
-    int rc = sm_path(ctx, abs, path, sizeof path);
+    int rc = sm__path(ctx, abs, path, sizeof path);
 
     if (rc < 0) {
-        sm_line(cg->why, sizeof cg->why, "cannot read %s: %s", abs, strerror(-rc));
+        sm__line(cg->why, sizeof cg->why, "cannot read %s: %s", abs, strerror(-rc));
         return rc;
     }
-    n = sm_read_file_alloc(path, out);
+    n = sm__read_file_alloc(path, out);
     if (n < 0) {
-        sm_line(cg->why, sizeof cg->why, "cannot read %s: %s", abs, strerror((int)-n));
+        sm__line(cg->why, sizeof cg->why, "cannot read %s: %s", abs, strerror((int)-n));
         return (int)n;
     }
     *len = (size_t)n;
@@ -509,18 +509,18 @@ static int validate(struct work *w, sm_cgroup *cg)
     size_t pos = 0;
     int rc;
 
-    while ((rc = sm_cgroup_next(w->cg, w->cglen, &pos, &e)) == 1)
+    while ((rc = sm__cgroup_next(w->cg, w->cglen, &pos, &e)) == 1)
         ;
     if (rc < 0) {
-        sm_line(cg->why, sizeof cg->why, "cannot parse /proc/self/cgroup line %d",
+        sm__line(cg->why, sizeof cg->why, "cannot parse /proc/self/cgroup line %d",
             line_of(w->cg, pos));
         return rc;
     }
     pos = 0;
-    while ((rc = sm_mountinfo_next(w->mi, w->milen, &pos, &m)) == 1)
+    while ((rc = sm__mountinfo_next(w->mi, w->milen, &pos, &m)) == 1)
         ;
     if (rc < 0) {
-        sm_line(cg->why, sizeof cg->why, "cannot parse /proc/self/mountinfo line %d",
+        sm__line(cg->why, sizeof cg->why, "cannot parse /proc/self/mountinfo line %d",
             line_of(w->mi, pos));
         return rc;
     }
@@ -533,16 +533,16 @@ static void tag_set(sm_cgroup *cg, const char *suffix)
     size_t room = sizeof cg->tag - strlen(suffix) - 8, pl = strlen(cg->path);
 
     if (pl <= room)
-        sm_line(cg->tag, sizeof cg->tag, "v%d %s%s", cg->version, cg->path, suffix);
+        sm__line(cg->tag, sizeof cg->tag, "v%d %s%s", cg->version, cg->path, suffix);
     else
-        sm_line(cg->tag, sizeof cg->tag, "v%d \xe2\x80\xa6%s%s", cg->version,
+        sm__line(cg->tag, sizeof cg->tag, "v%d \xe2\x80\xa6%s%s", cg->version,
             cg->path + pl - room, suffix);
 }
 
 static void set_none(sm_cgroup *cg, int rc)
 {
     (void)rc;
-    sm_line(cg->tag, sizeof cg->tag, "none: %s", cg->why);
+    sm__line(cg->tag, sizeof cg->tag, "none: %s", cg->why);
 }
 
 /* Resolve, step 2: the CPU limit in cores.  A cgroup cpuset narrower than
@@ -577,14 +577,14 @@ static const char *cpu_limit(const sm_ctx *ctx, struct work *w, sm_cgroup *cg, u
     if (cg->cpu_cores <= 0)
         return cap_by;
     if (!cap_by) {
-        sm_line(cg->cpu_limit_dir, sizeof cg->cpu_limit_dir, "%s", cg->cpu_quota_dir);
+        sm__line(cg->cpu_limit_dir, sizeof cg->cpu_limit_dir, "%s", cg->cpu_quota_dir);
         level_path(cc, w->quota_lvl, cg->cpu_limit_path, sizeof cg->cpu_limit_path);
     } else if (strcmp(cap_by, "cpuset") == 0) {
-        sm_line(cg->cpu_limit_dir, sizeof cg->cpu_limit_dir, "%s", w->cpuset_dir);
-        sm_line(cg->cpu_limit_path, sizeof cg->cpu_limit_path, "%s", w->cpuset_path);
+        sm__line(cg->cpu_limit_dir, sizeof cg->cpu_limit_dir, "%s", w->cpuset_dir);
+        sm__line(cg->cpu_limit_path, sizeof cg->cpu_limit_path, "%s", w->cpuset_path);
     } else {
-        sm_line(cg->cpu_limit_dir, sizeof cg->cpu_limit_dir, "%s", cc->dir);
-        sm_line(cg->cpu_limit_path, sizeof cg->cpu_limit_path, "%s", cc->path);
+        sm__line(cg->cpu_limit_dir, sizeof cg->cpu_limit_dir, "%s", cc->dir);
+        sm__line(cg->cpu_limit_path, sizeof cg->cpu_limit_path, "%s", cc->path);
     }
     /* Usage is read where the quota is (as memory is read at its limit), in
      * the cpuacct hierarchy on v1: the same relative level when both
@@ -594,7 +594,7 @@ static const char *cpu_limit(const sm_ctx *ctx, struct work *w, sm_cgroup *cg, u
         if (w->quota_lvl[0] && strcmp(ac->rel, cc->rel) == 0)
             level_dir(ac, w->quota_lvl, cg->cpu_usage_dir, sizeof cg->cpu_usage_dir);
         else
-            sm_line(cg->cpu_usage_dir, sizeof cg->cpu_usage_dir, "%s", ac->dir);
+            sm__line(cg->cpu_usage_dir, sizeof cg->cpu_usage_dir, "%s", ac->dir);
     }
     return cap_by;
 }
@@ -609,56 +609,56 @@ static void describe(const sm_ctx *ctx, const struct work *w, sm_cgroup *cg,
     const struct ctl *hc = mc->version ? mc : cc;
     char s1[64], s2[64], suffix[96] = "";
 
-    sm_line(cg->why, sizeof cg->why, "v%d cgroup %s", cg->version, cg->path);
+    sm__line(cg->why, sizeof cg->why, "v%d cgroup %s", cg->version, cg->path);
     if (strcmp(hc->root, "/") != 0)
-        sm_line_add(cg->why, sizeof cg->why, " (mount root %s)", hc->root);
+        sm__line_add(cg->why, sizeof cg->why, " (mount root %s)", hc->root);
     if (!mc->version) {
-        sm_line_add(cg->why, sizeof cg->why, ", no memory controller (%s)", mc->why);
+        sm__line_add(cg->why, sizeof cg->why, ", no memory controller (%s)", mc->why);
     } else if (cg->mem_limit) {
         gib(s1, sizeof s1, cg->mem_limit, " ");
-        sm_line_add(cg->why, sizeof cg->why, ", memory limit %s at %s", s1, cg->mem_limit_path);
+        sm__line_add(cg->why, sizeof cg->why, ", memory limit %s at %s", s1, cg->mem_limit_path);
     } else {
-        sm_line_add(cg->why, sizeof cg->why, ", no memory limit");
+        sm__line_add(cg->why, sizeof cg->why, ", no memory limit");
         if (w->mw.ignored) {
             gib(s1, sizeof s1, w->mw.ignored, " ");
             gib(s2, sizeof s2, ctx->mem_total, " ");
-            sm_line_add(cg->why, sizeof cg->why, " (%s at %s is not below MemTotal %s)", s1,
+            sm__line_add(cg->why, sizeof cg->why, " (%s at %s is not below MemTotal %s)", s1,
                         w->mw.ignored_path, s2);
         }
     }
     if (!cc->version) {
-        sm_line_add(cg->why, sizeof cg->why, ", no cpu controller (%s)", cc->why);
+        sm__line_add(cg->why, sizeof cg->why, ", no cpu controller (%s)", cc->why);
     } else if (cg->cpu_cores > 0) {
         cores_str(s1, sizeof s1, cg->cpu_cores);
         if (!cap_by)
-            sm_line_add(cg->why, sizeof cg->why, ", cpu limit %s cores (quota) at %s", s1,
+            sm__line_add(cg->why, sizeof cg->why, ", cpu limit %s cores (quota) at %s", s1,
                         cg->cpu_limit_path);
         else if (strcmp(cap_by, "cpuset") == 0)
-            sm_line_add(cg->why, sizeof cg->why,
+            sm__line_add(cg->why, sizeof cg->why,
                         ", cpu limit %s cores (cpuset: %u of %u CPUs) at %s", s1,
                         cg->cpuset_cpus, cg->host_cpus, cg->cpu_limit_path);
         else
-            sm_line_add(cg->why, sizeof cg->why, ", cpu limit %s cores (affinity: %u of %u CPUs)",
+            sm__line_add(cg->why, sizeof cg->why, ", cpu limit %s cores (affinity: %u of %u CPUs)",
                         s1, aff, cg->host_cpus);
         if (!cg->cpu_usage_dir[0])
-            sm_line_add(cg->why, sizeof cg->why, ", cpu usage unreadable (%s)",
+            sm__line_add(cg->why, sizeof cg->why, ", cpu usage unreadable (%s)",
                         ac->why[0] ? ac->why : "no cpuacct");
     } else {
-        sm_line_add(cg->why, sizeof cg->why, ", no cpu limit");
+        sm__line_add(cg->why, sizeof cg->why, ", no cpu limit");
     }
 
     if (cg->mem_limit) {
         gib(s1, sizeof s1, cg->mem_limit, "");
-        sm_line_add(suffix, sizeof suffix, " mem=%s", s1);
+        sm__line_add(suffix, sizeof suffix, " mem=%s", s1);
     }
     if (cg->cpu_cores > 0) {
         cores_str(s1, sizeof s1, cg->cpu_cores);
-        sm_line_add(suffix, sizeof suffix, " cpu=%s", s1);
+        sm__line_add(suffix, sizeof suffix, " cpu=%s", s1);
     }
     if (suffix[0])
         tag_set(cg, suffix);
     else
-        sm_line(cg->tag, sizeof cg->tag, "none: no limit");
+        sm__line(cg->tag, sizeof cg->tag, "none: no limit");
 }
 
 /* Resolve, step 4: where the container's block I/O is read (coll_io.c,
@@ -677,23 +677,23 @@ static void io_level(struct work *w, sm_cgroup *cg)
     char rel[SM_PATH_MAX];
 
     if (!bc->version) {
-        sm_line(cg->io_why, sizeof cg->io_why, "%s", bc->why[0] ? bc->why : "no blkio/io cgroup");
+        sm__line(cg->io_why, sizeof cg->io_why, "%s", bc->why[0] ? bc->why : "no blkio/io cgroup");
         return;
     }
     cg->io_version = bc->version;
     if ((cg->mem_limit || cg->cpu_cores > 0) && lim[0] && strcmp(bc->path, lc->path) == 0 &&
         strip_root(lim, bc->root, rel, sizeof rel) == 0 &&
         level_dir(bc, rel, cg->io_dir, sizeof cg->io_dir) == 0) {
-        sm_line(cg->io_path, sizeof cg->io_path, "%s", lim);
-        sm_line(cg->io_why, sizeof cg->io_why, "%s cgroup %s, the %s-limiting level", name, lim,
+        sm__line(cg->io_path, sizeof cg->io_path, "%s", lim);
+        sm__line(cg->io_why, sizeof cg->io_why, "%s cgroup %s, the %s-limiting level", name, lim,
                 cg->mem_limit ? "memory" : "cpu");
         return;
     }
-    sm_line(cg->io_dir, sizeof cg->io_dir, "%s", bc->dir);
-    sm_line(cg->io_path, sizeof cg->io_path, "%s", bc->path);
-    sm_line(cg->io_why, sizeof cg->io_why, "%s cgroup %s, the process's own", name, bc->path);
+    sm__line(cg->io_dir, sizeof cg->io_dir, "%s", bc->dir);
+    sm__line(cg->io_path, sizeof cg->io_path, "%s", bc->path);
+    sm__line(cg->io_why, sizeof cg->io_why, "%s cgroup %s, the process's own", name, bc->path);
     if (cg->mem_limit || cg->cpu_cores > 0)
-        sm_line_add(cg->io_why, sizeof cg->io_why, " (the %s limit is at %s in the %s hierarchy, "
+        sm__line_add(cg->io_why, sizeof cg->io_why, " (the %s limit is at %s in the %s hierarchy, "
                     "where the process is at %s)", cg->mem_limit ? "memory" : "cpu", lim,
                     cg->mem_limit ? "memory" : "cpu", lc->path);
 }
@@ -714,14 +714,14 @@ static int locate_all(const sm_ctx *ctx, struct work *w, sm_cgroup *cg)
         rc = locate(ctx, w, &w->c[i], ctl_names[i]);
         if (rc < 0 && (i == C_MEMORY || i == C_CPU)) {
             /* the process's own cgroup cannot be seen: say so, do not guess */
-            sm_line(cg->why, sizeof cg->why, "%s", w->c[i].why);
+            sm__line(cg->why, sizeof cg->why, "%s", w->c[i].why);
             return rc;
         }
     }
     return 0;
 }
 
-int sm_cgroup_resolve(const sm_ctx *ctx, sm_cgroup *cg)
+int sm__cgroup_resolve(const sm_ctx *ctx, sm_cgroup *cg)
 {
     struct work *w;
     struct ctl *mc, *cc, *ac;
@@ -730,9 +730,9 @@ int sm_cgroup_resolve(const sm_ctx *ctx, sm_cgroup *cg)
     int rc;
 
     memset(cg, 0, sizeof *cg);
-    w = sm_zalloc(sizeof *w); /* 100 KB of path buffers, sparsely used */
+    w = sm__zalloc(sizeof *w); /* 100 KB of path buffers, sparsely used */
     if (!w) {
-        sm_line(cg->why, sizeof cg->why, "out of memory");
+        sm__line(cg->why, sizeof cg->why, "out of memory");
         rc = -ENOMEM;
         goto out;
     }
@@ -745,14 +745,14 @@ int sm_cgroup_resolve(const sm_ctx *ctx, sm_cgroup *cg)
     cg->cpu_version = cc->version;
     cg->version = mc->version ? mc->version : cc->version;
     if (!cg->version) {
-        sm_line(cg->why, sizeof cg->why, "no memory or cpu cgroup controller (%s)", mc->why);
+        sm__line(cg->why, sizeof cg->why, "no memory or cpu cgroup controller (%s)", mc->why);
         rc = -ENOENT;
         goto out;
     }
-    sm_line(cg->path, sizeof cg->path, "%s", mc->version ? mc->path : cc->path);
-    sm_line(cg->mem_dir, sizeof cg->mem_dir, "%s", mc->dir);
-    sm_line(cg->cpu_dir, sizeof cg->cpu_dir, "%s", cc->dir);
-    sm_line(cg->cpuacct_dir, sizeof cg->cpuacct_dir, "%s", ac->version ? ac->dir : "");
+    sm__line(cg->path, sizeof cg->path, "%s", mc->version ? mc->path : cc->path);
+    sm__line(cg->mem_dir, sizeof cg->mem_dir, "%s", mc->dir);
+    sm__line(cg->cpu_dir, sizeof cg->cpu_dir, "%s", cc->dir);
+    sm__line(cg->cpuacct_dir, sizeof cg->cpuacct_dir, "%s", ac->version ? ac->dir : "");
 
     if (mc->version && (rc = walk_memory(ctx, w, cg, &w->mw)) < 0)
         goto out;
@@ -770,7 +770,7 @@ out:
     if (w) {
         free(w->cg);
         free(w->mi);
-        sm_zfree(w);
+        sm__zfree(w);
     }
     return rc;
 }

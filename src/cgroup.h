@@ -50,6 +50,6 @@ typedef struct sm_cgroup {
  * limit exists; 0 with neither when there is none (why says so); negative
  * when the cgroup cannot be found or a file cannot be read or parsed (why
  * says which, tag is "none: <reason>"). */
-SM_HIDDEN int sm_cgroup_resolve(const sm_ctx *ctx, sm_cgroup *cg);
+SM_HIDDEN int sm__cgroup_resolve(const sm_ctx *ctx, sm_cgroup *cg);
 
 #endif

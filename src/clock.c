@@ -11,7 +11,7 @@
 
 #include "sink.h"
 
-double sm_now_mono(void)
+double sm__now_mono(void)
 {
     struct timespec ts;
 
@@ -19,7 +19,7 @@ double sm_now_mono(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-int64_t sm_now_ms(void)
+int64_t sm__now_ms(void)
 {
     struct timespec ts;
 
@@ -27,7 +27,7 @@ int64_t sm_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + (int64_t)(ts.tv_nsec / 1000000);
 }
 
-void sm_mono_timespec(double t, struct timespec *out)
+void sm__mono_timespec(double t, struct timespec *out)
 {
     double sec;
 
@@ -46,7 +46,7 @@ void sm_mono_timespec(double t, struct timespec *out)
         out->tv_nsec = 0;
 }
 
-int sm_cond_init_mono(pthread_cond_t *cv)
+int sm__cond_init_mono(pthread_cond_t *cv)
 {
     pthread_condattr_t a;
     int rc = pthread_condattr_init(&a);
@@ -60,7 +60,7 @@ int sm_cond_init_mono(pthread_cond_t *cv)
     return -rc;
 }
 
-void sm_sleep(double s)
+void sm__sleep(double s)
 {
     struct timespec ts;
 

@@ -33,7 +33,7 @@
  * Files are kept open and re-read with pread.  A file missing at open drops
  * its metric for that device (one line at open, devices grouped); a read
  * that fails while sampling skips that value, one line per streak.  Values
- * are parsed by sm_parse_number (parse_proc.c, fuzzed by fuzz_number).
+ * are parsed by sm__parse_number (parse_proc.c, fuzzed by fuzz_number).
  */
 #include <ctype.h>
 #include <dirent.h>
@@ -76,7 +76,7 @@ struct amdgpu {
 
 static int read_small(const sm_ctx *ctx, const char *abs, char *buf, size_t cap)
 {
-    ssize_t n = sm_read_file(ctx, abs, buf, cap);
+    ssize_t n = sm__read_file(ctx, abs, buf, cap);
 
     if (n < 0)
         return (int)n;
@@ -92,7 +92,7 @@ static int read_u64(const sm_ctx *ctx, const char *abs, uint64_t *v)
 
     if (rc < 0)
         return rc;
-    rc = sm_parse_number(buf, strlen(buf), v, &unl);
+    rc = sm__parse_number(buf, strlen(buf), v, &unl);
     return rc < 0 ? rc : unl ? -EINVAL : 0;
 }
 
@@ -127,7 +127,7 @@ static int card_of(const sm_ctx *ctx, unsigned render, unsigned *card)
     int found = 0;
 
     snprintf(abs, sizeof abs, "/sys/class/drm/renderD%u/device/drm", render);
-    if (sm_path(ctx, abs, path, sizeof path) < 0 || !(d = opendir(path)))
+    if (sm__path(ctx, abs, path, sizeof path) < 0 || !(d = opendir(path)))
         return 0;
     while ((e = readdir(d)) != NULL)
         if (name_number(e->d_name, "card", card)) {
@@ -149,7 +149,7 @@ static size_t find_devices(const sm_ctx *ctx, struct amd_dev *dev, size_t max, c
     DIR *d;
 
     other[0] = '\0';
-    if (sm_path(ctx, "/dev/dri", path, sizeof path) < 0 || !(d = opendir(path)))
+    if (sm__path(ctx, "/dev/dri", path, sizeof path) < 0 || !(d = opendir(path)))
         return 0;
     while ((e = readdir(d)) != NULL && n < max) {
         unsigned render, card;
@@ -157,15 +157,15 @@ static size_t find_devices(const sm_ctx *ctx, struct amd_dev *dev, size_t max, c
             continue;
         snprintf(abs, sizeof abs, "/sys/class/drm/renderD%u/device/vendor", render);
         if (read_small(ctx, abs, vendor, sizeof vendor) < 0) {
-            sm_line_join(other, otherlen, "renderD%u: no %s", render, abs);
+            sm__line_join(other, otherlen, "renderD%u: no %s", render, abs);
             continue;
         }
         if (strcasecmp(vendor, "0x1002") != 0) {
-            sm_line_join(other, otherlen, "renderD%u: vendor %s, not AMD", render, vendor);
+            sm__line_join(other, otherlen, "renderD%u: vendor %s, not AMD", render, vendor);
             continue;
         }
         if (!card_of(ctx, render, &card)) {
-            sm_line_join(other, otherlen, "renderD%u: no card beside it", render);
+            sm__line_join(other, otherlen, "renderD%u: no card beside it", render);
             continue;
         }
         memset(&dev[n], 0, sizeof dev[n]);
@@ -218,7 +218,7 @@ static size_t narrow(struct amd_dev *dev, size_t n, const char *list, char *stop
     struct amd_list l = {dev, n};
     size_t m = 0;
 
-    sm_visible_walk(list, amd_match, &l, chosen, n, stop, stoplen);
+    sm__visible_walk(list, amd_match, &l, chosen, n, stop, stoplen);
     for (size_t i = 0; i < n; i++)
         if (chosen[i])
             dev[m++] = dev[i];
@@ -255,7 +255,7 @@ static int find_hwmon(const sm_ctx *ctx, const struct amd_dev *d, char *abs, siz
     int found = 0;
 
     snprintf(rel, sizeof rel, "/sys/class/drm/card%u/device/hwmon", d->card);
-    if (sm_path(ctx, rel, path, sizeof path) < 0 || !(dir = opendir(path)))
+    if (sm__path(ctx, rel, path, sizeof path) < 0 || !(dir = opendir(path)))
         return 0;
     while ((e = readdir(dir)) != NULL)
         if (name_number(e->d_name, "hwmon", &k)) {
@@ -270,7 +270,7 @@ static int find_hwmon(const sm_ctx *ctx, const struct amd_dev *d, char *abs, siz
 /* Opens one metric file; on failure the metric is dropped, why in drop[f]. */
 static void open_file(const sm_ctx *ctx, struct amd_dev *d, int f, const char *abs, int *drop)
 {
-    d->fd[f] = sm_open(ctx, abs);
+    d->fd[f] = sm__open(ctx, abs);
     if (d->fd[f] < 0) {
         drop[f] = -d->fd[f];
         d->fd[f] = -1;
@@ -323,10 +323,10 @@ static void open_dev(const sm_ctx *ctx, struct amd_dev *d, int drop[F_N], int *n
             open_file(ctx, d, F_CAP, abs, drop);
         else
             drop[F_CAP] = drop[F_POWER];
-        sm_line(d->src[F_POWER], sizeof d->src[F_POWER], "%s/%s", hw, d->power_file);
-        sm_line(d->src[F_CAP], sizeof d->src[F_CAP], "%s/%s, power1_cap", hw, d->power_file);
+        sm__line(d->src[F_POWER], sizeof d->src[F_POWER], "%s/%s", hw, d->power_file);
+        sm__line(d->src[F_CAP], sizeof d->src[F_CAP], "%s/%s, power1_cap", hw, d->power_file);
     }
-    d->key = sm_gpu_keys(d->index);
+    d->key = sm__gpu_keys(d->index);
 }
 
 /* "gpu_{1,2}_power_usage_* dropped: no hwmon" style clauses. */
@@ -352,7 +352,7 @@ static void say_drops(const struct amdgpu *g, int drop[][F_N], const int *no_hwm
         }
         if (!count)
             continue;
-        sm_line_join(buf, cap, count > 1 ? "gpu_{%s}_%s dropped: %s" : "gpu_%s_%s dropped: %s",
+        sm__line_join(buf, cap, count > 1 ? "gpu_{%s}_%s dropped: %s" : "gpu_%s_%s dropped: %s",
                      list, f_label[f],
                      hw == count ? "no hwmon directory"
                      : f == F_VRAM_USED ? "no readable mem_info_vram_total/used"
@@ -389,23 +389,23 @@ static int amd_open(void *state, const sm_ctx *ctx, sm_opened *res)
             continue;
         g->n = narrow(g->dev, g->n, vals[v], stop, sizeof stop);
         if (g->n == 0) {
-            sm_line(res->msg, sizeof res->msg,
+            sm__line(res->msg, sizeof res->msg,
                     "%s='%.64s' names none of the %zu AMD GPUs given: amdgpu gpu_* absent",
                     names[v], vals[v], before);
-            sm_line(res->status, sizeof res->status, "none: %s selects no AMD device", names[v]);
+            sm__line(res->status, sizeof res->status, "none: %s selects no AMD device", names[v]);
             return SM_ABSENT;
         }
         if (g->n < before)
-            sm_line_join(sel, sizeof sel, "%s='%.64s' narrows them to %zu of %zu", names[v],
+            sm__line_join(sel, sizeof sel, "%s='%.64s' narrows them to %zu of %zu", names[v],
                          vals[v], g->n, before);
         if (stop[0])
-            sm_line_join(sel, sizeof sel, "%s entry '%s' names no device and ends the list",
+            sm__line_join(sel, sizeof sel, "%s entry '%s' names no device and ends the list",
                          names[v], stop);
     }
     if (base + all > AMD_MAX) {
-        sm_line(res->msg, sizeof res->msg, "amdgpu: GPU indices from %u on exceed gpu_%d: "
+        sm__line(res->msg, sizeof res->msg, "amdgpu: GPU indices from %u on exceed gpu_%d: "
                 "amdgpu gpu_* absent", base, AMD_MAX - 1);
-        sm_line(res->status, sizeof res->status, "unavailable: too many GPUs");
+        sm__line(res->status, sizeof res->status, "unavailable: too many GPUs");
         g->n = 0;
         return -ERANGE;
     }
@@ -431,18 +431,18 @@ static int amd_open(void *state, const sm_ctx *ctx, sm_opened *res)
     free(drop);
     free(no_hwmon);
 
-    sm_line(res->status, sizeof res->status, "amdgpu sysfs, %zu device%s (%s)", g->n,
+    sm__line(res->status, sizeof res->status, "amdgpu sysfs, %zu device%s (%s)", g->n,
             g->n == 1 ? "" : "s", list);
     /* one line: which nodes, how they were narrowed, what is missing */
-    sm_line(res->msg, sizeof res->msg, "amdgpu: %s", list);
+    sm__line(res->msg, sizeof res->msg, "amdgpu: %s", list);
     if (base)
-        sm_line_add(res->msg, sizeof res->msg, " (indices after NVIDIA's %u)", base);
+        sm__line_add(res->msg, sizeof res->msg, " (indices after NVIDIA's %u)", base);
     if (sel[0])
-        sm_line_join(res->msg, sizeof res->msg, "%s", sel);
+        sm__line_join(res->msg, sizeof res->msg, "%s", sel);
     if (other[0])
-        sm_line_join(res->msg, sizeof res->msg, "skipped %s", other);
+        sm__line_join(res->msg, sizeof res->msg, "skipped %s", other);
     if (drops[0])
-        sm_line_join(res->msg, sizeof res->msg, "%s", drops);
+        sm__line_join(res->msg, sizeof res->msg, "%s", drops);
     res->gpu_index_next = base + (unsigned)all;
     return 0;
 }
@@ -450,12 +450,12 @@ static int amd_open(void *state, const sm_ctx *ctx, sm_opened *res)
 /* One file's number; -errno or -EINVAL. */
 static int sample_file(struct amdgpu *g, int fd, uint64_t *v)
 {
-    ssize_t n = sm_pread_all(fd, g->buf, sizeof g->buf);
+    ssize_t n = sm__pread_all(fd, g->buf, sizeof g->buf);
     int unl, rc;
 
     if (n < 0)
         return (int)n;
-    rc = sm_parse_number(g->buf, (size_t)n, v, &unl);
+    rc = sm__parse_number(g->buf, (size_t)n, v, &unl);
     return rc < 0 ? rc : unl ? -EINVAL : 0;
 }
 
@@ -473,15 +473,15 @@ static int amd_sample(void *state, sm_points *out, char *msg, size_t msglen)
 
         if (d->fd[F_BUSY] >= 0) {
             if ((rc = sample_file(g, d->fd[F_BUSY], &v)) == 0)
-                sm_emit(out, d->key[2], (double)v, "percent", d->src[F_BUSY], SM_AGG_MEAN);
+                sm__emit(out, d->key[2], (double)v, "percent", d->src[F_BUSY], SM_AGG_MEAN);
             else
                 bad = "gpu_busy_percent", bad_rc = rc;
         }
         if (d->fd[F_VRAM_USED] >= 0) {
             if ((rc = sample_file(g, d->fd[F_VRAM_USED], &v)) == 0) {
-                sm_emit(out, d->key[0], 100.0 * (double)v / (double)d->vram_total, "percent",
+                sm__emit(out, d->key[0], 100.0 * (double)v / (double)d->vram_total, "percent",
                         d->src[F_VRAM_USED], SM_AGG_MEAN);
-                sm_emit(out, d->key[1], (double)v / 1e6, "MB", d->src[F_VRAM_USED],
+                sm__emit(out, d->key[1], (double)v / 1e6, "MB", d->src[F_VRAM_USED],
                         SM_AGG_MEAN);
             } else {
                 bad = "mem_info_vram_used", bad_rc = rc;
@@ -489,10 +489,10 @@ static int amd_sample(void *state, sm_points *out, char *msg, size_t msglen)
         }
         if (d->fd[F_POWER] >= 0) {
             if ((rc = sample_file(g, d->fd[F_POWER], &v)) == 0) {
-                sm_emit(out, d->key[3], (double)v / 1e6, "W", d->src[F_POWER], SM_AGG_MEAN);
+                sm__emit(out, d->key[3], (double)v / 1e6, "W", d->src[F_POWER], SM_AGG_MEAN);
                 if (d->fd[F_CAP] >= 0) {
                     if ((rc = sample_file(g, d->fd[F_CAP], &cap)) == 0 && cap > 0)
-                        sm_emit(out, d->key[4], 100.0 * (double)v / (double)cap, "percent",
+                        sm__emit(out, d->key[4], 100.0 * (double)v / (double)cap, "percent",
                                 d->src[F_CAP], SM_AGG_MEAN);
                     else if (rc < 0)
                         bad = "power1_cap", bad_rc = rc;
@@ -502,20 +502,20 @@ static int amd_sample(void *state, sm_points *out, char *msg, size_t msglen)
             }
         }
         if (bad && !d->failing) {
-            sm_log(SM_WARN, "amdgpu: GPU %u (card%u): cannot read %s: %s; its values are "
+            sm__log(SM_WARN, "amdgpu: GPU %u (card%u): cannot read %s: %s; its values are "
                    "skipped until it recovers", d->index, d->card, bad, strerror(-bad_rc));
             d->failing = 1;
         } else if (!bad && d->failing) {
-            sm_log(SM_INFO, "amdgpu: GPU %u (card%u) recovered", d->index, d->card);
+            sm__log(SM_INFO, "amdgpu: GPU %u (card%u) recovered", d->index, d->card);
             d->failing = 0;
         }
     }
     return 0; /* a value that failed was said; the others go on */
 }
 
-const sm_collector_ops sm_coll_amdgpu = {
+const sm_collector_ops sm__coll_amdgpu = {
     .name = "amdgpu",
-    /* 5 per device, as NVIDIA's; counted once per GPU by sm_collectors_series
+    /* 5 per device, as NVIDIA's; counted once per GPU by sm__collectors_series
      * (a GPU is either vendor's: plan's gpus_per_worker counts both) */
     .series_per_device = 5,
     .status_tag = "gpu",

@@ -153,7 +153,7 @@ static int kf_set(struct kfile *f, const char *dir, const char *name)
 static int kf_open(struct kfile *f)
 {
     kf_close(f);
-    f->fd = sm_open_abs(f->path);
+    f->fd = sm__open_abs(f->path);
     return f->fd < 0 ? f->fd : 0;
 }
 
@@ -164,7 +164,7 @@ static ssize_t kf_read(struct kfile *f, char *buf, size_t cap)
         if (rc < 0)
             return rc;
     }
-    return sm_pread_all(f->fd, buf, cap);
+    return sm__pread_all(f->fd, buf, cap);
 }
 
 /* One number from f: the whole file (key NULL) or "key value" of it. */
@@ -180,9 +180,9 @@ static int kf_number(struct ctr *s, struct kfile *f, const char *key, uint64_t *
     if (n < 0)
         return (int)n;
     if (key) {
-        rc = sm_parse_kv(s->buf, (size_t)n, key, out);
+        rc = sm__parse_kv(s->buf, (size_t)n, key, out);
     } else {
-        rc = sm_parse_number(s->buf, (size_t)n, out, &unl);
+        rc = sm__parse_number(s->buf, (size_t)n, out, &unl);
         if (rc == 0 && unl)
             rc = -EINVAL;
     }
@@ -233,7 +233,7 @@ static int kf_memstat(struct ctr *s, struct kfile *f)
     s->bad_open = 0;
     if (n < 0)
         return (int)n;
-    rc = sm_parse_memstat(s->buf, (size_t)n, s->v1mem, &s->ms);
+    rc = sm__parse_memstat(s->buf, (size_t)n, s->v1mem, &s->ms);
     s->bad_parse = rc < 0;
     return rc;
 }
@@ -271,7 +271,7 @@ static int read_events(struct ctr *s, sm_memevents *ev)
         if (s->events.fd < 0)
             return -ENOENT;
         n = kf_read(&s->events, s->buf, sizeof s->buf);
-        rc = n < 0 ? (int)n : sm_parse_memory_events(s->buf, (size_t)n, ev);
+        rc = n < 0 ? (int)n : sm__parse_memory_events(s->buf, (size_t)n, ev);
         return rc;
     }
     if (s->events.fd >= 0 && kf_number(s, &s->events, "oom_kill", &v) == 0) {
@@ -299,7 +299,7 @@ static int psi_read(struct ctr *s, struct psi *p, uint64_t *total)
         kf_close(&p->f);
         return (int)n;
     }
-    rc = sm_parse_psi_some(s->buf, (size_t)n, total);
+    rc = sm__parse_psi_some(s->buf, (size_t)n, total);
     p->malformed = rc < 0;
     if (rc < 0)
         kf_close(&p->f); /* reopened next time: the file may have been replaced */
@@ -350,14 +350,14 @@ static void psi_sample(struct ctr *s, struct psi *p, const char *key, sm_points 
     rc = psi_read(s, p, &v);
     if (rc < 0) {
         if (!p->said)
-            sm_log(SM_WARN, "container: cannot %s %s: %s; %s skipped until it recovers",
+            sm__log(SM_WARN, "container: cannot %s %s: %s; %s skipped until it recovers",
                    p->malformed ? "parse" : "read", mpath(s, &p->f),
                    p->malformed ? "no \"some ... total=\" line" : strerror(-rc), key);
         p->said = 1;
         return;
     }
     if (p->said)
-        sm_log(SM_INFO, "container: %s recovered", key);
+        sm__log(SM_INFO, "container: %s recovered", key);
     p->said = 0;
     clock_gettime(CLOCK_MONOTONIC, &now);
     if (v >= p->prev) {
@@ -365,7 +365,7 @@ static void psi_sample(struct ctr *s, struct psi *p, const char *key, sm_points 
         double pct = dt > 0 ? 100.0 * (double)(v - p->prev) / (dt * 1e6) : 0.0;
         if (pct > p->peak)
             p->peak = pct;
-        sm_emit(out, key, pct, "percent", p->src, SM_AGG_MEAN);
+        sm__emit(out, key, pct, "percent", p->src, SM_AGG_MEAN);
     } else {
         p->t0 = v; /* went backwards: a re-created cgroup; its total is all ours */
     }
@@ -444,15 +444,15 @@ static void absences(struct ctr *s, char *msg, size_t len)
     char why[200];
     int em;
 
-    if (s->has_mem && !s->have_comp && (miss = sm_memstat_missing(s->ms.have, s->v1mem)))
-        sm_line_join(msg, len, "memory.stat has no %s: "
+    if (s->has_mem && !s->have_comp && (miss = sm__memstat_missing(s->ms.have, s->v1mem)))
+        sm__line_join(msg, len, "memory.stat has no %s: "
                      "container_memory_{anon,shmem,file_active,kernel}_megabytes absent", miss);
     if ((want_m && cg->mem_version == 1) || (want_c && cg->cpu_version == 1)) {
         /* a v1 controller: no pressure files at all (psi.rst, "Cgroup2 interface") */
         if (want_m && cg->mem_version == 1 && want_c && cg->cpu_version == 1)
-            sm_line_join(msg, len, "cgroup v1 has no PSI: container_*_pressure_percentage absent");
+            sm__line_join(msg, len, "cgroup v1 has no PSI: container_*_pressure_percentage absent");
         else
-            sm_line_join(msg, len, "cgroup v1 has no PSI: container_%s_pressure_percentage absent",
+            sm__line_join(msg, len, "cgroup v1 has no PSI: container_%s_pressure_percentage absent",
                          cg->mem_version == 1 && want_m ? "memory" : "cpu");
         want_m &= cg->mem_version == 2;
         want_c &= cg->cpu_version == 2;
@@ -470,7 +470,7 @@ static void absences(struct ctr *s, char *msg, size_t len)
     else
         snprintf(why, sizeof why, "%s: %s", want_m ? "memory.pressure" : "cpu.pressure",
                  psi_why(want_m ? &s->mpsi : &s->cpsi));
-    sm_line_join(msg, len, "no PSI (%s): container_%s_pressure_percentage absent", why,
+    sm__line_join(msg, len, "no PSI (%s): container_%s_pressure_percentage absent", why,
                  want_m && want_c ? "*" : want_m ? "memory" : "cpu");
 }
 
@@ -492,19 +492,19 @@ static int ctr_open(void *state, const sm_ctx *ctx, sm_opened *res)
     kf_init(&s->failcnt);
     kf_init(&s->mpsi.f);
     kf_init(&s->cpsi.f);
-    s->t_open = sm_now_mono();
+    s->t_open = sm__now_mono();
     s->srlen = strlen(ctx->sysroot);
 
-    rc = sm_cgroup_resolve(ctx, cg);
+    rc = sm__cgroup_resolve(ctx, cg);
     snprintf(res->status, sizeof res->status, "%s", cg->tag);
     if (rc < 0) {
-        sm_line_mid(res->msg, sizeof res->msg, "cgroup: ", cg->why, "; container_* dropped");
+        sm__line_mid(res->msg, sizeof res->msg, "cgroup: ", cg->why, "; container_* dropped");
         return rc;
     }
     s->has_mem = cg->mem_limit > 0;
     s->has_cpu = cg->cpu_cores > 0 && cg->cpu_usage_dir[0];
     if (!s->has_mem && !s->has_cpu) {
-        sm_line_mid(res->msg, sizeof res->msg,
+        sm__line_mid(res->msg, sizeof res->msg,
             cg->cpu_cores > 0 ? "cgroup CPU limit but no CPU usage file (" : "no cgroup limit (",
             cg->why, "): container_* absent");
         return SM_ABSENT;
@@ -581,7 +581,7 @@ static int ctr_open(void *state, const sm_ctx *ctx, sm_opened *res)
     if (!s->has_mem && !s->has_cpu) { /* every part that exists failed */
         snprintf(both, sizeof both, "%s%s%s", why_mem, why_mem[0] && why_cpu[0] ? "; " : "",
                  why_cpu);
-        sm_line_mid(res->msg, sizeof res->msg, "", both, "; container_* dropped");
+        sm__line_mid(res->msg, sizeof res->msg, "", both, "; container_* dropped");
         ctr_close(s);
         return rc_mem < 0 ? rc_mem : rc_cpu;
     }
@@ -604,9 +604,9 @@ static int ctr_open(void *state, const sm_ctx *ctx, sm_opened *res)
     }
     s->parts = s->has_mem + s->has_cpu;
     if (why_mem[0]) /* the other part stands: only this one's series go */
-        sm_line_mid(res->msg, sizeof res->msg, "", why_mem, "; container_memory_* dropped");
+        sm__line_mid(res->msg, sizeof res->msg, "", why_mem, "; container_memory_* dropped");
     else if (why_cpu[0])
-        sm_line_mid(res->msg, sizeof res->msg, "", why_cpu,
+        sm__line_mid(res->msg, sizeof res->msg, "", why_cpu,
             "; container_cpu_utilization_percentage dropped");
     else if (!s->has_mem)
         snprintf(res->msg, sizeof res->msg,
@@ -632,10 +632,10 @@ static void part_said(struct ctr *s, int rc, int *said, const char *series)
         return;
     if (rc < 0 && !*said) {
         describe(s, rc, line, sizeof line);
-        sm_log(SM_WARN, "container: %s; %s skipped until it recovers", line, series);
+        sm__log(SM_WARN, "container: %s; %s skipped until it recovers", line, series);
         *said = 1;
     } else if (rc == 0 && *said) {
-        sm_log(SM_INFO, "container: %s recovered", series);
+        sm__log(SM_INFO, "container: %s recovered", series);
         *said = 0;
     }
 }
@@ -670,19 +670,19 @@ static int ctr_sample(void *state, sm_points *out, char *msg, size_t msglen)
                 s->peak_kernel = (double)kern / 1e6;
             }
             s->ws_seen = 1;
-            sm_emit(out, "container_memory_usage_megabytes", mb, "MB", s->src_mem,
+            sm__emit(out, "container_memory_usage_megabytes", mb, "MB", s->src_mem,
                     SM_AGG_MEAN);
-            sm_emit(out, "container_memory_usage_percentage",
+            sm__emit(out, "container_memory_usage_percentage",
                     100.0 * (double)ws / (double)s->cg.mem_limit, "percent", s->src_pct,
                     SM_AGG_MEAN);
             if (comp) {
-                sm_emit(out, "container_memory_anon_megabytes", (double)m->anon / 1e6, "MB",
+                sm__emit(out, "container_memory_anon_megabytes", (double)m->anon / 1e6, "MB",
                         s->src_anon, SM_AGG_MEAN);
-                sm_emit(out, "container_memory_shmem_megabytes", (double)m->shmem / 1e6, "MB",
+                sm__emit(out, "container_memory_shmem_megabytes", (double)m->shmem / 1e6, "MB",
                         s->src_shmem, SM_AGG_MEAN);
-                sm_emit(out, "container_memory_file_active_megabytes",
+                sm__emit(out, "container_memory_file_active_megabytes",
                         (double)m->active_file / 1e6, "MB", s->src_fa, SM_AGG_MEAN);
-                sm_emit(out, "container_memory_kernel_megabytes", (double)kern / 1e6, "MB",
+                sm__emit(out, "container_memory_kernel_megabytes", (double)kern / 1e6, "MB",
                         s->src_kernel, SM_AGG_MEAN);
             }
         }
@@ -705,7 +705,7 @@ static int ctr_sample(void *state, sm_points *out, char *msg, size_t msglen)
                 double pct = dt > 0 ? 100.0 * ((double)(ns - s->cpu_prev) / 1e9) /
                                           (dt * s->cg.cpu_cores)
                                     : 0.0;
-                sm_emit(out, "container_cpu_utilization_percentage", pct, "percent",
+                sm__emit(out, "container_cpu_utilization_percentage", pct, "percent",
                         s->src_cpu, SM_AGG_MEAN);
             } /* else: the counter went backwards (cgroup re-created): re-base, no point */
             s->cpu_prev = ns;
@@ -727,7 +727,7 @@ static int ctr_sample(void *state, sm_points *out, char *msg, size_t msglen)
  * a week at 10 s.  The end tag always carries the exact value. */
 static int spaced(const struct ctr *s, const struct shipped *sh)
 {
-    double now = sm_now_mono();
+    double now = sm__now_mono();
 
     return !sh->valid || now - sh->t >= (now - s->t_open) / 128.0;
 }
@@ -736,7 +736,7 @@ static void ship(struct shipped *sh, const uint64_t v[4])
 {
     memcpy(sh->v, v, sizeof sh->v);
     sh->valid = 1;
-    sh->t = sm_now_mono();
+    sh->t = sm__now_mono();
 }
 
 static uint64_t delta(uint64_t v, uint64_t v0)
@@ -749,12 +749,12 @@ static uint64_t delta(uint64_t v, uint64_t v0)
 static void tag_at_peak(struct ctr *s, sm_tags *out)
 {
     if (s->have_comp)
-        sm_tag_add(out, "memory_at_peak", "working_set_mb=%.1f anon_mb=%.1f shmem_mb=%.1f "
+        sm__tag_add(out, "memory_at_peak", "working_set_mb=%.1f anon_mb=%.1f shmem_mb=%.1f "
                    "file_active_mb=%.1f kernel_mb=%.1f limit_mb=%.1f", s->ws_peak_mb,
                    s->peak_anon, s->peak_shmem, s->peak_fa, s->peak_kernel,
                    (double)s->cg.mem_limit / 1e6);
     else
-        sm_tag_add(out, "memory_at_peak", "working_set_mb=%.1f limit_mb=%.1f", s->ws_peak_mb,
+        sm__tag_add(out, "memory_at_peak", "working_set_mb=%.1f limit_mb=%.1f", s->ws_peak_mb,
                    (double)s->cg.mem_limit / 1e6);
     s->shipped_peak_mb = s->ws_peak_mb;
     s->shipped_peak = 1;
@@ -790,11 +790,11 @@ static void tag_events(struct ctr *s, int window, sm_tags *out)
     }
     for (int i = 0; i < 4; i++)
         if (have & bit[i])
-            sm_line_add(val, sizeof val, "%s%s=%llu", val[0] ? " " : "", name[i],
+            sm__line_add(val, sizeof val, "%s%s=%llu", val[0] ? " " : "", name[i],
                         (unsigned long long)d[i]);
     if (!val[0])
         return;
-    sm_tag_add(out, "memory_events", "%s", val);
+    sm__tag_add(out, "memory_events", "%s", val);
     ship(&s->ev_shipped, d);
 }
 
@@ -827,14 +827,14 @@ static void tag_pressure(struct ctr *s, int window, sm_tags *out)
         (memcmp(v, s->pr_shipped.v, sizeof v) == 0 || !spaced(s, &s->pr_shipped)))
         return;
     if (s->mpsi.on)
-        sm_line_add(val, sizeof val, "memory_some_s=%llu.%02llu memory_peak_pct=%.1f",
+        sm__line_add(val, sizeof val, "memory_some_s=%llu.%02llu memory_peak_pct=%.1f",
                     (unsigned long long)(v[0] / 100), (unsigned long long)(v[0] % 100),
                     s->mpsi.peak);
     if (s->cpsi.on)
-        sm_line_add(val, sizeof val, "%scpu_some_s=%llu.%02llu cpu_peak_pct=%.1f",
+        sm__line_add(val, sizeof val, "%scpu_some_s=%llu.%02llu cpu_peak_pct=%.1f",
                     val[0] ? " " : "", (unsigned long long)(v[2] / 100),
                     (unsigned long long)(v[2] % 100), s->cpsi.peak);
-    sm_tag_add(out, "pressure", "%s", val);
+    sm__tag_add(out, "pressure", "%s", val);
     ship(&s->pr_shipped, v);
 }
 
@@ -862,14 +862,14 @@ static void ctr_tags(void *state, int phase, sm_tags *out)
          * §3).  Start tags: sent once, not counted against the window budget. */
         char cores[32];
         if (s->cg.mem_limit > 0)
-            sm_tag_add(out, "memory_limit_bytes", "%llu", (unsigned long long)s->cg.mem_limit);
+            sm__tag_add(out, "memory_limit_bytes", "%llu", (unsigned long long)s->cg.mem_limit);
         if (s->cg.cpu_cores > 0) {
             exact_double(cores, sizeof cores, s->cg.cpu_cores);
-            sm_tag_add(out, "cpu_limit_cores", "%s", cores);
+            sm__tag_add(out, "cpu_limit_cores", "%s", cores);
         }
         if (s->cg.cpu_quota_us > 0 && s->cg.cpu_period_us > 0) {
-            sm_tag_add(out, "cpu_quota_us", "%llu", (unsigned long long)s->cg.cpu_quota_us);
-            sm_tag_add(out, "cpu_period_us", "%llu", (unsigned long long)s->cg.cpu_period_us);
+            sm__tag_add(out, "cpu_quota_us", "%llu", (unsigned long long)s->cg.cpu_quota_us);
+            sm__tag_add(out, "cpu_period_us", "%llu", (unsigned long long)s->cg.cpu_period_us);
         }
         return;
     }
@@ -890,21 +890,21 @@ static void ctr_tags(void *state, int phase, sm_tags *out)
     tag_pressure(s, 0, out);
     if (s->have_oom && kf_number_retry(s, &s->events, s->oom_key, &v) == 0)
         /* a counter below its start value means a re-created cgroup: all of it is ours */
-        sm_tag_add(out, "oom_kill", "%llu",
+        sm__tag_add(out, "oom_kill", "%llu",
                    (unsigned long long)(v >= s->oom_start ? v - s->oom_start : v));
     if (s->ws_seen)
-        sm_tag_add(out, "mem_peak_sampled_mb", "%.1f", s->ws_peak_mb);
+        sm__tag_add(out, "mem_peak_sampled_mb", "%.1f", s->ws_peak_mb);
     if (s->peak.fd >= 0 && kf_number_retry(s, &s->peak, NULL, &v) == 0)
-        sm_tag_add(out, "memory_peak_mb", "%.1f", (double)v / 1e6);
+        sm__tag_add(out, "memory_peak_mb", "%.1f", (double)v / 1e6);
     if (s->have_thr && read_thr(s, &n, &t) == 0) {
-        sm_tag_add(out, "cpu_throttled_periods", "%llu",
+        sm__tag_add(out, "cpu_throttled_periods", "%llu",
                    (unsigned long long)(n >= s->thr_n0 ? n - s->thr_n0 : n));
-        sm_tag_add(out, "cpu_throttled_s", "%.1f",
+        sm__tag_add(out, "cpu_throttled_s", "%.1f",
                    (double)(t >= s->thr_t0 ? t - s->thr_t0 : t) * s->thr_s_per_unit);
     }
 }
 
-const sm_collector_ops sm_coll_container = {
+const sm_collector_ops sm__coll_container = {
     .name = "container",
     /* usage, percentage, CPU; 4 parts of the working set; 2 pressure (v2 PSI:
      * plan counts them as the upper bound, docs/plan.md) */

@@ -78,7 +78,7 @@ _Static_assert(GPU_MAX * M_COUNT + 16 <= SM_POINTS_MAX,
                "a sample of every GPU and the other collectors fits sm_points");
 static const char *const unit[M_COUNT] = {"percent", "MB", "percent", "W", "percent"};
 
-const char *const *sm_gpu_keys(unsigned int i)
+const char *const *sm__gpu_keys(unsigned int i)
 {
     return i < GPU_MAX ? gpu_keys[i] : NULL;
 }
@@ -153,7 +153,7 @@ static int find_dev_node(const sm_ctx *ctx, char *first, size_t firstlen)
     DIR *d;
     int found = 0;
 
-    if (sm_path(ctx, "/dev", path, sizeof path) < 0)
+    if (sm__path(ctx, "/dev", path, sizeof path) < 0)
         return 0;
     d = opendir(path);
     if (!d)
@@ -292,7 +292,7 @@ static size_t parse_visible(struct gpu *g, const char *v, unsigned int *sel, int
     size_t n = 0;
 
     *mig = 0;
-    sm_visible_walk(v, cuda_match, &l, chosen, lim, stop, stoplen);
+    sm__visible_walk(v, cuda_match, &l, chosen, lim, stop, stoplen);
     for (unsigned int i = 0; i < lim; i++)
         if (chosen[i])
             sel[n++] = i;
@@ -323,15 +323,15 @@ static size_t select_devices(struct gpu *g, const char *visible, unsigned int *s
     }
     narrowed = nsel > 0 && nsel < g->n_nvml;
     if (narrowed)
-        sm_line_join(note, notelen, "CUDA_VISIBLE_DEVICES='%.64s' narrows the logged GPUs to NVML index %s "
+        sm__line_join(note, notelen, "CUDA_VISIBLE_DEVICES='%.64s' narrows the logged GPUs to NVML index %s "
             "(of %u)", visible, list, g->n_nvml);
     if (stop[0] && nsel > 0)
-        sm_line_join(note, notelen, "%s entry '%s' names no device%s and ends the list, as in CUDA",
+        sm__line_join(note, notelen, "%s entry '%s' names no device%s and ends the list, as in CUDA",
             narrowed ? "its" : "CUDA_VISIBLE_DEVICES", stop,
             (!g->f.uuid && (strncmp(stop, "GPU-", 4) == 0 || strncmp(stop, "MIG-", 4) == 0))
                 ? " (NVML lacks nvmlDeviceGetUUID)" : "");
     if (mig)
-        sm_line_join(note, notelen, "a MIG instance is logged as its whole parent GPU (memory, "
+        sm__line_join(note, notelen, "a MIG instance is logged as its whole parent GPU (memory, "
             "utilization and power of every instance on it)");
     return nsel;
 }
@@ -418,7 +418,7 @@ static int judge(const struct gpu *g, struct gpu_dev *d, sm_nvml_return rc, enum
                 d->open_drop[q] = rc;
                 d->open_call[q] = call;
             } else {
-                sm_log(SM_WARN, "gpu: gpu_%u_%s dropped: %s says %s", d->index, q_label[q],
+                sm__log(SM_WARN, "gpu: gpu_%u_%s dropped: %s says %s", d->index, q_label[q],
                        call, nvml_text(g, rc));
             }
         }
@@ -427,10 +427,10 @@ static int judge(const struct gpu *g, struct gpu_dev *d, sm_nvml_return rc, enum
         if (!d->lost) {
             d->lost = 1;
             if (at_open)
-                sm_line_join(msg, msglen, "GPU %u lost (%s: %s): gpu_%u_* dropped", d->index, call,
+                sm__line_join(msg, msglen, "GPU %u lost (%s: %s): gpu_%u_* dropped", d->index, call,
                     nvml_text(g, rc), d->index);
             else
-                sm_log(SM_WARN, "gpu: GPU %u lost (%s: %s): gpu_%u_* series stop", d->index,
+                sm__log(SM_WARN, "gpu: GPU %u lost (%s: %s): gpu_%u_* series stop", d->index,
                        call, nvml_text(g, rc), d->index);
         }
         return 0;
@@ -438,7 +438,7 @@ static int judge(const struct gpu *g, struct gpu_dev *d, sm_nvml_return rc, enum
     default:
         /* at open a transient error keeps the metric: the first sample says */
         if (!at_open && !d->failing) {
-            sm_log(SM_WARN, "gpu: GPU %u: %s failed: %s; its values are skipped until it recovers",
+            sm__log(SM_WARN, "gpu: GPU %u: %s failed: %s; its values are skipped until it recovers",
                    d->index, call, nvml_text(g, rc));
             d->failing = 1;
         }
@@ -458,10 +458,10 @@ static int query_device(const struct gpu *g, struct gpu_dev *d, sm_points *out, 
         sm_nvml_return rc = at_open ? choose_memory(g, d) : read_memory(g, d, &used, &total);
         if (judge(g, d, rc, Q_MEM, d->mem_source, at_open, msg, msglen)) {
             if (out && total > 0)
-                sm_emit(out, d->key[M_MEM_PCT], 100.0 * (double)used / (double)total,
+                sm__emit(out, d->key[M_MEM_PCT], 100.0 * (double)used / (double)total,
                         unit[M_MEM_PCT], d->mem_source, SM_AGG_MEAN);
             if (out)
-                sm_emit(out, d->key[M_MEM_MB], (double)used / 1e6, unit[M_MEM_MB],
+                sm__emit(out, d->key[M_MEM_MB], (double)used / 1e6, unit[M_MEM_MB],
                         d->mem_source, SM_AGG_MEAN);
         } else {
             skipped += classify(rc) == V_SKIP;
@@ -472,7 +472,7 @@ static int query_device(const struct gpu *g, struct gpu_dev *d, sm_points *out, 
         sm_nvml_return rc = g->f.utilization(d->h, &u);
         if (judge(g, d, rc, Q_UTIL, "nvmlDeviceGetUtilizationRates", at_open, msg, msglen)) {
             if (out)
-                sm_emit(out, d->key[M_UTIL], (double)u.gpu, unit[M_UTIL],
+                sm__emit(out, d->key[M_UTIL], (double)u.gpu, unit[M_UTIL],
                         "nvmlDeviceGetUtilizationRates", SM_AGG_MEAN);
         } else {
             skipped += classify(rc) == V_SKIP;
@@ -483,7 +483,7 @@ static int query_device(const struct gpu *g, struct gpu_dev *d, sm_points *out, 
         sm_nvml_return rc = g->f.power(d->h, &mw);
         if (judge(g, d, rc, Q_POWER, "nvmlDeviceGetPowerUsage", at_open, msg, msglen)) {
             if (out && (d->want & BIT(M_POWER_W)))
-                sm_emit(out, d->key[M_POWER_W], (double)mw / 1000.0, unit[M_POWER_W],
+                sm__emit(out, d->key[M_POWER_W], (double)mw / 1000.0, unit[M_POWER_W],
                         "nvmlDeviceGetPowerUsage", SM_AGG_MEAN);
             /* The enforced limit is read every sample: nvidia-smi -pl and
              * power capping change it while a job runs. */
@@ -492,7 +492,7 @@ static int query_device(const struct gpu *g, struct gpu_dev *d, sm_points *out, 
                 if (judge(g, d, lrc, Q_LIMIT, "nvmlDeviceGetEnforcedPowerLimit", at_open, msg,
                           msglen)) {
                     if (out && limit > 0)
-                        sm_emit(out, d->key[M_POWER_PCT], 100.0 * (double)mw / (double)limit,
+                        sm__emit(out, d->key[M_POWER_PCT], 100.0 * (double)mw / (double)limit,
                                 unit[M_POWER_PCT],
                                 "nvmlDeviceGetPowerUsage/nvmlDeviceGetEnforcedPowerLimit",
                                 SM_AGG_MEAN);
@@ -534,7 +534,7 @@ static void say_drops(const struct gpu *g, char *buf, size_t cap)
                     len += (size_t)w;
                 count++;
             }
-            sm_line_join(buf, cap, count > 1 ? "gpu_{%s}_%s dropped: %s says %s"
+            sm__line_join(buf, cap, count > 1 ? "gpu_{%s}_%s dropped: %s says %s"
                                     : "gpu_%s_%s dropped: %s says %s",
                 list, q_label[q], d->open_call[q], nvml_text(g, d->open_drop[q]));
         }
@@ -565,21 +565,21 @@ static unsigned int resolve_optional(struct gpu *g, char *msg, size_t msglen)
     resolve(g->lib, "nvmlDeviceGetMemoryInfo", &g->f.memory);
     if (!g->f.memory_v2 && !g->f.memory) {
         drop |= MEM_BITS;
-        sm_line_join(msg, msglen, "NVML lacks nvmlDeviceGetMemoryInfo: gpu_*_memory_usage_* dropped");
+        sm__line_join(msg, msglen, "NVML lacks nvmlDeviceGetMemoryInfo: gpu_*_memory_usage_* dropped");
     }
     if (resolve(g->lib, "nvmlDeviceGetUtilizationRates", &g->f.utilization) < 0) {
         drop |= BIT(M_UTIL);
-        sm_line_join(msg, msglen,
+        sm__line_join(msg, msglen,
             "NVML lacks nvmlDeviceGetUtilizationRates: gpu_*_utilization_percentage dropped");
     }
     if (resolve(g->lib, "nvmlDeviceGetPowerUsage", &g->f.power) < 0) {
         drop |= POWER_BITS;
-        sm_line_join(msg, msglen, "NVML lacks nvmlDeviceGetPowerUsage: gpu_*_power_usage_* dropped");
+        sm__line_join(msg, msglen, "NVML lacks nvmlDeviceGetPowerUsage: gpu_*_power_usage_* dropped");
     }
     if (resolve(g->lib, "nvmlDeviceGetEnforcedPowerLimit", &g->f.limit) < 0 &&
         !(drop & BIT(M_POWER_PCT))) {
         drop |= BIT(M_POWER_PCT);
-        sm_line_join(msg, msglen,
+        sm__line_join(msg, msglen,
             "NVML lacks nvmlDeviceGetEnforcedPowerLimit: gpu_*_power_usage_percentage dropped");
     }
     return drop;
@@ -596,10 +596,10 @@ static int load_nvml(struct gpu *g, const char *libname, const char *node, unsig
     g->lib = dlopen(libname, RTLD_NOW | RTLD_LOCAL);
     if (!g->lib) {
         const char *e = dlerror();
-        sm_line(res->msg, sizeof res->msg,
+        sm__line(res->msg, sizeof res->msg,
                 "/dev/%s exists but NVML cannot be loaded (%s): gpu_* series absent", node,
                 e ? e : libname);
-        sm_line(res->status, sizeof res->status, "unavailable: %s", e ? e : libname);
+        sm__line(res->status, sizeof res->status, "unavailable: %s", e ? e : libname);
         return -ENOENT;
     }
     if (resolve(g->lib, "nvmlInit_v2", &g->f.init) < 0 ||
@@ -607,9 +607,9 @@ static int load_nvml(struct gpu *g, const char *libname, const char *node, unsig
         resolve(g->lib, "nvmlDeviceGetCount_v2", &g->f.count) < 0 ||
         resolve(g->lib, "nvmlDeviceGetHandleByIndex_v2", &g->f.handle) < 0) {
         const char *e = dlerror();
-        sm_line(res->msg, sizeof res->msg, "%s is not a usable NVML (%s): gpu_* series absent",
+        sm__line(res->msg, sizeof res->msg, "%s is not a usable NVML (%s): gpu_* series absent",
                 libname, e ? e : "missing entry point");
-        sm_line(res->status, sizeof res->status, "unavailable: %s",
+        sm__line(res->status, sizeof res->status, "unavailable: %s",
                 e ? e : "missing entry point");
         return -ENOSYS;
     }
@@ -617,25 +617,25 @@ static int load_nvml(struct gpu *g, const char *libname, const char *node, unsig
 
     nrc = g->f.init();
     if (nrc != SM_NVML_SUCCESS) {
-        sm_line(res->msg, sizeof res->msg,
+        sm__line(res->msg, sizeof res->msg,
                 "/dev/%s exists but NVML init failed: %s; gpu_* series absent", node,
                 nvml_text(g, nrc));
-        sm_line(res->status, sizeof res->status, "unavailable: %s", nvml_text(g, nrc));
+        sm__line(res->status, sizeof res->status, "unavailable: %s", nvml_text(g, nrc));
         return -EIO;
     }
     *initialized = 1;
     nrc = g->f.count(&g->n_nvml);
     if (nrc != SM_NVML_SUCCESS) {
-        sm_line(res->msg, sizeof res->msg,
+        sm__line(res->msg, sizeof res->msg,
                 "/dev/%s exists but NVML cannot count devices: %s; gpu_* series absent", node,
                 nvml_text(g, nrc));
-        sm_line(res->status, sizeof res->status, "unavailable: %s", nvml_text(g, nrc));
+        sm__line(res->status, sizeof res->status, "unavailable: %s", nvml_text(g, nrc));
         return -EIO;
     }
     if (g->n_nvml == 0) {
-        sm_line(res->msg, sizeof res->msg,
+        sm__line(res->msg, sizeof res->msg,
                 "/dev/%s exists but NVML reports no device: gpu_* series absent", node);
-        sm_line(res->status, sizeof res->status, "unavailable: NVML reports no device");
+        sm__line(res->status, sizeof res->status, "unavailable: NVML reports no device");
         return -ENODEV;
     }
     return 0;
@@ -656,7 +656,7 @@ static void open_devices(struct gpu *g, const unsigned int *sel, size_t nsel, un
         d->key = gpu_keys[d->index];
         nrc = g->f.handle(d->index, &d->h);
         if (nrc != SM_NVML_SUCCESS) {
-            sm_line_join(devnote, devcap, "GPU %u %s(nvmlDeviceGetHandleByIndex_v2: %s): "
+            sm__line_join(devnote, devcap, "GPU %u %s(nvmlDeviceGetHandleByIndex_v2: %s): "
                          "gpu_%u_* dropped", d->index,
                          nrc == SM_NVML_ERROR_GPU_IS_LOST ? "lost " : "", nvml_text(g, nrc),
                          d->index);
@@ -686,21 +686,21 @@ static int gpu_open(void *state, const sm_ctx *ctx, sm_opened *res)
         libname = "libnvidia-ml.so.1";
 
     if (!find_dev_node(ctx, node, sizeof node)) {
-        sm_line(res->msg, sizeof res->msg,
+        sm__line(res->msg, sizeof res->msg,
                 "no /dev/nvidia device: gpu_* series absent (normal on CPU workers)");
-        sm_line(res->status, sizeof res->status, "none: no /dev/nvidia device");
+        sm__line(res->status, sizeof res->status, "none: no /dev/nvidia device");
         return SM_ABSENT;
     }
     if (visible) {
         /* "", "-1", "NoDevFiles": CUDA shows this process no device at all,
          * which needs no NVML to know. */
         char first[256];
-        sm_list_entry(visible, first, sizeof first);
+        sm__list_entry(visible, first, sizeof first);
         if (!entry_shape_ok(first)) {
-            sm_line(res->msg, sizeof res->msg,
+            sm__line(res->msg, sizeof res->msg,
                     "CUDA_VISIBLE_DEVICES='%.64s' gives this process no GPU: gpu_* series absent",
                     visible);
-            sm_line(res->status, sizeof res->status,
+            sm__line(res->status, sizeof res->status,
                     "none: CUDA_VISIBLE_DEVICES selects no device");
             return SM_ABSENT;
         }
@@ -717,36 +717,36 @@ static int gpu_open(void *state, const sm_ctx *ctx, sm_opened *res)
 
     nsel = select_devices(g, visible, sel, selnote, sizeof selnote);
     if (nsel == 0) {
-        sm_line(res->msg, sizeof res->msg,
+        sm__line(res->msg, sizeof res->msg,
                 "CUDA_VISIBLE_DEVICES='%.64s' names none of the %u NVML devices%s: "
                 "gpu_* series absent", visible, g->n_nvml,
                 g->f.uuid ? "" : " (NVML lacks nvmlDeviceGetUUID)");
-        sm_line(res->status, sizeof res->status, "none: CUDA_VISIBLE_DEVICES selects no device");
+        sm__line(res->status, sizeof res->status, "none: CUDA_VISIBLE_DEVICES selects no device");
         unload(g, initialized);
         return SM_ABSENT;
     }
     open_devices(g, sel, nsel, drop, devnote, sizeof devnote);
     if (g->n == 0) {
-        sm_line(res->msg, sizeof res->msg, "no usable GPU although /dev/%s exists: %s", node,
+        sm__line(res->msg, sizeof res->msg, "no usable GPU although /dev/%s exists: %s", node,
                 devnote);
-        sm_line(res->status, sizeof res->status, "unavailable: %s", devnote);
+        sm__line(res->status, sizeof res->status, "unavailable: %s", devnote);
         rc = -ENODEV;
         goto fail;
     }
-    sm_line(res->status, sizeof res->status, "nvml %s, %zu device%s", driver, g->n,
+    sm__line(res->status, sizeof res->status, "nvml %s, %zu device%s", driver, g->n,
             g->n == 1 ? "" : "s");
     /* an AMD GPU beside these takes the indices after NVML's (coll_amdgpu.c) */
     res->gpu_index_next = g->n_nvml < GPU_MAX ? g->n_nvml : GPU_MAX;
     /* One line; what explains a missing series first: the selection, lost
      * devices and dropped metrics, then entry points the library lacks. */
     if (selnote[0] || devnote[0] || symnote[0]) {
-        sm_line(res->msg, sizeof res->msg, "gpu: ");
+        sm__line(res->msg, sizeof res->msg, "gpu: ");
         if (selnote[0])
-            sm_line_join(res->msg + 5, sizeof res->msg - 5, "%s", selnote);
+            sm__line_join(res->msg + 5, sizeof res->msg - 5, "%s", selnote);
         if (devnote[0])
-            sm_line_join(res->msg + 5, sizeof res->msg - 5, "%s", devnote);
+            sm__line_join(res->msg + 5, sizeof res->msg - 5, "%s", devnote);
         if (symnote[0])
-            sm_line_join(res->msg + 5, sizeof res->msg - 5, "%s", symnote);
+            sm__line_join(res->msg + 5, sizeof res->msg - 5, "%s", symnote);
     }
     return 0;
 
@@ -774,7 +774,7 @@ static int gpu_sample(void *state, sm_points *out, char *msg, size_t msglen)
             continue;
         }
         if (!skipped && d->failing) {
-            sm_log(SM_INFO, "gpu: GPU %u recovered", d->index);
+            sm__log(SM_INFO, "gpu: GPU %u recovered", d->index);
             d->failing = 0;
         }
     }
@@ -788,7 +788,7 @@ static void gpu_close(void *state)
     unload(state, 1);
 }
 
-const sm_collector_ops sm_coll_gpu = {
+const sm_collector_ops sm__coll_gpu = {
     .name = "gpu",
     .series_per_device = 5, /* per GPU: memory %, memory MB, utilization, power W, power % */
     .status_tag = "gpu",

@@ -46,7 +46,7 @@ struct io {
 
 static int io_parse(struct io *s, size_t n, uint64_t *r, uint64_t *w)
 {
-    return s->v2 ? sm_parse_io_stat(s->buf, n, r, w) : sm_parse_blkio_bytes(s->buf, n, r, w);
+    return s->v2 ? sm__parse_io_stat(s->buf, n, r, w) : sm__parse_blkio_bytes(s->buf, n, r, w);
 }
 
 /* One reading from the open descriptor; *parse says whether a failure was
@@ -57,11 +57,11 @@ static int io_read_once(struct io *s, uint64_t *r, uint64_t *w, int *parse)
 
     *parse = 0;
     if (s->fd < 0) {
-        s->fd = sm_open_abs(s->path); /* it failed before: it may be back */
+        s->fd = sm__open_abs(s->path); /* it failed before: it may be back */
         if (s->fd < 0)
             return s->fd;
     }
-    n = sm_pread_all(s->fd, s->buf, sizeof s->buf);
+    n = sm__pread_all(s->fd, s->buf, sizeof s->buf);
     if (n < 0)
         return (int)n;
     *parse = 1;
@@ -96,31 +96,31 @@ static int io_open(void *state, const sm_ctx *ctx, sm_opened *res)
 
     s->fd = -1;
     s->srlen = strlen(ctx->sysroot);
-    rc = sm_cgroup_resolve(ctx, cg);
+    rc = sm__cgroup_resolve(ctx, cg);
     if (rc < 0)
         return rc; /* the container collector says why: "container_* dropped" */
     if (!cg->mem_limit && !(cg->cpu_cores > 0))
         return SM_ABSENT; /* likewise: "no cgroup limit ...: container_* absent" */
     if (!cg->io_version) {
-        sm_line_mid(res->msg, sizeof res->msg, "no block I/O cgroup (", cg->io_why,
+        sm__line_mid(res->msg, sizeof res->msg, "no block I/O cgroup (", cg->io_why,
                     "): container_disk_* absent");
         return SM_ABSENT;
     }
     s->v2 = cg->io_version == 2;
     if (s->v2) {
-        rc = sm_line(s->path, sizeof s->path, "%s/io.stat", cg->io_dir);
+        rc = sm__line(s->path, sizeof s->path, "%s/io.stat", cg->io_dir);
         if (rc == 0)
-            s->fd = sm_open_abs(s->path);
+            s->fd = sm__open_abs(s->path);
     } else {
         /* the throttle policy's counters exist on every kernel with
          * CONFIG_BLK_DEV_THROTTLING; CFQ's (removed in 5.0) otherwise */
-        rc = sm_line(s->path, sizeof s->path, "%s/blkio.throttle.io_service_bytes_recursive",
+        rc = sm__line(s->path, sizeof s->path, "%s/blkio.throttle.io_service_bytes_recursive",
                      cg->io_dir);
-        if (rc == 0 && (s->fd = sm_open_abs(s->path)) == -ENOENT) {
-            rc = sm_line(s->path, sizeof s->path, "%s/blkio.io_service_bytes_recursive",
+        if (rc == 0 && (s->fd = sm__open_abs(s->path)) == -ENOENT) {
+            rc = sm__line(s->path, sizeof s->path, "%s/blkio.io_service_bytes_recursive",
                          cg->io_dir);
             if (rc == 0)
-                s->fd = sm_open_abs(s->path);
+                s->fd = sm__open_abs(s->path);
         }
     }
     rel = s->path + s->srlen;
@@ -140,7 +140,7 @@ static int io_open(void *state, const sm_ctx *ctx, sm_opened *res)
     snprintf(s->src_w, sizeof s->src_w, "%s:%s", rel, s->v2 ? "wbytes" : "Write");
     /* attached: worth a line only when the level is not the limiting one */
     if (strcmp(cg->io_path, cg->mem_limit ? cg->mem_limit_path : cg->cpu_limit_path) != 0)
-        sm_line_mid(res->msg, sizeof res->msg, "container_disk_* read at the ", cg->io_why, "");
+        sm__line_mid(res->msg, sizeof res->msg, "container_disk_* read at the ", cg->io_why, "");
     return 0;
 }
 
@@ -164,9 +164,9 @@ static int io_sample(void *state, sm_points *out, char *msg, size_t msglen)
     }
     advance(r, &s->last_r, &s->sum_r);
     advance(w, &s->last_w, &s->sum_w);
-    sm_emit(out, "container_disk_read_megabytes", (double)s->sum_r / 1e6, "MB", s->src_r,
+    sm__emit(out, "container_disk_read_megabytes", (double)s->sum_r / 1e6, "MB", s->src_r,
             SM_AGG_LAST);
-    sm_emit(out, "container_disk_write_megabytes", (double)s->sum_w / 1e6, "MB", s->src_w,
+    sm__emit(out, "container_disk_write_megabytes", (double)s->sum_w / 1e6, "MB", s->src_w,
             SM_AGG_LAST);
     return 0;
 }
@@ -180,7 +180,7 @@ static void io_close(void *state)
     s->fd = -1;
 }
 
-const sm_collector_ops sm_coll_io = {
+const sm_collector_ops sm__coll_io = {
     .name = "disk_io",
     .series = 2,
     .state_size = sizeof(struct io),

@@ -22,11 +22,11 @@ struct net {
 
 static int net_read(struct net *s, uint64_t *rx, uint64_t *tx)
 {
-    ssize_t n = sm_pread_all(s->fd, s->buf, sizeof s->buf);
+    ssize_t n = sm__pread_all(s->fd, s->buf, sizeof s->buf);
 
     if (n < 0)
         return (int)n;
-    return sm_parse_net_dev(s->buf, (size_t)n, rx, tx);
+    return sm__parse_net_dev(s->buf, (size_t)n, rx, tx);
 }
 
 static int net_open(void *state, const sm_ctx *ctx, sm_opened *res)
@@ -36,7 +36,7 @@ static int net_open(void *state, const sm_ctx *ctx, sm_opened *res)
     struct net *s = state;
     int rc;
 
-    s->fd = sm_open(ctx, "/proc/net/dev");
+    s->fd = sm__open(ctx, "/proc/net/dev");
     if (s->fd < 0) {
         snprintf(msg, msglen, "cannot open /proc/net/dev: %s; network_* dropped",
                  strerror(-s->fd));
@@ -69,9 +69,9 @@ static int net_sample(void *state, sm_points *out, char *msg, size_t msglen)
     }
     advance(rx, &s->last_rx, &s->sum_rx);
     advance(tx, &s->last_tx, &s->sum_tx);
-    sm_emit(out, "network_receive_megabytes", (double)s->sum_rx / 1e6, "MB", "/proc/net/dev",
+    sm__emit(out, "network_receive_megabytes", (double)s->sum_rx / 1e6, "MB", "/proc/net/dev",
             SM_AGG_LAST);
-    sm_emit(out, "network_transmit_megabytes", (double)s->sum_tx / 1e6, "MB", "/proc/net/dev",
+    sm__emit(out, "network_transmit_megabytes", (double)s->sum_tx / 1e6, "MB", "/proc/net/dev",
             SM_AGG_LAST);
     return 0;
 }
@@ -81,7 +81,7 @@ static void net_close(void *state)
     close(((struct net *)state)->fd);
 }
 
-const sm_collector_ops sm_coll_network = {
+const sm_collector_ops sm__coll_network = {
     .name = "network",
     .series = 2,
     .state_size = sizeof(struct net),

@@ -29,7 +29,7 @@ static int read_stat(struct node_cpu *s, sm_cpu_times *t)
     s->buf[n] = '\0';
     if (!memchr(s->buf, '\n', (size_t)n))
         return -EINVAL; /* first line truncated */
-    return sm_parse_proc_stat(s->buf, (size_t)n, t);
+    return sm__parse_proc_stat(s->buf, (size_t)n, t);
 }
 
 static int cpu_open(void *state, const sm_ctx *ctx, sm_opened *res)
@@ -39,7 +39,7 @@ static int cpu_open(void *state, const sm_ctx *ctx, sm_opened *res)
     struct node_cpu *s = state;
     int rc;
 
-    s->fd = sm_open(ctx, "/proc/stat");
+    s->fd = sm__open(ctx, "/proc/stat");
     if (s->fd < 0) {
         snprintf(msg, msglen, "cannot open /proc/stat: %s; node_cpu_* dropped", strerror(-s->fd));
         return s->fd;
@@ -62,7 +62,7 @@ static int cpu_sample(void *state, sm_points *out, char *msg, size_t msglen)
         snprintf(msg, msglen, "cannot read /proc/stat: %s", strerror(-rc));
         return rc;
     }
-    sm_emit(out, "cpu_utilization_percentage", sm_cpu_percent(&s->prev, &now), "percent",
+    sm__emit(out, "cpu_utilization_percentage", sm__cpu_percent(&s->prev, &now), "percent",
             "/proc/stat", SM_AGG_MEAN);
     s->prev = now;
     return 0;
@@ -73,7 +73,7 @@ static void cpu_close(void *state)
     close(((struct node_cpu *)state)->fd);
 }
 
-const sm_collector_ops sm_coll_node_cpu = {
+const sm_collector_ops sm__coll_node_cpu = {
     .name = "node_cpu",
     .series = 1,
     .state_size = sizeof(struct node_cpu),
@@ -91,11 +91,11 @@ struct node_mem {
 static int read_meminfo(struct node_mem *s, uint64_t *total, uint64_t *avail)
 {
     int estimated;
-    ssize_t n = sm_pread_all(s->fd, s->buf, sizeof s->buf);
+    ssize_t n = sm__pread_all(s->fd, s->buf, sizeof s->buf);
 
     if (n < 0)
         return (int)n;
-    return sm_parse_meminfo(s->buf, (size_t)n, total, avail, &estimated);
+    return sm__parse_meminfo(s->buf, (size_t)n, total, avail, &estimated);
 }
 
 static int mem_open(void *state, const sm_ctx *ctx, sm_opened *res)
@@ -106,7 +106,7 @@ static int mem_open(void *state, const sm_ctx *ctx, sm_opened *res)
     uint64_t t, a;
     int rc;
 
-    s->fd = sm_open(ctx, "/proc/meminfo");
+    s->fd = sm__open(ctx, "/proc/meminfo");
     if (s->fd < 0) {
         snprintf(msg, msglen, "cannot open /proc/meminfo: %s; node_memory_* dropped",
                  strerror(-s->fd));
@@ -131,9 +131,9 @@ static int mem_sample(void *state, sm_points *out, char *msg, size_t msglen)
         snprintf(msg, msglen, "cannot read /proc/meminfo: %s", strerror(-rc));
         return rc;
     }
-    sm_emit(out, "system_memory_usage_megabytes", (double)(total - avail) / 1e6, "MB",
+    sm__emit(out, "system_memory_usage_megabytes", (double)(total - avail) / 1e6, "MB",
             "/proc/meminfo", SM_AGG_MEAN);
-    sm_emit(out, "system_memory_usage_percentage", 100.0 * (double)(total - avail) / (double)total,
+    sm__emit(out, "system_memory_usage_percentage", 100.0 * (double)(total - avail) / (double)total,
             "percent", "/proc/meminfo", SM_AGG_MEAN);
     return 0;
 }
@@ -143,7 +143,7 @@ static void mem_close(void *state)
     close(((struct node_mem *)state)->fd);
 }
 
-const sm_collector_ops sm_coll_node_memory = {
+const sm_collector_ops sm__coll_node_memory = {
     .name = "node_memory",
     .series = 2,
     .state_size = sizeof(struct node_mem),

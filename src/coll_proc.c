@@ -41,7 +41,7 @@
  * rank's lock socket (reclock.c); connecting to it gives its pid
  * (SO_PEERCRED), cached with its start time and asked again when that
  * process is gone.  A sibling that has not bound yet is asked again at the
- * next sample.  Its points carry its rank (sm_emit_rank).  The first sample
+ * next sample.  Its points carry its rank (sm__emit_rank).  The first sample
  * (the baseline, whose values are never logged, §1) emits every sibling
  * rank's three keys, 0 where not known yet, so the monitor has their series
  * whether or not the sibling started before the collector.
@@ -172,10 +172,10 @@ static ssize_t read_at(const struct proc_state *s, const char *abs, char *buf, s
 
     if (snprintf(path, sizeof path, "%s%s", s->sysroot, abs) >= (int)sizeof path)
         return -ENAMETOOLONG;
-    fd = sm_open_abs(path);
+    fd = sm__open_abs(path);
     if (fd < 0)
         return fd;
-    n = sm_pread_all(fd, buf, cap);
+    n = sm__pread_all(fd, buf, cap);
     close(fd);
     return n;
 }
@@ -189,7 +189,7 @@ static int read_pid_stat(struct proc_state *s, int pid, sm_pid_stat *st)
     n = read_at(s, abs, s->buf, sizeof s->buf);
     if (n < 0)
         return (int)n;
-    return sm_parse_pid_stat(s->buf, (size_t)n, st);
+    return sm__parse_pid_stat(s->buf, (size_t)n, st);
 }
 
 /* A numeric directory entry's value, or 0. */
@@ -262,7 +262,7 @@ static void thread_children(struct proc_state *s, int tid, void *arg)
         s->over = 1;
     if (n <= 0)
         return; /* the thread ended meanwhile */
-    while (sm_pid_list_next(s->buf, (size_t)n, &pos, &child) == 1)
+    while (sm__pid_list_next(s->buf, (size_t)n, &pos, &child) == 1)
         add(s, child);
 }
 
@@ -336,7 +336,7 @@ static int proc_kb(struct proc_state *s, int pid, uint64_t *kb)
         *kb = 0;
         return 0;
     }
-    n = sm_parse_kb(s->buf, (size_t)n, s->rollup ? "Pss:" : "VmRSS:", kb);
+    n = sm__parse_kb(s->buf, (size_t)n, s->rollup ? "Pss:" : "VmRSS:", kb);
     if (n == -ENOENT && !s->rollup) { /* status of a zombie: no VmRSS line */
         *kb = 0;
         return 0;
@@ -381,7 +381,7 @@ static void sum_mem(struct proc_state *s, uint64_t *kb, int *mem_ok)
             *kb += k;
             mem_n++;
         } else if (rc != -ENOENT && rc != -ESRCH && !s->mem_said) {
-            sm_log(SM_WARN, "process_memory_megabytes: cannot read %s of pid %d (%s); that "
+            sm__log(SM_WARN, "process_memory_megabytes: cannot read %s of pid %d (%s); that "
                    "process's memory is not counted (said once)",
                    s->rollup ? "smaps_rollup" : "status", s->list[i], strerror(-rc));
             s->mem_said = 1;
@@ -406,10 +406,10 @@ static void find_sibling(struct proc_state *s, struct tree *t)
     }
     if (t->said)
         return; /* not visible here: asking again would only fill its backlog */
-    if (sm_reclock_peer(s->key, t->rank, &pid) < 0)
+    if (sm__reclock_peer(s->key, t->rank, &pid) < 0)
         return; /* not bound (yet), or its backlog is full: asked again next sample */
     if (pid <= 0 || read_pid_stat(s, pid, &st) < 0) {
-        sm_log(SM_INFO, "process_*/rank%d: the rank's process %s; its tree is not recorded",
+        sm__log(SM_INFO, "process_*/rank%d: the rank's process %s; its tree is not recorded",
                t->rank, pid <= 0 ? "is in another pid namespace" : "is not in this /proc");
         t->said = 1;
         return;
@@ -435,7 +435,7 @@ static int proc_open(void *state, const sm_ctx *ctx, sm_opened *res)
         return -ENAMETOOLONG;
     n = readlink(path, link, sizeof link - 1);
     if (n < 0 || (link[n] = '\0', (root = entry_pid(link)) <= 0)) {
-        sm_line(res->msg, sizeof res->msg, "process_*: /proc/self%s names no pid (%s); the "
+        sm__line(res->msg, sizeof res->msg, "process_*: /proc/self%s names no pid (%s); the "
                 "process tree is not recorded", ctx->sysroot[0] ? " under SCOPEMETER_SYSROOT" : "",
                 n < 0 ? strerror(errno) : "not a number");
         return SM_ABSENT; /* a fake /proc of a test without one */
@@ -447,15 +447,15 @@ static int proc_open(void *state, const sm_ctx *ctx, sm_opened *res)
     n = read_at(s, abs, s->buf, sizeof s->buf);
     s->children = n >= 0;
     if (!s->children)
-        sm_line(res->msg, sizeof res->msg, "process_*: no /proc/PID/task/TID/children "
+        sm__line(res->msg, sizeof res->msg, "process_*: no /proc/PID/task/TID/children "
                 "(CONFIG_PROC_CHILDREN): the tree is found by scanning /proc");
     snprintf(abs, sizeof abs, "/proc/%d/smaps_rollup", root);
     n = read_at(s, abs, s->buf, sizeof s->buf);
     s->rollup = n != -ENOENT;
     if (!s->rollup) {
         if (res->msg[0])
-            sm_line_add(res->msg, sizeof res->msg, "; ");
-        sm_line_add(res->msg, sizeof res->msg, "process_memory_megabytes: no "
+            sm__line_add(res->msg, sizeof res->msg, "; ");
+        sm__line_add(res->msg, sizeof res->msg, "process_memory_megabytes: no "
                     "/proc/PID/smaps_rollup (kernel < 4.14): Rss summed instead of Pss (pages "
                     "shared by forked children count once per process)");
     }
@@ -465,11 +465,11 @@ static int proc_open(void *state, const sm_ctx *ctx, sm_opened *res)
     sum_tree(s, &count, &ticks, &rss_kb);
     s->trees[0].ticks = ticks;
     if (count == 0) {
-        sm_line(res->msg, sizeof res->msg, "process_*: cannot read %s/proc/%d/stat; the "
+        sm__line(res->msg, sizeof res->msg, "process_*: cannot read %s/proc/%d/stat; the "
                  "process tree is not recorded", ctx->sysroot, root);
         return -ENOENT;
     }
-    s->trees[0].t = sm_now_mono();
+    s->trees[0].t = sm__now_mono();
 
     if (ctx->all_workers && ctx->rec_key && ctx->id.local_rank == 0 &&
         ctx->id.local_world_size > 1 && !ctx->id.invalid[0]) {
@@ -478,7 +478,7 @@ static int proc_open(void *state, const sm_ctx *ctx, sm_opened *res)
                                        r < ctx->id.world_size && s->ntrees < TREES_MAX; r++)
             s->trees[s->ntrees++] = (struct tree){.rank = r};
         if (ctx->id.local_world_size - 1 > SIB_MAX)
-            sm_log(SM_WARN, "process_*: %d local ranks; the trees of the first %d besides this "
+            sm__log(SM_WARN, "process_*: %d local ranks; the trees of the first %d besides this "
                    "one are recorded", ctx->id.local_world_size, SIB_MAX);
     }
     return 0;
@@ -487,11 +487,11 @@ static int proc_open(void *state, const sm_ctx *ctx, sm_opened *res)
 static void emit3(sm_points *out, int rank, int count, double mb, int mem_ok, double cpu,
                   int cpu_ok, const char *mem_src, const char *tree_src)
 {
-    sm_emit_rank(out, rank, "process_count", count, "count", tree_src, SM_AGG_MEAN);
+    sm__emit_rank(out, rank, "process_count", count, "count", tree_src, SM_AGG_MEAN);
     if (mem_ok)
-        sm_emit_rank(out, rank, "process_memory_megabytes", mb, "MB", mem_src, SM_AGG_MEAN);
+        sm__emit_rank(out, rank, "process_memory_megabytes", mb, "MB", mem_src, SM_AGG_MEAN);
     if (cpu_ok)
-        sm_emit_rank(out, rank, "process_cpu_utilization_percentage", cpu, "percent",
+        sm__emit_rank(out, rank, "process_cpu_utilization_percentage", cpu, "percent",
                      "/proc/PID/stat", SM_AGG_MEAN);
 }
 
@@ -517,7 +517,7 @@ static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)
         }
         walk(s, t->pid, &scanned);
         sum_tree(s, &count, &ticks, &rss_kb);
-        now = sm_now_mono();
+        now = sm__now_mono();
         read_mem = !s->rollup || baseline || t->mem_t <= 0 || /* VmRSS: as cheap as stat */
                    (now >= t->mem_next && mem_stale(s, t, rss_kb, now)) ||
                    (s->n != t->mem_n && now >= t->mem_next_fast);
@@ -542,17 +542,17 @@ static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)
             t->mem_next = now + cost / MEM_BUDGET;
             t->mem_next_fast = now + cost / MEM_BUDGET_CHANGE;
             if (!s->budget_said) {
-                sm_log(SM_INFO, "process_memory_megabytes: reading smaps_rollup of the tree took "
+                sm__log(SM_INFO, "process_memory_megabytes: reading smaps_rollup of the tree took "
                        "%.0f ms of CPU (the kernel walks its page tables); read at most every "
                        "%.0f s (%.2f%% of one core), the samples between estimate it from the "
                        "resident pages", cost * 1e3, cost / MEM_BUDGET, MEM_BUDGET * 100);
                 s->budget_said = 1;
             }
         }
-        now = sm_now_mono();
+        now = sm__now_mono();
         if (count == 0) {
             if (t->rank == SM_RANK_OWN) {
-                sm_line(msg, msglen, "cannot read %s/proc/%d/stat", s->sysroot, t->pid);
+                sm__line(msg, msglen, "cannot read %s/proc/%d/stat", s->sysroot, t->pid);
                 rc = -ENOENT;
             } else {
                 t->pid = 0; /* the sibling ended: found again when it binds again */
@@ -564,7 +564,7 @@ static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)
             continue;
         }
         if ((s->over || s->scan_over) && !s->cap_said) {
-            sm_log(SM_WARN, "process_*: a process tree has more than %d processes%s; the rest is "
+            sm__log(SM_WARN, "process_*: a process tree has more than %d processes%s; the rest is "
                    "not counted (said once)", TREE_MAX,
                    s->scan_over ? " or /proc more than 32768" : "");
             s->cap_said = 1;
@@ -608,7 +608,7 @@ static void proc_tags(void *state, int phase, sm_tags *out)
     }
     /* a window tag too (docs/design.md §9): the training process killed by the
      * OOM killer never reaches stop, and this is what its tree held */
-    sm_tag_add(out, "process_tree_peak", "processes=%d memory_mb=%.1f", s->peak_n, s->peak_mb);
+    sm__tag_add(out, "process_tree_peak", "processes=%d memory_mb=%.1f", s->peak_n, s->peak_mb);
     s->shipped_mb = s->peak_mb;
     s->shipped_n = s->peak_n;
 }
@@ -618,7 +618,7 @@ static void proc_close(void *state)
     (void)state; /* no descriptor is kept: every read opens its file */
 }
 
-const sm_collector_ops sm_coll_proc = {
+const sm_collector_ops sm__coll_proc = {
     .name = "process",
     .series = 3,
     .state_size = sizeof(struct proc_state),

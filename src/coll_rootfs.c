@@ -35,7 +35,7 @@ static int rootfs_open(void *state, const sm_ctx *ctx, sm_opened *res)
     size_t msglen = sizeof res->msg;
     struct rootfs *s = state;
     double u, a;
-    int rc = sm_path(ctx, "/", s->path, sizeof s->path);
+    int rc = sm__path(ctx, "/", s->path, sizeof s->path);
 
     if (rc == 0)
         rc = rootfs_read(s, &u, &a);
@@ -54,11 +54,11 @@ static int rootfs_sample(void *state, sm_points *out, char *msg, size_t msglen)
         snprintf(msg, msglen, "statvfs(\"/\") failed: %s", strerror(-rc));
         return rc;
     }
-    sm_emit(out, "disk_usage_megabytes", used / 1e6, "MB", "statvfs(/)", SM_AGG_MEAN);
-    sm_emit(out, "disk_usage_percentage",
+    sm__emit(out, "disk_usage_megabytes", used / 1e6, "MB", "statvfs(/)", SM_AGG_MEAN);
+    sm__emit(out, "disk_usage_percentage",
             used + avail > 0 ? 100.0 * used / (used + avail) : 0.0, "percent", "statvfs(/)",
             SM_AGG_MEAN);
-    sm_emit(out, "disk_available_megabytes", avail / 1e6, "MB", "statvfs(/)", SM_AGG_MEAN);
+    sm__emit(out, "disk_available_megabytes", avail / 1e6, "MB", "statvfs(/)", SM_AGG_MEAN);
     return 0;
 }
 
@@ -67,7 +67,7 @@ static void rootfs_close(void *state)
     (void)state;
 }
 
-const sm_collector_ops sm_coll_rootfs = {
+const sm_collector_ops sm__coll_rootfs = {
     .name = "rootfs",
     .series = 3,
     .state_size = sizeof(struct rootfs),

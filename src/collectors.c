@@ -17,25 +17,25 @@
 #include "parse.h"
 
 static const sm_collector_ops *const table[] = {
-    &sm_coll_node_cpu, &sm_coll_node_memory, &sm_coll_rootfs,
-    &sm_coll_network,  &sm_coll_container,   &sm_coll_gpu,
-    &sm_coll_io,       &sm_coll_amdgpu,   &sm_coll_proc,
+    &sm__coll_node_cpu, &sm__coll_node_memory, &sm__coll_rootfs,
+    &sm__coll_network,  &sm__coll_container,   &sm__coll_gpu,
+    &sm__coll_io,       &sm__coll_amdgpu,   &sm__coll_proc,
 };
 
-int sm_collectors_series(int devices, int container_limits, int *node_scope)
+int sm__collectors_series(int devices, int container_limits, int *node_scope)
 {
     int n = 0, node = 0;
 
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         const sm_collector_ops *c = table[i];
         /* a GPU is either vendor's: devices are counted once, by NVIDIA's row */
-        int k = c->series + (c == &sm_coll_amdgpu ? 0 : c->series_per_device * devices);
-        if ((c == &sm_coll_container || c == &sm_coll_io) && !container_limits)
+        int k = c->series + (c == &sm__coll_amdgpu ? 0 : c->series_per_device * devices);
+        if ((c == &sm__coll_container || c == &sm__coll_io) && !container_limits)
             continue; /* container_* exist only where a limit does */
-        if (c == &sm_coll_proc)
-            continue; /* per recorded rank: sm_process_series */
+        if (c == &sm__coll_proc)
+            continue; /* per recorded rank: sm__process_series */
         n += k;
-        if (c == &sm_coll_node_cpu || c == &sm_coll_node_memory || c == &sm_coll_rootfs)
+        if (c == &sm__coll_node_cpu || c == &sm__coll_node_memory || c == &sm__coll_rootfs)
             node += k;
     }
     if (node_scope)
@@ -43,12 +43,12 @@ int sm_collectors_series(int devices, int container_limits, int *node_scope)
     return n;
 }
 
-int sm_process_series(void)
+int sm__process_series(void)
 {
-    return sm_coll_proc.series;
+    return sm__coll_proc.series;
 }
 
-int sm_ctx_init(sm_ctx *ctx)
+int sm__ctx_init(sm_ctx *ctx)
 {
     const char *root = getenv("SCOPEMETER_SYSROOT");
     char buf[16384];
@@ -68,16 +68,16 @@ int sm_ctx_init(sm_ctx *ctx)
         memcpy(ctx->sysroot, root, len);
         ctx->sysroot[len] = '\0';
     }
-    sm_identity_fill(&ctx->id);
+    sm__identity_fill(&ctx->id);
     /* MemTotal decides whether a memory limit is a limit (cgroup.md); a
      * failure here is reported by the node_memory collector itself. */
-    n = sm_read_file(ctx, "/proc/meminfo", buf, sizeof buf);
-    if (n >= 0 && sm_parse_meminfo(buf, (size_t)n, &total, &avail, &est) == 0)
+    n = sm__read_file(ctx, "/proc/meminfo", buf, sizeof buf);
+    if (n >= 0 && sm__parse_meminfo(buf, (size_t)n, &total, &avail, &est) == 0)
         ctx->mem_total = total;
     return 0;
 }
 
-void sm_emit(sm_points *p, const char *key, double value, const char *unit, const char *source,
+void sm__emit(sm_points *p, const char *key, double value, const char *unit, const char *source,
              int agg)
 {
     if (!isfinite(value)) {
@@ -89,12 +89,12 @@ void sm_emit(sm_points *p, const char *key, double value, const char *unit, cons
     p->v[p->n++] = (sm_point){key, unit, source, value, agg, SM_RANK_OWN};
 }
 
-void sm_emit_rank(sm_points *p, int rank, const char *key, double value, const char *unit,
+void sm__emit_rank(sm_points *p, int rank, const char *key, double value, const char *unit,
                   const char *source, int agg)
 {
     size_t n = p->n;
 
-    sm_emit(p, key, value, unit, source, agg);
+    sm__emit(p, key, value, unit, source, agg);
     if (p->n > n)
         p->v[n].rank = rank;
 }
@@ -117,7 +117,7 @@ void sm_emit_rank(sm_points *p, int rank, const char *key, double value, const c
  * 0, an exact tie (e == 0 too) going to the even k.  tests/c/test_round1.c
  * holds it to the printf pair on tens of millions of values, ties and
  * their neighbours among them; test_round1.py to Python's round(). */
-double sm_round1(double v)
+double sm__round1(double v)
 {
     char buf[512];
     double a = fabs(v);
@@ -147,13 +147,13 @@ static void status_add(sm_tags *t, const char *key, const char *value)
         if (old_none && !new_none)
             snprintf(old, sizeof t->v[i].value, "%s", value);
         else if (old_none == new_none)
-            sm_line_join(old, sizeof t->v[i].value, "%s", new_none ? value + 6 : value);
+            sm__line_join(old, sizeof t->v[i].value, "%s", new_none ? value + 6 : value);
         return;
     }
-    sm_tag_add(t, key, "%s", value);
+    sm__tag_add(t, key, "%s", value);
 }
 
-int sm_collset_open(sm_collset *s, const sm_ctx *ctx, sm_notes *notes)
+int sm__collset_open(sm_collset *s, const sm_ctx *ctx, sm_notes *notes)
 {
     unsigned gpu_next = 0;
     size_t gpu_absent_note = SIZE_MAX; /* "no /dev/nvidia device" when another vendor's GPU
@@ -163,11 +163,11 @@ int sm_collset_open(sm_collset *s, const sm_ctx *ctx, sm_notes *notes)
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         const sm_collector_ops *ops = table[i];
         sm_opened res;
-        void *state = sm_zalloc(ops->state_size ? ops->state_size : 1); /* sparse */
+        void *state = sm__zalloc(ops->state_size ? ops->state_size : 1); /* sparse */
         int rc;
 
         if (!state) {
-            sm_collset_close(s);
+            sm__collset_close(s);
             return -ENOMEM;
         }
         memset(&res, 0, sizeof res);
@@ -178,23 +178,23 @@ int sm_collset_open(sm_collset *s, const sm_ctx *ctx, sm_notes *notes)
         if (ops->status_tag && res.status[0])
             status_add(&s->status, ops->status_tag, res.status);
         if (rc != 0) {
-            sm_zfree(state);
+            sm__zfree(state);
             /* a failure under a sysroot names it: the file that could not be
              * read is the fake machine's, not this one's */
             if (res.msg[0] && rc < 0 && ctx->sysroot[0] &&
                 (strncmp(res.msg, "cannot ", 7) == 0 || strncmp(res.msg, "cgroup: cannot ", 15) == 0))
-                sm_note(notes, SM_WARN, "%s (paths under SCOPEMETER_SYSROOT=%s)", res.msg,
+                sm__note(notes, SM_WARN, "%s (paths under SCOPEMETER_SYSROOT=%s)", res.msg,
                         ctx->sysroot);
             else if (res.msg[0]) {
                 if (rc == SM_ABSENT && ops->status_tag && strcmp(ops->status_tag, "gpu") == 0 &&
                     gpu_absent_note == SIZE_MAX && notes->n < SM_NOTES_MAX)
                     gpu_absent_note = notes->n;
-                sm_note(notes, rc == SM_ABSENT ? SM_INFO : SM_WARN, "%s", res.msg);
+                sm__note(notes, rc == SM_ABSENT ? SM_INFO : SM_WARN, "%s", res.msg);
             }
             continue;
         }
         if (res.msg[0]) /* attached, with something worth saying */
-            sm_note(notes, SM_INFO, "%s", res.msg);
+            sm__note(notes, SM_INFO, "%s", res.msg);
         s->c[s->n].ops = ops;
         s->c[s->n].state = state;
         s->c[s->n].failing = 0;
@@ -213,7 +213,7 @@ int sm_collset_open(sm_collset *s, const sm_ctx *ctx, sm_notes *notes)
     return (int)s->n;
 }
 
-int sm_collset_sample(sm_collset *s, sm_points *out)
+int sm__collset_sample(sm_collset *s, sm_points *out)
 {
     int failed = 0;
 
@@ -226,32 +226,32 @@ int sm_collset_sample(sm_collset *s, sm_points *out)
             out->n = mark; /* a failed sample contributes nothing */
             failed++;
             if (!s->c[i].failing)
-                sm_log(SM_WARN, "%s: %s; its series are skipped until it recovers",
+                sm__log(SM_WARN, "%s: %s; its series are skipped until it recovers",
                        s->c[i].ops->name, msg[0] ? msg : strerror(-rc));
             s->c[i].failing = 1;
         } else if (s->c[i].failing) {
-            sm_log(SM_INFO, "%s: recovered", s->c[i].ops->name);
+            sm__log(SM_INFO, "%s: recovered", s->c[i].ops->name);
             s->c[i].failing = 0;
         }
     }
     return failed;
 }
 
-void sm_collset_tags(sm_collset *s, int phase, sm_tags *out)
+void sm__collset_tags(sm_collset *s, int phase, sm_tags *out)
 {
     if (phase == SM_TAGS_START)
         for (size_t i = 0; i < s->status.n; i++)
-            sm_tag_add(out, s->status.v[i].key, "%s", s->status.v[i].value);
+            sm__tag_add(out, s->status.v[i].key, "%s", s->status.v[i].value);
     for (size_t i = 0; i < s->n; i++)
         if (s->c[i].ops->tags)
             s->c[i].ops->tags(s->c[i].state, phase, out);
 }
 
-void sm_collset_close(sm_collset *s)
+void sm__collset_close(sm_collset *s)
 {
     for (size_t i = 0; i < s->n; i++) {
         s->c[i].ops->close(s->c[i].state);
-        sm_zfree(s->c[i].state);
+        sm__zfree(s->c[i].state);
     }
     s->n = 0;
 }

@@ -12,7 +12,7 @@
 
 #include "internal.h"
 
-int sm_env_number(const char *name, const sm_num_spec *spec, double *out, const char *instead,
+int sm__env_number(const char *name, const sm_num_spec *spec, double *out, const char *instead,
                   atomic_flag *once)
 {
     const char *s = getenv(name);
@@ -20,9 +20,9 @@ int sm_env_number(const char *name, const sm_num_spec *spec, double *out, const 
 
     if (!s || !*s)
         return 0;
-    if (sm_num_parse(s, spec, out, err, sizeof err) == 0)
+    if (sm__num_parse(s, spec, out, err, sizeof err) == 0)
         return 1;
     if (!once || !atomic_flag_test_and_set(once))
-        sm_log(SM_WARN, "%s; %s", err, instead);
+        sm__log(SM_WARN, "%s; %s", err, instead);
     return -1;
 }

@@ -30,7 +30,7 @@ static int env_int(const char *name, int *out, int allow_suffix)
 
     if (!s || !*s)
         return 0;
-    if (sm_num_scan(&p, &spec, &v) < 0)
+    if (sm__num_scan(&p, &spec, &v) < 0)
         return -1;
     if (*p && !(allow_suffix && (*p == '(' || *p == ',')))
         return -1;
@@ -70,7 +70,7 @@ static const struct launcher launchers[] = {
     {"pmi", "PMI_RANK", "MPI_LOCALRANKID", "PMI_SIZE", "MPI_LOCALNRANKS", NULL},
 };
 
-int sm_identity_fill(sm_identity *id)
+int sm__identity_fill(sm_identity *id)
 {
     static const char *node_vars[] = {"SCOPEMETER_NODE_NAME", "NODE_NAME", "SLURMD_NODENAME"};
     int rc = 0;
@@ -158,7 +158,7 @@ int sm_identity_read_env(sm_identity **out)
     *out = id = malloc(sizeof *id);
     if (!id)
         return -ENOMEM;
-    return sm_identity_fill(id);
+    return sm__identity_fill(id);
 }
 
 void sm_identity_free(sm_identity *id)
@@ -215,7 +215,7 @@ int sm_identity_from_env(sm_identity *id)
 
     if (!id)
         return -EINVAL;
-    rc = sm_identity_fill(&full);
+    rc = sm__identity_fill(&full);
     memcpy(id, &full, SM_IDENTITY_V0_SIZE);
     return rc;
 }

@@ -40,7 +40,7 @@
  *   rest_http.c      one HTTP request to MLflow (mlflow_rest.h; its other jobs:)
  *   rest_auth.c      credentials, the Authorization header
  *   rest_tls.c       which libcurl (TLS module or not), TLS options, proxy
- *   rest_retry.c     retry policy: backoff, Retry-After, sm_rest_call
+ *   rest_retry.c     retry policy: backoff, Retry-After, sm__rest_call
  *   rest_uri.c       the tracking URI: checked, redacted
  *   mlflow_api.c     the REST calls: experiments, runs, tags, end
  *   mlflow_run.c     which run a process records into (sm_mlflow_resolve)
@@ -86,7 +86,7 @@ struct sm_identity {
 
 /* The whole identity from the environment (what sm_identity_read_env
  * allocates); 0 or -EINVAL with id->invalid. */
-SM_HIDDEN int sm_identity_fill(sm_identity *id);
+SM_HIDDEN int sm__identity_fill(sm_identity *id);
 
 /* ---- 0.1's entry points (src/compat.c, src/identity.c) -------------------- */
 /* Not in scopemeter.h any more; exported for programs built against 0.1,
@@ -129,68 +129,68 @@ typedef struct sm_ctx {
     char sysroot[1024];      /* SCOPEMETER_SYSROOT without trailing '/', or "" */
     sm_identity id;
     uint64_t mem_total;      /* node MemTotal in bytes, 0 when unknown */
-    /* set by the monitor after sm_ctx_init (docs/design.md §9): the
+    /* set by the monitor after sm__ctx_init (docs/design.md §9): the
      * recording key (the run id; NULL when none) and all_workers, so the
      * process collector finds the pod's other ranks through their locks */
     const char *rec_key;
     int all_workers;
 } sm_ctx;
 
-SM_HIDDEN int sm_ctx_init(sm_ctx *ctx);
+SM_HIDDEN int sm__ctx_init(sm_ctx *ctx);
 
 /* ---- zalloc.c: zeroed, page-granular memory; pages resident once written --- */
-SM_HIDDEN void *sm_zalloc(size_t n);
-SM_HIDDEN void sm_zfree(void *p); /* NULL is fine */
+SM_HIDDEN void *sm__zalloc(size_t n);
+SM_HIDDEN void sm__zfree(void *p); /* NULL is fine */
 
 /* ---- sysroot.c ------------------------------------------------------------- */
 /* out = sysroot + abs.  -ENAMETOOLONG when it does not fit. */
-SM_HIDDEN int sm_path(const sm_ctx *ctx, const char *abs, char *out, size_t outlen);
+SM_HIDDEN int sm__path(const sm_ctx *ctx, const char *abs, char *out, size_t outlen);
 /* open(sysroot + abs, O_RDONLY|O_CLOEXEC): fd or -errno */
-SM_HIDDEN int sm_open(const sm_ctx *ctx, const char *abs);
+SM_HIDDEN int sm__open(const sm_ctx *ctx, const char *abs);
 /* open a path that already carries the sysroot (e.g. a resolved cgroup dir) */
-SM_HIDDEN int sm_open_abs(const char *path);
+SM_HIDDEN int sm__open_abs(const char *path);
 /* pread from offset 0 until EOF; buf is NUL-terminated.  Returns the length,
  * -EFBIG when the file did not fit in cap-1 bytes, or -errno. */
-SM_HIDDEN ssize_t sm_pread_all(int fd, char *buf, size_t cap);
+SM_HIDDEN ssize_t sm__pread_all(int fd, char *buf, size_t cap);
 /* open + pread_all + close of sysroot + abs */
-SM_HIDDEN ssize_t sm_read_file(const sm_ctx *ctx, const char *abs, char *buf, size_t cap);
+SM_HIDDEN ssize_t sm__read_file(const sm_ctx *ctx, const char *abs, char *buf, size_t cap);
 /* read a whole file of any size into a malloc'd NUL-terminated buffer
  * (for one-time reads such as mountinfo).  Caller frees *out. */
-SM_HIDDEN ssize_t sm_read_file_alloc(const char *path, char **out);
+SM_HIDDEN ssize_t sm__read_file_alloc(const char *path, char **out);
 
 /* ---- clock.c --------------------------------------------------------------- */
 /* Monotonic clock in seconds. */
-SM_HIDDEN double sm_now_mono(void);
+SM_HIDDEN double sm__now_mono(void);
 /* Wall clock in milliseconds since the epoch (MLflow timestamps). */
-SM_HIDDEN int64_t sm_now_ms(void);
-/* A monotonic time (seconds, as sm_now_mono) as an absolute timespec for
- * pthread_cond_timedwait on a condvar made by sm_cond_init_mono. */
-SM_HIDDEN void sm_mono_timespec(double t, struct timespec *out);
+SM_HIDDEN int64_t sm__now_ms(void);
+/* A monotonic time (seconds, as sm__now_mono) as an absolute timespec for
+ * pthread_cond_timedwait on a condvar made by sm__cond_init_mono. */
+SM_HIDDEN void sm__mono_timespec(double t, struct timespec *out);
 /* Sleeps s seconds (nothing for s <= 0), resuming after a signal. */
-SM_HIDDEN void sm_sleep(double s);
+SM_HIDDEN void sm__sleep(double s);
 /* pthread_cond_init with CLOCK_MONOTONIC: timed waits ignore wall-clock steps. */
-SM_HIDDEN int sm_cond_init_mono(pthread_cond_t *cv);
+SM_HIDDEN int sm__cond_init_mono(pthread_cond_t *cv);
 
 
 /* ---- log.c ----------------------------------------------------------------- */
 enum sm_level { SM_INFO = 0, SM_WARN = 1 };
 /* One line on stderr: "scopemeter: <msg>" or "scopemeter: warning: <msg>". */
-SM_HIDDEN void sm_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-SM_HIDDEN void sm_vlog(int level, const char *fmt, va_list ap);
+SM_HIDDEN void sm__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+SM_HIDDEN void sm__vlog(int level, const char *fmt, va_list ap);
 
 /* Building one line (every "why" a collector or the cgroup search gives):
- * sm_line writes (0, or -ENAMETOOLONG when cut: a path built with it is
- * then refused), sm_line_add appends, sm_line_join appends "; " + text
+ * sm__line writes (0, or -ENAMETOOLONG when cut: a path built with it is
+ * then refused), sm__line_add appends, sm__line_join appends "; " + text
  * when the line is not empty.  A cut line ends in "...". */
-SM_HIDDEN int sm_line(char *buf, size_t cap, const char *fmt, ...)
+SM_HIDDEN int sm__line(char *buf, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-SM_HIDDEN void sm_line_add(char *buf, size_t cap, const char *fmt, ...)
+SM_HIDDEN void sm__line_add(char *buf, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-SM_HIDDEN void sm_line_join(char *buf, size_t cap, const char *fmt, ...)
+SM_HIDDEN void sm__line_join(char *buf, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* pre + mid + post with mid cut ("...") so that post, what was dropped,
  * always fits. */
-SM_HIDDEN void sm_line_mid(char *out, size_t cap, const char *pre, const char *mid,
+SM_HIDDEN void sm__line_mid(char *out, size_t cap, const char *pre, const char *mid,
                            const char *post);
 
 /* ---- env.c ----------------------------------------------------------------- */
@@ -199,7 +199,7 @@ SM_HIDDEN void sm_line_mid(char *out, size_t cap, const char *pre, const char *m
  * refuses, after one warning "<the parser's line>; <instead>" (instead: what
  * is used, "ignored", "using the default 120 s").  once: said the first time
  * only (a static flag of the caller's; NULL: every time). */
-SM_HIDDEN int sm_env_number(const char *name, const sm_num_spec *spec, double *out,
+SM_HIDDEN int sm__env_number(const char *name, const sm_num_spec *spec, double *out,
                             const char *instead, atomic_flag *once);
 
 /* Lines gathered while opening (probe shows them, the monitor prints them). */
@@ -209,24 +209,24 @@ typedef struct sm_notes {
     int level[SM_NOTES_MAX];
     char line[SM_NOTES_MAX][320];
 } sm_notes;
-SM_HIDDEN void sm_note(sm_notes *notes, int level, const char *fmt, ...)
+SM_HIDDEN void sm__note(sm_notes *notes, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* ---- plan.c: docs/design.md §4-§5, shared by the monitor and sm_plan_estimate -------- */
-SM_HIDDEN int sm_collectors_of(int world_size, int local_world_size, int all_workers);
-SM_HIDDEN double sm_capped_interval(int collectors, double interval, int samples);
+SM_HIDDEN int sm__collectors_of(int world_size, int local_world_size, int all_workers);
+SM_HIDDEN double sm__capped_interval(int collectors, double interval, int samples);
 
 /* ---- reclock.c: one recorder per rank and run (docs/design.md §9) -------- */
 /* "scopemeter/<key>/rank<N>" (a key over 64 bytes becomes "#" + its hash). */
-SM_HIDDEN int sm_reclock_name(const char *key, int rank, char *out, size_t outlen);
+SM_HIDDEN int sm__reclock_name(const char *key, int rank, char *out, size_t outlen);
 /* Binds and listens on the abstract name: 0 with *fd, -EADDRINUSE when
  * another process holds it, or -errno. */
-SM_HIDDEN int sm_reclock_bind(const char *key, int rank, int *fd);
+SM_HIDDEN int sm__reclock_bind(const char *key, int rank, int *fd);
 /* The pid of the process that holds the name (SO_PEERCRED; 0 when it is
  * outside this pid namespace): 0, -ECONNREFUSED when nobody does, -errno. */
-SM_HIDDEN int sm_reclock_peer(const char *key, int rank, pid_t *pid);
+SM_HIDDEN int sm__reclock_peer(const char *key, int rank, pid_t *pid);
 /* "pid 4242 (scopemeter)": who holds the name, for the one line. */
-SM_HIDDEN void sm_reclock_holder(const char *key, int rank, char *out, size_t outlen);
+SM_HIDDEN void sm__reclock_holder(const char *key, int rank, char *out, size_t outlen);
 
 /* ---- points: what one sample produces (no allocation per sample) ---------- */
 enum sm_agg { SM_AGG_MEAN = 0, SM_AGG_LAST = 1 };
@@ -253,12 +253,12 @@ typedef struct sm_points {
 } sm_points;
 
 /* round(v, 1) as Python (and so MLflow's monitor) computes it: what is logged. */
-SM_HIDDEN double sm_round1(double v);
+SM_HIDDEN double sm__round1(double v);
 
-SM_HIDDEN void sm_emit(sm_points *p, const char *key, double value, const char *unit,
+SM_HIDDEN void sm__emit(sm_points *p, const char *key, double value, const char *unit,
                        const char *source, int agg);
-/* sm_emit for a point named for another rank (>= 0) than the monitor's own. */
-SM_HIDDEN void sm_emit_rank(sm_points *p, int rank, const char *key, double value,
+/* sm__emit for a point named for another rank (>= 0) than the monitor's own. */
+SM_HIDDEN void sm__emit_rank(sm_points *p, int rank, const char *key, double value,
                             const char *unit, const char *source, int agg);
 
 /* ---- tags: run tags a collector contributes -------------------------------- */
@@ -277,7 +277,7 @@ typedef struct sm_tags {
     size_t n;
     sm_tag v[SM_TAGS_MAX];
 } sm_tags;
-SM_HIDDEN void sm_tag_add(sm_tags *t, const char *key, const char *fmt, ...)
+SM_HIDDEN void sm__tag_add(sm_tags *t, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* ---- collectors ------------------------------------------------------------ */
@@ -321,18 +321,18 @@ typedef struct sm_collector_ops {
     void (*close)(void *state);
 } sm_collector_ops;
 
-extern const sm_collector_ops sm_coll_node_cpu;
-extern const sm_collector_ops sm_coll_node_memory;
-extern const sm_collector_ops sm_coll_rootfs;
-extern const sm_collector_ops sm_coll_network;
-extern const sm_collector_ops sm_coll_container;
-extern const sm_collector_ops sm_coll_gpu;
-extern const sm_collector_ops sm_coll_io;
-extern const sm_collector_ops sm_coll_amdgpu;
+extern const sm_collector_ops sm__coll_node_cpu;
+extern const sm_collector_ops sm__coll_node_memory;
+extern const sm_collector_ops sm__coll_rootfs;
+extern const sm_collector_ops sm__coll_network;
+extern const sm_collector_ops sm__coll_container;
+extern const sm_collector_ops sm__coll_gpu;
+extern const sm_collector_ops sm__coll_io;
+extern const sm_collector_ops sm__coll_amdgpu;
 /* coll_gpu.c: the five gpu_<i>_* keys of index i (< 64), static storage, in
  * the order memory %, memory MB, utilization, power W, power % */
-SM_HIDDEN const char *const *sm_gpu_keys(unsigned int i);
-extern const sm_collector_ops sm_coll_proc;
+SM_HIDDEN const char *const *sm__gpu_keys(unsigned int i);
+extern const sm_collector_ops sm__coll_proc;
 
 #define SM_COLLECTORS_MAX 16
 typedef struct sm_collset {
@@ -347,18 +347,18 @@ typedef struct sm_collset {
 
 /* Opens every collector of the table; notes receive one line per collector
  * that is absent or failed.  Returns the number attached (>= 0) or -errno. */
-SM_HIDDEN int sm_collset_open(sm_collset *s, const sm_ctx *ctx, sm_notes *notes);
+SM_HIDDEN int sm__collset_open(sm_collset *s, const sm_ctx *ctx, sm_notes *notes);
 /* One sample of every attached collector.  A failing collector drops its
  * points for this sample; its line is logged once per failure streak. */
-SM_HIDDEN int sm_collset_sample(sm_collset *s, sm_points *out);
-SM_HIDDEN void sm_collset_tags(sm_collset *s, int phase, sm_tags *out);
-SM_HIDDEN void sm_collset_close(sm_collset *s);
+SM_HIDDEN int sm__collset_sample(sm_collset *s, sm_points *out);
+SM_HIDDEN void sm__collset_tags(sm_collset *s, int phase, sm_tags *out);
+SM_HIDDEN void sm__collset_close(sm_collset *s);
 /* Series one collecting process logs with `devices` GPUs, the container's
  * included only with a limit (docs/design.md §1), and the node-scope ones
  * (node_*, rootfs_*: the keys that carry the node tier), from the table. */
-SM_HIDDEN int sm_collectors_series(int devices, int container_limits, int *node_scope);
+SM_HIDDEN int sm__collectors_series(int devices, int container_limits, int *node_scope);
 /* Series of one rank's process tree (process_*, docs/design.md §9): counted
- * per recorded rank, not per collector, so not in sm_collectors_series. */
-SM_HIDDEN int sm_process_series(void);
+ * per recorded rank, not per collector, so not in sm__collectors_series. */
+SM_HIDDEN int sm__process_series(void);
 
 #endif /* SM_INTERNAL_H */

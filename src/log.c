@@ -36,14 +36,14 @@ void sm_set_log_handler(sm_log_fn fn, void *userdata)
         return;
     }
     /* two slots: the one being replaced may still be read by a thread in
-     * sm_vlog; the next set reuses it (setting a handler is rare) */
+     * sm__vlog; the next set reuses it (setting a handler is rare) */
     slot = atomic_fetch_add(&handler_slot, 1) & 1;
     handlers[slot].fn = fn;
     handlers[slot].userdata = userdata;
     atomic_store(&log_handler, &handlers[slot]);
 }
 
-void sm_vlog(int level, const char *fmt, va_list ap)
+void sm__vlog(int level, const char *fmt, va_list ap)
 {
     char line[1024];
     const char *prefix = level == SM_WARN ? "warning: " : "";
@@ -70,16 +70,16 @@ void sm_vlog(int level, const char *fmt, va_list ap)
         return;
 }
 
-void sm_log(int level, const char *fmt, ...)
+void sm__log(int level, const char *fmt, ...)
 {
     va_list ap;
 
     va_start(ap, fmt);
-    sm_vlog(level, fmt, ap);
+    sm__vlog(level, fmt, ap);
     va_end(ap);
 }
 
-void sm_note(sm_notes *notes, int level, const char *fmt, ...)
+void sm__note(sm_notes *notes, int level, const char *fmt, ...)
 {
     va_list ap;
 
@@ -91,7 +91,7 @@ void sm_note(sm_notes *notes, int level, const char *fmt, ...)
     notes->level[notes->n++] = level;
 }
 
-void sm_tag_add(sm_tags *t, const char *key, const char *fmt, ...)
+void sm__tag_add(sm_tags *t, const char *key, const char *fmt, ...)
 {
     va_list ap;
 
@@ -104,16 +104,16 @@ void sm_tag_add(sm_tags *t, const char *key, const char *fmt, ...)
     t->n++;
 }
 
-void sm_log_summary(int64_t windows, uint64_t points, uint64_t tags, const sm_sink_counts *c)
+void sm__log_summary(int64_t windows, uint64_t points, uint64_t tags, const sm_sink_counts *c)
 {
     uint64_t lost = c->overflow + c->refused;
 
     if (lost > 0)
-        sm_log(SM_WARN, "%llu points dropped during the run (buffer full or refused; oldest "
+        sm__log(SM_WARN, "%llu points dropped during the run (buffer full or refused; oldest "
                "first)", (unsigned long long)lost);
     /* The process's own account, one line: a reader checks it against the
      * run (tests/soak counts every rank's points against it). */
-    sm_log(SM_INFO, "logged %lld windows (%llu points, %llu tags): %llu delivered, %llu dropped "
+    sm__log(SM_INFO, "logged %lld windows (%llu points, %llu tags): %llu delivered, %llu dropped "
            "(buffer full), %llu refused, %llu undelivered at stop", (long long)windows,
            (unsigned long long)points, (unsigned long long)tags,
            (unsigned long long)c->delivered, (unsigned long long)c->overflow,
@@ -140,7 +140,7 @@ static int vline(char *buf, size_t cap, size_t len, const char *fmt, va_list ap)
     return 0;
 }
 
-int sm_line(char *buf, size_t cap, const char *fmt, ...)
+int sm__line(char *buf, size_t cap, const char *fmt, ...)
 {
     va_list ap;
     int rc;
@@ -151,7 +151,7 @@ int sm_line(char *buf, size_t cap, const char *fmt, ...)
     return rc;
 }
 
-void sm_line_add(char *buf, size_t cap, const char *fmt, ...)
+void sm__line_add(char *buf, size_t cap, const char *fmt, ...)
 {
     va_list ap;
 
@@ -160,7 +160,7 @@ void sm_line_add(char *buf, size_t cap, const char *fmt, ...)
     va_end(ap);
 }
 
-void sm_line_join(char *buf, size_t cap, const char *fmt, ...)
+void sm__line_join(char *buf, size_t cap, const char *fmt, ...)
 {
     size_t len = strnlen(buf, cap);
     va_list ap;
@@ -176,7 +176,7 @@ void sm_line_join(char *buf, size_t cap, const char *fmt, ...)
 
 /* pre + mid + post, cutting mid (with "...") so that post always fits: a
  * line ends with what was dropped, however long the path in the middle. */
-void sm_line_mid(char *out, size_t cap, const char *pre, const char *mid, const char *post)
+void sm__line_mid(char *out, size_t cap, const char *pre, const char *mid, const char *post)
 {
     size_t pl = strlen(pre), ml = strlen(mid), tl = strlen(post);
 

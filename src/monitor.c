@@ -141,7 +141,7 @@ sm_monitor *sm_monitor_new(void)
         free(m);
         return NULL;
     }
-    if (sm_cond_init_mono(&m->cv) < 0) {
+    if (sm__cond_init_mono(&m->cv) < 0) {
         pthread_mutex_destroy(&m->stop_mu);
         pthread_mutex_destroy(&m->mu);
         free(m);
@@ -230,7 +230,7 @@ int sm_monitor_use_queue(sm_monitor *m)
     return 0;
 }
 
-int sm_monitor_set_sink_factory(sm_monitor *m, sm_sink_factory f, const char *target,
+int sm__monitor_set_sink_factory(sm_monitor *m, sm_sink_factory f, const char *target,
                                 void *settings, void (*free_settings)(void *))
 {
     char *u;
@@ -256,14 +256,14 @@ int sm_monitor_set_sink_factory(sm_monitor *m, sm_sink_factory f, const char *ta
     return 0;
 }
 
-void *sm_monitor_sink_settings(sm_monitor *m, sm_sink_factory f)
+void *sm__monitor_sink_settings(sm_monitor *m, sm_sink_factory f)
 {
     if (!m || m->state != ST_NEW || m->use_queue || !f || m->factory != f)
         return NULL;
     return m->sink_settings;
 }
 
-int sm_monitor_default_recording_key(sm_monitor *m, const char *key)
+int sm__monitor_default_recording_key(sm_monitor *m, const char *key)
 {
     char *k = NULL;
 
@@ -316,7 +316,7 @@ static double env_number(const char *name, double lo, double hi, int integer)
     const sm_num_spec spec = {name, lo, hi, integer, !integer};
     double v;
 
-    return sm_env_number(name, &spec, &v, "ignored", NULL) > 0 ? v : 0;
+    return sm__env_number(name, &spec, &v, "ignored", NULL) > 0 ? v : 0;
 }
 
 static void resolve_config(sm_monitor *m)
@@ -359,7 +359,7 @@ static void tag_record(sm_record *r, const char *key, const char *value, int64_t
  * keys, NULL-terminated pairs).  Caller holds mu while the thread may run. */
 static void push_tags(sm_monitor *m, const sm_tags *t, const char *const *extra)
 {
-    int64_t ts = sm_now_ms();
+    int64_t ts = sm__now_ms();
     size_t n = 0;
 
     char keys[SM_TAGS_MAX][256]; /* the rank-keyed names, alive until the push */
@@ -397,15 +397,15 @@ static void take_sample(sm_monitor *m)
 
     p->n = 0;
     p->nonfinite = 0;
-    m->last_sample = sm_now_mono();
-    sm_collset_sample(&m->set, p);
+    m->last_sample = sm__now_mono();
+    sm__collset_sample(&m->set, p);
     for (size_t i = 0; i < p->n; i++) {
         struct slot *s = find_slot(m, i, &p->v[i]);
         if (!s) {
             /* not in the first sample (a collector failing then, or a key a
              * collector emits only sometimes): the first sample decides */
             if (!m->late_key_logged)
-                sm_log(SM_WARN, "series %s appeared after the first sample; not recorded "
+                sm__log(SM_WARN, "series %s appeared after the first sample; not recorded "
                        "(the first sample decides which series exist)", p->v[i].key);
             m->late_key_logged = 1;
             continue;
@@ -415,7 +415,7 @@ static void take_sample(sm_monitor *m)
         s->n++;
     }
     if (p->nonfinite && !m->nonfinite_logged) {
-        sm_log(SM_WARN, "%zu non-finite sample values skipped (NaN and infinity are not JSON); "
+        sm__log(SM_WARN, "%zu non-finite sample values skipped (NaN and infinity are not JSON); "
                "said once", p->nonfinite);
         m->nonfinite_logged = 1;
     }
@@ -426,7 +426,7 @@ static void take_sample(sm_monitor *m)
  * holds mu while the thread may run. */
 static void emit_window(sm_monitor *m)
 {
-    int64_t ts = sm_now_ms();
+    int64_t ts = sm__now_ms();
     size_t n = 0;
 
     for (size_t i = 0; i < m->nslots; i++) {
@@ -438,7 +438,7 @@ static void emit_window(sm_monitor *m)
         memset(r, 0, sizeof *r);
         r->kind = SM_RECORD_METRIC;
         r->key = s->name; /* the slot's, alive until free */
-        r->value = sm_round1(s->agg == SM_AGG_LAST ? s->last : s->sum / (double)s->n);
+        r->value = sm__round1(s->agg == SM_AGG_LAST ? s->last : s->sum / (double)s->n);
         r->timestamp_ms = ts;
         r->step = m->step;
         s->n = 0;
@@ -457,17 +457,17 @@ static void release(sm_monitor *m);
 static void *sampling_thread(void *arg)
 {
     sm_monitor *m = arg;
-    double next = sm_now_mono() + m->interval;
+    double next = sm__now_mono() + m->interval;
     sm_tags end = {0};
     sm_tags window; /* the window tags: reused, nothing allocated per window */
     int orphan;
 
     pthread_mutex_lock(&m->mu);
     while (!m->stop_flag) {
-        double now = sm_now_mono();
+        double now = sm__now_mono();
         if (now < next) {
             struct timespec ts;
-            sm_mono_timespec(next, &ts);
+            sm__mono_timespec(next, &ts);
             pthread_cond_timedwait(&m->cv, &m->mu, &ts);
             continue;
         }
@@ -478,14 +478,14 @@ static void *sampling_thread(void *arg)
          * killed later; collectors may read a file for them: outside mu */
         window.n = 0;
         if (m->window_n >= m->samples)
-            sm_collset_tags(&m->set, SM_TAGS_WINDOW, &window);
+            sm__collset_tags(&m->set, SM_TAGS_WINDOW, &window);
         pthread_mutex_lock(&m->mu);
         if (m->window_n >= m->samples && !m->orphaned) {
             emit_window(m);
             push_tags(m, &window, NULL);
         }
         next += m->interval;
-        now = sm_now_mono();
+        now = sm__now_mono();
         if (next <= now) /* fell behind (suspended, stopped): re-anchor, no burst */
             next = now + m->interval;
     }
@@ -497,11 +497,11 @@ static void *sampling_thread(void *arg)
      * passed, or when nothing at all has been sampled since the baseline
      * (so a run shorter than one interval still has points). */
     if ((m->window_n == 0 && m->points_logged == 0) ||
-        sm_now_mono() - m->last_sample >= (m->interval / 2 < 1.0 ? m->interval / 2 : 1.0))
+        sm__now_mono() - m->last_sample >= (m->interval / 2 < 1.0 ? m->interval / 2 : 1.0))
         take_sample(m);
     /* end tags read cgroup files: outside mu, so that stop's bounded wait
      * (which needs mu back) returns on time even if a read blocks */
-    sm_collset_tags(&m->set, SM_TAGS_END, &end);
+    sm__collset_tags(&m->set, SM_TAGS_END, &end);
     pthread_mutex_lock(&m->mu);
     if (!m->orphaned) {
         if (m->window_n > 0)
@@ -511,7 +511,7 @@ static void *sampling_thread(void *arg)
             const char *extra[3] = {"scopemeter.skipped", why, NULL};
             snprintf(why, sizeof why, "rank %d: no sample produced a value during the run",
                      m->ctx.id.rank);
-            sm_log(SM_WARN, "%s; nothing was recorded", why);
+            sm__log(SM_WARN, "%s; nothing was recorded", why);
             push_tags(m, &end, extra);
         } else {
             push_tags(m, &end, NULL);
@@ -540,7 +540,7 @@ static void unlock_rank(sm_monitor *m)
 static void start_cleanup(sm_monitor *m)
 {
     if (m->set_open)
-        sm_collset_close(&m->set);
+        sm__collset_close(&m->set);
     m->set_open = 0;
     unlock_rank(m);
 }
@@ -558,14 +558,14 @@ static int skip(sm_monitor *m, const char *why, char *err, size_t errlen)
     int rc = 0;
 
     snprintf(value, sizeof value, "rank %d: %s", m->ctx.id.rank, why);
-    sm_log(SM_WARN, "nothing to record: %s (tag scopemeter.skipped)", why);
+    sm__log(SM_WARN, "nothing to record: %s (tag scopemeter.skipped)", why);
     snprintf(err, errlen, "nothing to record: %s", why);
     if (!m->recs) {
         m->recs = calloc(TAGS_MAX, sizeof *m->recs);
         m->nrecs_cap = m->recs ? TAGS_MAX : 0;
     }
     if (m->use_queue)
-        rc = sm_sink_queue_new(cfg.cap, &m->sink);
+        rc = sm__sink_queue_new(cfg.cap, &m->sink);
     else
         rc = m->factory(&cfg, ferr, sizeof ferr, &m->sink);
     if (rc == 0 && m->sink) {
@@ -573,14 +573,14 @@ static int skip(sm_monitor *m, const char *why, char *err, size_t errlen)
          * timeout on a tag (a server that is down would cost 30 s) */
         double bound = m->stop_timeout < SKIP_FLUSH_S ? m->stop_timeout : SKIP_FLUSH_S;
         push_tags(m, NULL, extra);
-        if (m->sink->ops->flush(m->sink, sm_now_mono() + bound) < 0)
-            sm_log(SM_WARN, "could not deliver the scopemeter.skipped tag within %g s", bound);
+        if (m->sink->ops->flush(m->sink, sm__now_mono() + bound) < 0)
+            sm__log(SM_WARN, "could not deliver the scopemeter.skipped tag within %g s", bound);
         if (!m->use_queue) { /* the queue stays for the binding to drain */
             m->sink->ops->close(m->sink);
             m->sink = NULL;
         }
     } else if (ferr[0]) {
-        sm_log(SM_WARN, "cannot record the scopemeter.skipped tag: %s", ferr);
+        sm__log(SM_WARN, "cannot record the scopemeter.skipped tag: %s", ferr);
     }
     start_cleanup(m);
     m->state = ST_STOPPED;
@@ -609,11 +609,11 @@ static void apply_cap(sm_monitor *m)
     double period = m->interval * m->samples;
     double capped;
 
-    m->collectors = sm_collectors_of(m->ctx.id.world_size, m->ctx.id.local_world_size,
+    m->collectors = sm__collectors_of(m->ctx.id.world_size, m->ctx.id.local_world_size,
                                      m->all_workers);
-    capped = sm_capped_interval(m->collectors, m->interval, m->samples);
+    capped = sm__capped_interval(m->collectors, m->interval, m->samples);
     if (capped != m->interval) {
-        sm_log(SM_INFO, "write-load cap: %d collectors > 4, logging period raised from %g s to "
+        sm__log(SM_INFO, "write-load cap: %d collectors > 4, logging period raised from %g s to "
                "%g s (interval %g s -> %g s x %d sample%s)", m->collectors, period,
                capped * m->samples, m->interval, capped, m->samples, m->samples == 1 ? "" : "s");
         m->interval = capped;
@@ -634,9 +634,9 @@ static int open_series(sm_monitor *m, char *err, size_t errlen)
         return -ENOMEM;
     }
     memset(&notes, 0, sizeof notes);
-    attached = sm_collset_open(&m->set, &m->ctx, &notes);
+    attached = sm__collset_open(&m->set, &m->ctx, &notes);
     for (size_t i = 0; i < notes.n; i++)
-        sm_log(notes.level[i], "%s", notes.line[i]);
+        sm__log(notes.level[i], "%s", notes.line[i]);
     if (attached < 0) {
         snprintf(err, errlen, "cannot open the collectors: %s", strerror(-attached));
         return attached;
@@ -646,8 +646,8 @@ static int open_series(sm_monitor *m, char *err, size_t errlen)
         return skip(m, "no collector could start (see the lines above)", err, errlen);
 
     m->pts->n = 0;
-    m->last_sample = sm_now_mono();
-    sm_collset_sample(&m->set, m->pts);
+    m->last_sample = sm__now_mono();
+    sm__collset_sample(&m->set, m->pts);
     if (m->pts->n == 0)
         return skip(m, "the first sample produced no value (see the lines above)", err, errlen);
     m->slots = calloc(m->pts->n, sizeof *m->slots);
@@ -668,7 +668,7 @@ static int open_series(sm_monitor *m, char *err, size_t errlen)
             sm_series_name(p->key, p->rank == SM_RANK_OWN ? m->ctx.id.rank : p->rank,
                            m->ctx.id.node, s->name, sizeof s->name) < 0) {
             /* a family no naming rule covers: a bug the tests catch */
-            sm_log(SM_WARN, "series %s has no naming rule; not recorded", p->key);
+            sm__log(SM_WARN, "series %s has no naming rule; not recorded", p->key);
             continue;
         }
         snprintf(s->upstream, sizeof s->upstream, "%s", p->key);
@@ -695,7 +695,7 @@ static int open_sink(sm_monitor *m, char *err, size_t errlen)
     int rc;
 
     if (m->use_queue) {
-        rc = sm_sink_queue_new(buffer_records(m), &m->sink);
+        rc = sm__sink_queue_new(buffer_records(m), &m->sink);
         if (rc < 0)
             snprintf(err, errlen, "cannot create the queue: %s", strerror(-rc));
     } else {
@@ -721,7 +721,7 @@ static void push_start_tags(sm_monitor *m)
     const char *extra[9];
     int pt = 0;
 
-    sm_collset_tags(&m->set, SM_TAGS_START, &start_tags);
+    sm__collset_tags(&m->set, SM_TAGS_START, &start_tags);
     snprintf(node_key, sizeof node_key, "scopemeter.rank%d.node", m->ctx.id.rank);
     snprintf(v_interval, sizeof v_interval, "%g", m->interval);
     snprintf(v_samples, sizeof v_samples, "%d", m->samples);
@@ -737,7 +737,7 @@ static void push_start_tags(sm_monitor *m)
     extra[pt] = NULL;
     push_tags(m, &start_tags, extra);
     if (!m->ctx.id.node[0] && m->ctx.id.world_size > 1)
-        sm_log(SM_INFO, "no node name (SCOPEMETER_NODE_NAME, NODE_NAME, SLURMD_NODENAME unset): "
+        sm__log(SM_INFO, "no node name (SCOPEMETER_NODE_NAME, NODE_NAME, SLURMD_NODENAME unset): "
                "tag scopemeter.rank%d.node=unknown, node_*/rootfs_* keys without the node tier",
                m->ctx.id.rank);
 }
@@ -759,7 +759,7 @@ static int start_thread(sm_monitor *m, char *err, size_t errlen)
     if (rc != 0) {
         atomic_store(&m->refs, 1);
         m->state = ST_FAILED;
-        m->sink->ops->flush(m->sink, sm_now_mono() + m->stop_timeout);
+        m->sink->ops->flush(m->sink, sm__now_mono() + m->stop_timeout);
         if (!m->use_queue) {
             m->sink->ops->close(m->sink);
             m->sink = NULL;
@@ -780,19 +780,19 @@ static int start_thread(sm_monitor *m, char *err, size_t errlen)
 static int lock_rank(sm_monitor *m, char *err, size_t errlen)
 {
     char holder[160], line[512];
-    int rc = sm_reclock_bind(m->ctx.rec_key, m->ctx.id.rank, &m->lock_fd);
+    int rc = sm__reclock_bind(m->ctx.rec_key, m->ctx.id.rank, &m->lock_fd);
 
     if (rc == 0)
         return 0;
     if (rc != -EADDRINUSE) {
-        sm_log(SM_WARN, "cannot bind the recorder lock of rank %d (%s); a second recorder of "
+        sm__log(SM_WARN, "cannot bind the recorder lock of rank %d (%s); a second recorder of "
                "this rank and run would not be detected", m->ctx.id.rank, strerror(-rc));
         return 0;
     }
-    sm_reclock_holder(m->ctx.rec_key, m->ctx.id.rank, holder, sizeof holder);
-    sm_line(line, sizeof line, "rank %d of run %s already has a recorder: %s; this one records "
+    sm__reclock_holder(m->ctx.rec_key, m->ctx.id.rank, holder, sizeof holder);
+    sm__line(line, sizeof line, "rank %d of run %s already has a recorder: %s; this one records "
             "nothing", m->ctx.id.rank, m->ctx.rec_key, holder);
-    sm_log(SM_INFO, "%s", line);
+    sm__log(SM_INFO, "%s", line);
     snprintf(err, errlen, "%s", line);
     m->state = ST_NOT_COLLECTING;
     return SM_NOT_COLLECTING;
@@ -825,7 +825,7 @@ int sm_monitor_start(sm_monitor *m, char *err, size_t errlen)
     m->pid = getpid();
     resolve_config(m);
 
-    rc = sm_ctx_init(&m->ctx);
+    rc = sm__ctx_init(&m->ctx);
     if (rc < 0) {
         snprintf(err, errlen, "SCOPEMETER_SYSROOT: %s", strerror(-rc));
         return rc;
@@ -839,9 +839,9 @@ int sm_monitor_start(sm_monitor *m, char *err, size_t errlen)
             lock_rank(m, err, errlen) != 0)
             return SM_NOT_COLLECTING;
         if (m->lock_fd >= 0)
-            sm_line_add(why, sizeof why, ", its process tree included (process_*/rank%d)",
+            sm__line_add(why, sizeof why, ", its process tree included (process_*/rank%d)",
                         m->ctx.id.rank);
-        sm_log(m->ctx.id.invalid[0] ? SM_WARN : SM_INFO, "%s", why);
+        sm__log(m->ctx.id.invalid[0] ? SM_WARN : SM_INFO, "%s", why);
         snprintf(err, errlen, "%s", why);
         m->state = ST_NOT_COLLECTING;
         return SM_NOT_COLLECTING;
@@ -854,7 +854,7 @@ int sm_monitor_start(sm_monitor *m, char *err, size_t errlen)
     push_start_tags(m);
     if ((rc = start_thread(m, err, errlen)) < 0)
         return rc;
-    sm_log(SM_INFO, "collecting %zu series every %g s (%d collector%s)", m->nslots,
+    sm__log(SM_INFO, "collecting %zu series every %g s (%d collector%s)", m->nslots,
            m->interval * m->samples, m->collectors, m->collectors == 1 ? "" : "s");
     return 0;
 }
@@ -878,16 +878,16 @@ int sm_monitor_stop(sm_monitor *m)
         pthread_mutex_unlock(&m->stop_mu);
         return rc;
     }
-    deadline = sm_now_mono() + m->stop_timeout;
+    deadline = sm__now_mono() + m->stop_timeout;
 
     /* 1. stop sampling: the thread takes the final sample, logs the last
      * partial window and the end tags, and exits */
     pthread_mutex_lock(&m->mu);
     m->stop_flag = 1;
     pthread_cond_broadcast(&m->cv);
-    while (!m->thread_done && sm_now_mono() < deadline) {
+    while (!m->thread_done && sm__now_mono() < deadline) {
         struct timespec ts;
-        sm_mono_timespec(deadline, &ts);
+        sm__mono_timespec(deadline, &ts);
         pthread_cond_timedwait(&m->cv, &m->mu, &ts);
     }
     if (m->thread_done) {
@@ -899,7 +899,7 @@ int sm_monitor_stop(sm_monitor *m)
         m->orphaned = 1; /* from now on it pushes nothing and frees on exit */
         pthread_mutex_unlock(&m->mu);
         pthread_detach(m->thread);
-        sm_log(SM_WARN, "the sampling thread did not finish within the stop timeout (%g s); "
+        sm__log(SM_WARN, "the sampling thread did not finish within the stop timeout (%g s); "
                "left behind without its last window and end tags", m->stop_timeout);
         rc = -ETIMEDOUT;
     }
@@ -917,14 +917,14 @@ int sm_monitor_stop(sm_monitor *m)
         sm_sink_counts c;
         m->sink->ops->counts(m->sink, &c);
         pthread_mutex_lock(&m->mu);
-        sm_log_summary(m->step, m->points_logged, m->tags_logged, &c);
+        sm__log_summary(m->step, m->points_logged, m->tags_logged, &c);
         pthread_mutex_unlock(&m->mu);
     }
 
     /* 3. detach: close the collectors and the REST sink; the queue stays for
      * the binding's last drains until sm_monitor_free() */
     if (joined) {
-        sm_collset_close(&m->set);
+        sm__collset_close(&m->set);
         m->set_open = 0;
         pthread_mutex_lock(&m->mu);
         m->dropped_final = dropped;
@@ -946,7 +946,7 @@ int sm_monitor_stop(sm_monitor *m)
 static void destroy(sm_monitor *m)
 {
     if (m->set_open)
-        sm_collset_close(&m->set);
+        sm__collset_close(&m->set);
     if (m->sink)
         m->sink->ops->close(m->sink);
     pthread_cond_destroy(&m->cv);
@@ -1018,7 +1018,7 @@ size_t sm_monitor_queued(const sm_monitor *m)
         return 0;
     pthread_mutex_lock(&mm->mu);
     if (mm->sink)
-        n = sm_sink_queue_len(mm->sink);
+        n = sm__sink_queue_len(mm->sink);
     pthread_mutex_unlock(&mm->mu);
     return n;
 }
@@ -1031,7 +1031,7 @@ int sm_monitor_report(sm_monitor *m, uint64_t delivered, uint64_t refused, uint6
         return -EINVAL;
     pthread_mutex_lock(&m->mu);
     c.overflow = m->sink ? m->sink->ops->dropped(m->sink) : m->dropped_final;
-    sm_log_summary(m->step, m->points_logged, m->tags_logged, &c);
+    sm__log_summary(m->step, m->points_logged, m->tags_logged, &c);
     pthread_mutex_unlock(&m->mu);
     return 0;
 }
@@ -1044,7 +1044,7 @@ int sm_monitor_drain_records(sm_monitor *m, sm_record *out, int cap, size_t reco
     /* A queue sink lives from start to free, so a binding's drain thread and
      * a stop on another thread never race on it; the ring ends the stream. */
     if (m->sink)
-        return sm_sink_queue_drain(m->sink, out, cap, record_size, timeout_s);
+        return sm__sink_queue_drain(m->sink, out, cap, record_size, timeout_s);
     /* not started yet; or not collecting / start failed: no stream at all */
     return m->state == ST_NEW ? -EINVAL : -EPIPE;
 }

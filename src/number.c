@@ -22,7 +22,7 @@
 
 #define GOT_MAX 60 /* characters of a bad value quoted in the line */
 
-int sm_num_scan(const char **p, const sm_num_spec *spec, double *out)
+int sm__num_scan(const char **p, const sm_num_spec *spec, double *out)
 {
     const char *s, *q;
     char *end;
@@ -103,7 +103,7 @@ static void shown(char *buf, size_t cap, const char *text)
         memcpy(buf + n, "...", 4);
 }
 
-int sm_num_parse(const char *text, const sm_num_spec *spec, double *out, char *err,
+int sm__num_parse(const char *text, const sm_num_spec *spec, double *out, char *err,
                  size_t errlen)
 {
     const char *p = text;
@@ -115,7 +115,7 @@ int sm_num_parse(const char *text, const sm_num_spec *spec, double *out, char *e
         err[0] = '\0';
     if (!spec || !out)
         return -EINVAL;
-    rc = text ? sm_num_scan(&p, spec, &v) : -EINVAL;
+    rc = text ? sm__num_scan(&p, spec, &v) : -EINVAL;
     if (rc == 0 && *p)
         rc = -EINVAL; /* "1 ", "0x10" read as far as "0", "5(x3)" */
     if (rc == 0) {
@@ -132,7 +132,7 @@ int sm_num_parse(const char *text, const sm_num_spec *spec, double *out, char *e
     return rc;
 }
 
-int sm_num_check(double v, const char *got, const sm_num_spec *spec, char *err, size_t errlen)
+int sm__num_check(double v, const char *got, const sm_num_spec *spec, char *err, size_t errlen)
 {
     char r[96], g[GOT_MAX + 4];
     int rc = 0;

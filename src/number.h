@@ -35,14 +35,14 @@ typedef struct sm_num_spec {
  * advances past it on success and is untouched on failure, so a caller
  * may read what follows (Slurm's "8(x4)").  0 and *out; -EINVAL: no number
  * of the grammar there; -ERANGE: a number outside the bounds. */
-SM_HIDDEN int sm_num_scan(const char **p, const sm_num_spec *spec, double *out);
+SM_HIDDEN int sm__num_scan(const char **p, const sm_num_spec *spec, double *out);
 
-/* The whole of text as one number: sm_num_scan and nothing after it.  On
+/* The whole of text as one number: sm__num_scan and nothing after it.  On
  * failure the one line (no prefix, no newline) goes to err:
  *   "--interval must be a number of seconds between 0.01 and 86400 s, got '0x10'"
  * Text always says the kind ("a whole number", "a number of seconds"): the
  * reader of a typo may not know the value is a number at all. */
-SM_HIDDEN int sm_num_parse(const char *text, const sm_num_spec *spec, double *out, char *err,
+SM_HIDDEN int sm__num_parse(const char *text, const sm_num_spec *spec, double *out, char *err,
                  size_t errlen);
 
 /* A value that already is a number (a Python int or float): its bounds and
@@ -51,7 +51,7 @@ SM_HIDDEN int sm_num_parse(const char *text, const sm_num_spec *spec, double *ou
  * value is shown (NULL: "%g"):
  *   "interval must be between 0.01 and 86400 s, got 0"
  *   "samples must be a whole number between 1 and 100000, got 2.5" */
-SM_HIDDEN int sm_num_check(double v, const char *got, const sm_num_spec *spec, char *err,
+SM_HIDDEN int sm__num_check(double v, const char *got, const sm_num_spec *spec, char *err,
                  size_t errlen);
 
 #endif

@@ -19,33 +19,33 @@ typedef struct sm_cpu_times {
     uint64_t f[10]; /* user nice system idle iowait irq softirq steal guest guest_nice */
     int nfields;
 } sm_cpu_times;
-SM_HIDDEN int sm_parse_proc_stat(const char *buf, size_t len, sm_cpu_times *out);
+SM_HIDDEN int sm__parse_proc_stat(const char *buf, size_t len, sm_cpu_times *out);
 /* psutil's cpu_percent(): 100 * Δbusy / Δtotal, field deltas clamped at 0,
  * total excludes guest and guest_nice (already in user and nice). */
-SM_HIDDEN double sm_cpu_percent(const sm_cpu_times *a, const sm_cpu_times *b);
+SM_HIDDEN double sm__cpu_percent(const sm_cpu_times *a, const sm_cpu_times *b);
 
 /* /proc/meminfo: MemTotal and MemAvailable in bytes.  Kernels before 3.14
  * have no MemAvailable: psutil's fallback, MemFree + Buffers + Cached, is used
  * and *estimated set to 1. */
-SM_HIDDEN int sm_parse_meminfo(const char *buf, size_t len, uint64_t *total, uint64_t *available,
+SM_HIDDEN int sm__parse_meminfo(const char *buf, size_t len, uint64_t *total, uint64_t *available,
                                int *estimated);
 
 /* /proc/net/dev: rx and tx bytes summed over every interface, lo included
  * (as psutil.net_io_counters()). */
-SM_HIDDEN int sm_parse_net_dev(const char *buf, size_t len, uint64_t *rx, uint64_t *tx);
+SM_HIDDEN int sm__parse_net_dev(const char *buf, size_t len, uint64_t *rx, uint64_t *tx);
 
 /* "key value" lines (memory.stat, cpu.stat, memory.events, cpu.stat of v1,
  * memory.oom_control).  The key matches exactly: "active_file" is not
  * "inactive_file".  Returns -ENOENT when the key is absent. */
-SM_HIDDEN int sm_parse_kv(const char *buf, size_t len, const char *key, uint64_t *out);
+SM_HIDDEN int sm__parse_kv(const char *buf, size_t len, const char *key, uint64_t *out);
 
 /* A file holding one number and a newline.  "max" sets *unlimited (v2);
  * a negative number (v1 cfs_quota_us = -1) sets *unlimited too. */
-SM_HIDDEN int sm_parse_number(const char *buf, size_t len, uint64_t *out, int *unlimited);
+SM_HIDDEN int sm__parse_number(const char *buf, size_t len, uint64_t *out, int *unlimited);
 
 /* Parse an unsigned decimal at *p (p < end), advancing *p.  -EINVAL when no
  * digit, -ERANGE on overflow. */
-SM_HIDDEN int sm_scan_u64(const char **p, const char *end, uint64_t *out);
+SM_HIDDEN int sm__scan_u64(const char **p, const char *end, uint64_t *out);
 
 /* ---- a process (coll_proc.c, docs/design.md §9) ------------------------------ */
 
@@ -61,22 +61,22 @@ typedef struct sm_pid_stat {
     uint64_t starttime;                    /* field 22: ticks after boot */
     uint64_t rss_pages;                    /* field 24 (0 when the line stops before it) */
 } sm_pid_stat;
-SM_HIDDEN int sm_parse_pid_stat(const char *buf, size_t len, sm_pid_stat *out);
+SM_HIDDEN int sm__parse_pid_stat(const char *buf, size_t len, sm_pid_stat *out);
 
 /* A "Key:   N kB" line (/proc/PID/smaps_rollup "Pss:", /proc/PID/status
  * "VmRSS:"): N in kB.  key includes its colon, so "Pss:" is neither
  * "SwapPss:" nor "Pss_Anon:".  -ENOENT when absent. */
-SM_HIDDEN int sm_parse_kb(const char *buf, size_t len, const char *key, uint64_t *kb);
+SM_HIDDEN int sm__parse_kb(const char *buf, size_t len, const char *key, uint64_t *kb);
 
 /* /proc/PID/task/TID/children: pids separated by spaces ("123 456 ").
  * Iterator: *pos starts at 0; 1 with the next pid, 0 at the end, -EINVAL
  * on anything else than digits and white space, -ERANGE for a pid above
  * INT_MAX or 0. */
-SM_HIDDEN int sm_pid_list_next(const char *buf, size_t len, size_t *pos, int *pid);
+SM_HIDDEN int sm__pid_list_next(const char *buf, size_t len, size_t *pos, int *pid);
 
 /* The first entry of a comma-separated list (the *_VISIBLE_DEVICES
  * variables), blanks around it trimmed, cut to cap - 1 bytes. */
-SM_HIDDEN void sm_list_entry(const char *v, char *out, size_t cap);
+SM_HIDDEN void sm__list_entry(const char *v, char *out, size_t cap);
 
 /* The rule of every *_VISIBLE_DEVICES list (CUDA's, which ROCm's runtimes
  * follow): its entries in order, each mapped by match(entry, arg) to a
@@ -84,7 +84,7 @@ SM_HIDDEN void sm_list_entry(const char *v, char *out, size_t cap);
  * entry that names no device, which stop receives ("" when all did).  Sets
  * chosen[i] for every device named; the vendor's collector keeps those. */
 typedef int (*sm_visible_match)(const char *entry, void *arg);
-SM_HIDDEN void sm_visible_walk(const char *list, sm_visible_match match, void *arg, char *chosen,
+SM_HIDDEN void sm__visible_walk(const char *list, sm_visible_match match, void *arg, char *chosen,
                                size_t n, char *stop, size_t stoplen);
 
 /* ---- cgroup files (parse_cgroup.c) -------------------------------------------
@@ -104,13 +104,13 @@ typedef struct sm_cg_entry {
     size_t path_len;
     int deleted;
 } sm_cg_entry;
-SM_HIDDEN int sm_cgroup_next(const char *buf, size_t len, size_t *pos, sm_cg_entry *out);
+SM_HIDDEN int sm__cgroup_next(const char *buf, size_t len, size_t *pos, sm_cg_entry *out);
 
 /* 1 when the comma-separated list holds name exactly ("cpu" is not "cpuset"). */
-SM_HIDDEN int sm_list_has(const char *list, size_t len, const char *name);
+SM_HIDDEN int sm__list_has(const char *list, size_t len, const char *name);
 
 /* One line of /proc/self/mountinfo.  root and point are still escaped
- * (sm_unescape_octal); super is everything after the source field. */
+ * (sm__unescape_octal); super is everything after the source field. */
 typedef struct sm_mount {
     const char *root;
     size_t root_len;
@@ -121,35 +121,35 @@ typedef struct sm_mount {
     const char *super;
     size_t super_len;
 } sm_mount;
-SM_HIDDEN int sm_mountinfo_next(const char *buf, size_t len, size_t *pos, sm_mount *out);
+SM_HIDDEN int sm__mountinfo_next(const char *buf, size_t len, size_t *pos, sm_mount *out);
 
 /* Undo mountinfo's \ooo escapes (\040 space, \011 tab, \012 newline, \134
  * backslash) into out (NUL-terminated).  -EINVAL on a bad escape or \000,
  * -ENAMETOOLONG when out is too small. */
-SM_HIDDEN int sm_unescape_octal(const char *s, size_t len, char *out, size_t outlen);
+SM_HIDDEN int sm__unescape_octal(const char *s, size_t len, char *out, size_t outlen);
 
 /* v2 cpu.max: "QUOTA PERIOD" or "max PERIOD" (*unlimited = 1). */
-SM_HIDDEN int sm_parse_cpu_max(const char *buf, size_t len, uint64_t *quota, uint64_t *period,
+SM_HIDDEN int sm__parse_cpu_max(const char *buf, size_t len, uint64_t *quota, uint64_t *period,
                                int *unlimited);
 
 /* A CPU list such as "0-3,8" (cpuset.cpus, cpuset.cpus.effective,
  * /sys/devices/system/cpu/online): *count CPUs.  Empty text is an empty set
  * (count 0).  Ranges must be ascending and disjoint, as the kernel prints. */
-SM_HIDDEN int sm_parse_cpulist(const char *buf, size_t len, unsigned *count);
+SM_HIDDEN int sm__parse_cpulist(const char *buf, size_t len, unsigned *count);
 
 /* The number of "cpuN" lines of /proc/stat (online CPUs).  -ENOENT without
  * the "cpu " total line or without any cpuN line. */
-SM_HIDDEN int sm_count_stat_cpus(const char *buf, size_t len, unsigned *count);
+SM_HIDDEN int sm__count_stat_cpus(const char *buf, size_t len, unsigned *count);
 /* ---- end of cgroup files ---------------------------------------------------- */
 
 /* ---- block I/O of a cgroup (parse_io.c) ---------------------------------------
  * Bytes summed over every device.  -EINVAL on a line not in the kernel's
  * format, -ERANGE when a number or a sum overflows 64 bits. */
 /* v2 io.stat: rbytes and wbytes. */
-SM_HIDDEN int sm_parse_io_stat(const char *buf, size_t len, uint64_t *rbytes, uint64_t *wbytes);
+SM_HIDDEN int sm__parse_io_stat(const char *buf, size_t len, uint64_t *rbytes, uint64_t *wbytes);
 /* v1 blkio.throttle.io_service_bytes_recursive, blkio.io_service_bytes_recursive
  * (and their non-recursive forms): the "Read" and "Write" lines. */
-SM_HIDDEN int sm_parse_blkio_bytes(const char *buf, size_t len, uint64_t *read, uint64_t *write);
+SM_HIDDEN int sm__parse_blkio_bytes(const char *buf, size_t len, uint64_t *read, uint64_t *write);
 /* ---- what fills a cgroup (parse_cgroup.c; docs/design.md §9) -----------------
  * memory.stat in one pass: inactive_file (the working set) and the parts of the
  * working set.  v1 reads the hierarchical keys (total_inactive_file,
@@ -166,9 +166,9 @@ typedef struct sm_memstat {
     uint64_t inactive_file, active_file, anon, shmem;
     unsigned have;
 } sm_memstat;
-SM_HIDDEN int sm_parse_memstat(const char *buf, size_t len, int v1, sm_memstat *out);
+SM_HIDDEN int sm__parse_memstat(const char *buf, size_t len, int v1, sm_memstat *out);
 /* The name of the first part key missing from have ("total_shmem", ...), or NULL. */
-SM_HIDDEN const char *sm_memstat_missing(unsigned have, int v1);
+SM_HIDDEN const char *sm__memstat_missing(unsigned have, int v1);
 
 /* v2 memory.events ("low N", "high N", "max N", "oom N", "oom_kill N",
  * "oom_group_kill N"): the four counters of docs/design.md §9.  have: bits
@@ -182,7 +182,7 @@ typedef struct sm_memevents {
     uint64_t high, max, oom, oom_kill;
     unsigned have;
 } sm_memevents;
-SM_HIDDEN int sm_parse_memory_events(const char *buf, size_t len, sm_memevents *out);
+SM_HIDDEN int sm__parse_memory_events(const char *buf, size_t len, sm_memevents *out);
 
 /* A PSI file (memory.pressure, cpu.pressure; Documentation/accounting/psi.rst):
  *   some avg10=0.00 avg60=0.00 avg300=0.00 total=0
@@ -190,7 +190,7 @@ SM_HIDDEN int sm_parse_memory_events(const char *buf, size_t len, sm_memevents *
  * *total_us is the "some" line's total (µs of stall since the cgroup was
  * made).  -ENOENT without a some line or its total=; -EINVAL when total= is
  * not a number ending at a space or the line's end; -ERANGE on overflow. */
-SM_HIDDEN int sm_parse_psi_some(const char *buf, size_t len, uint64_t *total_us);
+SM_HIDDEN int sm__parse_psi_some(const char *buf, size_t len, uint64_t *total_us);
 /* ---- end of what fills a cgroup --------------------------------------------- */
 
 #endif

@@ -39,7 +39,7 @@ static const char *eol_of(const char *p, const char *end)
 
 /* ---- /proc/self/cgroup ------------------------------------------------------ */
 
-int sm_cgroup_next(const char *buf, size_t len, size_t *pos, sm_cg_entry *out)
+int sm__cgroup_next(const char *buf, size_t len, size_t *pos, sm_cg_entry *out)
 {
     static const char deleted[] = " (deleted)";
     const size_t dl = sizeof deleted - 1;
@@ -54,7 +54,7 @@ int sm_cgroup_next(const char *buf, size_t len, size_t *pos, sm_cg_entry *out)
             continue;
         }
         q = p;
-        if (sm_scan_u64(&q, eol, &id) < 0 || id > 0xffffffffu || q >= eol || *q != ':')
+        if (sm__scan_u64(&q, eol, &id) < 0 || id > 0xffffffffu || q >= eol || *q != ':')
             return -EINVAL;
         c1 = q;
         c2 = memchr(c1 + 1, ':', (size_t)(eol - c1 - 1));
@@ -76,7 +76,7 @@ int sm_cgroup_next(const char *buf, size_t len, size_t *pos, sm_cg_entry *out)
     return 0;
 }
 
-int sm_list_has(const char *list, size_t len, const char *name)
+int sm__list_has(const char *list, size_t len, const char *name)
 {
     const char *p = list, *end = list + len;
     size_t nl = strlen(name);
@@ -110,7 +110,7 @@ static int next_field(const char **p, const char *eol, const char **f, size_t *f
     return 0;
 }
 
-int sm_mountinfo_next(const char *buf, size_t len, size_t *pos, sm_mount *out)
+int sm__mountinfo_next(const char *buf, size_t len, size_t *pos, sm_mount *out)
 {
     const char *end = buf + len;
 
@@ -153,7 +153,7 @@ int sm_mountinfo_next(const char *buf, size_t len, size_t *pos, sm_mount *out)
     return 0;
 }
 
-int sm_unescape_octal(const char *s, size_t len, char *out, size_t outlen)
+int sm__unescape_octal(const char *s, size_t len, char *out, size_t outlen)
 {
     size_t o = 0;
 
@@ -185,7 +185,7 @@ int sm_unescape_octal(const char *s, size_t len, char *out, size_t outlen)
 
 /* ---- cpu.max ---------------------------------------------------------------- */
 
-int sm_parse_cpu_max(const char *buf, size_t len, uint64_t *quota, uint64_t *period,
+int sm__parse_cpu_max(const char *buf, size_t len, uint64_t *quota, uint64_t *period,
                      int *unlimited)
 {
     const char *p = buf, *end = buf + len;
@@ -202,14 +202,14 @@ int sm_parse_cpu_max(const char *buf, size_t len, uint64_t *quota, uint64_t *per
         if (p == end) /* "max" alone: no period printed, none needed */
             return 0;
     } else {
-        rc = sm_scan_u64(&p, end, quota);
+        rc = sm__scan_u64(&p, end, quota);
         if (rc < 0)
             return rc;
     }
     if (p >= end || *p != ' ')
         return -EINVAL;
     p++;
-    rc = sm_scan_u64(&p, end, period);
+    rc = sm__scan_u64(&p, end, period);
     if (rc < 0)
         return rc;
     if (p != end || *period == 0 || (!*unlimited && *quota == 0))
@@ -219,7 +219,7 @@ int sm_parse_cpu_max(const char *buf, size_t len, uint64_t *quota, uint64_t *per
 
 /* ---- CPU lists -------------------------------------------------------------- */
 
-int sm_parse_cpulist(const char *buf, size_t len, unsigned *count)
+int sm__parse_cpulist(const char *buf, size_t len, unsigned *count)
 {
     const char *p = buf, *end = buf + len;
     uint64_t n = 0, prev_hi = 0;
@@ -232,13 +232,13 @@ int sm_parse_cpulist(const char *buf, size_t len, unsigned *count)
         return 0;
     while (p < end) {
         uint64_t lo, hi;
-        int rc = sm_scan_u64(&p, end, &lo);
+        int rc = sm__scan_u64(&p, end, &lo);
         if (rc < 0)
             return rc;
         hi = lo;
         if (p < end && *p == '-') {
             p++;
-            rc = sm_scan_u64(&p, end, &hi);
+            rc = sm__scan_u64(&p, end, &hi);
             if (rc < 0)
                 return rc;
         }
@@ -259,7 +259,7 @@ int sm_parse_cpulist(const char *buf, size_t len, unsigned *count)
     return 0;
 }
 
-int sm_count_stat_cpus(const char *buf, size_t len, unsigned *count)
+int sm__count_stat_cpus(const char *buf, size_t len, unsigned *count)
 {
     const char *p = buf, *end = buf + len;
     unsigned n = 0;
@@ -302,7 +302,7 @@ static int kv_line(const char *p, const char *eol, const char *key, uint64_t *ou
     q = p + kl;
     while (q < eol && is_blank(*q))
         q++;
-    rc = sm_scan_u64(&q, eol, out);
+    rc = sm__scan_u64(&q, eol, out);
     if (rc < 0)
         return rc;
     while (q < eol && is_blank(*q))
@@ -349,7 +349,7 @@ static const char *const memstat_keys[2][4] = {
     {"total_inactive_file", "total_active_file", "total_rss", "total_shmem"},
 };
 
-int sm_parse_memstat(const char *buf, size_t len, int v1, sm_memstat *out)
+int sm__parse_memstat(const char *buf, size_t len, int v1, sm_memstat *out)
 {
     const char *const *k = memstat_keys[v1 ? 1 : 0];
     struct want w[4] = {
@@ -367,7 +367,7 @@ int sm_parse_memstat(const char *buf, size_t len, int v1, sm_memstat *out)
     return out->have & SM_MS_INACTIVE_FILE ? 0 : -ENOENT;
 }
 
-const char *sm_memstat_missing(unsigned have, int v1)
+const char *sm__memstat_missing(unsigned have, int v1)
 {
     const char *const *k = memstat_keys[v1 ? 1 : 0];
 
@@ -380,7 +380,7 @@ const char *sm_memstat_missing(unsigned have, int v1)
     return NULL;
 }
 
-int sm_parse_memory_events(const char *buf, size_t len, sm_memevents *out)
+int sm__parse_memory_events(const char *buf, size_t len, sm_memevents *out)
 {
     struct want w[4] = {
         {"high", &out->high, SM_ME_HIGH},
@@ -397,7 +397,7 @@ int sm_parse_memory_events(const char *buf, size_t len, sm_memevents *out)
     return out->have ? 0 : -ENOENT;
 }
 
-int sm_parse_psi_some(const char *buf, size_t len, uint64_t *total_us)
+int sm__parse_psi_some(const char *buf, size_t len, uint64_t *total_us)
 {
     const char *p = buf, *end = buf + len;
 
@@ -413,7 +413,7 @@ int sm_parse_psi_some(const char *buf, size_t len, uint64_t *total_us)
                     fe = eol;
                 if (fe - f > 6 && memcmp(f, "total=", 6) == 0) {
                     const char *v = f + 6;
-                    int rc = sm_scan_u64(&v, fe, total_us);
+                    int rc = sm__scan_u64(&v, fe, total_us);
                     if (rc < 0)
                         return rc;
                     return v == fe ? 0 : -EINVAL;

@@ -49,10 +49,10 @@ static int is_devno(const char *p, const char *e)
     const char *s = p;
     uint64_t v;
 
-    if (sm_scan_u64(&s, e, &v) < 0 || s >= e || *s != ':')
+    if (sm__scan_u64(&s, e, &v) < 0 || s >= e || *s != ':')
         return 0;
     s++;
-    if (sm_scan_u64(&s, e, &v) < 0)
+    if (sm__scan_u64(&s, e, &v) < 0)
         return 0;
     return s == e;
 }
@@ -68,14 +68,14 @@ static int add(uint64_t *sum, uint64_t v)
 /* The whole token [p, e) is a decimal number. */
 static int number_token(const char *p, const char *e, uint64_t *v)
 {
-    int rc = sm_scan_u64(&p, e, v);
+    int rc = sm__scan_u64(&p, e, v);
 
     if (rc < 0)
         return rc;
     return p == e ? 0 : -EINVAL;
 }
 
-int sm_parse_io_stat(const char *buf, size_t len, uint64_t *rbytes, uint64_t *wbytes)
+int sm__parse_io_stat(const char *buf, size_t len, uint64_t *rbytes, uint64_t *wbytes)
 {
     const char *p = buf, *end = buf + len;
     uint64_t r = 0, w = 0;
@@ -122,7 +122,7 @@ int sm_parse_io_stat(const char *buf, size_t len, uint64_t *rbytes, uint64_t *wb
     return 0;
 }
 
-int sm_parse_blkio_bytes(const char *buf, size_t len, uint64_t *read, uint64_t *write)
+int sm__parse_blkio_bytes(const char *buf, size_t len, uint64_t *read, uint64_t *write)
 {
     const char *p = buf, *end = buf + len;
     uint64_t r = 0, w = 0;

@@ -19,7 +19,7 @@ static int is_space(char c)
     return c == ' ' || c == '\t';
 }
 
-int sm_scan_u64(const char **p, const char *end, uint64_t *out)
+int sm__scan_u64(const char **p, const char *end, uint64_t *out)
 {
     const char *s = *p;
     uint64_t v = 0;
@@ -51,7 +51,7 @@ static const char *line_end(const char *p, const char *end)
     return nl ? nl : end;
 }
 
-int sm_parse_proc_stat(const char *buf, size_t len, sm_cpu_times *out)
+int sm__parse_proc_stat(const char *buf, size_t len, sm_cpu_times *out)
 {
     const char *p = buf, *end = buf + len, *eol;
     int n = 0;
@@ -65,7 +65,7 @@ int sm_parse_proc_stat(const char *buf, size_t len, sm_cpu_times *out)
         p = skip_spaces(p, eol);
         if (p >= eol)
             break;
-        int rc = sm_scan_u64(&p, eol, &out->f[n]);
+        int rc = sm__scan_u64(&p, eol, &out->f[n]);
         if (rc < 0)
             return rc;
         if (p < eol && !is_space(*p))
@@ -87,7 +87,7 @@ static uint64_t total_of(const uint64_t *d)
     return t - d[8] - d[9]; /* guest time is already counted in user/nice */
 }
 
-double sm_cpu_percent(const sm_cpu_times *a, const sm_cpu_times *b)
+double sm__cpu_percent(const sm_cpu_times *a, const sm_cpu_times *b)
 {
     uint64_t d[10], all, busy;
     double pct;
@@ -109,7 +109,7 @@ static int meminfo_value(const char *p, const char *eol, uint64_t *out)
     int rc;
 
     p = skip_spaces(p, eol);
-    rc = sm_scan_u64(&p, eol, &v);
+    rc = sm__scan_u64(&p, eol, &v);
     if (rc < 0)
         return rc;
     p = skip_spaces(p, eol);
@@ -124,7 +124,7 @@ static int meminfo_value(const char *p, const char *eol, uint64_t *out)
     return 0;
 }
 
-int sm_parse_meminfo(const char *buf, size_t len, uint64_t *total, uint64_t *available,
+int sm__parse_meminfo(const char *buf, size_t len, uint64_t *total, uint64_t *available,
                      int *estimated)
 {
     static const char *const keys[] = {"MemTotal:", "MemAvailable:", "MemFree:", "Buffers:",
@@ -168,7 +168,7 @@ int sm_parse_meminfo(const char *buf, size_t len, uint64_t *total, uint64_t *ava
     return 0;
 }
 
-int sm_parse_net_dev(const char *buf, size_t len, uint64_t *rx, uint64_t *tx)
+int sm__parse_net_dev(const char *buf, size_t len, uint64_t *rx, uint64_t *tx)
 {
     const char *p = buf, *end = buf + len;
     uint64_t srx = 0, stx = 0;
@@ -183,7 +183,7 @@ int sm_parse_net_dev(const char *buf, size_t len, uint64_t *rx, uint64_t *tx)
             uint64_t f[9];
             for (int i = 0; i < 9; i++) {
                 q = skip_spaces(q, eol);
-                int rc = sm_scan_u64(&q, eol, &f[i]);
+                int rc = sm__scan_u64(&q, eol, &f[i]);
                 if (rc < 0)
                     return rc;
             }
@@ -202,7 +202,7 @@ int sm_parse_net_dev(const char *buf, size_t len, uint64_t *rx, uint64_t *tx)
     return 0;
 }
 
-int sm_parse_kv(const char *buf, size_t len, const char *key, uint64_t *out)
+int sm__parse_kv(const char *buf, size_t len, const char *key, uint64_t *out)
 {
     const char *p = buf, *end = buf + len;
     size_t kl = strlen(key);
@@ -211,7 +211,7 @@ int sm_parse_kv(const char *buf, size_t len, const char *key, uint64_t *out)
         const char *eol = line_end(p, end);
         if ((size_t)(eol - p) > kl && memcmp(p, key, kl) == 0 && is_space(p[kl])) {
             const char *q = skip_spaces(p + kl, eol);
-            int rc = sm_scan_u64(&q, eol, out);
+            int rc = sm__scan_u64(&q, eol, out);
             if (rc < 0)
                 return rc;
             q = skip_spaces(q, eol);
@@ -222,7 +222,7 @@ int sm_parse_kv(const char *buf, size_t len, const char *key, uint64_t *out)
     return -ENOENT;
 }
 
-int sm_parse_number(const char *buf, size_t len, uint64_t *out, int *unlimited)
+int sm__parse_number(const char *buf, size_t len, uint64_t *out, int *unlimited)
 {
     const char *p = buf, *end = buf + len;
     int rc;
@@ -239,13 +239,13 @@ int sm_parse_number(const char *buf, size_t len, uint64_t *out, int *unlimited)
     if (p < end && *p == '-') { /* v1 cpu.cfs_quota_us: -1 means no quota */
         const char *q = p + 1;
         uint64_t v;
-        rc = sm_scan_u64(&q, end, &v);
+        rc = sm__scan_u64(&q, end, &v);
         if (rc < 0 || q != end)
             return rc < 0 ? rc : -EINVAL;
         *unlimited = 1;
         return 0;
     }
-    rc = sm_scan_u64(&p, end, out);
+    rc = sm__scan_u64(&p, end, out);
     if (rc < 0)
         return rc;
     return p == end ? 0 : -EINVAL;
@@ -261,20 +261,20 @@ static int scan_field(const char **p, const char *end, uint64_t *out)
         neg = 1;
         (*p)++;
     }
-    rc = sm_scan_u64(p, end, out);
+    rc = sm__scan_u64(p, end, out);
     if (rc == 0 && neg)
         *out = 0;
     return rc;
 }
 
-int sm_parse_pid_stat(const char *buf, size_t len, sm_pid_stat *out)
+int sm__parse_pid_stat(const char *buf, size_t len, sm_pid_stat *out)
 {
     const char *p = buf, *end = buf + len, *close = NULL;
     uint64_t v, f[25];
     int rc;
 
     memset(out, 0, sizeof *out);
-    rc = sm_scan_u64(&p, end, &v);
+    rc = sm__scan_u64(&p, end, &v);
     if (rc < 0)
         return rc;
     if (v == 0 || v > 0x7fffffff)
@@ -324,7 +324,7 @@ int sm_parse_pid_stat(const char *buf, size_t len, sm_pid_stat *out)
     return 0;
 }
 
-int sm_parse_kb(const char *buf, size_t len, const char *key, uint64_t *kb)
+int sm__parse_kb(const char *buf, size_t len, const char *key, uint64_t *kb)
 {
     const char *p = buf, *end = buf + len;
     size_t kl = strlen(key);
@@ -333,7 +333,7 @@ int sm_parse_kb(const char *buf, size_t len, const char *key, uint64_t *kb)
         const char *eol = line_end(p, end);
         if ((size_t)(eol - p) >= kl && kl > 0 && memcmp(p, key, kl) == 0) {
             const char *q = skip_spaces(p + kl, eol);
-            int rc = sm_scan_u64(&q, eol, kb);
+            int rc = sm__scan_u64(&q, eol, kb);
             if (rc < 0)
                 return rc;
             q = skip_spaces(q, eol);
@@ -351,7 +351,7 @@ int sm_parse_kb(const char *buf, size_t len, const char *key, uint64_t *kb)
     return -ENOENT;
 }
 
-int sm_pid_list_next(const char *buf, size_t len, size_t *pos, int *pid)
+int sm__pid_list_next(const char *buf, size_t len, size_t *pos, int *pid)
 {
     const char *p = buf + (*pos < len ? *pos : len), *end = buf + len;
     uint64_t v;
@@ -363,7 +363,7 @@ int sm_pid_list_next(const char *buf, size_t len, size_t *pos, int *pid)
         *pos = len;
         return 0;
     }
-    rc = sm_scan_u64(&p, end, &v);
+    rc = sm__scan_u64(&p, end, &v);
     if (rc < 0)
         return rc;
     if (p < end && !is_space(*p) && *p != '\n')
@@ -378,7 +378,7 @@ int sm_pid_list_next(const char *buf, size_t len, size_t *pos, int *pid)
 /* The first entry of a comma-separated list (CUDA_VISIBLE_DEVICES,
  * ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES), blanks around it trimmed, cut
  * to cap - 1 bytes; always NUL-terminated. */
-void sm_list_entry(const char *v, char *out, size_t cap)
+void sm__list_entry(const char *v, char *out, size_t cap)
 {
     size_t len;
 
@@ -393,7 +393,7 @@ void sm_list_entry(const char *v, char *out, size_t cap)
     out[len] = '\0';
 }
 
-void sm_visible_walk(const char *list, sm_visible_match match, void *arg, char *chosen,
+void sm__visible_walk(const char *list, sm_visible_match match, void *arg, char *chosen,
                      size_t n, char *stop, size_t stoplen)
 {
     char tok[256];
@@ -403,7 +403,7 @@ void sm_visible_walk(const char *list, sm_visible_match match, void *arg, char *
     for (const char *v = list;;) {
         int idx;
 
-        sm_list_entry(v, tok, sizeof tok);
+        sm__list_entry(v, tok, sizeof tok);
         idx = match(tok, arg);
         if (idx < 0 || (size_t)idx >= n) {
             if (stoplen)

@@ -28,7 +28,7 @@ static int ceil_div(int a, int b)
  * never disagree: who collects, and
  * one collector by default; with all_workers one per pod (world size / local
  * world size). */
-int sm_collectors_of(int world_size, int local_world_size, int all_workers)
+int sm__collectors_of(int world_size, int local_world_size, int all_workers)
 {
     int n;
 
@@ -70,7 +70,7 @@ int sm_collects(const sm_identity *id, int all_workers, char *why, size_t whylen
 /* The write-load cap: with more than four collectors the logging period
  * (interval x samples) is at least 10 x ceil(n/4) s; a longer period is kept.
  * Raises the interval, keeps the samples. */
-double sm_capped_interval(int collectors, double interval, int samples)
+double sm__capped_interval(int collectors, double interval, int samples)
 {
     double min_period;
 
@@ -111,7 +111,7 @@ int sm_plan_estimate(const sm_plan_input *in, sm_plan *out, char *err, size_t er
  * it.  The bounds that depend on other fields (nodes <= pods) say their own. */
 static int out_of(double v, const sm_num_spec *spec, char *err, size_t errlen)
 {
-    return sm_num_check(v, NULL, spec, err, errlen) < 0;
+    return sm__num_check(v, NULL, spec, err, errlen) < 0;
 }
 
 /* in and out are whole structs here (sm_plan_estimate). */
@@ -169,8 +169,8 @@ static int compute(const sm_plan_input *in, sm_plan *out, char *err, size_t errl
     if (out_of(samples, &(sm_num_spec){"samples", 1, SM_SAMPLES_MAX, 1, 0}, err, errlen))
         return -EINVAL;
 
-    out->collectors = sm_collectors_of(in->workers, per_pod, in->all_workers);
-    interval = sm_capped_interval(out->collectors, interval, samples);
+    out->collectors = sm__collectors_of(in->workers, per_pod, in->all_workers);
+    interval = sm__capped_interval(out->collectors, interval, samples);
     period = interval * samples;
     out->interval_s = interval;
     out->samples = samples;
@@ -180,18 +180,18 @@ static int compute(const sm_plan_input *in, sm_plan *out, char *err, size_t errl
      * container: under torchrun and Ray the pod's workers share one container
      * and CUDA_VISIBLE_DEVICES is not narrowed per rank (docs/plan.md). */
     out->gpus_per_collector = gpus * per_pod;
-    out->series_per_collector = sm_collectors_series(out->gpus_per_collector,
+    out->series_per_collector = sm__collectors_series(out->gpus_per_collector,
                                                      in->container_limits, &node_scope);
     out->node_series_per_collector = node_scope;
     out->gpu_series_per_collector = out->series_per_collector -
-                                    sm_collectors_series(0, in->container_limits, NULL);
+                                    sm__collectors_series(0, in->container_limits, NULL);
     out->container_series_per_collector = out->series_per_collector -
-                                          sm_collectors_series(out->gpus_per_collector, 0, NULL);
+                                          sm__collectors_series(out->gpus_per_collector, 0, NULL);
     /* every recorded rank's process tree: rank 0's by default; with
      * all_workers each pod's collector records its own and its local
      * siblings' trees, so every worker's (docs/design.md §9) */
     out->ranks_recorded = in->all_workers ? in->workers : 1;
-    out->process_series = out->ranks_recorded * sm_process_series();
+    out->process_series = out->ranks_recorded * sm__process_series();
     out->series = out->collectors * out->series_per_collector + out->process_series;
     out->charts = out->series; /* MLflow draws one chart per series */
 
@@ -201,7 +201,7 @@ static int compute(const sm_plan_input *in, sm_plan *out, char *err, size_t errl
      * all_workers every node has a collector; by default only rank 0's. */
     node_hosts = out->collectors < nodes ? out->collectors : nodes;
     out->sections = node_scope * node_hosts + (out->series_per_collector - node_scope) +
-                    sm_process_series(); /* process_*: one section per key, every rank in it */
+                    sm__process_series(); /* process_*: one section per key, every rank in it */
 
     out->rows_per_hour = out->series * 3600.0 / period;
     out->bytes_per_row = BYTES_PER_ROW;

@@ -68,22 +68,22 @@ int sm_probe_run(double interval_s, sm_probe **out, char *err, size_t errlen)
         rc = -ENOMEM;
         goto out;
     }
-    rc = sm_ctx_init(&p->ctx);
+    rc = sm__ctx_init(&p->ctx);
     if (rc < 0) {
         snprintf(err, errlen, "SCOPEMETER_SYSROOT: %s", strerror(-rc));
         goto out;
     }
     p->mode = collect_mode(&p->ctx.id);
-    p->cg_rc = sm_cgroup_resolve(&p->ctx, &p->cg);
+    p->cg_rc = sm__cgroup_resolve(&p->ctx, &p->cg);
 
-    rc = sm_collset_open(&set, &p->ctx, &p->notes);
+    rc = sm__collset_open(&set, &p->ctx, &p->notes);
     if (rc < 0) {
         snprintf(err, errlen, "cannot open collectors: %s", strerror(-rc));
         goto out;
     }
-    sm_sleep(interval_s);
-    sm_collset_sample(&set, pts);
-    sm_collset_tags(&set, SM_TAGS_START, &tags);
+    sm__sleep(interval_s);
+    sm__collset_sample(&set, pts);
+    sm__collset_tags(&set, SM_TAGS_START, &tags);
 
     for (size_t i = 0; i < tags.n; i++)
         if (strcmp(tags.v[i].key, "gpu") == 0)
@@ -94,7 +94,7 @@ int sm_probe_run(double interval_s, sm_probe **out, char *err, size_t errlen)
         const sm_point *pt = &pts->v[i];
         if (sm_series_name(pt->key, p->ctx.id.rank, p->ctx.id.node, s->key, sizeof s->key) < 0) {
             /* a family no rule covers: a bug the tests catch; say it here too */
-            sm_note(&p->notes, SM_WARN, "series %s has no naming rule; not recorded", pt->key);
+            sm__note(&p->notes, SM_WARN, "series %s has no naming rule; not recorded", pt->key);
             continue;
         }
         snprintf(s->upstream, sizeof s->upstream, "%s", pt->key);
@@ -105,11 +105,11 @@ int sm_probe_run(double interval_s, sm_probe **out, char *err, size_t errlen)
         p->n++;
     }
     /* only now: a point's key and source may live in its collector's state */
-    sm_collset_close(&set);
+    sm__collset_close(&set);
     if (pts->nonfinite)
-        sm_note(&p->notes, SM_WARN, "%zu non-finite values skipped (not JSON)", pts->nonfinite);
+        sm__note(&p->notes, SM_WARN, "%zu non-finite values skipped (not JSON)", pts->nonfinite);
     if (!p->ctx.id.node[0])
-        sm_note(&p->notes, SM_INFO,
+        sm__note(&p->notes, SM_INFO,
                 "no node name (SCOPEMETER_NODE_NAME, NODE_NAME, SLURMD_NODENAME unset): "
                 "node tag 'unknown', keys without the node tier");
     fill_infos(p);
@@ -138,7 +138,7 @@ static void fill_infos(sm_probe *p)
         struct probe_series *s = &p->s[i];
         s->info = (sm_series_info){.size = sizeof s->info, .key = s->key,
                                    .upstream = s->upstream, .value = s->value,
-                                   .logged = sm_round1(s->value), .scope = s->scope,
+                                   .logged = sm__round1(s->value), .scope = s->scope,
                                    .unit = s->unit, .source = s->source};
     }
     memset(out, 0, sizeof *out);

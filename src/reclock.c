@@ -57,7 +57,7 @@ static uint64_t fnv1a64(const char *s)
     return h;
 }
 
-int sm_reclock_name(const char *key, int rank, char *out, size_t outlen)
+int sm__reclock_name(const char *key, int rank, char *out, size_t outlen)
 {
     int n;
 
@@ -74,7 +74,7 @@ int sm_reclock_name(const char *key, int rank, char *out, size_t outlen)
 static int address(const char *key, int rank, struct sockaddr_un *sa, socklen_t *len)
 {
     char name[sizeof sa->sun_path - 1];
-    int rc = sm_reclock_name(key, rank, name, sizeof name);
+    int rc = sm__reclock_name(key, rank, name, sizeof name);
 
     if (rc < 0)
         return rc;
@@ -85,7 +85,7 @@ static int address(const char *key, int rank, struct sockaddr_un *sa, socklen_t 
     return 0;
 }
 
-int sm_reclock_bind(const char *key, int rank, int *fd_out)
+int sm__reclock_bind(const char *key, int rank, int *fd_out)
 {
     struct sockaddr_un sa;
     socklen_t len;
@@ -106,7 +106,7 @@ int sm_reclock_bind(const char *key, int rank, int *fd_out)
     return 0;
 }
 
-int sm_reclock_peer(const char *key, int rank, pid_t *pid)
+int sm__reclock_peer(const char *key, int rank, pid_t *pid)
 {
     struct sockaddr_un sa;
     struct ucred cred;
@@ -130,11 +130,11 @@ int sm_reclock_peer(const char *key, int rank, pid_t *pid)
     return rc;
 }
 
-void sm_reclock_holder(const char *key, int rank, char *out, size_t outlen)
+void sm__reclock_holder(const char *key, int rank, char *out, size_t outlen)
 {
     char path[64], comm[64] = "";
     pid_t pid;
-    int rc = sm_reclock_peer(key, rank, &pid);
+    int rc = sm__reclock_peer(key, rank, &pid);
 
     if (rc < 0) {
         snprintf(out, outlen, "its pid unknown (%s)", strerror(-rc));
@@ -146,9 +146,9 @@ void sm_reclock_holder(const char *key, int rank, char *out, size_t outlen)
     }
     /* the real /proc, not the sysroot's: the pid is this machine's */
     snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
-    int fd = sm_open_abs(path);
+    int fd = sm__open_abs(path);
     if (fd >= 0) {
-        ssize_t n = sm_pread_all(fd, comm, sizeof comm);
+        ssize_t n = sm__pread_all(fd, comm, sizeof comm);
         close(fd);
         while (n > 0 && comm[n - 1] == '\n')
             comm[--n] = '\0';

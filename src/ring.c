@@ -69,20 +69,20 @@ static uint16_t intern(sm_ring *r, const char *s, size_t n)
     return (uint16_t)r->nstr++;
 }
 
-const char *sm_ring_str(const sm_ring *r, uint16_t id)
+const char *sm__ring_str(const sm_ring *r, uint16_t id)
 {
     return id < SM_RING_STRINGS && r->str[id] ? r->str[id] : "";
 }
 
-void sm_ring_expand(const sm_ring *r, const sm_entry *e, sm_record *out)
+void sm__ring_expand(const sm_ring *r, const sm_entry *e, sm_record *out)
 {
-    const char *k = sm_ring_str(r, e->key);
+    const char *k = sm__ring_str(r, e->key);
 
     memset(out, 0, sizeof *out);
     out->kind = e->text ? SM_RECORD_TAG : SM_RECORD_METRIC;
-    out->key = k; /* the table's strings live until sm_ring_destroy */
+    out->key = k; /* the table's strings live until sm__ring_destroy */
     if (e->text) {
-        out->text = sm_ring_str(r, e->text);
+        out->text = sm__ring_str(r, e->text);
         out->text_len = strlen(out->text);
     }
     out->value = e->value;
@@ -92,7 +92,7 @@ void sm_ring_expand(const sm_ring *r, const sm_entry *e, sm_record *out)
 
 /* ---- the ring ----------------------------------------------------------------- */
 
-/* Entries, string pointers and hash buckets in one block of sm_zalloc: a
+/* Entries, string pointers and hash buckets in one block of sm__zalloc: a
  * ring costs the pages its head has touched (a few while the sink keeps up;
  * it restarts at the front when emptied), not its capacity. */
 static size_t ring_bytes(size_t cap)
@@ -101,7 +101,7 @@ static size_t ring_bytes(size_t cap)
            SM_RING_HASH * sizeof(uint16_t);
 }
 
-int sm_ring_init(sm_ring *r, size_t cap)
+int sm__ring_init(sm_ring *r, size_t cap)
 {
     int rc = -ENOMEM;
     void *mem;
@@ -110,7 +110,7 @@ int sm_ring_init(sm_ring *r, size_t cap)
     if (cap == 0 || cap > (SIZE_MAX / 2) / sizeof(sm_entry))
         return -EINVAL;
     /* sm_entry (8-byte aligned) first, then the pointers, then the buckets */
-    mem = sm_zalloc(ring_bytes(cap));
+    mem = sm__zalloc(ring_bytes(cap));
     if (!mem)
         return -ENOMEM;
     r->buf = mem;
@@ -121,19 +121,19 @@ int sm_ring_init(sm_ring *r, size_t cap)
     rc = -pthread_mutex_init(&r->mu, NULL);
     if (rc < 0)
         goto fail;
-    rc = sm_cond_init_mono(&r->cv);
+    rc = sm__cond_init_mono(&r->cv);
     if (rc < 0) {
         pthread_mutex_destroy(&r->mu);
         goto fail;
     }
     return 0;
 fail:
-    sm_zfree(mem);
+    sm__zfree(mem);
     memset(r, 0, sizeof *r);
     return rc;
 }
 
-void sm_ring_destroy(sm_ring *r)
+void sm__ring_destroy(sm_ring *r)
 {
     if (!r->buf)
         return;
@@ -141,11 +141,11 @@ void sm_ring_destroy(sm_ring *r)
     pthread_mutex_destroy(&r->mu);
     for (uint32_t i = 1; i < r->nstr; i++)
         free(r->str[i]);
-    sm_zfree(r->buf);
+    sm__zfree(r->buf);
     memset(r, 0, sizeof *r);
 }
 
-void sm_ring_push(sm_ring *r, const sm_record *recs, size_t n)
+void sm__ring_push(sm_ring *r, const sm_record *recs, size_t n)
 {
     pthread_mutex_lock(&r->mu);
     if (r->closed) {
@@ -184,10 +184,10 @@ void sm_ring_push(sm_ring *r, const sm_record *recs, size_t n)
  * timeout, -EPIPE when closed and empty. */
 static int wait_records(sm_ring *r, double timeout_s)
 {
-    double deadline = sm_now_mono() + (timeout_s > 0 ? timeout_s : 0);
+    double deadline = sm__now_mono() + (timeout_s > 0 ? timeout_s : 0);
     struct timespec ts;
 
-    sm_mono_timespec(deadline, &ts);
+    sm__mono_timespec(deadline, &ts);
     while (r->len == 0) {
         if (r->closed)
             return -EPIPE;
@@ -195,7 +195,7 @@ static int wait_records(sm_ring *r, double timeout_s)
             pthread_cond_wait(&r->cv, &r->mu);
             continue;
         }
-        if (!(timeout_s > 0) || sm_now_mono() >= deadline)
+        if (!(timeout_s > 0) || sm__now_mono() >= deadline)
             return 0;
         pthread_cond_timedwait(&r->cv, &r->mu, &ts);
     }
@@ -241,7 +241,7 @@ static int take(sm_ring *r, sm_entry *ent, sm_record *rec, size_t cap, double ti
             if (ent)
                 ent[i] = *e;
             else
-                sm_ring_expand(r, e, &rec[i]);
+                sm__ring_expand(r, e, &rec[i]);
         }
         if (remove)
             remove_head(r, n);
@@ -252,12 +252,12 @@ static int take(sm_ring *r, sm_entry *ent, sm_record *rec, size_t cap, double ti
     return rc;
 }
 
-int sm_ring_peek(sm_ring *r, sm_entry *out, size_t cap, double timeout_s)
+int sm__ring_peek(sm_ring *r, sm_entry *out, size_t cap, double timeout_s)
 {
     return take(r, out, NULL, cap, timeout_s, 0);
 }
 
-size_t sm_ring_consume(sm_ring *r, size_t n)
+size_t sm__ring_consume(sm_ring *r, size_t n)
 {
     uint64_t end;
     size_t removed = 0;
@@ -273,12 +273,12 @@ size_t sm_ring_consume(sm_ring *r, size_t n)
     return removed;
 }
 
-int sm_ring_pop(sm_ring *r, sm_record *out, size_t cap, double timeout_s)
+int sm__ring_pop(sm_ring *r, sm_record *out, size_t cap, double timeout_s)
 {
     return take(r, NULL, out, cap, timeout_s, 1);
 }
 
-void sm_ring_close(sm_ring *r)
+void sm__ring_close(sm_ring *r)
 {
     pthread_mutex_lock(&r->mu);
     r->closed = 1;
@@ -286,7 +286,7 @@ void sm_ring_close(sm_ring *r)
     pthread_mutex_unlock(&r->mu);
 }
 
-size_t sm_ring_len(sm_ring *r)
+size_t sm__ring_len(sm_ring *r)
 {
     size_t n;
 
@@ -296,7 +296,7 @@ size_t sm_ring_len(sm_ring *r)
     return n;
 }
 
-uint64_t sm_ring_dropped(sm_ring *r)
+uint64_t sm__ring_dropped(sm_ring *r)
 {
     uint64_t n;
 

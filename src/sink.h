@@ -22,7 +22,7 @@
 
 /* ---- ring.c: bounded FIFO of records, drop-oldest on overflow ------------- */
 /* A record as the ring keeps it (24 bytes): key and tag text are ids in the
- * ring's string table (sm_ring_str); text 0 means a metric.  push() takes
+ * ring's string table (sm__ring_str); text 0 means a metric.  push() takes
  * sm_record (scopemeter.h), whose key and text point at the producer's
  * strings for the duration of the call; the ring copies them, whole. */
 typedef struct sm_entry {
@@ -53,26 +53,26 @@ typedef struct sm_ring {
     uint16_t *hash;
 } sm_ring;
 
-SM_HIDDEN int sm_ring_init(sm_ring *r, size_t cap);
-SM_HIDDEN void sm_ring_destroy(sm_ring *r);
+SM_HIDDEN int sm__ring_init(sm_ring *r, size_t cap);
+SM_HIDDEN void sm__ring_destroy(sm_ring *r);
 /* Never blocks on a consumer; overwrites the oldest when full. */
-SM_HIDDEN void sm_ring_push(sm_ring *r, const sm_record *recs, size_t n);
+SM_HIDDEN void sm__ring_push(sm_ring *r, const sm_record *recs, size_t n);
 /* Copies up to cap entries without removing them, waiting up to timeout_s
  * (0: no wait; < 0: until records come or the ring closes) for at least one.
  * Returns the count, 0 on timeout, -EPIPE when closed and empty. */
-SM_HIDDEN int sm_ring_peek(sm_ring *r, sm_entry *out, size_t cap, double timeout_s);
+SM_HIDDEN int sm__ring_peek(sm_ring *r, sm_entry *out, size_t cap, double timeout_s);
 /* Removes the n oldest records (after a successful peek+ship).  Returns how
  * many it removed: fewer than n when the producer overwrote some of them
  * since the peek (already counted in dropped). */
-SM_HIDDEN size_t sm_ring_consume(sm_ring *r, size_t n);
+SM_HIDDEN size_t sm__ring_consume(sm_ring *r, size_t n);
 /* peek + consume in one step, expanded to records (the queue sink). */
-SM_HIDDEN int sm_ring_pop(sm_ring *r, sm_record *out, size_t cap, double timeout_s);
+SM_HIDDEN int sm__ring_pop(sm_ring *r, sm_record *out, size_t cap, double timeout_s);
 /* The string of an entry's key or text id ("" for 0); valid until destroy. */
-SM_HIDDEN const char *sm_ring_str(const sm_ring *r, uint16_t id);
-SM_HIDDEN void sm_ring_expand(const sm_ring *r, const sm_entry *e, sm_record *out);
-SM_HIDDEN void sm_ring_close(sm_ring *r);
-SM_HIDDEN size_t sm_ring_len(sm_ring *r);
-SM_HIDDEN uint64_t sm_ring_dropped(sm_ring *r);
+SM_HIDDEN const char *sm__ring_str(const sm_ring *r, uint16_t id);
+SM_HIDDEN void sm__ring_expand(const sm_ring *r, const sm_entry *e, sm_record *out);
+SM_HIDDEN void sm__ring_close(sm_ring *r);
+SM_HIDDEN size_t sm__ring_len(sm_ring *r);
+SM_HIDDEN uint64_t sm__ring_dropped(sm_ring *r);
 
 /* ---- sink interface -------------------------------------------------------- */
 typedef struct sm_sink sm_sink;
@@ -109,14 +109,14 @@ struct sm_sink {
 };
 
 /* queue sink (sink_queue.c) */
-SM_HIDDEN int sm_sink_queue_new(size_t cap, sm_sink **out);
+SM_HIDDEN int sm__sink_queue_new(size_t cap, sm_sink **out);
 /* The smallest record_size a drain takes: the first sm_record with string
  * pointers (scopemeter.h), frozen whatever fields come later. */
 #define SM_RECORD_SIZE_MIN (offsetof(sm_record, text_len) + sizeof(size_t))
 /* out: cap records of record_size bytes (>= SM_RECORD_SIZE_MIN) each. */
-SM_HIDDEN int sm_sink_queue_drain(sm_sink *s, sm_record *out, int cap, size_t record_size,
+SM_HIDDEN int sm__sink_queue_drain(sm_sink *s, sm_record *out, int cap, size_t record_size,
                                   double timeout_s);
-SM_HIDDEN size_t sm_sink_queue_len(sm_sink *s); /* records waiting; 0 for another sink */
+SM_HIDDEN size_t sm__sink_queue_len(sm_sink *s); /* records waiting; 0 for another sink */
 
 /* What the monitor hands a delivering sink's constructor at start: only what
  * the core knows.  Whatever else a sink needs (an MLflow run, HTTP header
@@ -141,19 +141,19 @@ typedef int (*sm_sink_factory)(const sm_sink_config *cfg, char *err, size_t errl
  * sm_monitor_start() calls it.  The monitor owns settings from this call on
  * (even when it fails) and releases them with free_settings (may be NULL)
  * when another sink is chosen or the monitor is freed. */
-SM_HIDDEN int sm_monitor_set_sink_factory(sm_monitor *m, sm_sink_factory f, const char *target,
+SM_HIDDEN int sm__monitor_set_sink_factory(sm_monitor *m, sm_sink_factory f, const char *target,
                                           void *settings, void (*free_settings)(void *));
 /* monitor.c: the settings registered with factory f, while the monitor is
  * not started yet; NULL when another sink (or none) is chosen.  A sink's
  * own setters (sm_monitor_set_headers) change them here. */
-SM_HIDDEN void *sm_monitor_sink_settings(sm_monitor *m, sm_sink_factory f);
+SM_HIDDEN void *sm__monitor_sink_settings(sm_monitor *m, sm_sink_factory f);
 /* monitor.c: the recording key (docs/design.md §9) when none was set: the
  * sink that knows the run names it (copied). */
-SM_HIDDEN int sm_monitor_default_recording_key(sm_monitor *m, const char *key);
+SM_HIDDEN int sm__monitor_default_recording_key(sm_monitor *m, const char *key);
 
 /* log.c: the closing line both surfaces print, and its warning when records
  * were lost.  windows, points and tags are what the monitor logged. */
-SM_HIDDEN void sm_log_summary(int64_t windows, uint64_t points, uint64_t tags,
+SM_HIDDEN void sm__log_summary(int64_t windows, uint64_t points, uint64_t tags,
                               const sm_sink_counts *c);
 
 #endif

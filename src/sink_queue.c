@@ -20,24 +20,24 @@
 
 static void q_push(sm_sink *s, const sm_record *recs, size_t n)
 {
-    sm_ring_push(s->impl, recs, n);
+    sm__ring_push(s->impl, recs, n);
 }
 
 static int q_flush(sm_sink *s, double deadline)
 {
     (void)deadline;
-    sm_ring_close(s->impl);
+    sm__ring_close(s->impl);
     return 0;
 }
 
 static uint64_t q_dropped(sm_sink *s)
 {
-    return sm_ring_dropped(s->impl);
+    return sm__ring_dropped(s->impl);
 }
 
 static void q_close(sm_sink *s)
 {
-    sm_ring_destroy(s->impl);
+    sm__ring_destroy(s->impl);
     free(s->impl);
     free(s);
 }
@@ -50,7 +50,7 @@ static const sm_sink_ops queue_ops = {
     .close = q_close,
 };
 
-int sm_sink_queue_new(size_t cap, sm_sink **out)
+int sm__sink_queue_new(size_t cap, sm_sink **out)
 {
     sm_sink *s = calloc(1, sizeof *s);
     sm_ring *r = calloc(1, sizeof *r);
@@ -59,7 +59,7 @@ int sm_sink_queue_new(size_t cap, sm_sink **out)
     *out = NULL;
     if (!s || !r)
         goto fail;
-    rc = sm_ring_init(r, cap);
+    rc = sm__ring_init(r, cap);
     if (rc < 0)
         goto fail;
     s->ops = &queue_ops;
@@ -72,7 +72,7 @@ fail:
     return rc;
 }
 
-int sm_sink_queue_drain(sm_sink *s, sm_record *out, int cap, size_t record_size,
+int sm__sink_queue_drain(sm_sink *s, sm_record *out, int cap, size_t record_size,
                         double timeout_s)
 {
     sm_record chunk[64];
@@ -81,10 +81,10 @@ int sm_sink_queue_drain(sm_sink *s, sm_record *out, int cap, size_t record_size,
     if (!s || s->ops != &queue_ops || !out || cap <= 0 || record_size < SM_RECORD_SIZE_MIN)
         return -EINVAL;
     if (record_size == sizeof *out) /* the caller's sm_record is this library's */
-        return sm_ring_pop(s->impl, out, (size_t)cap, timeout_s);
+        return sm__ring_pop(s->impl, out, (size_t)cap, timeout_s);
     /* another stride (a program built against an older or newer header):
      * the fields both know, zeros past ours (scopemeter.h) */
-    n = sm_ring_pop(s->impl, chunk, (size_t)cap < 64 ? (size_t)cap : 64, timeout_s);
+    n = sm__ring_pop(s->impl, chunk, (size_t)cap < 64 ? (size_t)cap : 64, timeout_s);
     for (int i = 0; i < n; i++) {
         char *dst = (char *)out + (size_t)i * record_size;
         memcpy(dst, &chunk[i], record_size < sizeof chunk[i] ? record_size : sizeof chunk[i]);
@@ -94,7 +94,7 @@ int sm_sink_queue_drain(sm_sink *s, sm_record *out, int cap, size_t record_size,
     return n;
 }
 
-size_t sm_sink_queue_len(sm_sink *s)
+size_t sm__sink_queue_len(sm_sink *s)
 {
-    return s && s->ops == &queue_ops ? sm_ring_len(s->impl) : 0;
+    return s && s->ops == &queue_ops ? sm__ring_len(s->impl) : 0;
 }

@@ -16,7 +16,7 @@
 
 #include "internal.h"
 
-int sm_path(const sm_ctx *ctx, const char *abs, char *out, size_t outlen)
+int sm__path(const sm_ctx *ctx, const char *abs, char *out, size_t outlen)
 {
     int n = snprintf(out, outlen, "%s%s", ctx ? ctx->sysroot : "", abs);
     if (n < 0 || (size_t)n >= outlen)
@@ -24,7 +24,7 @@ int sm_path(const sm_ctx *ctx, const char *abs, char *out, size_t outlen)
     return 0;
 }
 
-int sm_open_abs(const char *path)
+int sm__open_abs(const char *path)
 {
     int fd;
 
@@ -34,15 +34,15 @@ int sm_open_abs(const char *path)
     return fd < 0 ? -errno : fd;
 }
 
-int sm_open(const sm_ctx *ctx, const char *abs)
+int sm__open(const sm_ctx *ctx, const char *abs)
 {
     char path[SM_PATH_MAX];
-    int rc = sm_path(ctx, abs, path, sizeof path);
+    int rc = sm__path(ctx, abs, path, sizeof path);
 
-    return rc < 0 ? rc : sm_open_abs(path);
+    return rc < 0 ? rc : sm__open_abs(path);
 }
 
-ssize_t sm_pread_all(int fd, char *buf, size_t cap)
+ssize_t sm__pread_all(int fd, char *buf, size_t cap)
 {
     size_t len = 0;
 
@@ -70,24 +70,24 @@ ssize_t sm_pread_all(int fd, char *buf, size_t cap)
     return (ssize_t)len;
 }
 
-ssize_t sm_read_file(const sm_ctx *ctx, const char *abs, char *buf, size_t cap)
+ssize_t sm__read_file(const sm_ctx *ctx, const char *abs, char *buf, size_t cap)
 {
     ssize_t n;
-    int fd = sm_open(ctx, abs);
+    int fd = sm__open(ctx, abs);
 
     if (fd < 0)
         return fd;
-    n = sm_pread_all(fd, buf, cap);
+    n = sm__pread_all(fd, buf, cap);
     close(fd);
     return n;
 }
 
-ssize_t sm_read_file_alloc(const char *path, char **out)
+ssize_t sm__read_file_alloc(const char *path, char **out)
 {
     size_t cap = 8192, len = 0;
     char *buf = NULL;
     ssize_t rc;
-    int fd = sm_open_abs(path);
+    int fd = sm__open_abs(path);
 
     *out = NULL;
     if (fd < 0)

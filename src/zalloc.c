@@ -29,21 +29,21 @@
 #endif
 
 #ifdef SM_ZALLOC_HEAP
-void *sm_zalloc(size_t n)
+void *sm__zalloc(size_t n)
 {
     return calloc(1, n ? n : 1);
 }
 
-void sm_zfree(void *p)
+void sm__zfree(void *p)
 {
     free(p);
 }
 #else
 
-/* The length, before the block: sm_zfree needs it for munmap. */
+/* The length, before the block: sm__zfree needs it for munmap. */
 #define HDR 16u
 
-void *sm_zalloc(size_t n)
+void *sm__zalloc(size_t n)
 {
     unsigned char *p;
 
@@ -56,7 +56,7 @@ void *sm_zalloc(size_t n)
     return p + HDR;
 }
 
-void sm_zfree(void *ptr)
+void sm__zfree(void *ptr)
 {
     unsigned char *p = ptr;
     size_t n;

@@ -505,7 +505,7 @@ def _short(exc: BaseException) -> str:
 def _sysroot() -> str:
     """SCOPEMETER_SYSROOT without trailing slashes ("" for none or "/"), the
     prefix of every absolute path read, as the engine takes it (docs/design.md §8,
-    src/collectors.c sm_ctx_init)."""
+    src/collectors.c sm__ctx_init)."""
     return (os.environ.get("SCOPEMETER_SYSROOT") or "").rstrip("/")
 
 

@@ -193,7 +193,7 @@ static int Monitor_init(PyObject *self_, PyObject *args, PyObject *kw)
         Py_XDECREF(keep);
     } else if (rc == 0 && delivery != Py_None) {
         /* the MlflowClient path: the front's thread drives the C policy */
-        rc = sm_monitor_set_delivery(self->m, ((DeliveryObject *)delivery)->d);
+        rc = sm__monitor_set_delivery(self->m, ((DeliveryObject *)delivery)->d);
     } else if (rc == 0) {
         rc = sm_monitor_use_queue(self->m);
     }
@@ -525,7 +525,7 @@ static int Delivery_init(PyObject *self_, PyObject *args, PyObject *kw)
         return -1;
     }
     sm_mlflow_redact_uri(uri, shown, sizeof shown);
-    rc = sm_deliver_new(run_id, shown, &self->d);
+    rc = sm__deliver_new(run_id, shown, &self->d);
     if (rc < 0) {
         raise_errno(rc, "delivery", NULL);
         return -1;
@@ -540,8 +540,8 @@ static void Delivery_dealloc(PyObject *self_)
     freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
 
     if (self->d) {
-        sm_deliver_cancel(self->d); /* a driver of ours, if any, ends */
-        sm_deliver_unref(self->d);
+        sm__deliver_cancel(self->d); /* a driver of ours, if any, ends */
+        sm__deliver_unref(self->d);
         self->d = NULL;
     }
     tp_free(self_);
@@ -561,12 +561,12 @@ static sm_deliver *delivery_of(PyObject *self_)
  * step), the step after the run's earlier ones (b->step_base). */
 static PyObject *entry_tuple(const sm_deliver_batch *b, const sm_entry *e)
 {
-    PyObject *key = text_of(sm_ring_str(b->ring, e->key), SIZE_MAX), *value;
+    PyObject *key = text_of(sm__ring_str(b->ring, e->key), SIZE_MAX), *value;
     int tag = e->text != 0;
 
     if (!key)
         return NULL;
-    value = tag ? text_of(sm_ring_str(b->ring, e->text), SIZE_MAX) : PyFloat_FromDouble(e->value);
+    value = tag ? text_of(sm__ring_str(b->ring, e->text), SIZE_MAX) : PyFloat_FromDouble(e->value);
     if (!value) {
         Py_DECREF(key);
         return NULL;
@@ -593,7 +593,7 @@ static PyObject *Delivery_next(PyObject *self_, PyObject *Py_UNUSED(ignored))
     }
     self->in_next = 1;
     Py_BEGIN_ALLOW_THREADS
-    more = sm_deliver_next(d, &b);
+    more = sm__deliver_next(d, &b);
     Py_END_ALLOW_THREADS
     self->in_next = 0;
     if (!more)
@@ -632,10 +632,10 @@ static PyObject *Delivery_done(PyObject *self_, PyObject *args)
                           &os_errno, &why))
         return NULL;
     if (http > 0)
-        sm_deliver_answer_http(d, http, body, (size_t)blen, retry_after, &a);
+        sm__deliver_answer_http(d, http, body, (size_t)blen, retry_after, &a);
     else
-        sm_deliver_answer_none(sm_deliver_shown(d), os_errno, why, &a);
-    sm_deliver_done(d, taken < 0 ? 0 : (size_t)taken, &a);
+        sm__deliver_answer_none(sm__deliver_shown(d), os_errno, why, &a);
+    sm__deliver_done(d, taken < 0 ? 0 : (size_t)taken, &a);
     Py_RETURN_NONE;
 }
 
@@ -653,7 +653,7 @@ static PyObject *Delivery_check(PyObject *self_, PyObject *args)
         return NULL;
     if (!PyArg_ParseTuple(args, "izzz", &rank, &run_json, &error_code, &why))
         return NULL;
-    rc = sm_deliver_check_json(d, rank, run_json, error_code, why, err, sizeof err);
+    rc = sm__deliver_check_json(d, rank, run_json, error_code, why, err, sizeof err);
     if (rc == 0)
         Py_RETURN_NONE;
     return PyUnicode_FromString(err);
@@ -665,7 +665,7 @@ static PyObject *Delivery_cancel(PyObject *self_, PyObject *Py_UNUSED(ignored))
 
     if (!d)
         return NULL;
-    sm_deliver_cancel(d);
+    sm__deliver_cancel(d);
     Py_RETURN_NONE;
 }
 
@@ -933,7 +933,7 @@ static PyObject *mod_parse_number(PyObject *Py_UNUSED(mod), PyObject *args, PyOb
         if (PyUnicode_Check(value)) {
             if (!(text = number_text(value, &bytes)))
                 goto out;
-            rc = sm_num_parse(text, &spec, &v, err, sizeof err);
+            rc = sm__num_parse(text, &spec, &v, err, sizeof err);
         } else if (PyBool_Check(value)) {
             PyErr_Format(PyExc_TypeError, "%s must be a number, not bool", name);
             goto out;
@@ -955,7 +955,7 @@ static PyObject *mod_parse_number(PyObject *Py_UNUSED(mod), PyObject *args, PyOb
             }
             if (!(repr = PyObject_Repr(value)) || !(bytes = PyUnicode_AsUTF8String(repr)))
                 goto out;
-            rc = sm_num_check(v, PyBytes_AsString(bytes), &spec, err, sizeof err);
+            rc = sm__num_check(v, PyBytes_AsString(bytes), &spec, err, sizeof err);
         }
         if (rc < 0) {
             PyErr_SetString(PyExc_ValueError, err);

@@ -77,7 +77,7 @@ static int utf8_valid(const char *s, size_t n)
     return 1;
 }
 
-size_t sm_body_text(char *out, const char *s)
+size_t sm__body_text(char *out, const char *s)
 {
     size_t n = strnlen(s, TEXT_MAX), o = 0, i = 0;
 
@@ -154,7 +154,7 @@ static char *put_text(char *p, const char *s)
 
     if (utf8_valid(s, n))
         return put_escaped(p, s, n);
-    return put_escaped(p, tmp, sm_body_text(tmp, s));
+    return put_escaped(p, tmp, sm__body_text(tmp, s));
 }
 
 static char *put_u64(char *p, uint64_t v)
@@ -180,7 +180,7 @@ static char *put_i64(char *p, int64_t v)
     return put_u64(p, (uint64_t)v);
 }
 
-size_t sm_body_real(char *out, double v)
+size_t sm__body_real(char *out, double v)
 {
     double a = fabs(v);
     char *p = out, tmp[40];
@@ -188,7 +188,7 @@ size_t sm_body_real(char *out, double v)
 
     if (signbit(v))
         *p++ = '-';
-    /* Every logged value is round(x, 1) (sm_round1): the double nearest to
+    /* Every logged value is round(x, 1) (sm__round1): the double nearest to
      * k/10 for an integer k.  Below 2^49, k < 2^53 is exact and the k found
      * is checked: k / 10.0 is the correctly rounded quotient, the double
      * nearest to the decimal k/10, which is also what any correct reader
@@ -259,10 +259,10 @@ static int put_records(sm_body *b, const sm_ring *ring, const sm_entry *recs, si
         if ((r->text != 0) != tags || (!tags && !isfinite(r->value)))
             continue;
         /* escaped, a byte takes at most 6 (\u00XX); numbers and names 128 */
-        key = sm_ring_str(ring, r->key);
+        key = sm__ring_str(ring, r->key);
         room = 6 * strnlen(key, TEXT_MAX) + 128;
         if (tags) {
-            text = sm_ring_str(ring, r->text);
+            text = sm__ring_str(ring, r->text);
             room += 6 * strnlen(text, TEXT_MAX) + 2;
         }
         if (reserve(b, room) < 0)
@@ -277,7 +277,7 @@ static int put_records(sm_body *b, const sm_ring *ring, const sm_entry *recs, si
         if (tags) {
             p = put_text(p, text);
         } else {
-            p += sm_body_real(p, r->value);
+            p += sm__body_real(p, r->value);
             p = PUT_LIT(p, ",\"timestamp\":");
             p = put_i64(p, r->timestamp_ms);
             p = PUT_LIT(p, ",\"step\":");
@@ -289,7 +289,7 @@ static int put_records(sm_body *b, const sm_ring *ring, const sm_entry *recs, si
     return 0;
 }
 
-int sm_body_admit(const sm_entry *r, size_t *nm, size_t *nt)
+int sm__body_admit(const sm_entry *r, size_t *nm, size_t *nt)
 {
     if (*nm + *nt >= SM_MLFLOW_MAX_ENTITIES)
         return -1;
@@ -307,7 +307,7 @@ int sm_body_admit(const sm_entry *r, size_t *nm, size_t *nt)
     return 1;
 }
 
-int sm_body_log_batch(sm_body *b, const char *run_id, const sm_ring *ring,
+int sm__body_log_batch(sm_body *b, const char *run_id, const sm_ring *ring,
                       const sm_entry *recs, size_t n, int64_t step_base)
 {
     size_t nm, nt, i;
@@ -319,11 +319,11 @@ int sm_body_log_batch(sm_body *b, const char *run_id, const sm_ring *ring,
         b->nonfinite_key = NULL;
         nm = nt = 0;
         for (i = 0; i < n; i++) {
-            int admit = sm_body_admit(&recs[i], &nm, &nt);
+            int admit = sm__body_admit(&recs[i], &nm, &nt);
             if (admit < 0)
                 break;
             if (admit == 0 && b->nonfinite++ == 0)
-                b->nonfinite_key = sm_ring_str(ring, recs[i].key);
+                b->nonfinite_key = sm__ring_str(ring, recs[i].key);
         }
         b->used = i;
         b->shipped = nm + nt;
@@ -350,7 +350,7 @@ int sm_body_log_batch(sm_body *b, const char *run_id, const sm_ring *ring,
     }
 }
 
-void sm_body_free(sm_body *b)
+void sm__body_free(sm_body *b)
 {
     free(b->buf);
     b->buf = NULL;

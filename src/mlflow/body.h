@@ -20,7 +20,7 @@
 
 /* One body and what it covers.  buf is malloc'd, NUL-terminated and grows
  * as needed; a caller may take it over (set buf to NULL) or keep it for the
- * next body; sm_body_free releases it. */
+ * next body; sm__body_free releases it. */
 typedef struct sm_body {
     char *buf;
     size_t len, cap;
@@ -39,24 +39,24 @@ typedef struct sm_body {
  * the ring's strings, cut at 1023 bytes, bytes that are not UTF-8 as jansson
  * reads it become '?'.  b->shipped is 0 when nothing is shippable (the body
  * is written all the same).  0 or -ENOMEM. */
-SM_HIDDEN int sm_body_log_batch(sm_body *b, const char *run_id, const sm_ring *ring,
+SM_HIDDEN int sm__body_log_batch(sm_body *b, const char *run_id, const sm_ring *ring,
                                 const sm_entry *recs, size_t n, int64_t step_base);
-SM_HIDDEN void sm_body_free(sm_body *b);
+SM_HIDDEN void sm__body_free(sm_body *b);
 
 /* MLflow's limits on one log-batch (mlflow/utils/validation.py), the one
  * place they are applied: whether record r goes into a batch that holds
  * *nm metrics and *nt tags so far.  1: it does (the count grows); 0: it is
  * skipped (a non-finite value: NaN and inf are not JSON); -1: the batch is
  * full.  deliver.c chooses its batches with it, and body.c writes them. */
-SM_HIDDEN int sm_body_admit(const sm_entry *r, size_t *nm, size_t *nt);
+SM_HIDDEN int sm__body_admit(const sm_entry *r, size_t *nm, size_t *nt);
 
 /* Exposed for the tests: a JSON number for v (finite) that reads back as
  * exactly v, with a '.' or an exponent (a reader keeps it a real); the
  * length written, at most 32 bytes, no NUL. */
-SM_HIDDEN size_t sm_body_real(char *out, double v);
+SM_HIDDEN size_t sm__body_real(char *out, double v);
 /* The text a key or tag value becomes in JSON, before escaping (the same
  * as the jansson build's): at most 1023 bytes of s, sanitised to what
  * jansson accepts as UTF-8.  out holds 1024 bytes; the length written. */
-SM_HIDDEN size_t sm_body_text(char *out, const char *s);
+SM_HIDDEN size_t sm__body_text(char *out, const char *s);
 
 #endif

@@ -56,12 +56,12 @@
 
 static const sm_curl_api builtin = SM_CURL_API_TABLE;
 
-const sm_curl_api *sm_curl_builtin(void)
+const sm_curl_api *sm__curl_builtin(void)
 {
     return &builtin;
 }
 
-int sm_curl_has_tls(const sm_curl_api *c)
+int sm__curl_has_tls(const sm_curl_api *c)
 {
     const curl_version_info_data *v = c->version_info(CURLVERSION_NOW);
     return v && (v->features & CURL_VERSION_SSL);
@@ -197,7 +197,7 @@ static const sm_curl_api *load_module(void)
     Dl_info info;
     void *h = NULL;
 
-    if (!dladdr1((void *)&sm_curl_tls, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm) {
+    if (!dladdr1((void *)&sm__curl_tls, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm) {
         snprintf(tls_err, sizeof tls_err, "cannot tell which file this code was loaded from");
         return NULL;
     }
@@ -214,7 +214,7 @@ static const sm_curl_api *load_module(void)
     }
     *(void **)&entry = dlsym(h, SM_HTTPS_MODULE_ENTRY);
     api = entry ? entry() : NULL;
-    if (!api || api->abi != SM_CURL_API_ABI || !sm_curl_has_tls(api)) {
+    if (!api || api->abi != SM_CURL_API_ABI || !sm__curl_has_tls(api)) {
         snprintf(tls_err, sizeof tls_err, "%.600s is not the TLS module of this build of scopemeter",
                  tls_path);
         goto fail;
@@ -244,9 +244,9 @@ static void tls_load(void)
     tls_api = load_module();
 }
 
-const sm_curl_api *sm_curl_tls(char *err, size_t errlen)
+const sm_curl_api *sm__curl_tls(char *err, size_t errlen)
 {
-    if (sm_curl_has_tls(&builtin))
+    if (sm__curl_has_tls(&builtin))
         return &builtin;
     pthread_once(&tls_once, tls_load);
     if (!tls_api)
@@ -257,7 +257,7 @@ const sm_curl_api *sm_curl_tls(char *err, size_t errlen)
 
 int sm_mlflow_tls(char *out, size_t outlen)
 {
-    const sm_curl_api *c = sm_curl_tls(out, outlen);
+    const sm_curl_api *c = sm__curl_tls(out, outlen);
 
     if (!c)
         return -ENOENT;

@@ -61,11 +61,11 @@ typedef struct sm_curl_api {
 #define SM_HTTPS_MODULE_ENTRY "sm_https_curl_api"
 
 /* The libcurl linked into this object (TLS or not). */
-SM_HIDDEN const sm_curl_api *sm_curl_builtin(void);
+SM_HIDDEN const sm_curl_api *sm__curl_builtin(void);
 /* 1 when the libcurl of c has TLS. */
-SM_HIDDEN int sm_curl_has_tls(const sm_curl_api *c);
+SM_HIDDEN int sm__curl_has_tls(const sm_curl_api *c);
 /* A libcurl with TLS: the built-in one when it has TLS, else the module's,
  * loaded (and curl_global_init'ed) once per process; on failure NULL and one
  * sentence in err naming where it looked. */
-SM_HIDDEN const sm_curl_api *sm_curl_tls(char *err, size_t errlen);
+SM_HIDDEN const sm_curl_api *sm__curl_tls(char *err, size_t errlen);
 #endif

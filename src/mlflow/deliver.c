@@ -90,7 +90,7 @@ struct sm_deliver {
     double wait_s;            /* backoff to wait before the next post */
     uint64_t seed;
     int attempt;
-    int dup_retries;          /* unique-key refusals retried for this batch (sm_deliver_done) */
+    int dup_retries;          /* unique-key refusals retried for this batch (sm__deliver_done) */
     double outage_since;      /* monotonic time of the first failure, 0 when healthy */
     uint64_t dropped_before;  /* ring drops when the outage began */
     uint64_t dropped_said;    /* ring drops already reported */
@@ -110,16 +110,16 @@ struct sm_deliver {
 /* Records the ring overwrote that never reached the store. */
 static uint64_t lost(sm_deliver *d)
 {
-    return sm_ring_dropped(&d->ring) - atomic_load(&d->rescued);
+    return sm__ring_dropped(&d->ring) - atomic_load(&d->rescued);
 }
 
 static void report_drops(sm_deliver *d)
 {
-    uint64_t n = sm_ring_dropped(&d->ring);
+    uint64_t n = sm__ring_dropped(&d->ring);
 
     if (n > d->dropped_said) {
         if (d->dropped_said == 0)
-            sm_log(SM_WARN, "buffer of %zu points full while MLflow is unreachable: the "
+            sm__log(SM_WARN, "buffer of %zu points full while MLflow is unreachable: the "
                    "oldest points are dropped (counted, reported when the server is back "
                    "and at stop)", d->cap);
         d->dropped_said = n;
@@ -129,10 +129,10 @@ static void report_drops(sm_deliver *d)
 static void on_failure(sm_deliver *d, const sm_deliver_answer *a)
 {
     if (d->outage_since == 0) {
-        d->outage_since = sm_now_mono();
+        d->outage_since = sm__now_mono();
         d->dropped_before = lost(d);
-        sm_log(SM_WARN, "cannot deliver to MLflow (%s); %zu points wait in the buffer "
-               "(room for %zu) and are retried%s", a->msg, sm_ring_len(&d->ring), d->cap,
+        sm__log(SM_WARN, "cannot deliver to MLflow (%s); %zu points wait in the buffer "
+               "(room for %zu) and are retried%s", a->msg, sm__ring_len(&d->ring), d->cap,
                a->retry_after >= 0 ? ", honouring Retry-After" : " with backoff");
     }
     report_drops(d);
@@ -152,12 +152,12 @@ static void on_success(sm_deliver *d)
     if (d->outage_since > 0) {
         uint64_t n = lost(d) - d->dropped_before;
         if (n)
-            sm_log(SM_INFO, "MLflow reachable again after %.0f s; %llu oldest points were "
+            sm__log(SM_INFO, "MLflow reachable again after %.0f s; %llu oldest points were "
                    "dropped because the buffer was full",
-                   sm_now_mono() - d->outage_since, (unsigned long long)n);
+                   sm__now_mono() - d->outage_since, (unsigned long long)n);
         else
-            sm_log(SM_INFO, "MLflow reachable again after %.0f s; no point lost",
-                   sm_now_mono() - d->outage_since);
+            sm__log(SM_INFO, "MLflow reachable again after %.0f s; no point lost",
+                   sm__now_mono() - d->outage_since);
         d->outage_since = 0;
     }
     d->attempt = 0;
@@ -175,7 +175,7 @@ static void on_refused(sm_deliver *d, const sm_deliver_answer *a, size_t n, size
      * batch, and a line per window would flood the training log */
     if (strcmp(d->last_refusal, kind) != 0) {
         snprintf(d->last_refusal, sizeof d->last_refusal, "%s", kind);
-        sm_log(SM_WARN, "MLflow refused %zu records (%s); not retried, they are dropped "
+        sm__log(SM_WARN, "MLflow refused %zu records (%s); not retried, they are dropped "
                "and counted", n, a->msg);
     }
 }
@@ -188,15 +188,15 @@ static void on_refused(sm_deliver *d, const sm_deliver_answer *a, size_t n, size
  * flush began meanwhile. */
 static int wait_for(sm_deliver *d, double secs)
 {
-    double until = sm_now_mono() + secs;
+    double until = sm__now_mono() + secs;
     struct timespec ts;
     int flushing, began;
 
     pthread_mutex_lock(&d->mu);
     flushing = d->flushing;
-    while (!atomic_load(&d->abort) && d->flushing == flushing && sm_now_mono() < until) {
-        double slice = sm_now_mono() + 1.0;
-        sm_mono_timespec(slice < until ? slice : until, &ts);
+    while (!atomic_load(&d->abort) && d->flushing == flushing && sm__now_mono() < until) {
+        double slice = sm__now_mono() + 1.0;
+        sm__mono_timespec(slice < until ? slice : until, &ts);
         pthread_cond_timedwait(&d->cv, &d->mu, &ts);
         pthread_mutex_unlock(&d->mu);
         report_drops(d);
@@ -222,7 +222,7 @@ static void spread(sm_deliver *d)
 {
     for (;;) {
         long long dl = atomic_load(&d->deadline_ms);
-        double room = dl > 0 ? ((double)dl / 1000.0 - sm_now_mono()) / 4 : d->period_s / 2;
+        double room = dl > 0 ? ((double)dl / 1000.0 - sm__now_mono()) / 4 : d->period_s / 2;
         double bound = d->spread_s < room ? d->spread_s : room;
 
         if (!(bound > 0.001))
@@ -238,7 +238,7 @@ static int past_deadline(sm_deliver *d)
 {
     long long dl = atomic_load(&d->deadline_ms);
 
-    return dl > 0 && sm_now_mono() * 1000.0 >= (double)dl;
+    return dl > 0 && sm__now_mono() * 1000.0 >= (double)dl;
 }
 
 static int over(sm_deliver *d)
@@ -258,7 +258,7 @@ static size_t select_batch(sm_deliver *d, size_t n)
 
     d->nbatch = 0;
     for (i = 0; i < n; i++) {
-        int admit = sm_body_admit(&d->raw[i], &nm, &nt);
+        int admit = sm__body_admit(&d->raw[i], &nm, &nt);
 
         if (admit < 0)
             break;
@@ -273,17 +273,17 @@ static size_t select_batch(sm_deliver *d, size_t n)
 
 /* Removes the first `used` peeked records from the ring, counting the
  * non-finite values among them (said once, totalled at stop).  Returns how
- * many the ring still held (ring.c: sm_ring_consume). */
+ * many the ring still held (ring.c: sm__ring_consume). */
 static size_t consume(sm_deliver *d, size_t used)
 {
     for (size_t i = 0; i < used; i++) {
         const sm_entry *r = &d->raw[i];
         if (r->text == 0 && !isfinite(r->value) && atomic_fetch_add(&d->nonfinite, 1) == 0)
-            sm_log(SM_WARN, "skipped a non-finite value of %.200s (NaN/inf is not JSON); "
+            sm__log(SM_WARN, "skipped a non-finite value of %.200s (NaN/inf is not JSON); "
                    "further ones are counted and reported at stop",
-                   sm_ring_str(&d->ring, r->key));
+                   sm__ring_str(&d->ring, r->key));
     }
-    return sm_ring_consume(&d->ring, used);
+    return sm__ring_consume(&d->ring, used);
 }
 
 static int wait_configured(sm_deliver *d)
@@ -298,7 +298,7 @@ static int wait_configured(sm_deliver *d)
     return ok;
 }
 
-int sm_deliver_next(sm_deliver *d, sm_deliver_batch *b)
+int sm__deliver_next(sm_deliver *d, sm_deliver_batch *b)
 {
     int n;
 
@@ -315,7 +315,7 @@ int sm_deliver_next(sm_deliver *d, sm_deliver_batch *b)
             continue;
         }
         /* sleeps until a window is pushed or the ring is closed (stop) */
-        n = sm_ring_peek(&d->ring, d->raw, SM_MLFLOW_MAX_ENTITIES, -1);
+        n = sm__ring_peek(&d->ring, d->raw, SM_MLFLOW_MAX_ENTITIES, -1);
         if (n == -EPIPE)
             break; /* closed and empty: all delivered */
         if (n <= 0)
@@ -326,7 +326,7 @@ int sm_deliver_next(sm_deliver *d, sm_deliver_batch *b)
             if (over(d))
                 break;
             /* windows pushed meanwhile go in the same post */
-            n = sm_ring_peek(&d->ring, d->raw, SM_MLFLOW_MAX_ENTITIES, 0);
+            n = sm__ring_peek(&d->ring, d->raw, SM_MLFLOW_MAX_ENTITIES, 0);
             if (n <= 0)
                 continue;
         }
@@ -348,7 +348,7 @@ end:
     return 0;
 }
 
-void sm_deliver_done(sm_deliver *d, size_t taken, const sm_deliver_answer *a)
+void sm__deliver_done(sm_deliver *d, size_t taken, const sm_deliver_answer *a)
 {
     size_t used, removed;
     double cap;
@@ -365,7 +365,7 @@ void sm_deliver_done(sm_deliver *d, size_t taken, const sm_deliver_answer *a)
         atomic_fetch_add(&d->rescued, used - removed); /* delivered after all */
         atomic_fetch_add(&d->delivered, taken);
         on_success(d);
-        d->fresh = sm_ring_len(&d->ring) == 0; /* a backlog goes out at once */
+        d->fresh = sm__ring_len(&d->ring) == 0; /* a backlog goes out at once */
         break;
     case SM_REST_REFUSED:
         if (d->dup_retries < DUP_RETRIES_MAX && duplicate_key(a)) {
@@ -380,14 +380,14 @@ void sm_deliver_done(sm_deliver *d, size_t taken, const sm_deliver_answer *a)
              * first send did not).  A store that says it every time is
              * refused after DUP_RETRIES_MAX. */
             d->dup_retries++;
-            d->wait_s = sm_rest_backoff(d->attempt++, -1, BACKOFF_BASE_S, BACKOFF_FLUSH_CAP_S,
+            d->wait_s = sm__rest_backoff(d->attempt++, -1, BACKOFF_BASE_S, BACKOFF_FLUSH_CAP_S,
                                         &d->seed);
             break;
         }
         removed = consume(d, used);
         on_refused(d, a, used, removed);
         on_success(d); /* the store answered: not an outage */
-        d->fresh = sm_ring_len(&d->ring) == 0;
+        d->fresh = sm__ring_len(&d->ring) == 0;
         break;
     case SM_REST_ABORTED:
         break;
@@ -395,34 +395,34 @@ void sm_deliver_done(sm_deliver *d, size_t taken, const sm_deliver_answer *a)
         on_failure(d, a);
         /* while stopping, a store that comes back is used within 2 s */
         cap = atomic_load(&d->deadline_ms) > 0 ? BACKOFF_FLUSH_CAP_S : BACKOFF_CAP_S;
-        d->wait_s = sm_rest_backoff(d->attempt++, a->retry_after, BACKOFF_BASE_S, cap, &d->seed);
+        d->wait_s = sm__rest_backoff(d->attempt++, a->retry_after, BACKOFF_BASE_S, cap, &d->seed);
         break;
     }
 }
 
-void sm_deliver_cancel(sm_deliver *d)
+void sm__deliver_cancel(sm_deliver *d)
 {
     atomic_store(&d->abort, 1);
     pthread_mutex_lock(&d->mu);
     if (d->configured)
-        sm_ring_close(&d->ring); /* wakes a peek */
+        sm__ring_close(&d->ring); /* wakes a peek */
     pthread_cond_broadcast(&d->cv);
     pthread_mutex_unlock(&d->mu);
 }
 
-atomic_int *sm_deliver_abort_flag(sm_deliver *d)
+atomic_int *sm__deliver_abort_flag(sm_deliver *d)
 {
     return &d->abort;
 }
 
-atomic_llong *sm_deliver_deadline_ms(sm_deliver *d)
+atomic_llong *sm__deliver_deadline_ms(sm_deliver *d)
 {
     return &d->deadline_ms;
 }
 
 /* ---- the run check's verdict -------------------------------------------------- */
 
-int sm_deliver_checked(sm_deliver *d, int rank, int rc, const char *status, int64_t last,
+int sm__deliver_checked(sm_deliver *d, int rank, int rc, const char *status, int64_t last,
                        const char *why, char *err, size_t errlen)
 {
     if (rc == -ENOENT || rc == -EACCES || rc == -EINVAL || rc == -EIO || rc == -EPROTO) {
@@ -430,7 +430,7 @@ int sm_deliver_checked(sm_deliver *d, int rank, int rc, const char *status, int6
         return rc;
     }
     if (rc < 0) {
-        sm_log(SM_WARN, "cannot check run %s at %s (%s); recording into it anyway: points "
+        sm__log(SM_WARN, "cannot check run %s at %s (%s); recording into it anyway: points "
                "wait in the buffer until the server answers", d->run_id, d->shown, why);
         return 0;
     }
@@ -440,10 +440,10 @@ int sm_deliver_checked(sm_deliver *d, int rank, int rc, const char *status, int6
     if (last >= 0)
         d->step_base = last + 1;
     if (status && status[0] && strcmp(status, "RUNNING") != 0)
-        sm_log(SM_INFO, "run %s is %s; recording into it anyway%s", d->run_id, status,
+        sm__log(SM_INFO, "run %s is %s; recording into it anyway%s", d->run_id, status,
                last >= 0 ? ", its system steps continue after its last one" : "");
     if (last >= 0)
-        sm_log(SM_INFO, "run %s already holds system metrics of rank %d up to step %lld: steps "
+        sm__log(SM_INFO, "run %s already holds system metrics of rank %d up to step %lld: steps "
                "continue at %lld", d->run_id, rank, (long long)last, (long long)(last + 1));
     return 0;
 }
@@ -454,14 +454,14 @@ static void d_push(sm_sink *base, const sm_record *recs, size_t n)
 {
     sm_deliver *d = base->impl;
 
-    sm_ring_push(&d->ring, recs, n);
+    sm__ring_push(&d->ring, recs, n);
 }
 
 /* Ends delivery: abort what is in flight, wake every wait, join a thread of
  * ours (a Python driver is not joined: it sees the abort at its next look). */
 static void stop_driver(sm_deliver *d)
 {
-    sm_deliver_cancel(d);
+    sm__deliver_cancel(d);
     if (d->thread_started) {
         pthread_join(d->thread, NULL);
         d->thread_started = 0;
@@ -478,26 +478,26 @@ static int d_flush(sm_sink *base, double deadline)
 
     /* the request in flight at the deadline stops by itself (xferinfo) */
     atomic_store(&d->deadline_ms, (long long)(deadline * 1000.0));
-    sm_ring_close(&d->ring); /* the monitor pushes nothing after flush */
-    sm_mono_timespec(deadline, &ts);
+    sm__ring_close(&d->ring); /* the monitor pushes nothing after flush */
+    sm__mono_timespec(deadline, &ts);
     pthread_mutex_lock(&d->mu);
     d->flushing = 1;
     pthread_cond_broadcast(&d->cv);
-    while (!d->done && sm_now_mono() < deadline)
+    while (!d->done && sm__now_mono() < deadline)
         pthread_cond_timedwait(&d->cv, &d->mu, &ts);
     done = d->done;
     pthread_mutex_unlock(&d->mu);
     stop_driver(d);
 
-    left = sm_ring_len(&d->ring);
+    left = sm__ring_len(&d->ring);
     nonfinite = atomic_load(&d->nonfinite);
     /* buffer overflow and refusals were said when they happened; the
      * monitor reports their total (dropped()) after this */
     if (nonfinite > 1)
-        sm_log(SM_INFO, "%llu non-finite values were skipped in all",
+        sm__log(SM_INFO, "%llu non-finite values were skipped in all",
                (unsigned long long)nonfinite);
     if (!done || left) {
-        sm_log(SM_WARN, "stop deadline reached: %zu points not delivered to MLflow at %s",
+        sm__log(SM_WARN, "stop deadline reached: %zu points not delivered to MLflow at %s",
                left, d->shown);
         return -ETIMEDOUT;
     }
@@ -518,7 +518,7 @@ static void d_counts(sm_sink *base, sm_sink_counts *out)
     out->delivered = atomic_load(&d->delivered);
     out->overflow = lost(d);
     out->refused = atomic_load(&d->refused);
-    out->undelivered = sm_ring_len(&d->ring);
+    out->undelivered = sm__ring_len(&d->ring);
 }
 
 static void d_close(sm_sink *base)
@@ -533,7 +533,7 @@ static void d_close(sm_sink *base)
         d->free_arg(d->post_arg);
     d->free_arg = NULL;
     d->post_arg = NULL;
-    sm_deliver_unref(d);
+    sm__deliver_unref(d);
 }
 
 static const sm_sink_ops deliver_ops = {
@@ -545,15 +545,15 @@ static const sm_sink_ops deliver_ops = {
     .close = d_close,
 };
 
-sm_sink *sm_deliver_sink(sm_deliver *d)
+sm_sink *sm__deliver_sink(sm_deliver *d)
 {
-    sm_deliver_ref(d);
+    sm__deliver_ref(d);
     return &d->base;
 }
 
 /* ---- life ------------------------------------------------------------------------ */
 
-int sm_deliver_new(const char *run_id, const char *shown, sm_deliver **out)
+int sm__deliver_new(const char *run_id, const char *shown, sm_deliver **out)
 {
     sm_deliver *d;
     int rc;
@@ -568,7 +568,7 @@ int sm_deliver_new(const char *run_id, const char *shown, sm_deliver **out)
     snprintf(d->run_id, sizeof d->run_id, "%s", run_id ? run_id : "");
     snprintf(d->shown, sizeof d->shown, "%s", shown ? shown : "");
     d->fresh = 1;
-    d->seed = sm_rest_seed(d);
+    d->seed = sm__rest_seed(d);
     atomic_init(&d->abort, 0);
     atomic_init(&d->deadline_ms, 0);
     atomic_init(&d->delivered, 0);
@@ -579,7 +579,7 @@ int sm_deliver_new(const char *run_id, const char *shown, sm_deliver **out)
         free(d);
         return rc;
     }
-    if ((rc = sm_cond_init_mono(&d->cv)) < 0) {
+    if ((rc = sm__cond_init_mono(&d->cv)) < 0) {
         pthread_mutex_destroy(&d->mu);
         free(d);
         return rc;
@@ -588,14 +588,14 @@ int sm_deliver_new(const char *run_id, const char *shown, sm_deliver **out)
     d->batch = calloc(SM_MLFLOW_MAX_ENTITIES, sizeof *d->batch);
     d->from = calloc(SM_MLFLOW_MAX_ENTITIES, sizeof *d->from);
     if (!d->raw || !d->batch || !d->from) {
-        sm_deliver_unref(d);
+        sm__deliver_unref(d);
         return -ENOMEM;
     }
     *out = d;
     return 0;
 }
 
-int sm_deliver_configure(sm_deliver *d, const sm_sink_config *cfg, char *err, size_t errlen)
+int sm__deliver_configure(sm_deliver *d, const sm_sink_config *cfg, char *err, size_t errlen)
 {
     int rc;
 
@@ -608,13 +608,13 @@ int sm_deliver_configure(sm_deliver *d, const sm_sink_config *cfg, char *err, si
     d->cap = cfg->cap;
     d->period_s = cfg->period_s;
     d->spread_s = cfg->collectors > 1 ? SPREAD_PER_COLLECTOR_S * cfg->collectors : 0;
-    rc = sm_ring_init(&d->ring, cfg->cap);
+    rc = sm__ring_init(&d->ring, cfg->cap);
     if (rc < 0)
         snprintf(err, errlen, "cannot allocate a buffer of %zu points", cfg->cap);
     else
         d->configured = 1;
     if (d->configured && atomic_load(&d->abort))
-        sm_ring_close(&d->ring);
+        sm__ring_close(&d->ring);
     pthread_cond_broadcast(&d->cv);
     pthread_mutex_unlock(&d->mu);
     return rc;
@@ -625,19 +625,19 @@ static void *drive(void *arg)
     sm_deliver *d = arg;
     sm_deliver_batch b;
 
-    while (sm_deliver_next(d, &b)) {
+    while (sm__deliver_next(d, &b)) {
         sm_deliver_answer a;
         size_t taken = b.n;
 
         memset(&a, 0, sizeof a);
         a.retry_after = -1;
         d->post(d->post_arg, &b, &taken, &a);
-        sm_deliver_done(d, taken, &a);
+        sm__deliver_done(d, taken, &a);
     }
     return NULL;
 }
 
-int sm_deliver_start_thread(sm_deliver *d, sm_deliver_post post, void *arg,
+int sm__deliver_start_thread(sm_deliver *d, sm_deliver_post post, void *arg,
                             void (*free_arg)(void *), const char *name)
 {
     sigset_t all, old;
@@ -659,17 +659,17 @@ int sm_deliver_start_thread(sm_deliver *d, sm_deliver_post post, void *arg,
     return 0;
 }
 
-void sm_deliver_ref(sm_deliver *d)
+void sm__deliver_ref(sm_deliver *d)
 {
     atomic_fetch_add(&d->refs, 1);
 }
 
-void sm_deliver_unref(sm_deliver *d)
+void sm__deliver_unref(sm_deliver *d)
 {
     if (!d || atomic_fetch_sub(&d->refs, 1) != 1)
         return;
     if (d->configured)
-        sm_ring_destroy(&d->ring);
+        sm__ring_destroy(&d->ring);
     pthread_cond_destroy(&d->cv);
     pthread_mutex_destroy(&d->mu);
     free(d->raw);
@@ -686,27 +686,27 @@ static int driven_factory(const sm_sink_config *cfg, char *err, size_t errlen, s
     int rc;
 
     *out = NULL;
-    rc = sm_deliver_configure(d, cfg, err, errlen);
+    rc = sm__deliver_configure(d, cfg, err, errlen);
     if (rc == 0)
-        *out = sm_deliver_sink(d);
+        *out = sm__deliver_sink(d);
     return rc;
 }
 
 static void unref_settings(void *settings)
 {
-    sm_deliver_unref(settings);
+    sm__deliver_unref(settings);
 }
 
-int sm_monitor_set_delivery(sm_monitor *m, sm_deliver *d)
+int sm__monitor_set_delivery(sm_monitor *m, sm_deliver *d)
 {
     if (!m || !d)
         return -EINVAL;
-    sm_deliver_ref(d); /* the monitor's, released with its settings */
-    return sm_monitor_set_sink_factory(m, driven_factory, d->shown[0] ? d->shown : "mlflow", d,
+    sm__deliver_ref(d); /* the monitor's, released with its settings */
+    return sm__monitor_set_sink_factory(m, driven_factory, d->shown[0] ? d->shown : "mlflow", d,
                                        unref_settings);
 }
 
-void sm_deliver_answer_http(const sm_deliver *d, long http, const char *body, size_t len,
+void sm__deliver_answer_http(const sm_deliver *d, long http, const char *body, size_t len,
                             const char *retry_after, sm_deliver_answer *a)
 {
     sm_rest_result res;
@@ -714,16 +714,16 @@ void sm_deliver_answer_http(const sm_deliver *d, long http, const char *body, si
     (void)d;
     memset(&res, 0, sizeof res);
     res.retry_after = -1;
-    sm_rest_parse_reply("runs/log-batch", http, body, len, &res);
+    sm__rest_parse_reply("runs/log-batch", http, body, len, &res);
     memset(a, 0, sizeof *a);
     a->outcome = res.outcome;
-    a->retry_after = retry_after ? sm_rest_parse_retry_after(retry_after, (long)time(NULL)) : -1;
+    a->retry_after = retry_after ? sm__rest_parse_retry_after(retry_after, (long)time(NULL)) : -1;
     snprintf(a->msg, sizeof a->msg, "%s", res.msg);
     snprintf(a->error_code, sizeof a->error_code, "%s", res.error_code);
-    sm_rest_result_clear(&res);
+    sm__rest_result_clear(&res);
 }
 
-void sm_deliver_answer_none(const char *shown, int os_errno, const char *why,
+void sm__deliver_answer_none(const char *shown, int os_errno, const char *why,
                             sm_deliver_answer *a)
 {
     memset(a, 0, sizeof *a);
@@ -737,12 +737,12 @@ void sm_deliver_answer_none(const char *shown, int os_errno, const char *why,
                  why ? why : "no answer");
 }
 
-const char *sm_deliver_shown(const sm_deliver *d)
+const char *sm__deliver_shown(const sm_deliver *d)
 {
     return d->shown;
 }
 
-int sm_deliver_check_json(sm_deliver *d, int rank, const char *run_json, const char *error_code,
+int sm__deliver_check_json(sm_deliver *d, int rank, const char *run_json, const char *error_code,
                           const char *why, char *err, size_t errlen)
 {
     char line[512] = "", status[32] = "";
@@ -755,12 +755,12 @@ int sm_deliver_check_json(sm_deliver *d, int rank, const char *run_json, const c
         run = json_loads(run_json, 0, &je);
     }
     if (run || (error_code && strcmp(error_code, "RESOURCE_DOES_NOT_EXIST") == 0))
-        rc = sm_mlflow_run_state(run, d->run_id, d->shown, rank, status, sizeof status, &last,
+        rc = sm__mlflow_run_state(run, d->run_id, d->shown, rank, status, sizeof status, &last,
                                  line, sizeof line);
     else {
         rc = -ETIMEDOUT;
         snprintf(line, sizeof line, "%s", why ? why : "no answer");
     }
     json_decref(run);
-    return sm_deliver_checked(d, rank, rc, status, last, line, err, errlen);
+    return sm__deliver_checked(d, rank, rc, status, last, line, err, errlen);
 }

@@ -7,8 +7,8 @@
  * an MLflow auth plugin, Databricks), a Python daemon thread with
  * MlflowClient (python/scopemeter/_front.py through _native.c).  Both loop
  *
- *     while (sm_deliver_next(d, &batch))          waits: records, spread, backoff
- *         sm_deliver_done(d, taken, &answer);     after one request
+ *     while (sm__deliver_next(d, &batch))          waits: records, spread, backoff
+ *         sm__deliver_done(d, taken, &answer);     after one request
  *
  * and everything else is here: batching within MLflow's limits, non-finite
  * values skipped, the classification of answers, backoff with full jitter,
@@ -16,7 +16,7 @@
  * closing line reports, and the verdict of the run check at start.  A
  * transport only sends a batch and says what came back; it never decides.
  *
- * The object is also the sink the monitor pushes into (sm_deliver_sink): a
+ * The object is also the sink the monitor pushes into (sm__deliver_sink): a
  * bounded ring, flushed at stop within the bound (docs/design.md §7).  It is
  * reference-counted: the monitor's sink holds one reference, a Python driver
  * another, so a driver stuck in a request past the stop bound is abandoned
@@ -39,12 +39,12 @@ typedef struct sm_deliver_batch {
     const sm_entry *recs;
     size_t n;
     int64_t step_base;    /* added to every metric's step (a re-attached run) */
-    const sm_ring *ring;  /* key and text strings: sm_ring_str(ring, id) */
+    const sm_ring *ring;  /* key and text strings: sm__ring_str(ring, id) */
 } sm_deliver_batch;
 
 /* What came back: the outcome is one of enum sm_rest_outcome
  * (mlflow_rest.h), classified by mlflow_rest.c for an HTTP answer
- * (sm_rest_parse_reply) whichever transport received it. */
+ * (sm__rest_parse_reply) whichever transport received it. */
 typedef struct sm_deliver_answer {
     int outcome;
     double retry_after;   /* seconds the store asked to wait, < 0 when it did not */
@@ -58,32 +58,32 @@ typedef void (*sm_deliver_post)(void *arg, const sm_deliver_batch *b, size_t *ta
                                 sm_deliver_answer *a);
 
 /* A policy for run_id at the store shown (redacted) in lines; no buffer yet
- * (sm_deliver_configure).  One reference, the caller's. */
-SM_HIDDEN int sm_deliver_new(const char *run_id, const char *shown, sm_deliver **out);
-SM_HIDDEN void sm_deliver_ref(sm_deliver *d);
-SM_HIDDEN void sm_deliver_unref(sm_deliver *d);
+ * (sm__deliver_configure).  One reference, the caller's. */
+SM_HIDDEN int sm__deliver_new(const char *run_id, const char *shown, sm_deliver **out);
+SM_HIDDEN void sm__deliver_ref(sm_deliver *d);
+SM_HIDDEN void sm__deliver_unref(sm_deliver *d);
 /* At the monitor's start: the buffer and the spread (sink.h's config).
  * Wakes a driver waiting in next().  Once. */
-SM_HIDDEN int sm_deliver_configure(sm_deliver *d, const sm_sink_config *cfg, char *err,
+SM_HIDDEN int sm__deliver_configure(sm_deliver *d, const sm_sink_config *cfg, char *err,
                                    size_t errlen);
 /* The sink face the monitor pushes into; it takes a reference, dropped by
  * its close().  Its close also ends a thread started here. */
-SM_HIDDEN sm_sink *sm_deliver_sink(sm_deliver *d);
+SM_HIDDEN sm_sink *sm__deliver_sink(sm_deliver *d);
 /* The REST sink: a thread (named name, no signals) loops next/post/done.
  * free_arg(arg) runs at close, after the thread is joined. */
-SM_HIDDEN int sm_deliver_start_thread(sm_deliver *d, sm_deliver_post post, void *arg,
+SM_HIDDEN int sm__deliver_start_thread(sm_deliver *d, sm_deliver_post post, void *arg,
                                       void (*free_arg)(void *), const char *name);
 /* The driver's side.  next: waits for records (and the random spread of a
  * fresh window, and the backoff of a failed request), then fills b and
  * returns 1; returns 0 when delivery is over (stopped and empty, stop bound
  * passed, cancelled).  done: what became of that batch (taken of b->n). */
-SM_HIDDEN int sm_deliver_next(sm_deliver *d, sm_deliver_batch *b);
-SM_HIDDEN void sm_deliver_done(sm_deliver *d, size_t taken, const sm_deliver_answer *a);
+SM_HIDDEN int sm__deliver_next(sm_deliver *d, sm_deliver_batch *b);
+SM_HIDDEN void sm__deliver_done(sm_deliver *d, size_t taken, const sm_deliver_answer *a);
 /* Ends delivery now: next() returns 0 (a start that failed, a driver to end). */
-SM_HIDDEN void sm_deliver_cancel(sm_deliver *d);
+SM_HIDDEN void sm__deliver_cancel(sm_deliver *d);
 /* For libcurl's xferinfo: non-zero abort, the stop deadline (monotonic ms, 0 none). */
-SM_HIDDEN atomic_int *sm_deliver_abort_flag(sm_deliver *d);
-SM_HIDDEN atomic_llong *sm_deliver_deadline_ms(sm_deliver *d);
+SM_HIDDEN atomic_int *sm__deliver_abort_flag(sm_deliver *d);
+SM_HIDDEN atomic_llong *sm__deliver_deadline_ms(sm_deliver *d);
 
 /* The run check at start, its verdict from runs/get's answer however it was
  * asked: rc 0 (the run; status RUNNING, FINISHED, ...; last: the largest
@@ -91,7 +91,7 @@ SM_HIDDEN atomic_llong *sm_deliver_deadline_ms(sm_deliver *d);
  * why: the line), or another negative (no answer in time, why).  Says what
  * it decides; returns 0 (record: steps continue after last) or rc with err
  * set (the start fails). */
-SM_HIDDEN int sm_deliver_checked(sm_deliver *d, int rank, int rc, const char *status,
+SM_HIDDEN int sm__deliver_checked(sm_deliver *d, int rank, int rc, const char *status,
                                  int64_t last, const char *why, char *err, size_t errlen);
 
 /* ---- the MlflowClient transport (python/scopemeter/_native.c) -------------- */
@@ -99,24 +99,24 @@ SM_HIDDEN int sm_deliver_checked(sm_deliver *d, int rank, int rc, const char *st
 /* The monitor delivers through d, driven from outside (a Python thread):
  * its factory configures d at start and hands the monitor d's sink.  The
  * monitor holds a reference from this call on. */
-SM_HIDDEN int sm_monitor_set_delivery(sm_monitor *m, sm_deliver *d);
+SM_HIDDEN int sm__monitor_set_delivery(sm_monitor *m, sm_deliver *d);
 /* An answer as MlflowClient met it, in the words the REST transport uses
  * for the same answer (mlflow_rest.c): http > 0 with its body (MLflow's
  * error JSON; len bytes) and Retry-After (NULL none); http 0: no answer,
  * why in the transport's words. */
-SM_HIDDEN void sm_deliver_answer_http(const sm_deliver *d, long http, const char *body,
+SM_HIDDEN void sm__deliver_answer_http(const sm_deliver *d, long http, const char *body,
                                       size_t len, const char *retry_after,
                                       sm_deliver_answer *a);
 /* No answer (both transports): said by the socket's errno when there is
  * one, so the same fault reads the same on both paths; else why. */
-SM_HIDDEN void sm_deliver_answer_none(const char *shown, int os_errno, const char *why,
+SM_HIDDEN void sm__deliver_answer_none(const char *shown, int os_errno, const char *why,
                                       sm_deliver_answer *a);
-SM_HIDDEN const char *sm_deliver_shown(const sm_deliver *d);
+SM_HIDDEN const char *sm__deliver_shown(const sm_deliver *d);
 /* The run check from MlflowClient's get_run: run_json is the Run as
  * runs/get's "run" object (NULL when the store did not give it), error_code
  * MLflow's ("RESOURCE_DOES_NOT_EXIST": missing), why the line of a store
- * that did not answer.  As sm_deliver_checked. */
-SM_HIDDEN int sm_deliver_check_json(sm_deliver *d, int rank, const char *run_json,
+ * that did not answer.  As sm__deliver_checked. */
+SM_HIDDEN int sm__deliver_check_json(sm_deliver *d, int rank, const char *run_json,
                                     const char *error_code, const char *why, char *err,
                                     size_t errlen);
 

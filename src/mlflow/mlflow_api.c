@@ -21,7 +21,7 @@
 
 #define DEFAULT_TIMEOUT 30.0
 
-/* Maps the outcome of sm_rest_call to the header's error codes. */
+/* Maps the outcome of sm__rest_call to the header's error codes. */
 static int to_errno(const sm_rest *r, int outcome)
 {
     if (outcome == SM_REST_OK)
@@ -45,16 +45,16 @@ static int to_errno(const sm_rest *r, int outcome)
 
 static double deadline_of(double timeout_s)
 {
-    return sm_now_mono() + (timeout_s > 0 ? timeout_s : DEFAULT_TIMEOUT);
+    return sm__now_mono() + (timeout_s > 0 ? timeout_s : DEFAULT_TIMEOUT);
 }
 
 static int open_rest(sm_rest *r, const char *uri, char *err, size_t errlen)
 {
-    if (!sm_rest_is_http(uri)) {
+    if (!sm__rest_is_http(uri)) {
         snprintf(err, errlen, "MLflow REST helpers need an http:// or https:// tracking URI");
         return -EINVAL;
     }
-    return sm_rest_init(r, uri, err, errlen);
+    return sm__rest_init(r, uri, err, errlen);
 }
 
 static int copy_out(const char *v, char *out, size_t outlen, char *err, size_t errlen,
@@ -74,7 +74,7 @@ static int copy_out(const char *v, char *out, size_t outlen, char *err, size_t e
 
 void sm_mlflow_redact_uri(const char *uri, char *out, size_t outlen)
 {
-    sm_rest_redact(uri, out, outlen);
+    sm__rest_redact(uri, out, outlen);
 }
 
 /* ---- experiments --------------------------------------------------------------- */
@@ -88,13 +88,13 @@ static int experiment_by_name(sm_rest *r, const char *name, char *id_out, size_t
     char ep[1200], esc[1024];
     int rc = 0, outcome;
 
-    if (sm_rest_escape(r, name, esc, sizeof esc) < 0) {
+    if (sm__rest_escape(r, name, esc, sizeof esc) < 0) {
         snprintf(err, errlen, "experiment name too long");
         return -EINVAL;
     }
     for (int tries = 0; tries < 3; tries++) {
         snprintf(ep, sizeof ep, "experiments/get-by-name?experiment_name=%s", esc);
-        outcome = sm_rest_call(r, "GET", ep, NULL, &resp, deadline, err, errlen);
+        outcome = sm__rest_call(r, "GET", ep, NULL, &resp, deadline, err, errlen);
         rc = to_errno(r, outcome);
         if (rc == 0) {
             rc = copy_out(json_string_value(json_object_get(
@@ -119,7 +119,7 @@ static int experiment_by_name(sm_rest *r, const char *name, char *id_out, size_t
             rc = -ENOMEM;
             goto out;
         }
-        outcome = sm_rest_call(r, "POST", "experiments/create", req, &resp, deadline, err,
+        outcome = sm__rest_call(r, "POST", "experiments/create", req, &resp, deadline, err,
                                errlen);
         rc = to_errno(r, outcome);
         if (rc == 0) {
@@ -147,12 +147,12 @@ static int experiment_by_id(sm_rest *r, const char *id, char *id_out, size_t id_
     char ep[1200], esc[1024];
     int rc;
 
-    if (sm_rest_escape(r, id, esc, sizeof esc) < 0) {
+    if (sm__rest_escape(r, id, esc, sizeof esc) < 0) {
         snprintf(err, errlen, "experiment id too long");
         return -EINVAL;
     }
     snprintf(ep, sizeof ep, "experiments/get?experiment_id=%s", esc);
-    rc = to_errno(r, sm_rest_call(r, "GET", ep, NULL, &resp, deadline, err, errlen));
+    rc = to_errno(r, sm__rest_call(r, "GET", ep, NULL, &resp, deadline, err, errlen));
     if (rc == 0)
         rc = copy_out(id, id_out, id_len, err, errlen, "experiment_id");
     else if (rc == -ENOENT || (rc == -EPROTO && r->last_http != 404))
@@ -176,7 +176,7 @@ int sm_mlflow_experiment(const char *uri, const char *name, const char *id, char
         rc = experiment_by_name(&r, name, id_out, id_len, deadline, err, errlen);
     else
         rc = experiment_by_id(&r, id, id_out, id_len, deadline, err, errlen);
-    sm_rest_free(&r);
+    sm__rest_free(&r);
     return rc;
 }
 
@@ -218,7 +218,7 @@ int sm_mlflow_create_run(const char *uri, const char *experiment_id, const char 
     if ((rc = open_rest(&r, uri, err, errlen)) < 0)
         return rc;
     req = json_pack("{s:s, s:I}", "experiment_id", experiment_id, "start_time",
-                    (json_int_t)sm_now_ms());
+                    (json_int_t)sm__now_ms());
     jtags = json_array();
     if (!req || !jtags) {
         json_decref(jtags);
@@ -246,7 +246,7 @@ int sm_mlflow_create_run(const char *uri, const char *experiment_id, const char 
                                                    user));
     }
     json_object_set_new(req, "tags", jtags);
-    rc = to_errno(&r, sm_rest_call(&r, "POST", "runs/create", req, &resp, deadline_of(timeout_s),
+    rc = to_errno(&r, sm__rest_call(&r, "POST", "runs/create", req, &resp, deadline_of(timeout_s),
                                    err, errlen));
     if (rc == 0)
         rc = copy_out(json_string_value(json_object_get(
@@ -255,7 +255,7 @@ int sm_mlflow_create_run(const char *uri, const char *experiment_id, const char 
 out:
     json_decref(req);
     json_decref(resp);
-    sm_rest_free(&r);
+    sm__rest_free(&r);
     return rc;
 }
 
@@ -291,7 +291,7 @@ int sm_mlflow_find_run(const char *uri, const char *experiment_id, const char *t
         goto out;
     }
     json_object_set_new(req, "run_view_type", json_string("ACTIVE_ONLY"));
-    rc = to_errno(&r, sm_rest_call(&r, "POST", "runs/search", req, &resp, deadline_of(timeout_s),
+    rc = to_errno(&r, sm__rest_call(&r, "POST", "runs/search", req, &resp, deadline_of(timeout_s),
                                    err, errlen));
     if (rc < 0)
         goto out;
@@ -307,7 +307,7 @@ int sm_mlflow_find_run(const char *uri, const char *experiment_id, const char *t
 out:
     json_decref(req);
     json_decref(resp);
-    sm_rest_free(&r);
+    sm__rest_free(&r);
     return rc;
 }
 
@@ -337,7 +337,7 @@ static int64_t last_system_step(json_t *run, int rank)
     return last;
 }
 
-int sm_mlflow_run_state(json_t *run, const char *run_id, const char *shown, int rank,
+int sm__mlflow_run_state(json_t *run, const char *run_id, const char *shown, int rank,
                         char *status_out, size_t status_len, int64_t *last_step, char *err,
                         size_t errlen)
 {
@@ -360,7 +360,7 @@ int sm_mlflow_run_state(json_t *run, const char *run_id, const char *shown, int 
     return 0;
 }
 
-int sm_mlflow_get_run_on(sm_rest *r, const char *run_id, char *status_out, size_t status_len,
+int sm__mlflow_get_run_on(sm_rest *r, const char *run_id, char *status_out, size_t status_len,
                          int rank, int64_t *last_step, double deadline, char *err, size_t errlen)
 {
     json_t *resp = NULL;
@@ -372,15 +372,15 @@ int sm_mlflow_get_run_on(sm_rest *r, const char *run_id, char *status_out, size_
         return -EINVAL;
     }
     snprintf(ep, sizeof ep, "runs/get?run_id=%s", run_id); /* the id needs no escaping */
-    rc = to_errno(r, sm_rest_call(r, "GET", ep, NULL, &resp, deadline, err, errlen));
+    rc = to_errno(r, sm__rest_call(r, "GET", ep, NULL, &resp, deadline, err, errlen));
     if (rc == 0 || rc == -ENOENT)
-        rc = sm_mlflow_run_state(rc == 0 ? json_object_get(resp, "run") : NULL, run_id,
+        rc = sm__mlflow_run_state(rc == 0 ? json_object_get(resp, "run") : NULL, run_id,
                                  r->shown, rank, status_out, status_len, last_step, err, errlen);
     json_decref(resp);
     return rc;
 }
 
-int sm_mlflow_check_write_on(sm_rest *r, const char *run_id, double deadline, char *err,
+int sm__mlflow_check_write_on(sm_rest *r, const char *run_id, double deadline, char *err,
                              size_t errlen)
 {
     json_t *req;
@@ -394,12 +394,12 @@ int sm_mlflow_check_write_on(sm_rest *r, const char *run_id, double deadline, ch
         snprintf(err, errlen, "runs/update: out of memory");
         return -ENOMEM;
     }
-    rc = to_errno(r, sm_rest_call(r, "POST", "runs/update", req, NULL, deadline, err, errlen));
+    rc = to_errno(r, sm__rest_call(r, "POST", "runs/update", req, NULL, deadline, err, errlen));
     json_decref(req);
     return rc;
 }
 
-int sm_mlflow_get_run_steps(const char *uri, const char *run_id, char *status_out,
+int sm__mlflow_get_run_steps(const char *uri, const char *run_id, char *status_out,
                             size_t status_len, int rank, int64_t *last_step, double timeout_s,
                             char *err, size_t errlen)
 {
@@ -408,16 +408,16 @@ int sm_mlflow_get_run_steps(const char *uri, const char *run_id, char *status_ou
 
     if ((rc = open_rest(&r, uri, err, errlen)) < 0)
         return rc;
-    rc = sm_mlflow_get_run_on(&r, run_id, status_out, status_len, rank, last_step,
+    rc = sm__mlflow_get_run_on(&r, run_id, status_out, status_len, rank, last_step,
                               deadline_of(timeout_s), err, errlen);
-    sm_rest_free(&r);
+    sm__rest_free(&r);
     return rc;
 }
 
 int sm_mlflow_get_run(const char *uri, const char *run_id, char *status_out, size_t status_len,
                       double timeout_s, char *err, size_t errlen)
 {
-    return sm_mlflow_get_run_steps(uri, run_id, status_out, status_len, 0, NULL, timeout_s, err,
+    return sm__mlflow_get_run_steps(uri, run_id, status_out, status_len, 0, NULL, timeout_s, err,
                                    errlen);
 }
 
@@ -433,9 +433,9 @@ static int post_json(const char *uri, const char *endpoint, json_t *req, double 
         return -ENOMEM;
     }
     if ((rc = open_rest(&r, uri, err, errlen)) == 0) {
-        rc = to_errno(&r, sm_rest_call(&r, "POST", endpoint, req, NULL, deadline_of(timeout_s),
+        rc = to_errno(&r, sm__rest_call(&r, "POST", endpoint, req, NULL, deadline_of(timeout_s),
                                        err, errlen));
-        sm_rest_free(&r);
+        sm__rest_free(&r);
     }
     json_decref(req);
     return rc;
@@ -468,6 +468,6 @@ int sm_mlflow_end_run(const char *uri, const char *run_id, const char *status, d
     }
     return post_json(uri, "runs/update",
                      json_pack("{s:s, s:s, s:I}", "run_id", run_id, "status", status, "end_time",
-                               (json_int_t)sm_now_ms()),
+                               (json_int_t)sm__now_ms()),
                      timeout_s, err, errlen);
 }

@@ -66,8 +66,8 @@ typedef struct sm_rest {
     size_t resp_len, resp_cap;
     double retry_after;       /* seconds from Retry-After, < 0 when absent */
     char errbuf[CURL_ERROR_SIZE];
-    long last_http;           /* sm_rest_call: status of the last answer, 0 when none */
-    char last_error_code[64]; /* sm_rest_call: MLflow's error_code of the last answer */
+    long last_http;           /* sm__rest_call: status of the last answer, 0 when none */
+    char last_error_code[64]; /* sm__rest_call: MLflow's error_code of the last answer */
 } sm_rest;
 
 /* Outcome of one request. */
@@ -91,73 +91,73 @@ typedef struct sm_rest_result {
 } sm_rest_result;
 
 /* Process-wide curl_global_init, once (thread-safe). */
-SM_HIDDEN int sm_rest_global_init(void);
+SM_HIDDEN int sm__rest_global_init(void);
 
 /* Reads auth/TLS/proxy/timeouts from the environment and creates the easy
  * handle.  uri must be http:// or https://.  -EINVAL with a line in err on a
  * bad URI or contradictory settings (insecure TLS together with a CA path,
  * as MLflow refuses it). */
-SM_HIDDEN int sm_rest_init(sm_rest *r, const char *uri, char *err, size_t errlen);
-SM_HIDDEN void sm_rest_free(sm_rest *r);
+SM_HIDDEN int sm__rest_init(sm_rest *r, const char *uri, char *err, size_t errlen);
+SM_HIDDEN void sm__rest_free(sm_rest *r);
 /* Extra headers on every request (NULL-terminated name, value pairs), as
  * MLflow's request-header providers add them; an Authorization among them is
  * skipped when the environment gave credentials (MLflow's own order).  A
  * name or value with a control character is -EINVAL (header injection). */
-SM_HIDDEN int sm_rest_add_headers(sm_rest *r, const char *const *pairs, char *err,
+SM_HIDDEN int sm__rest_add_headers(sm_rest *r, const char *const *pairs, char *err,
                                   size_t errlen);
 
 /* One request, no retry.  method "GET" or "POST"; endpoint relative to
  * <uri>/api/2.0/mlflow/ (e.g. "runs/log-batch", "runs/get?run_id=..");
  * body is the JSON text of a POST (NULL for GET). */
-SM_HIDDEN int sm_rest_once(sm_rest *r, const char *method, const char *endpoint,
+SM_HIDDEN int sm__rest_once(sm_rest *r, const char *method, const char *endpoint,
                            const char *body, size_t body_len, sm_rest_result *res);
-SM_HIDDEN void sm_rest_result_clear(sm_rest_result *res);
+SM_HIDDEN void sm__rest_result_clear(sm_rest_result *res);
 
-/* The reply part of sm_rest_once(), pure: parses body (len bytes, not
+/* The reply part of sm__rest_once(), pure: parses body (len bytes, not
  * NUL-terminated; NULL when len is 0) as JSON into res->body, and sets
  * res->http, res->outcome and, for a non-2xx status, res->msg and
  * res->error_code (one line, from MLflow's error JSON or the start of the
- * body).  res starts cleared (zeroed, or sm_rest_result_clear); the caller
+ * body).  res starts cleared (zeroed, or sm__rest_result_clear); the caller
  * clears it after. */
-SM_HIDDEN void sm_rest_parse_reply(const char *endpoint, long http, const char *body,
+SM_HIDDEN void sm__rest_parse_reply(const char *endpoint, long http, const char *body,
                                    size_t len, sm_rest_result *res);
 
 /* Retry loop for one-off calls (CLI helpers): repeats SM_REST_RETRY outcomes
  * with backoff until the monotonic deadline.  Returns the last outcome; on
  * SM_REST_OK, *resp (if not NULL) receives the response body (caller
  * decrefs).  err gets one line on failure. */
-SM_HIDDEN int sm_rest_call(sm_rest *r, const char *method, const char *endpoint,
+SM_HIDDEN int sm__rest_call(sm_rest *r, const char *method, const char *endpoint,
                            json_t *req, json_t **resp, double deadline, char *err,
                            size_t errlen);
 
 /* A cancel hook for the calls this thread makes (thread-local: the REST
  * sink's thread never sees it): while set, a request in flight is aborted and
- * a retry wait ends as soon as fn(arg) returns non-zero, and sm_rest_call
+ * a retry wait ends as soon as fn(arg) returns non-zero, and sm__rest_call
  * returns SM_REST_ABORTED with "cancelled".  sm_mlflow_resolve sets it to
  * the caller's sm_run_request.cancelled for its own calls.  NULL clears. */
-SM_HIDDEN void sm_rest_set_cancel(int (*fn)(void *arg), void *arg);
+SM_HIDDEN void sm__rest_set_cancel(int (*fn)(void *arg), void *arg);
 
 /* Delay before retry number `attempt` (0-based): the server's Retry-After
  * when given (capped at 10 min), else exponential backoff with full jitter,
  * uniform in [0, min(cap_s, base_s * 2^attempt)].  *seed is the caller's
  * PRNG state (no global state). */
-SM_HIDDEN double sm_rest_backoff(int attempt, double retry_after, double base_s, double cap_s,
+SM_HIDDEN double sm__rest_backoff(int attempt, double retry_after, double base_s, double cap_s,
                                  uint64_t *seed);
-SM_HIDDEN uint64_t sm_rest_seed(const void *salt);
+SM_HIDDEN uint64_t sm__rest_seed(const void *salt);
 
 /* Retry-After value: delta-seconds or an HTTP-date.  Returns seconds from
  * now (>= 0), or -1 when it cannot be parsed. */
-SM_HIDDEN double sm_rest_parse_retry_after(const char *v, long now_epoch);
+SM_HIDDEN double sm__rest_parse_retry_after(const char *v, long now_epoch);
 
 /* "scheme://host[:port]/path" with any userinfo replaced by "***" and the
  * query dropped (tokens hide there too).  Always NUL-terminates out. */
-SM_HIDDEN void sm_rest_redact(const char *uri, char *out, size_t outlen);
+SM_HIDDEN void sm__rest_redact(const char *uri, char *out, size_t outlen);
 
 /* Is the string an http:// or https:// URI (case-insensitive)? */
-SM_HIDDEN int sm_rest_is_http(const char *uri);
+SM_HIDDEN int sm__rest_is_http(const char *uri);
 
 /* URL-encode for a query value; returns 0 or -ENOSPC. */
-SM_HIDDEN int sm_rest_escape(sm_rest *r, const char *in, char *out, size_t outlen);
+SM_HIDDEN int sm__rest_escape(sm_rest *r, const char *in, char *out, size_t outlen);
 
 
 /* mlflow_api.c: runs/get on an open handle until the monotonic deadline;
@@ -166,13 +166,13 @@ SM_HIDDEN int sm_rest_escape(sm_rest *r, const char *in, char *out, size_t outle
  * last_step, also the largest step among the run's system metrics of `rank`
  * (keys system/.../rankN; -1 when it has none): a re-attached monitor
  * continues after it (docs/design.md §3). */
-SM_HIDDEN int sm_mlflow_get_run_on(sm_rest *r, const char *run_id, char *status_out,
+SM_HIDDEN int sm__mlflow_get_run_on(sm_rest *r, const char *run_id, char *status_out,
                                    size_t status_len, int rank, int64_t *last_step,
                                    double deadline, char *err, size_t errlen);
 
 /* mlflow_api.c: sm_mlflow_get_run (scopemeter_mlflow.h) with the last
- * step of rank's system metrics as sm_mlflow_get_run_on gives it. */
-SM_HIDDEN int sm_mlflow_get_run_steps(const char *uri, const char *run_id, char *status_out,
+ * step of rank's system metrics as sm__mlflow_get_run_on gives it. */
+SM_HIDDEN int sm__mlflow_get_run_steps(const char *uri, const char *run_id, char *status_out,
                                       size_t status_len, int rank, int64_t *last_step,
                                       double timeout_s, char *err, size_t errlen);
 
@@ -183,14 +183,14 @@ SM_HIDDEN int sm_mlflow_get_run_steps(const char *uri, const char *run_id, char 
  * on the caller's thread), so that `scopemeter run --run-id` asks runs/get
  * once.  1 with status and *last_step set, and the check is used up; 0 when
  * none matches or it is too old to trust (the sink then asks itself). */
-SM_HIDDEN int sm_mlflow_take_run_check(const char *uri, const char *run_id, int rank,
+SM_HIDDEN int sm__mlflow_take_run_check(const char *uri, const char *run_id, int rank,
                                        char *status, size_t status_len, int64_t *last_step);
 /* mlflow_api.c: what runs/get's "run" object says, however it was asked
  * (the MlflowClient path hands its Run as the same JSON): 0 with its status
  * and the largest step of this rank's system metrics (-1 none), or -ENOENT
  * with the line in err for a deleted run, and for run NULL (the store said
  * RESOURCE_DOES_NOT_EXIST). */
-SM_HIDDEN int sm_mlflow_run_state(json_t *run, const char *run_id, const char *shown, int rank,
+SM_HIDDEN int sm__mlflow_run_state(json_t *run, const char *run_id, const char *shown, int rank,
                                   char *status_out, size_t status_len, int64_t *last_step,
                                   char *err, size_t errlen);
 
@@ -198,23 +198,23 @@ SM_HIDDEN int sm_mlflow_run_state(json_t *run, const char *run_id, const char *s
  * naming only the run (MLflow >= 2.3 changes only the fields a request
  * gives, so nothing changes) needs the permission log-batch needs.  0, or
  * -EACCES (401/403) with err set, else as the public helpers. */
-SM_HIDDEN int sm_mlflow_check_write_on(sm_rest *r, const char *run_id, double deadline,
+SM_HIDDEN int sm__mlflow_check_write_on(sm_rest *r, const char *run_id, double deadline,
                                        char *err, size_t errlen);
 
 /* sink_mlflow.c: the REST sink's settings, opaque to the monitor
  * (sm_sink_config.settings): built by sm_monitor_set_run, changed by
- * sm_monitor_set_headers, freed with sm_rest_settings_free. */
+ * sm_monitor_set_headers, freed with sm__rest_settings_free. */
 typedef struct sm_rest_settings {
     char run_id[260];
     char **headers;   /* NULL or NULL-terminated name, value pairs (owned) */
     double check_s;   /* bound of the run check at start: 0 the default, < 0 none */
 } sm_rest_settings;
-SM_HIDDEN void sm_rest_settings_free(void *settings);
+SM_HIDDEN void sm__rest_settings_free(void *settings);
 
 /* sink_mlflow.c: the REST sink's constructor (an sm_sink_factory). */
 struct sm_sink;
 struct sm_sink_config;
-SM_HIDDEN int sm_sink_mlflow_new(const struct sm_sink_config *cfg, char *err, size_t errlen,
+SM_HIDDEN int sm__sink_mlflow_new(const struct sm_sink_config *cfg, char *err, size_t errlen,
                                  struct sm_sink **out);
 
 #endif

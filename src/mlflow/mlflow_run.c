@@ -30,7 +30,7 @@
 #define CHECK_FRESH_S 60.0
 
 /* The check attach() made, for the REST sink this thread starts next
- * (sm_mlflow_take_run_check, mlflow_rest.h): the sink's check at start
+ * (sm__mlflow_take_run_check, mlflow_rest.h): the sink's check at start
  * would ask runs/get again for the same answer.  Only a check the server
  * answered is kept: a failed one leaves the sink to check (and say) for
  * itself, as before. */
@@ -51,15 +51,15 @@ static void keep_check(const char *uri, const char *run_id, int rank, const char
     snprintf(checked.status, sizeof checked.status, "%s", status);
     checked.rank = rank;
     checked.last_step = last_step;
-    checked.at = sm_now_mono();
+    checked.at = sm__now_mono();
 }
 
-int sm_mlflow_take_run_check(const char *uri, const char *run_id, int rank, char *status,
+int sm__mlflow_take_run_check(const char *uri, const char *run_id, int rank, char *status,
                              size_t status_len, int64_t *last_step)
 {
     int ok = checked.set && uri && run_id && strcmp(checked.uri, uri) == 0 &&
              strcmp(checked.run_id, run_id) == 0 && checked.rank == rank &&
-             sm_now_mono() - checked.at < CHECK_FRESH_S;
+             sm__now_mono() - checked.at < CHECK_FRESH_S;
 
     checked.set = 0; /* used once, or not at all */
     if (!ok)
@@ -96,7 +96,7 @@ static int restarted(void)
     const sm_num_spec spec = {"TORCHELASTIC_RESTART_COUNT", 0, INT_MAX, 1, 0};
     double n;
 
-    return sm_env_number(spec.name, &spec, &n, "taken as 0 (a first attempt)", NULL) > 0 &&
+    return sm__env_number(spec.name, &spec, &n, "taken as 0 (a first attempt)", NULL) > 0 &&
            n > 0;
 }
 
@@ -115,21 +115,21 @@ static int attach(const sm_run_request *q, const char *given, const char *why,
 {
     char err[600], status[32] = "";
     int64_t last_step = -1;
-    int rc = sm_mlflow_get_run_steps(q->tracking_uri, given, status, sizeof status, q->id->rank,
+    int rc = sm__mlflow_get_run_steps(q->tracking_uri, given, status, sizeof status, q->id->rank,
                                      &last_step, t < CHECK_BOUND_S ? t : CHECK_BOUND_S, err,
                                      sizeof err);
 
     if (rc < 0 && q->cancelled && q->cancelled(q->cancel_arg))
         return -ECANCELED; /* the caller says why it stopped */
     if (rc == -ENOENT || rc == -EINVAL || rc == -EPROTO || rc == -EACCES) {
-        sm_log(SM_INFO, "%s (%s); not recording into it", err, why);
+        sm__log(SM_INFO, "%s (%s); not recording into it", err, why);
         return rc;
     }
     if (rc < 0)
-        sm_log(SM_INFO, "cannot check run %s (%s); recording into it anyway (%s): points wait "
+        sm__log(SM_INFO, "cannot check run %s (%s); recording into it anyway (%s): points wait "
                "until the server answers", given, err, why);
     else
-        sm_log(SM_INFO, "recording into run %s (%s, %s)", given, why, status);
+        sm__log(SM_INFO, "recording into run %s (%s, %s)", given, why, status);
     if (rc == 0)
         keep_check(q->tracking_uri, given, q->id->rank, status, last_step);
     snprintf(out->run_id, sizeof out->run_id, "%s", given);
@@ -142,25 +142,25 @@ static int find_rank0_run(const sm_run_request *q, const char *exp_id, const cha
                           sm_run_result *out, double t)
 {
     char err[600] = "";
-    double deadline = sm_now_mono() + t, pause = 0.25;
+    double deadline = sm__now_mono() + t, pause = 0.25;
     int rc;
 
     for (;;) {
         rc = sm_mlflow_find_run(q->tracking_uri, exp_id, JOB_TAG, job, out->run_id,
-                                sizeof out->run_id, deadline - sm_now_mono(), err, sizeof err);
+                                sizeof out->run_id, deadline - sm__now_mono(), err, sizeof err);
         if (rc == 0) {
-            sm_log(SM_INFO, "rank %d: recording into run %s, rank 0's run of job %s",
+            sm__log(SM_INFO, "rank %d: recording into run %s, rank 0's run of job %s",
                    q->id->rank, out->run_id, job);
             return 0;
         }
-        if (rc != -ENOENT || sm_now_mono() + pause >= deadline ||
+        if (rc != -ENOENT || sm__now_mono() + pause >= deadline ||
             (q->cancelled && q->cancelled(q->cancel_arg)))
             break;
-        sm_sleep(pause);
+        sm__sleep(pause);
         pause = pause < 2 ? pause * 2 : 2;
     }
     out->run_id[0] = '\0';
-    sm_log(SM_INFO, "rank %d: rank 0's run for job %s not found within %g s (%s); CMD runs, "
+    sm__log(SM_INFO, "rank %d: rank 0's run for job %s not found within %g s (%s); CMD runs, "
            "this rank records into no run", q->id->rank, job, t, err);
     return rc < 0 ? rc : -ENOENT;
 }
@@ -188,11 +188,11 @@ static int create_run(const sm_run_request *q, const char *exp_id, const char *j
     sm_mlflow_redact_uri(q->tracking_uri, shown, sizeof shown);
     if (rc < 0) {
         out->run_id[0] = '\0';
-        sm_log(SM_INFO, "cannot create an MLflow run at %s: %s", shown, err);
+        sm__log(SM_INFO, "cannot create an MLflow run at %s: %s", shown, err);
         return rc;
     }
     out->owns_run = 1;
-    sm_log(SM_INFO, "created run %s in experiment %s at %s", out->run_id, exp_id, shown);
+    sm__log(SM_INFO, "created run %s in experiment %s at %s", out->run_id, exp_id, shown);
     return 0;
 }
 
@@ -217,9 +217,9 @@ int sm_mlflow_resolve(const sm_run_request *req, sm_run_result *out)
         out->size < RESULT_SIZE_MIN)
         return -EINVAL;
     if (q.cancelled)
-        sm_rest_set_cancel(q.cancelled, q.cancel_arg);
+        sm__rest_set_cancel(q.cancelled, q.cancel_arg);
     rc = resolve(&q, &r);
-    sm_rest_set_cancel(NULL, NULL);
+    sm__rest_set_cancel(NULL, NULL);
     sm_sized_out(out, &r, sizeof r, RESULT_SIZE_MIN);
     return rc;
 }
@@ -266,14 +266,14 @@ static int resolve(const sm_run_request *q, sm_run_result *out)
     double t;
     int have_job, rc;
 
-    if (!q || !out || !q->id || !sm_rest_is_http(q->tracking_uri))
+    if (!q || !out || !q->id || !sm__rest_is_http(q->tracking_uri))
         return -EINVAL;
     memset(out, 0, sizeof *out);
     t = q->timeout_s == SM_DEFAULT ? 30.0 : q->timeout_s > 0 ? q->timeout_s : 0.001;
     if (q->run_id && *q->run_id)
         return attach(q, q->run_id, "--run-id", out, t);
     if (env_run && *env_run && q->experiment && *q->experiment)
-        sm_log(SM_INFO, "MLFLOW_RUN_ID=%.100s is ignored: --experiment %.100s asks for a new "
+        sm__log(SM_INFO, "MLFLOW_RUN_ID=%.100s is ignored: --experiment %.100s asks for a new "
                "run", env_run, q->experiment);
     else if (env_run && *env_run)
         return attach(q, env_run, "MLFLOW_RUN_ID", out, t);
@@ -284,13 +284,13 @@ static int resolve(const sm_run_request *q, sm_run_result *out)
     rc = sm_mlflow_experiment(q->tracking_uri, exp_name, exp_env_id, exp_id, sizeof exp_id, t,
                               err, sizeof err);
     if (rc < 0) {
-        sm_log(SM_INFO, "no MLflow experiment to create the run in: %s", err);
+        sm__log(SM_INFO, "no MLflow experiment to create the run in: %s", err);
         return rc;
     }
 
     if (q->id->world_size > 1 && q->id->rank != 0) {
         if (!have_job) {
-            sm_log(SM_INFO, "rank %d of %d: no run to share — set MLFLOW_RUN_ID for every rank "
+            sm__log(SM_INFO, "rank %d of %d: no run to share — set MLFLOW_RUN_ID for every rank "
                    "(or launch with torchrun --standalone / --rdzv-id, or under Slurm, so the "
                    "job has an id); CMD runs, this rank records into no run", q->id->rank,
                    q->id->world_size);
@@ -307,7 +307,7 @@ static int resolve(const sm_run_request *q, sm_run_result *out)
                                 sizeof out->run_id, t, err, sizeof err);
         if (rc == 0) {
             out->owns_run = 1; /* rank 0 of the job ends the job's run */
-            sm_log(SM_INFO, "continuing run %s of job %s (a restart)", out->run_id, job);
+            sm__log(SM_INFO, "continuing run %s of job %s (a restart)", out->run_id, job);
             return 0;
         }
     }

@@ -9,9 +9,9 @@
  * Why apart: the credentials are read, and the Authorization value made,
  * here and nowhere else; from here the value goes only into the handle's
  * header list (rest_http.c), which is wiped when freed
- * (sm_rest_free_headers).  This file must never format a secret into a
+ * (sm__rest_free_headers).  This file must never format a secret into a
  * message or a log line, never leave a copy unwiped (every intermediate
- * string goes through sm_rest_free_secret), and read nothing but the
+ * string goes through sm__rest_free_secret), and read nothing but the
  * environment and the credentials file.
  */
 #include <ctype.h>
@@ -74,7 +74,7 @@ static void read_credentials_file(char **user, char **pass)
     fclose(f);
 }
 
-void sm_rest_free_secret(char *s)
+void sm__rest_free_secret(char *s)
 {
     if (s) {
         explicit_bzero(s, strlen(s));
@@ -106,16 +106,16 @@ static int b64(const unsigned char *in, size_t n, char *out, size_t outlen)
 
 /* The Authorization header line, or NULL when no credentials are set.
  * Returns -ENOMEM on allocation failure. */
-int sm_rest_auth_header(char **out)
+int sm__rest_auth_header(char **out)
 {
     char *user = NULL, *pass = NULL, *plain = NULL, *hdr = NULL, *enc = NULL;
-    const char *token = sm_rest_env("MLFLOW_TRACKING_TOKEN");
+    const char *token = sm__rest_env("MLFLOW_TRACKING_TOKEN");
     int rc = 0;
 
     *out = NULL;
-    if (sm_rest_env("MLFLOW_TRACKING_USERNAME"))
+    if (sm__rest_env("MLFLOW_TRACKING_USERNAME"))
         user = strdup(getenv("MLFLOW_TRACKING_USERNAME"));
-    if (sm_rest_env("MLFLOW_TRACKING_PASSWORD"))
+    if (sm__rest_env("MLFLOW_TRACKING_PASSWORD"))
         pass = strdup(getenv("MLFLOW_TRACKING_PASSWORD"));
     if (!user || !pass)
         read_credentials_file(&user, &pass);
@@ -144,17 +144,17 @@ int sm_rest_auth_header(char **out)
     *out = hdr;
     hdr = NULL;
 out:
-    sm_rest_free_secret(user);
-    sm_rest_free_secret(pass);
-    sm_rest_free_secret(plain);
-    sm_rest_free_secret(enc);
-    sm_rest_free_secret(hdr);
+    sm__rest_free_secret(user);
+    sm__rest_free_secret(pass);
+    sm__rest_free_secret(plain);
+    sm__rest_free_secret(enc);
+    sm__rest_free_secret(hdr);
     return rc;
 }
 
 /* Frees a header list made by c; it holds the Authorization value, so it
  * is wiped first. */
-void sm_rest_free_headers(const sm_curl_api *c, struct curl_slist *headers)
+void sm__rest_free_headers(const sm_curl_api *c, struct curl_slist *headers)
 {
     for (struct curl_slist *l = headers; l; l = l->next)
         if (l->data)

@@ -46,16 +46,16 @@ static void global_init(void)
 {
     /* never cleaned up: the sink may be in use until process exit; the TLS
      * module's libcurl is initialised when it loads (curl_api.c) */
-    global_rc = sm_curl_builtin()->global_init(CURL_GLOBAL_DEFAULT);
+    global_rc = sm__curl_builtin()->global_init(CURL_GLOBAL_DEFAULT);
 }
 
-int sm_rest_global_init(void)
+int sm__rest_global_init(void)
 {
     pthread_once(&global_once, global_init);
     return global_rc == CURLE_OK ? 0 : -EIO;
 }
 
-const char *sm_rest_env(const char *name)
+const char *sm__rest_env(const char *name)
 {
     const char *v = getenv(name);
     return v && *v ? v : NULL;
@@ -97,24 +97,24 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *ud)
         size_t vl = n - (sizeof name - 1);
         memcpy(v, data + sizeof name - 1, vl);
         v[vl] = '\0';
-        r->retry_after = sm_rest_parse_retry_after(v, (long)time(NULL));
+        r->retry_after = sm__rest_parse_retry_after(v, (long)time(NULL));
     } else if (n >= 5 && strncmp(data, "HTTP/", 5) == 0) {
         r->retry_after = -1; /* a new response (after a 1xx or a proxy's 200) */
     }
     return n;
 }
 
-/* sm_rest_set_cancel: this thread's hook (mlflow_rest.h) */
+/* sm__rest_set_cancel: this thread's hook (mlflow_rest.h) */
 static _Thread_local int (*cancel_fn)(void *);
 static _Thread_local void *cancel_arg;
 
-void sm_rest_set_cancel(int (*fn)(void *arg), void *arg)
+void sm__rest_set_cancel(int (*fn)(void *arg), void *arg)
 {
     cancel_fn = fn;
     cancel_arg = arg;
 }
 
-int sm_rest_cancel_asked(void)
+int sm__rest_cancel_asked(void)
 {
     return cancel_fn && cancel_fn(cancel_arg);
 }
@@ -129,28 +129,28 @@ static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, cu
     (void)un;
     if (r->abort_flag && atomic_load(r->abort_flag))
         return 1;
-    if (sm_rest_cancel_asked())
+    if (sm__rest_cancel_asked())
         return 1;
     if (r->abort_deadline_ms) {
         long long d = atomic_load(r->abort_deadline_ms);
-        if (d > 0 && sm_now_mono() * 1000.0 >= (double)d)
+        if (d > 0 && sm__now_mono() * 1000.0 >= (double)d)
             return 1;
     }
     return 0;
 }
 
 /* ---- init / free ------------------------------------------------------------- */
-int sm_rest_init(sm_rest *r, const char *uri, char *err, size_t errlen)
+int sm__rest_init(sm_rest *r, const char *uri, char *err, size_t errlen)
 {
     char *auth = NULL;
     int rc;
 
     memset(r, 0, sizeof *r);
     r->retry_after = -1;
-    rc = sm_rest_uri_check(r, uri, err, errlen);
+    rc = sm__rest_uri_check(r, uri, err, errlen);
     if (rc < 0)
         return rc;
-    rc = sm_rest_tls_env(r, err, errlen);
+    rc = sm__rest_tls_env(r, err, errlen);
     if (rc == -ENOMEM)
         goto nomem;
     if (rc < 0)
@@ -165,21 +165,21 @@ int sm_rest_init(sm_rest *r, const char *uri, char *err, size_t errlen)
         const sm_num_spec spec = {"MLFLOW_HTTP_REQUEST_TIMEOUT", 1, 86400, 1, 1};
         double secs;
 
-        if (sm_env_number(spec.name, &spec, &secs, "using the default 120 s", &said) > 0)
+        if (sm__env_number(spec.name, &spec, &secs, "using the default 120 s", &said) > 0)
             r->total_timeout_s = (long)secs;
     }
 
-    rc = sm_rest_global_init();
+    rc = sm__rest_global_init();
     if (rc < 0) {
         snprintf(err, errlen, "libcurl initialisation failed");
         goto fail;
     }
-    r->c = sm_rest_tls_pick(r, err, errlen);
+    r->c = sm__rest_tls_pick(r, err, errlen);
     if (!r->c) {
         rc = -ENOENT;
         goto fail;
     }
-    rc = sm_rest_auth_header(&auth);
+    rc = sm__rest_auth_header(&auth);
     if (rc < 0)
         goto nomem;
     r->h = r->c->easy_init();
@@ -197,15 +197,15 @@ int sm_rest_init(sm_rest *r, const char *uri, char *err, size_t errlen)
         r->headers = l3;
         r->has_auth = auth != NULL;
     }
-    sm_rest_free_secret(auth);
+    sm__rest_free_secret(auth);
     auth = NULL;
     return 0;
 nomem:
     snprintf(err, errlen, "out of memory");
     rc = -ENOMEM;
 fail:
-    sm_rest_free_secret(auth);
-    sm_rest_free(r);
+    sm__rest_free_secret(auth);
+    sm__rest_free(r);
     return rc;
 }
 
@@ -217,7 +217,7 @@ static int header_text_ok(const char *s)
     return 1;
 }
 
-int sm_rest_add_headers(sm_rest *r, const char *const *pairs, char *err, size_t errlen)
+int sm__rest_add_headers(sm_rest *r, const char *const *pairs, char *err, size_t errlen)
 {
     for (size_t i = 0; pairs && pairs[i] && pairs[i + 1]; i += 2) {
         const char *name = pairs[i], *value = pairs[i + 1];
@@ -244,7 +244,7 @@ int sm_rest_add_headers(sm_rest *r, const char *const *pairs, char *err, size_t 
         else
             snprintf(line, n, "%s;", name);
         l = r->c->slist_append(r->headers, line);
-        sm_rest_free_secret(line);
+        sm__rest_free_secret(line);
         if (!l) {
             snprintf(err, errlen, "out of memory");
             return -ENOMEM;
@@ -254,12 +254,12 @@ int sm_rest_add_headers(sm_rest *r, const char *const *pairs, char *err, size_t 
     return 0;
 }
 
-void sm_rest_free(sm_rest *r)
+void sm__rest_free(sm_rest *r)
 {
     if (r->h)
         r->c->easy_cleanup(r->h);
     r->h = NULL;
-    sm_rest_free_headers(r->c, r->headers);
+    sm__rest_free_headers(r->c, r->headers);
     r->headers = NULL;
     free(r->ca_path);
     free(r->client_cert);
@@ -269,7 +269,7 @@ void sm_rest_free(sm_rest *r)
     r->resp_len = r->resp_cap = 0;
 }
 
-int sm_rest_escape(sm_rest *r, const char *in, char *out, size_t outlen)
+int sm__rest_escape(sm_rest *r, const char *in, char *out, size_t outlen)
 {
     char *e = r->c->easy_escape(r->h, in, 0);
     int rc = 0;
@@ -283,7 +283,7 @@ int sm_rest_escape(sm_rest *r, const char *in, char *out, size_t outlen)
 }
 
 /* ---- one request ------------------------------------------------------------ */
-void sm_rest_result_clear(sm_rest_result *res)
+void sm__rest_result_clear(sm_rest_result *res)
 {
     if (res->body)
         json_decref(res->body);
@@ -354,7 +354,7 @@ static void describe_error(const char *endpoint, const char *body, size_t len,
 /* What the server answered, without the transfer (the fuzz target calls it
  * on arbitrary bytes): http status and body in, outcome, parsed body and
  * error line out. */
-void sm_rest_parse_reply(const char *endpoint, long http, const char *body, size_t len,
+void sm__rest_parse_reply(const char *endpoint, long http, const char *body, size_t len,
                          sm_rest_result *res)
 {
     res->http = http;
@@ -367,7 +367,7 @@ void sm_rest_parse_reply(const char *endpoint, long http, const char *body, size
         return;
     }
     describe_error(endpoint, body, len, res);
-    res->outcome = sm_rest_retryable_status(http) ? SM_REST_RETRY : SM_REST_REFUSED;
+    res->outcome = sm__rest_retryable_status(http) ? SM_REST_RETRY : SM_REST_REFUSED;
 }
 
 /* The options of one request: all set again after a reset, which keeps the
@@ -377,8 +377,8 @@ static void set_options(sm_rest *r, const char *url, int post, const char *body,
 {
     const sm_curl_api *c = r->c;
     /* without TLS, a redirect to https fails as unsupported, and
-     * sm_rest_once() goes on with the TLS module */
-    const char *protocols = sm_curl_has_tls(c) ? "http,https" : "http";
+     * sm__rest_once() goes on with the TLS module */
+    const char *protocols = sm__curl_has_tls(c) ? "http,https" : "http";
     CURL *h = r->h;
 
     c->easy_reset(h);
@@ -394,7 +394,7 @@ static void set_options(sm_rest *r, const char *url, int post, const char *body,
     if (r->abort_deadline_ms && atomic_load(r->abort_deadline_ms) > 0) {
         /* a deadline known now is libcurl's own timer (exact); one set while
          * the request is in flight is seen by on_progress (within ~1 s) */
-        long long left = atomic_load(r->abort_deadline_ms) - (long long)(sm_now_mono() * 1000.0);
+        long long left = atomic_load(r->abort_deadline_ms) - (long long)(sm__now_mono() * 1000.0);
         if (left < r->total_timeout_s * 1000LL)
             c->easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(left > 1 ? left : 1));
     }
@@ -415,7 +415,7 @@ static void set_options(sm_rest *r, const char *url, int post, const char *body,
      * libcurl's POSTREDIR default matches (301/302/303 become GET). */
     c->easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
     c->easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
-    sm_rest_tls_setopt(r);
+    sm__rest_tls_setopt(r);
     if (post) {
         c->easy_setopt(h, CURLOPT_POST, 1L);
         c->easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "");
@@ -482,7 +482,7 @@ static int transfer_failed(sm_rest *r, CURLcode cc, const char *ep, sm_rest_resu
     return res->outcome;
 }
 
-int sm_rest_once(sm_rest *r, const char *method, const char *endpoint, const char *body,
+int sm__rest_once(sm_rest *r, const char *method, const char *endpoint, const char *body,
                  size_t body_len, sm_rest_result *res)
 {
     char url[sizeof r->base + 512], ep[96];
@@ -507,7 +507,7 @@ int sm_rest_once(sm_rest *r, const char *method, const char *endpoint, const cha
 
     set_options(r, url, post, body, body_len);
     cc = r->c->easy_perform(r->h);
-    if (cc == CURLE_UNSUPPORTED_PROTOCOL && sm_rest_use_tls(r) == 0) {
+    if (cc == CURLE_UNSUPPORTED_PROTOCOL && sm__rest_use_tls(r) == 0) {
         /* an http:// server that redirects to https: again with TLS */
         set_options(r, url, post, body, body_len);
         cc = r->c->easy_perform(r->h);
@@ -521,6 +521,6 @@ int sm_rest_once(sm_rest *r, const char *method, const char *endpoint, const cha
         return transfer_failed(r, cc, ep, res);
     r->c->easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, &http);
     res->retry_after = r->retry_after;
-    sm_rest_parse_reply(endpoint, http, r->resp, r->resp_len, res);
+    sm__rest_parse_reply(endpoint, http, r->resp, r->resp_len, res);
     return res->outcome;
 }

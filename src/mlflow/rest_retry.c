@@ -3,7 +3,7 @@
  * docs/rest.md "Retry policy"): which answers are worth another try, how
  * long to wait before it (the server's Retry-After, else exponential
  * backoff with full jitter), and the retry loop of the one-off calls
- * (sm_rest_call: the CLI helpers, the run check at start).
+ * (sm__rest_call: the CLI helpers, the run check at start).
  *
  * Semantics from MLflow (mlflow/utils/request_utils.py): transient
  * statuses 408, 429, 500, 502, 503, 504 are retried, and so are the other
@@ -13,7 +13,7 @@
  * wait in a ring) but the same rules, so they are written once, here.  This
  * file must never sleep past the caller's deadline or a cancel (waits are
  * cut into slices that check both), and never keep state between calls:
- * the jitter's PRNG state is the caller's (sm_rest_seed).
+ * the jitter's PRNG state is the caller's (sm__rest_seed).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -26,7 +26,7 @@
 #include "rest_private.h"
 #include "sink.h"
 
-int sm_rest_retryable_status(long s)
+int sm__rest_retryable_status(long s)
 {
     /* MLflow's _TRANSIENT_FAILURE_RESPONSE_CODES are 408, 429, 500, 502,
      * 503, 504; every 5xx is a server-side condition worth retrying here,
@@ -34,7 +34,7 @@ int sm_rest_retryable_status(long s)
     return s == 408 || s == 429 || (s >= 500 && s <= 599);
 }
 
-uint64_t sm_rest_seed(const void *salt)
+uint64_t sm__rest_seed(const void *salt)
 {
     struct timespec ts;
     uint64_t s;
@@ -56,7 +56,7 @@ static double uniform01(uint64_t *s)
     return (double)((x * 0x2545F4914F6CDD1Dull) >> 11) / (double)(1ull << 53);
 }
 
-double sm_rest_backoff(int attempt, double retry_after, double base_s, double cap_s,
+double sm__rest_backoff(int attempt, double retry_after, double base_s, double cap_s,
                        uint64_t *seed)
 {
     double ceil_s;
@@ -75,7 +75,7 @@ double sm_rest_backoff(int attempt, double retry_after, double base_s, double ca
     return ceil_s * uniform01(seed);
 }
 
-double sm_rest_parse_retry_after(const char *v, long now_epoch)
+double sm__rest_parse_retry_after(const char *v, long now_epoch)
 {
     char buf[128];
     size_t n;
@@ -99,19 +99,19 @@ double sm_rest_parse_retry_after(const char *v, long now_epoch)
             return -1;
         return (double)secs;
     }
-    when = sm_curl_builtin()->getdate(buf, NULL); /* RFC 9110 HTTP-date (and the obsolete forms) */
+    when = sm__curl_builtin()->getdate(buf, NULL); /* RFC 9110 HTTP-date (and the obsolete forms) */
     if (when == (time_t)-1)
         return -1;
     return when > now_epoch ? (double)(when - now_epoch) : 0.0;
 }
 
-int sm_rest_call(sm_rest *r, const char *method, const char *endpoint, json_t *req,
+int sm__rest_call(sm_rest *r, const char *method, const char *endpoint, json_t *req,
                  json_t **resp, double deadline, char *err, size_t errlen)
 {
     char *body = NULL;
     size_t len = 0;
     sm_rest_result res = {0};
-    uint64_t seed = sm_rest_seed(r);
+    uint64_t seed = sm__rest_seed(r);
     int attempt = 0, outcome;
     atomic_llong dl = (long long)(deadline * 1000.0);
     atomic_llong *saved = r->abort_deadline_ms;
@@ -132,21 +132,21 @@ int sm_rest_call(sm_rest *r, const char *method, const char *endpoint, json_t *r
     for (;;) {
         double wait;
 
-        outcome = sm_rest_once(r, method, endpoint, body, len, &res);
+        outcome = sm__rest_once(r, method, endpoint, body, len, &res);
         r->last_http = res.http;
         snprintf(r->last_error_code, sizeof r->last_error_code, "%s", res.error_code);
         if (outcome != SM_REST_RETRY)
             break;
-        wait = sm_rest_backoff(attempt++, res.retry_after, 0.5, 8.0, &seed);
-        if (sm_now_mono() + wait >= deadline) {
+        wait = sm__rest_backoff(attempt++, res.retry_after, 0.5, 8.0, &seed);
+        if (sm__now_mono() + wait >= deadline) {
             snprintf(err, errlen, "%s (gave up after %d attempts)", res.msg, attempt);
             goto out;
         }
-        sm_rest_result_clear(&res);
+        sm__rest_result_clear(&res);
         /* in slices, so a cancel (a SIGTERM to scopemeter run) ends it at once */
-        for (double end = sm_now_mono() + wait; !sm_rest_cancel_asked() && sm_now_mono() < end;)
-            sm_sleep(end - sm_now_mono() < 0.05 ? end - sm_now_mono() : 0.05);
-        if (sm_rest_cancel_asked()) {
+        for (double end = sm__now_mono() + wait; !sm__rest_cancel_asked() && sm__now_mono() < end;)
+            sm__sleep(end - sm__now_mono() < 0.05 ? end - sm__now_mono() : 0.05);
+        if (sm__rest_cancel_asked()) {
             outcome = SM_REST_ABORTED;
             snprintf(err, errlen, "%.*s on %s: cancelled", (int)strcspn(endpoint, "?"),
                      endpoint, r->shown);
@@ -160,13 +160,13 @@ int sm_rest_call(sm_rest *r, const char *method, const char *endpoint, json_t *r
         }
     } else if (outcome == SM_REST_ABORTED) {
         snprintf(err, errlen, "%.*s on %s: %s", (int)strcspn(endpoint, "?"), endpoint, r->shown,
-                 sm_rest_cancel_asked() ? "cancelled" : "no answer before the deadline");
+                 sm__rest_cancel_asked() ? "cancelled" : "no answer before the deadline");
     } else {
         snprintf(err, errlen, "%s", res.msg);
     }
 out:
     r->abort_deadline_ms = saved;
-    sm_rest_result_clear(&res);
+    sm__rest_result_clear(&res);
     free(body);
     return outcome;
 }

@@ -56,37 +56,37 @@ static int env_bool(const char *name, int *out, char *err, size_t errlen)
  * load TLS that is not used, never the reverse. */
 static int needs_tls(const sm_rest *r)
 {
-    const char *p = sm_rest_env("http_proxy");
+    const char *p = sm__rest_env("http_proxy");
 
-    if (sm_rest_is_https(r->base))
+    if (sm__rest_is_https(r->base))
         return 1;
     if (r->proxy)
         p = r->proxy;
     if (!p)
-        p = sm_rest_env("all_proxy");
+        p = sm__rest_env("all_proxy");
     if (!p)
-        p = sm_rest_env("ALL_PROXY");
-    return sm_rest_is_https(p);
+        p = sm__rest_env("ALL_PROXY");
+    return sm__rest_is_https(p);
 }
 
-const sm_curl_api *sm_rest_tls_pick(const sm_rest *r, char *err, size_t errlen)
+const sm_curl_api *sm__rest_tls_pick(const sm_rest *r, char *err, size_t errlen)
 {
-    return needs_tls(r) ? sm_curl_tls(err, errlen) : sm_curl_builtin();
+    return needs_tls(r) ? sm__curl_tls(err, errlen) : sm__curl_builtin();
 }
 
 /* Moves the handle to a libcurl with TLS (a redirect from http to https):
  * a new easy handle, and the header list copied into it.  0 when done;
  * < 0 when TLS was there already or cannot be had (errbuf says why). */
-int sm_rest_use_tls(sm_rest *r)
+int sm__rest_use_tls(sm_rest *r)
 {
     char err[sizeof r->errbuf];
     const sm_curl_api *c;
     struct curl_slist *copy = NULL;
     CURL *h;
 
-    if (sm_curl_has_tls(r->c))
+    if (sm__curl_has_tls(r->c))
         return -EALREADY;
-    c = sm_curl_tls(err, sizeof err);
+    c = sm__curl_tls(err, sizeof err);
     if (!c) {
         snprintf(r->errbuf, sizeof r->errbuf, "redirected to https: %.200s", err);
         return -ENOENT;
@@ -101,21 +101,21 @@ int sm_rest_use_tls(sm_rest *r)
     if (!h)
         goto nomem;
     r->c->easy_cleanup(r->h);
-    sm_rest_free_headers(r->c, r->headers);
+    sm__rest_free_headers(r->c, r->headers);
     r->c = c;
     r->h = h;
     r->headers = copy;
     r->errbuf[0] = '\0';
     return 0;
 nomem:
-    sm_rest_free_headers(c, copy);
+    sm__rest_free_headers(c, copy);
     if (h)
         c->easy_cleanup(h);
     snprintf(r->errbuf, sizeof r->errbuf, "redirected to https: out of memory");
     return -ENOMEM;
 }
 
-int sm_rest_tls_env(sm_rest *r, char *err, size_t errlen)
+int sm__rest_tls_env(sm_rest *r, char *err, size_t errlen)
 {
     const char *v;
     int insecure = 0, rc;
@@ -124,7 +124,7 @@ int sm_rest_tls_env(sm_rest *r, char *err, size_t errlen)
     if (rc < 0)
         return rc;
     r->insecure = insecure;
-    if ((v = sm_rest_env("MLFLOW_TRACKING_SERVER_CERT_PATH"))) {
+    if ((v = sm__rest_env("MLFLOW_TRACKING_SERVER_CERT_PATH"))) {
         if (insecure) {
             /* MlflowHostCreds refuses the same combination */
             snprintf(err, errlen, "MLFLOW_TRACKING_INSECURE_TLS and "
@@ -135,15 +135,15 @@ int sm_rest_tls_env(sm_rest *r, char *err, size_t errlen)
         if (!r->ca_path)
             return -ENOMEM;
     }
-    if ((v = sm_rest_env("MLFLOW_TRACKING_CLIENT_CERT_PATH")) && !(r->client_cert = strdup(v)))
+    if ((v = sm__rest_env("MLFLOW_TRACKING_CLIENT_CERT_PATH")) && !(r->client_cert = strdup(v)))
         return -ENOMEM;
     if (strncasecmp(r->base, "http://", 7) == 0 && !getenv("http_proxy") &&
-        (v = sm_rest_env("HTTP_PROXY")) && !(r->proxy = strdup(v)))
+        (v = sm__rest_env("HTTP_PROXY")) && !(r->proxy = strdup(v)))
         return -ENOMEM;
     return 0;
 }
 
-void sm_rest_tls_setopt(sm_rest *r)
+void sm__rest_tls_setopt(sm_rest *r)
 {
     const sm_curl_api *c = r->c;
     CURL *h = r->h;

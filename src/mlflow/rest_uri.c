@@ -3,7 +3,7 @@
  * a string is one, whether it names a host and a port libcurl can use, and
  * its redacted form, the only form any message may show.
  *
- * Why apart: every line that names the server goes through sm_rest_redact
+ * Why apart: every line that names the server goes through sm__rest_redact
  * (userinfo and the query hold secrets), and the checks say what is wrong
  * with a URI before libcurl would say something vaguer.  Pure string work:
  * it must never do I/O, read the environment, or put an unredacted URI
@@ -16,12 +16,12 @@
 
 #include "rest_private.h"
 
-int sm_rest_is_http(const char *uri)
+int sm__rest_is_http(const char *uri)
 {
     return uri && (strncasecmp(uri, "http://", 7) == 0 || strncasecmp(uri, "https://", 8) == 0);
 }
 
-void sm_rest_redact(const char *uri, char *out, size_t outlen)
+void sm__rest_redact(const char *uri, char *out, size_t outlen)
 {
     const char *p, *auth_end, *at, *q;
     size_t n;
@@ -59,7 +59,7 @@ void sm_rest_redact(const char *uri, char *out, size_t outlen)
     }
 }
 
-int sm_rest_is_https(const char *url)
+int sm__rest_is_https(const char *url)
 {
     return url && strncasecmp(url, "https://", 8) == 0;
 }
@@ -74,7 +74,7 @@ static int check_authority(sm_rest *r, const char *uri, char *err, size_t errlen
     const char *at = memchr(auth, '@', alen);
     if ((at ? (size_t)(auth + alen - at - 1) : alen) == 0 ||
         (at ? at[1] : auth[0]) == ':') {
-        sm_rest_redact(uri, r->shown, sizeof r->shown);
+        sm__rest_redact(uri, r->shown, sizeof r->shown);
         snprintf(err, errlen, "tracking URI '%s' has no host (expected "
                  "http(s)://HOST[:PORT][/PREFIX])", r->shown);
         return -EINVAL;
@@ -94,7 +94,7 @@ static int check_authority(sm_rest *r, const char *uri, char *err, size_t errlen
                 port = port * 10 + (colon[1 + i] - '0');
             }
             if (!ok || port < 1 || port > 65535) {
-                sm_rest_redact(uri, r->shown, sizeof r->shown);
+                sm__rest_redact(uri, r->shown, sizeof r->shown);
                 snprintf(err, errlen, "tracking URI '%s': port %.*s is not a TCP port "
                          "(1-65535)", r->shown, (int)(plen > 20 ? 20 : plen),
                          colon + 1);
@@ -105,12 +105,12 @@ static int check_authority(sm_rest *r, const char *uri, char *err, size_t errlen
     return 0;
 }
 
-/* sm_rest_init's first step: the URI, before anything is allocated. */
-int sm_rest_uri_check(sm_rest *r, const char *uri, char *err, size_t errlen)
+/* sm__rest_init's first step: the URI, before anything is allocated. */
+int sm__rest_uri_check(sm_rest *r, const char *uri, char *err, size_t errlen)
 {
     size_t n;
 
-    if (!sm_rest_is_http(uri)) {
+    if (!sm__rest_is_http(uri)) {
         snprintf(err, errlen, "tracking URI must be http:// or https:// for the REST sink");
         return -EINVAL;
     }
@@ -126,11 +126,11 @@ int sm_rest_uri_check(sm_rest *r, const char *uri, char *err, size_t errlen)
     if (check_authority(r, uri, err, errlen) < 0)
         return -EINVAL;
     if (strpbrk(r->base, "?#")) {
-        sm_rest_redact(r->base, r->shown, sizeof r->shown);
+        sm__rest_redact(r->base, r->shown, sizeof r->shown);
         snprintf(err, errlen, "tracking URI %s has a query or fragment; MLflow appends "
                  "/api/2.0/mlflow/... to the URI, so it cannot have one", r->shown);
         return -EINVAL;
     }
-    sm_rest_redact(r->base, r->shown, sizeof r->shown);
+    sm__rest_redact(r->base, r->shown, sizeof r->shown);
     return 0;
 }

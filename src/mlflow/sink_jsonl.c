@@ -72,7 +72,7 @@ static void *write_main(void *arg)
     jsink *s = arg;
     int n;
 
-    while ((n = sm_ring_peek(&s->ring, s->batch, BATCH, -1)) != -EPIPE) {
+    while ((n = sm__ring_peek(&s->ring, s->batch, BATCH, -1)) != -EPIPE) {
         sm_record r;
         uint64_t ok = 0, bad = 0;
 
@@ -80,7 +80,7 @@ static void *write_main(void *arg)
             continue;
         for (int i = 0; i < n; i++) {
             int rc = -EIO;
-            sm_ring_expand(&s->ring, &s->batch[i], &r);
+            sm__ring_expand(&s->ring, &s->batch[i], &r);
             if (!s->write_errno)
                 rc = write_record(s, &r);
             if (rc == 0)
@@ -89,18 +89,18 @@ static void *write_main(void *arg)
                 bad++;
             if (rc < 0 && rc != -EINVAL && !s->write_errno) {
                 s->write_errno = -rc;
-                sm_log(SM_WARN, "cannot write %s: %s; points from here on are not kept",
+                sm__log(SM_WARN, "cannot write %s: %s; points from here on are not kept",
                        s->path, strerror(-rc));
             }
         }
         if (!s->write_errno && fflush(s->f) != 0) {
             s->write_errno = errno ? errno : EIO;
-            sm_log(SM_WARN, "cannot write %s: %s; points from here on are not kept", s->path,
+            sm__log(SM_WARN, "cannot write %s: %s; points from here on are not kept", s->path,
                    strerror(s->write_errno));
             bad += ok; /* buffered, never reached the file */
             ok = 0;
         }
-        sm_ring_consume(&s->ring, (size_t)n);
+        sm__ring_consume(&s->ring, (size_t)n);
         atomic_fetch_add(&s->written, ok);
         atomic_fetch_add(&s->failed, bad);
     }
@@ -111,7 +111,7 @@ static void j_push(sm_sink *base, const sm_record *recs, size_t n)
 {
     jsink *s = base->impl;
 
-    sm_ring_push(&s->ring, recs, n);
+    sm__ring_push(&s->ring, recs, n);
 }
 
 /* Local writes: the writer drains the ring and leaves; the deadline is not
@@ -121,7 +121,7 @@ static int j_flush(sm_sink *base, double deadline)
     jsink *s = base->impl;
 
     (void)deadline;
-    sm_ring_close(&s->ring);
+    sm__ring_close(&s->ring);
     if (s->thread_started) {
         pthread_join(s->thread, NULL);
         s->thread_started = 0;
@@ -133,7 +133,7 @@ static uint64_t j_dropped(sm_sink *base)
 {
     jsink *s = base->impl;
 
-    return sm_ring_dropped(&s->ring);
+    return sm__ring_dropped(&s->ring);
 }
 
 static void j_counts(sm_sink *base, sm_sink_counts *out)
@@ -142,9 +142,9 @@ static void j_counts(sm_sink *base, sm_sink_counts *out)
 
     memset(out, 0, sizeof *out);
     out->delivered = atomic_load(&s->written);
-    out->overflow = sm_ring_dropped(&s->ring);
-    out->undelivered = atomic_load(&s->failed) + sm_ring_len(&s->ring);
-    sm_log(SM_INFO, "%llu records written to %s", (unsigned long long)out->delivered, s->path);
+    out->overflow = sm__ring_dropped(&s->ring);
+    out->undelivered = atomic_load(&s->failed) + sm__ring_len(&s->ring);
+    sm__log(SM_INFO, "%llu records written to %s", (unsigned long long)out->delivered, s->path);
 }
 
 static void j_close(sm_sink *base)
@@ -153,8 +153,8 @@ static void j_close(sm_sink *base)
 
     j_flush(base, 0);
     if (s->f && fclose(s->f) != 0 && !s->write_errno)
-        sm_log(SM_WARN, "closing %s: %s", s->path, strerror(errno));
-    sm_ring_destroy(&s->ring);
+        sm__log(SM_WARN, "closing %s: %s", s->path, strerror(errno));
+    sm__ring_destroy(&s->ring);
     free(s);
 }
 
@@ -180,7 +180,7 @@ static int sm_sink_jsonl_new(const sm_sink_config *cfg, char *err, size_t errlen
     s->base.ops = &jsonl_ops;
     s->base.impl = s;
     snprintf(s->path, sizeof s->path, "%s", cfg->target);
-    rc = sm_ring_init(&s->ring, cfg->cap);
+    rc = sm__ring_init(&s->ring, cfg->cap);
     if (rc < 0) {
         snprintf(err, errlen, "cannot allocate a buffer of %zu points", cfg->cap);
         free(s);
@@ -216,5 +216,5 @@ int sm_monitor_set_jsonl(sm_monitor *m, const char *path)
 {
     if (!m || !path || !*path)
         return -EINVAL;
-    return sm_monitor_set_sink_factory(m, sm_sink_jsonl_new, path, NULL, NULL);
+    return sm__monitor_set_sink_factory(m, sm_sink_jsonl_new, path, NULL, NULL);
 }

@@ -46,13 +46,13 @@ static int build_body(const char *run_id, const sm_deliver_batch *b, size_t *tak
                       char **body, size_t *len)
 {
     sm_body sb = {0};
-    int rc = sm_body_log_batch(&sb, run_id, b->ring, b->recs, b->n, b->step_base);
+    int rc = sm__body_log_batch(&sb, run_id, b->ring, b->recs, b->n, b->step_base);
 
     *taken = rc < 0 ? 0 : sb.used;
     *body = rc < 0 ? NULL : sb.buf;
     *len = rc < 0 ? 0 : sb.len;
     if (rc < 0)
-        sm_body_free(&sb);
+        sm__body_free(&sb);
     return rc;
 }
 
@@ -70,7 +70,7 @@ static void post(void *arg, const sm_deliver_batch *b, size_t *taken, sm_deliver
         snprintf(a->msg, sizeof a->msg, "out of memory building runs/log-batch");
         return;
     }
-    a->outcome = sm_rest_once(&t->rest, "POST", "runs/log-batch", body, len, &res);
+    a->outcome = sm__rest_once(&t->rest, "POST", "runs/log-batch", body, len, &res);
     free(body);
     a->retry_after = res.retry_after;
     snprintf(a->msg, sizeof a->msg, "%s", res.msg);
@@ -78,8 +78,8 @@ static void post(void *arg, const sm_deliver_batch *b, size_t *taken, sm_deliver
     if (a->outcome == SM_REST_RETRY && res.http == 0 && res.os_errno > 0)
         /* no answer: said by the socket's errno, as the MlflowClient
          * transport says it (deliver.h) */
-        sm_deliver_answer_none(t->rest.shown, res.os_errno, NULL, a);
-    sm_rest_result_clear(&res);
+        sm__deliver_answer_none(t->rest.shown, res.os_errno, NULL, a);
+    sm__rest_result_clear(&res);
 }
 
 static void transport_free(void *arg)
@@ -88,7 +88,7 @@ static void transport_free(void *arg)
 
     if (!t)
         return;
-    sm_rest_free(&t->rest);
+    sm__rest_free(&t->rest);
     free(t);
 }
 
@@ -120,10 +120,10 @@ static int check_run(rest_transport *t, sm_deliver *d, const char *uri, int rank
     int rc = 0, verdict;
 
     /* the run resolution on this thread asked runs/get already (mlflow_run.c) */
-    if (!sm_mlflow_take_run_check(uri, t->run_id, rank, status, sizeof status, &last))
-        rc = sm_mlflow_get_run_on(&t->rest, t->run_id, status, sizeof status, rank, &last,
-                                  sm_now_mono() + bound, why, sizeof why);
-    verdict = sm_deliver_checked(d, rank, rc, status, last, why, err, errlen);
+    if (!sm__mlflow_take_run_check(uri, t->run_id, rank, status, sizeof status, &last))
+        rc = sm__mlflow_get_run_on(&t->rest, t->run_id, status, sizeof status, rank, &last,
+                                  sm__now_mono() + bound, why, sizeof why);
+    verdict = sm__deliver_checked(d, rank, rc, status, last, why, err, errlen);
     if (verdict < 0)
         return verdict;
     if (rc < 0)
@@ -133,7 +133,7 @@ static int check_run(rest_transport *t, sm_deliver *d, const char *uri, int rank
      * window refused.  A runs/update naming only the run needs what log-batch
      * needs and changes nothing, so a 401/403 fails the start in one line;
      * any other answer is left to the windows' own lines. */
-    if (sm_mlflow_check_write_on(&t->rest, t->run_id, sm_now_mono() + bound, why,
+    if (sm__mlflow_check_write_on(&t->rest, t->run_id, sm__now_mono() + bound, why,
                                  sizeof why) == -EACCES) {
         snprintf(err, errlen, "cannot record into run %s at %s: these credentials may not "
                  "write to it (%s)", t->run_id, t->rest.shown, why);
@@ -142,7 +142,7 @@ static int check_run(rest_transport *t, sm_deliver *d, const char *uri, int rank
     return 0;
 }
 
-int sm_sink_mlflow_new(const sm_sink_config *cfg, char *err, size_t errlen, sm_sink **out)
+int sm__sink_mlflow_new(const sm_sink_config *cfg, char *err, size_t errlen, sm_sink **out)
 {
     const sm_rest_settings *set = cfg->settings;
     rest_transport *t;
@@ -158,34 +158,34 @@ int sm_sink_mlflow_new(const sm_sink_config *cfg, char *err, size_t errlen, sm_s
     if (!t)
         return -ENOMEM;
     snprintf(t->run_id, sizeof t->run_id, "%s", set->run_id);
-    rc = sm_rest_init(&t->rest, cfg->target, err, errlen);
+    rc = sm__rest_init(&t->rest, cfg->target, err, errlen);
     if (rc < 0) {
         free(t);
         return rc;
     }
-    rc = sm_rest_add_headers(&t->rest, (const char *const *)set->headers, err, errlen);
+    rc = sm__rest_add_headers(&t->rest, (const char *const *)set->headers, err, errlen);
     if (rc == 0)
-        rc = sm_deliver_new(t->run_id, t->rest.shown, &d);
+        rc = sm__deliver_new(t->run_id, t->rest.shown, &d);
     if (rc == 0)
-        rc = sm_deliver_configure(d, cfg, err, errlen);
+        rc = sm__deliver_configure(d, cfg, err, errlen);
     if (rc == 0 && set->check_s >= 0)
         rc = check_run(t, d, cfg->target, cfg->rank,
                        set->check_s > 0 ? set->check_s : CHECK_TIMEOUT_S, err, errlen);
     if (rc < 0)
         goto fail;
-    t->rest.abort_flag = sm_deliver_abort_flag(d);
-    t->rest.abort_deadline_ms = sm_deliver_deadline_ms(d);
-    rc = sm_deliver_start_thread(d, post, t, transport_free, "scopemeter-ship");
+    t->rest.abort_flag = sm__deliver_abort_flag(d);
+    t->rest.abort_deadline_ms = sm__deliver_deadline_ms(d);
+    rc = sm__deliver_start_thread(d, post, t, transport_free, "scopemeter-ship");
     if (rc < 0) {
         snprintf(err, errlen, "cannot start the shipping thread");
         goto fail;
     }
-    *out = sm_deliver_sink(d); /* the sink's reference; its close frees t */
-    sm_deliver_unref(d);
+    *out = sm__deliver_sink(d); /* the sink's reference; its close frees t */
+    sm__deliver_unref(d);
     return 0;
 fail:
     transport_free(t);
-    sm_deliver_unref(d);
+    sm__deliver_unref(d);
     return rc;
 }
 
@@ -196,7 +196,7 @@ static void free_strv(char **v)
     free(v);
 }
 
-void sm_rest_settings_free(void *settings)
+void sm__rest_settings_free(void *settings)
 {
     sm_rest_settings *set = settings;
 
@@ -211,26 +211,26 @@ int sm_monitor_set_run(sm_monitor *m, const char *tracking_uri, const char *run_
     sm_rest_settings *set;
     int rc;
 
-    if (!m || !sm_rest_is_http(tracking_uri) || !sm_mlflow_valid_run_id(run_id))
+    if (!m || !sm__rest_is_http(tracking_uri) || !sm_mlflow_valid_run_id(run_id))
         return -EINVAL;
     set = calloc(1, sizeof *set);
     if (!set)
         return -ENOMEM;
     snprintf(set->run_id, sizeof set->run_id, "%s", run_id);
     /* the monitor owns set from here on, even when it refuses it */
-    rc = sm_monitor_set_sink_factory(m, sm_sink_mlflow_new, tracking_uri, set,
-                                     sm_rest_settings_free);
+    rc = sm__monitor_set_sink_factory(m, sm__sink_mlflow_new, tracking_uri, set,
+                                     sm__rest_settings_free);
     /* one recorder per rank and run (docs/design.md §9), unless the caller
      * names another key */
     if (rc == 0)
-        rc = sm_monitor_default_recording_key(m, run_id);
+        rc = sm__monitor_default_recording_key(m, run_id);
     return rc;
 }
 
 /* Headers go into the REST sink's settings: after sm_monitor_set_run. */
 int sm_monitor_set_headers(sm_monitor *m, const char *const *headers)
 {
-    sm_rest_settings *set = sm_monitor_sink_settings(m, sm_sink_mlflow_new);
+    sm_rest_settings *set = sm__monitor_sink_settings(m, sm__sink_mlflow_new);
     size_t n = 0;
     char **v;
 

@@ -77,7 +77,7 @@ again:
             if (!isfinite(r->value))
                 continue;
             o = json_object();
-            json_object_set_new(o, "key", json_text(sm_ring_str(ring, r->key)));
+            json_object_set_new(o, "key", json_text(sm__ring_str(ring, r->key)));
             json_object_set_new(o, "value", json_real(r->value));
             json_object_set_new(o, "timestamp", json_integer(r->timestamp_ms));
             json_object_set_new(o, "step", json_integer(step_base + r->step));
@@ -87,8 +87,8 @@ again:
             if (nt >= SM_MLFLOW_MAX_TAGS)
                 break;
             o = json_object();
-            json_object_set_new(o, "key", json_text(sm_ring_str(ring, r->key)));
-            json_object_set_new(o, "value", json_text(sm_ring_str(ring, r->text)));
+            json_object_set_new(o, "key", json_text(sm__ring_str(ring, r->key)));
+            json_object_set_new(o, "value", json_text(sm__ring_str(ring, r->text)));
             json_array_append_new(tags, o);
             nt++;
         }

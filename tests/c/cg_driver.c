@@ -50,7 +50,7 @@ static void run(const char *cmd)
 
 int main(int argc, char **argv)
 {
-    const sm_collector_ops *ops = &sm_coll_container;
+    const sm_collector_ops *ops = &sm__coll_container;
     sm_ctx ctx;
     sm_opened res;
     sm_points *pts = calloc(1, sizeof *pts);
@@ -58,15 +58,15 @@ int main(int argc, char **argv)
     char line[4096];
     int rc;
 
-    if (argc > 1 && strcmp(argv[1], sm_coll_io.name) == 0)
-        ops = &sm_coll_io;
+    if (argc > 1 && strcmp(argv[1], sm__coll_io.name) == 0)
+        ops = &sm__coll_io;
     else if (argc > 1 && strcmp(argv[1], ops->name) != 0) {
         fprintf(stderr, "cg_driver: unknown collector %s\n", argv[1]);
         free(pts);
         return 2;
     }
     state = calloc(1, ops->state_size);
-    if (!pts || !state || sm_ctx_init(&ctx) < 0) {
+    if (!pts || !state || sm__ctx_init(&ctx) < 0) {
         fprintf(stderr, "cg_driver: cannot start\n");
         return 2;
     }

@@ -24,13 +24,13 @@ struct run {
 static void *open_at(const char *root, unsigned base, struct run *r)
 {
     sm_ctx ctx;
-    void *state = calloc(1, sm_coll_amdgpu.state_size);
+    void *state = calloc(1, sm__coll_amdgpu.state_size);
 
     memset(&ctx, 0, sizeof ctx);
     snprintf(ctx.sysroot, sizeof ctx.sysroot, "%s", root);
     memset(r, 0, sizeof *r);
     r->res.gpu_index_base = base;
-    r->rc = sm_coll_amdgpu.open(state, &ctx, &r->res);
+    r->rc = sm__coll_amdgpu.open(state, &ctx, &r->res);
     if (r->rc != 0) {
         free(state);
         return NULL;
@@ -49,7 +49,7 @@ static int sample(void *state, struct run *r)
 {
     r->pts.n = 0;
     r->msg[0] = '\0';
-    return sm_coll_amdgpu.sample(state, &r->pts, r->msg, sizeof r->msg);
+    return sm__coll_amdgpu.sample(state, &r->pts, r->msg, sizeof r->msg);
 }
 
 static const sm_point *point(const struct run *r, const char *key)
@@ -63,7 +63,7 @@ static const sm_point *point(const struct run *r, const char *key)
 static void close_coll(void *state)
 {
     if (state) {
-        sm_coll_amdgpu.close(state);
+        sm__coll_amdgpu.close(state);
         free(state);
     }
 }
@@ -80,7 +80,7 @@ static void test_fixtures(void)
     CHECK_EQ_STR(r.res.status, "amdgpu sysfs, 1 device (renderD129=card1 as gpu_0)");
     CHECK_EQ_INT(r.res.gpu_index_next, 1);
     CHECK_EQ_INT(sample(s, &r), 0);
-    CHECK_EQ_INT(r.pts.n, (size_t)sm_coll_amdgpu.series_per_device);
+    CHECK_EQ_INT(r.pts.n, (size_t)sm__coll_amdgpu.series_per_device);
     p = point(&r, "gpu_0_utilization_percentage");
     CHECK(p && p->value == 88.0 && strcmp(p->unit, "percent") == 0);
     p = point(&r, "gpu_0_power_usage_watts");
@@ -189,11 +189,11 @@ static void test_failing_file(void)
 static void test_counts(void)
 {
     /* a GPU is either vendor's: the AMD row adds no series per device */
-    CHECK_EQ_INT(sm_coll_amdgpu.series_per_device, sm_coll_gpu.series_per_device);
-    CHECK_EQ_INT(sm_collectors_series(2, 0, NULL) - sm_collectors_series(0, 0, NULL),
-                 2 * sm_coll_gpu.series_per_device);
-    CHECK(sm_gpu_keys(63) != NULL && sm_gpu_keys(64) == NULL);
-    CHECK_EQ_STR(sm_gpu_keys(12)[4], "gpu_12_power_usage_percentage");
+    CHECK_EQ_INT(sm__coll_amdgpu.series_per_device, sm__coll_gpu.series_per_device);
+    CHECK_EQ_INT(sm__collectors_series(2, 0, NULL) - sm__collectors_series(0, 0, NULL),
+                 2 * sm__coll_gpu.series_per_device);
+    CHECK(sm__gpu_keys(63) != NULL && sm__gpu_keys(64) == NULL);
+    CHECK_EQ_STR(sm__gpu_keys(12)[4], "gpu_12_power_usage_percentage");
 }
 
 int main(void)

@@ -87,9 +87,9 @@ static double random_value(void)
     case 3:
         return (double)(int64_t)(rnd() % 2000001 - 1000000) / 10.0; /* 0.1 steps */
     case 4:
-        return sm_round1((double)(rnd() >> 11) * 0x1p-53 * pow(10, (double)(rnd() % 30) - 6));
+        return sm__round1((double)(rnd() >> 11) * 0x1p-53 * pow(10, (double)(rnd() % 30) - 6));
     case 5:
-        return -sm_round1((double)(rnd() % 100000000000ull) / 7.0);
+        return -sm__round1((double)(rnd() % 100000000000ull) / 7.0);
     case 6:
         return rnd() % 2 ? 0.0 : -0.0;
     case 7:
@@ -97,11 +97,11 @@ static double random_value(void)
     case 8:
         return 4.9e-324 * (double)(rnd() % 1000); /* subnormals */
     case 9:
-        return sm_round1((double)(rnd() % (1ull << 52)) * (rnd() % 2 ? 1 : -1));
+        return sm__round1((double)(rnd() % (1ull << 52)) * (rnd() % 2 ? 1 : -1));
     case 10:
         return (double)(rnd() % 10000) + 0.5; /* exact halves */
     default:
-        return sm_round1((double)(rnd() % 100000) / 100.0);
+        return sm__round1((double)(rnd() % 100000) / 100.0);
     }
 }
 
@@ -126,7 +126,7 @@ static void test_batches(void)
 
         /* long escaped keys now and then: bodies over 1 MB are halved */
         maxkey = t % 10 == 0 && rnd() % 2 ? sizeof keys[0] - 1 : 40;
-        CHECK(sm_ring_init(&ring, 4096) == 0);
+        CHECK(sm__ring_init(&ring, 4096) == 0);
         for (size_t i = 0; i < n; i++) {
             sm_record *x = &in[i];
             char *key = keys[i], *text = texts[i];
@@ -149,12 +149,12 @@ static void test_batches(void)
             x->timestamp_ms = (int64_t)(rnd() >> 12) * (rnd() % 9 == 0 ? -1 : 1);
             x->step = (int64_t)(int32_t)rnd();
         }
-        sm_ring_push(&ring, in, n);
-        rc = sm_ring_peek(&ring, recs, 2600, 0);
+        sm__ring_push(&ring, in, n);
+        rc = sm__ring_peek(&ring, recs, 2600, 0);
         CHECK(rc == (int)n || (n == 0 && rc == 0));
         if (rc < 0)
             rc = 0;
-        rc = sm_body_log_batch(&b, "0123abcd_run-id", &ring, recs, (size_t)rc, step_base);
+        rc = sm__body_log_batch(&b, "0123abcd_run-id", &ring, recs, (size_t)rc, step_base);
         CHECK_EQ_INT(rc, 0);
         want = oracle("0123abcd_run-id", &ring, recs, n, step_base, &used, &shipped);
         got = json_loads(b.buf, 0, &jerr);
@@ -172,13 +172,13 @@ static void test_batches(void)
         CHECK(failures == 0 || t + 1 < batches);
         json_decref(got);
         json_decref(want);
-        sm_ring_destroy(&ring);
+        sm__ring_destroy(&ring);
     }
     CHECK_EQ_INT(failures, 0);
     CHECK(halved > 0); /* the 1 MB rule was exercised */
     fprintf(stderr, "test_body: %zu random batches, %zu differ from the jansson build (%zu "
             "halved)\n", batches, failures, halved);
-    sm_body_free(&b);
+    sm__body_free(&b);
     free(recs);
     free(in);
     free(keys);
@@ -194,15 +194,15 @@ static void test_limits(void)
     sm_entry *recs = calloc(1300, sizeof *recs);
     sm_body b = {0};
 
-    CHECK(sm_ring_init(&ring, 2000) == 0);
+    CHECK(sm__ring_init(&ring, 2000) == 0);
     for (int i = 0; i < 1200; i++) {
         snprintf(keys[i], sizeof keys[i], "m%d", i % 50);
         in[i].key = keys[i];
         in[i].value = i == 3 ? NAN : i / 10.0;
     }
-    sm_ring_push(&ring, in, 1200);
-    CHECK_EQ_INT(sm_ring_peek(&ring, recs, 1300, 0), 1200);
-    CHECK_EQ_INT(sm_body_log_batch(&b, "r", &ring, recs, 1200, 0), 0);
+    sm__ring_push(&ring, in, 1200);
+    CHECK_EQ_INT(sm__ring_peek(&ring, recs, 1300, 0), 1200);
+    CHECK_EQ_INT(sm__body_log_batch(&b, "r", &ring, recs, 1200, 0), 0);
     CHECK_EQ_INT(b.shipped, 1000);
     CHECK_EQ_INT(b.used, 1001); /* the NaN is covered, not shipped */
     CHECK_EQ_INT(b.nonfinite, 1);
@@ -210,11 +210,11 @@ static void test_limits(void)
     CHECK(strncmp(b.buf, "{\"run_id\":\"r\",\"metrics\":[{\"key\":\"m0\",\"value\":0.0,"
                   "\"timestamp\":0,\"step\":0},", 68) == 0);
     /* all non-finite: nothing to ship */
-    CHECK_EQ_INT(sm_body_log_batch(&b, "r", &ring, recs + 3, 1, 0), 0);
+    CHECK_EQ_INT(sm__body_log_batch(&b, "r", &ring, recs + 3, 1, 0), 0);
     CHECK_EQ_INT(b.shipped, 0);
     CHECK_EQ_INT(b.used, 1);
-    sm_body_free(&b);
-    sm_ring_destroy(&ring);
+    sm__body_free(&b);
+    sm__ring_destroy(&ring);
     free(in);
     free(keys);
     free(recs);
@@ -246,11 +246,11 @@ static void test_reals(void)
             break;
         default:
             /* logged values: every magnitude the collectors produce */
-            v = sm_round1(((double)(bits >> 11) * 0x1p-53 - 0.5) *
+            v = sm__round1(((double)(bits >> 11) * 0x1p-53 - 0.5) *
                           pow(2, (double)(rnd() % 49)));
             logged = 1;
         }
-        len = sm_body_real(out, v);
+        len = sm__body_real(out, v);
         out[len] = '\0';
         back = strtod(out, NULL);
         if (!same_double(v, back) || !(strchr(out, '.') || strchr(out, 'e'))) {
@@ -263,14 +263,14 @@ static void test_reals(void)
     CHECK_EQ_INT(bad, 0);
     CHECK_EQ_INT(slow, 0);
     {
-        size_t l = sm_body_real(out, -0.0);
+        size_t l = sm__body_real(out, -0.0);
         CHECK(l == 4 && memcmp(out, "-0.0", 4) == 0);
-        l = sm_body_real(out, 123456.7);
+        l = sm__body_real(out, 123456.7);
         CHECK(l == 8 && memcmp(out, "123456.7", 8) == 0);
-        l = sm_body_real(out, 1e300);
+        l = sm__body_real(out, 1e300);
         out[l] = '\0';
         CHECK(strtod(out, NULL) == 1e300);
-        l = sm_body_real(out, 0x1p60);
+        l = sm__body_real(out, 0x1p60);
         out[l] = '\0';
         CHECK(strtod(out, NULL) == 0x1p60 && strchr(out, '.'));
     }

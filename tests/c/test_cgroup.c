@@ -1,4 +1,4 @@
-/* test_cgroup.c — sm_cgroup_resolve and the container collector against the
+/* test_cgroup.c — sm__cgroup_resolve and the container collector against the
  * fixture machines (tests/fixtures/cg-*, through the sysroot) and against
  * trees built here in a temporary directory: malformed and truncated files,
  * a file that fails and comes back, CPU deltas, end tags. */
@@ -50,7 +50,7 @@ static int contains(const char *hay, const char *needle)
     return 1;
 }
 
-/* ---- what the collector says on stderr (sm_log: one write(2) per line) --- */
+/* ---- what the collector says on stderr (sm__log: one write(2) per line) --- */
 static int saved_err = -1;
 static FILE *err_file;
 
@@ -162,7 +162,7 @@ static int resolve_tmp(sm_cgroup *cg)
 {
     sm_ctx ctx;
     ctx_for(&ctx, tmp);
-    return sm_cgroup_resolve(&ctx, cg);
+    return sm__cgroup_resolve(&ctx, cg);
 }
 
 /* ---- fixtures ------------------------------------------------------------- */
@@ -172,7 +172,7 @@ static void test_fixtures(void)
     sm_cgroup cg;
 
     ctx_fixture(&ctx, "cg-k8s-v2-cgroupns");
-    CHECK_EQ_INT(sm_cgroup_resolve(&ctx, &cg), 0);
+    CHECK_EQ_INT(sm__cgroup_resolve(&ctx, &cg), 0);
     CHECK_EQ_INT(cg.version, 2);
     CHECK_EQ_STR(rel(&ctx, cg.mem_dir), "/sys/fs/cgroup");
     CHECK_EQ_STR(rel(&ctx, cg.mem_limit_dir), "/sys/fs/cgroup");
@@ -186,7 +186,7 @@ static void test_fixtures(void)
     CHECK(contains(cg.why, "memory limit 56.0 GiB at /"));
 
     ctx_fixture(&ctx, "cg-docker-v1-hostns");
-    CHECK_EQ_INT(sm_cgroup_resolve(&ctx, &cg), 0);
+    CHECK_EQ_INT(sm__cgroup_resolve(&ctx, &cg), 0);
     CHECK_EQ_INT(cg.version, 1);
     CHECK_EQ_STR(rel(&ctx, cg.mem_dir), "/sys/fs/cgroup/memory");
     CHECK_EQ_STR(rel(&ctx, cg.mem_limit_dir), "/sys/fs/cgroup/memory");
@@ -201,7 +201,7 @@ static void test_fixtures(void)
     CHECK_EQ_STR(cg.mem_limit_path, "/docker/3f1e5a9b2c7d");
 
     ctx_fixture(&ctx, "cg-hybrid");
-    CHECK_EQ_INT(sm_cgroup_resolve(&ctx, &cg), 0);
+    CHECK_EQ_INT(sm__cgroup_resolve(&ctx, &cg), 0);
     CHECK_EQ_INT(cg.version, 1);
     CHECK_EQ_INT(cg.mem_version, 1);
     CHECK_EQ_INT(cg.cpu_version, 1);
@@ -213,7 +213,7 @@ static void test_fixtures(void)
     CHECK_EQ_STR(cg.tag, "v1 /user.slice/user-1000.slice/session-3.scope mem=8.0GiB");
 
     ctx_fixture(&ctx, "cg-slurm-v2");
-    CHECK_EQ_INT(sm_cgroup_resolve(&ctx, &cg), 0);
+    CHECK_EQ_INT(sm__cgroup_resolve(&ctx, &cg), 0);
     CHECK_EQ_STR(rel(&ctx, cg.mem_limit_dir),
                  "/sys/fs/cgroup/system.slice/slurmstepd.scope/job_12");
     CHECK_EQ_STR(cg.mem_limit_path, "/system.slice/slurmstepd.scope/job_12");
@@ -228,7 +228,7 @@ static void test_fixtures(void)
     CHECK(contains(cg.why, "cpuset: 4 of 16 CPUs"));
 
     ctx_fixture(&ctx, "cg-bare-host");
-    CHECK_EQ_INT(sm_cgroup_resolve(&ctx, &cg), 0);
+    CHECK_EQ_INT(sm__cgroup_resolve(&ctx, &cg), 0);
     CHECK_EQ_INT(cg.mem_limit, 0);
     CHECK_NEAR(cg.cpu_cores, 0.0, 0);
     CHECK_EQ_STR(cg.tag, "none: no limit");
@@ -237,27 +237,27 @@ static void test_fixtures(void)
                  "no cpu limit");
 
     ctx_fixture(&ctx, "cg-cpu-only");
-    CHECK_EQ_INT(sm_cgroup_resolve(&ctx, &cg), 0);
+    CHECK_EQ_INT(sm__cgroup_resolve(&ctx, &cg), 0);
     CHECK_EQ_INT(cg.mem_limit, 0);
     CHECK_NEAR(cg.cpu_cores, 2.5, 1e-12);
     CHECK_EQ_STR(cg.tag, "v2 / cpu=2.5");
 
     ctx_fixture(&ctx, "cg-mem-above-total");
-    CHECK_EQ_INT(sm_cgroup_resolve(&ctx, &cg), 0);
+    CHECK_EQ_INT(sm__cgroup_resolve(&ctx, &cg), 0);
     CHECK_EQ_INT(cg.mem_limit, 0);
     CHECK_EQ_STR(cg.tag, "none: no limit");
     CHECK(contains(cg.why, "no memory limit (600.0 GiB at / is not below MemTotal 503.0 GiB)"));
     /* the same limit is a limit on a bigger node */
     ctx.mem_total = 1024 * GiB;
-    CHECK_EQ_INT(sm_cgroup_resolve(&ctx, &cg), 0);
+    CHECK_EQ_INT(sm__cgroup_resolve(&ctx, &cg), 0);
     CHECK_EQ_INT(cg.mem_limit, 600 * GiB);
     /* exactly MemTotal is not a limit */
     ctx.mem_total = 600 * GiB;
-    CHECK_EQ_INT(sm_cgroup_resolve(&ctx, &cg), 0);
+    CHECK_EQ_INT(sm__cgroup_resolve(&ctx, &cg), 0);
     CHECK_EQ_INT(cg.mem_limit, 0);
 
     ctx_fixture(&ctx, "cg-systemd-slice");
-    CHECK_EQ_INT(sm_cgroup_resolve(&ctx, &cg), 0);
+    CHECK_EQ_INT(sm__cgroup_resolve(&ctx, &cg), 0);
     CHECK_EQ_STR(rel(&ctx, cg.mem_limit_dir), "/sys/fs/cgroup/training.slice");
     CHECK_EQ_STR(rel(&ctx, cg.cpu_limit_dir), "/sys/fs/cgroup/training.slice");
     CHECK_EQ_STR(rel(&ctx, cg.cpu_usage_dir), "/sys/fs/cgroup/training.slice");
@@ -266,19 +266,19 @@ static void test_fixtures(void)
     CHECK_EQ_INT(cg.host_cpus, 32);
 
     ctx_fixture(&ctx, "cg-escaped-mount");
-    CHECK_EQ_INT(sm_cgroup_resolve(&ctx, &cg), 0);
+    CHECK_EQ_INT(sm__cgroup_resolve(&ctx, &cg), 0);
     CHECK_EQ_STR(rel(&ctx, cg.mem_dir), "/sys/fs/cgroup/my cgroup/task 1");
     CHECK_EQ_STR(rel(&ctx, cg.mem_limit_dir), "/sys/fs/cgroup/my cgroup/task 1");
     CHECK_EQ_INT(cg.mem_limit, GiB);
     CHECK_EQ_STR(cg.tag, "v2 /batch job/task 1 mem=1.0GiB");
 
     ctx_fixture(&ctx, "cg-deleted");
-    CHECK(sm_cgroup_resolve(&ctx, &cg) < 0);
+    CHECK(sm__cgroup_resolve(&ctx, &cg) < 0);
     CHECK_EQ_STR(cg.tag, "none: the process's cgroup /kubepods/pod1/ctr was deleted "
                          "(/proc/self/cgroup says so)");
 
     ctx_fixture(&ctx, "cg-outside-root");
-    CHECK_EQ_INT(sm_cgroup_resolve(&ctx, &cg), -EXDEV);
+    CHECK_EQ_INT(sm__cgroup_resolve(&ctx, &cg), -EXDEV);
     CHECK_EQ_STR(cg.tag, "none: cgroup /docker/xyz is not under the mount root /docker/abc of "
                          "/sys/fs/cgroup/memory: not visible");
 }
@@ -294,9 +294,9 @@ struct run {
 
 static void *open_coll(const sm_ctx *ctx, struct run *r)
 {
-    void *state = calloc(1, sm_coll_container.state_size);
+    void *state = calloc(1, sm__coll_container.state_size);
     memset(r, 0, sizeof *r);
-    r->rc = sm_coll_container.open(state, ctx, &r->res);
+    r->rc = sm__coll_container.open(state, ctx, &r->res);
     if (r->rc != 0) {
         free(state);
         return NULL;
@@ -308,7 +308,7 @@ static int sample(void *state, struct run *r)
 {
     r->pts.n = 0;
     r->msg[0] = '\0';
-    return sm_coll_container.sample(state, &r->pts, r->msg, sizeof r->msg);
+    return sm__coll_container.sample(state, &r->pts, r->msg, sizeof r->msg);
 }
 
 static const sm_point *point(const struct run *r, const char *key)
@@ -330,7 +330,7 @@ static const char *tag(const sm_tags *t, const char *key)
 static void close_coll(void *state)
 {
     if (state) {
-        sm_coll_container.close(state);
+        sm__coll_container.close(state);
         free(state);
     }
 }
@@ -360,7 +360,7 @@ static void test_collector_fixtures(void)
     CHECK(p && fabs(p->value - 100.0 * 1.2e9 / (2.0 * GiB)) < 1e-9);
     p = point(&r, "container_cpu_utilization_percentage");
     CHECK(p && p->value == 0.0); /* the fixture's counter does not move */
-    sm_coll_container.tags(s, SM_TAGS_END, &r.end);
+    sm__coll_container.tags(s, SM_TAGS_END, &r.end);
     CHECK_EQ_STR(tag(&r.end, "oom_kill"), "0");
     CHECK_EQ_STR(tag(&r.end, "mem_peak_sampled_mb"), "1200.0");
     CHECK_EQ_STR(tag(&r.end, "memory_peak_mb"), "1900.0");
@@ -377,7 +377,7 @@ static void test_collector_fixtures(void)
     CHECK_EQ_INT(sample(s, &r), 0);
     CHECK_EQ_INT(r.pts.n, 1);
     CHECK(point(&r, "container_cpu_utilization_percentage") != NULL);
-    sm_coll_container.tags(s, SM_TAGS_END, &r.end);
+    sm__coll_container.tags(s, SM_TAGS_END, &r.end);
     CHECK(tag(&r.end, "oom_kill") == NULL); /* no memory limit: no limiting cgroup */
     CHECK(tag(&r.end, "mem_peak_sampled_mb") == NULL);
     close_coll(s);
@@ -508,7 +508,7 @@ static void test_malformed(void)
     CHECK_EQ_INT(r.pts.n, 2); /* CPU and CPU pressure */
     CHECK(point(&r, "container_cpu_utilization_percentage") != NULL);
     CHECK(point(&r, "container_memory_pressure_percentage") == NULL); /* part dropped at open */
-    sm_coll_container.tags(s, SM_TAGS_END, &r.end);
+    sm__coll_container.tags(s, SM_TAGS_END, &r.end);
     CHECK(tag(&r.end, "oom_kill") == NULL && tag(&r.end, "memory_peak_mb") == NULL);
     CHECK_EQ_STR(tag(&r.end, "cpu_throttled_periods"), "0");
     close_coll(s);
@@ -558,7 +558,7 @@ static void test_malformed(void)
     s = open_coll(&ctx, &r);
     CHECK_EQ_INT(r.rc, 0);
     CHECK_EQ_INT(sample(s, &r), 0);
-    sm_coll_container.tags(s, SM_TAGS_END, &r.end);
+    sm__coll_container.tags(s, SM_TAGS_END, &r.end);
     CHECK(tag(&r.end, "oom_kill") == NULL);
     CHECK(tag(&r.end, "memory_peak_mb") == NULL);
     CHECK_EQ_STR(tag(&r.end, "mem_peak_sampled_mb"), "2000.0");
@@ -593,7 +593,7 @@ static void test_bad_file_fixture(void)
     CHECK_EQ_INT(r.pts.n, 1);
     CHECK(point(&r, "container_cpu_utilization_percentage") != NULL);
     /* no memory part: no memory end tags; the CPU quota's throttling stays */
-    sm_coll_container.tags(s, SM_TAGS_END, &r.end);
+    sm__coll_container.tags(s, SM_TAGS_END, &r.end);
     CHECK(tag(&r.end, "oom_kill") == NULL);
     CHECK(tag(&r.end, "mem_peak_sampled_mb") == NULL);
     CHECK(tag(&r.end, "memory_peak_mb") == NULL);
@@ -692,7 +692,7 @@ static void test_samples(void)
 
     /* end tags: deltas over the run, peaks */
     put("sys/fs/cgroup/memory.events", "low 0\noom 4\noom_kill 5\n");
-    sm_coll_container.tags(s, SM_TAGS_END, &r.end);
+    sm__coll_container.tags(s, SM_TAGS_END, &r.end);
     CHECK_EQ_STR(tag(&r.end, "oom_kill"), "3");            /* 5 - 2 at open */
     CHECK_EQ_STR(tag(&r.end, "mem_peak_sampled_mb"), "2500.0");
     CHECK_EQ_STR(tag(&r.end, "memory_peak_mb"), "3500.0");
@@ -701,7 +701,7 @@ static void test_samples(void)
     /* start tags: the cgroup tag is open()'s status; tags() adds the exact
      * limits (docs/design.md §3) */
     memset(&r.end, 0, sizeof r.end);
-    sm_coll_container.tags(s, SM_TAGS_START, &r.end);
+    sm__coll_container.tags(s, SM_TAGS_START, &r.end);
     CHECK_EQ_INT(r.end.n, 4);
     CHECK_EQ_STR(tag(&r.end, "memory_limit_bytes"), "4294967296");
     CHECK_EQ_STR(tag(&r.end, "cpu_limit_cores"), "2");
@@ -758,10 +758,10 @@ static void test_v1_tree(void)
     CHECK_EQ_INT(sample(s, &r), 0);
     CHECK(point(&r, "container_cpu_utilization_percentage") != NULL);
     CHECK(contains(r.pts.v[0].source, "/sys/fs/cgroup/cpuacct/a/cpuacct.usage"));
-    sm_coll_container.tags(s, SM_TAGS_END, &r.end);
+    sm__coll_container.tags(s, SM_TAGS_END, &r.end);
     CHECK_EQ_STR(tag(&r.end, "cpu_throttled_periods"), "0");
     memset(&r.end, 0, sizeof r.end);
-    sm_coll_container.tags(s, SM_TAGS_START, &r.end);
+    sm__coll_container.tags(s, SM_TAGS_START, &r.end);
     CHECK_EQ_INT(r.end.n, 3); /* no memory limit: no memory_limit_bytes */
     CHECK_EQ_STR(tag(&r.end, "cpu_limit_cores"), "0.5");
     CHECK_EQ_STR(tag(&r.end, "cpu_quota_us"), "50000");
@@ -776,7 +776,7 @@ static void test_v1_tree(void)
     s = open_coll(&ctx, &r);
     CHECK_EQ_INT(r.rc, 0);
     memset(&r.end, 0, sizeof r.end);
-    sm_coll_container.tags(s, SM_TAGS_START, &r.end);
+    sm__coll_container.tags(s, SM_TAGS_START, &r.end);
     CHECK_EQ_STR(tag(&r.end, "cpu_limit_cores"), "0.16666666666666666");
     CHECK(tag(&r.end, "cpu_limit_cores") &&
           strtod(tag(&r.end, "cpu_limit_cores"), NULL) == 50000.0 / 300000.0);
@@ -825,7 +825,7 @@ static void test_composition(void)
     CHECK(contains(point(&r, "container_cpu_pressure_percentage")->source,
                    "/sys/fs/cgroup/cpu.pressure:some total"));
     memset(&r.end, 0, sizeof r.end);
-    sm_coll_container.tags(s, SM_TAGS_END, &r.end);
+    sm__coll_container.tags(s, SM_TAGS_END, &r.end);
     CHECK_EQ_STR(tag(&r.end, "memory_at_peak"),
                  "working_set_mb=6500.0 anon_mb=2300.0 shmem_mb=3100.0 file_active_mb=400.0 "
                  "kernel_mb=700.0 limit_mb=8589.9");
@@ -845,7 +845,7 @@ static void test_composition(void)
     CHECK_NEAR(point(&r, "container_memory_file_active_megabytes")->value, 200.0, 1e-9);
     CHECK_NEAR(point(&r, "container_memory_kernel_megabytes")->value, 100.0, 1e-9);
     CHECK(contains(point(&r, "container_memory_anon_megabytes")->source, "memory.stat:total_rss"));
-    sm_coll_container.tags(s, SM_TAGS_END, &r.end);
+    sm__coll_container.tags(s, SM_TAGS_END, &r.end);
     CHECK_EQ_STR(tag(&r.end, "memory_events"), "max=0 oom_kill=0"); /* v1: failcnt, oom_control */
     CHECK(tag(&r.end, "pressure") == NULL);
     close_coll(s);
@@ -879,7 +879,7 @@ static void test_composition(void)
 
     /* the first window ships every tag; the next, with nothing changed, none */
     memset(&w, 0, sizeof w);
-    sm_coll_container.tags(s, SM_TAGS_WINDOW, &w);
+    sm__coll_container.tags(s, SM_TAGS_WINDOW, &w);
     CHECK_EQ_INT(w.n, 3);
     CHECK_EQ_STR(tag(&w, "memory_at_peak"),
                  "working_set_mb=2000.0 anon_mb=600.0 shmem_mb=300.0 file_active_mb=50.0 "
@@ -890,19 +890,19 @@ static void test_composition(void)
     CHECK(tag(&w, "pressure") && contains(tag(&w, "pressure"), " cpu_some_s=0.02 cpu_peak_pct="));
     memset(&w, 0, sizeof w);
     CHECK_EQ_INT(sample(s, &r), 0); /* no stall since: the peaks stay */
-    sm_coll_container.tags(s, SM_TAGS_WINDOW, &w);
+    sm__coll_container.tags(s, SM_TAGS_WINDOW, &w);
     CHECK_EQ_INT(w.n, 0);
     /* the peak rising by less than max(1 MB, 0.1 % of the limit = 4.3 MB) ships
      * nothing; by more, the composition at the new peak */
     put("sys/fs/cgroup/memory.current", "3003000000\n");
     CHECK_EQ_INT(sample(s, &r), 0);
-    sm_coll_container.tags(s, SM_TAGS_WINDOW, &w);
+    sm__coll_container.tags(s, SM_TAGS_WINDOW, &w);
     CHECK_EQ_INT(w.n, 0);
     put("sys/fs/cgroup/memory.stat", "anon 610000000\nshmem 300000000\nactive_file 50000000\n"
                                      "inactive_file 1000000000\n");
     put("sys/fs/cgroup/memory.current", "3010000000\n");
     CHECK_EQ_INT(sample(s, &r), 0);
-    sm_coll_container.tags(s, SM_TAGS_WINDOW, &w);
+    sm__coll_container.tags(s, SM_TAGS_WINDOW, &w);
     CHECK_EQ_INT(w.n, 1);
     CHECK_EQ_STR(tag(&w, "memory_at_peak"),
                  "working_set_mb=2010.0 anon_mb=610.0 shmem_mb=300.0 file_active_mb=50.0 "
@@ -911,19 +911,19 @@ static void test_composition(void)
     put("sys/fs/cgroup/memory.current", "2000000000\n");
     CHECK_EQ_INT(sample(s, &r), 0);
     memset(&w, 0, sizeof w);
-    sm_coll_container.tags(s, SM_TAGS_WINDOW, &w);
+    sm__coll_container.tags(s, SM_TAGS_WINDOW, &w);
     CHECK_EQ_INT(w.n, 0);
     /* an OOM kill ships at once, as a delta since open (oom 1, oom_kill 2 then) */
     put("sys/fs/cgroup/memory.events", "low 0\noom 2\noom_kill 3\n");
-    sm_coll_container.tags(s, SM_TAGS_WINDOW, &w);
+    sm__coll_container.tags(s, SM_TAGS_WINDOW, &w);
     CHECK_EQ_INT(w.n, 1);
     CHECK_EQ_STR(tag(&w, "memory_events"), "oom=1 oom_kill=1");
     memset(&w, 0, sizeof w);
-    sm_coll_container.tags(s, SM_TAGS_WINDOW, &w);
+    sm__coll_container.tags(s, SM_TAGS_WINDOW, &w);
     CHECK_EQ_INT(w.n, 0);
     /* the end: every tag, final values */
     memset(&r.end, 0, sizeof r.end);
-    sm_coll_container.tags(s, SM_TAGS_END, &r.end);
+    sm__coll_container.tags(s, SM_TAGS_END, &r.end);
     CHECK_EQ_STR(tag(&r.end, "memory_events"), "oom=1 oom_kill=1");
     CHECK(contains(tag(&r.end, "memory_at_peak"), "working_set_mb=2010.0 "));
     CHECK(tag(&r.end, "pressure") && contains(tag(&r.end, "pressure"), "memory_some_s=0.05 "));
@@ -976,7 +976,7 @@ static void test_composition(void)
     s = open_coll(&ctx, &r);
     CHECK_EQ_INT(sample(s, &r), 0);
     put("sys/fs/cgroup/memory.events", "low 0\nhigh 9\nmax 1\noom 0\n");
-    sm_coll_container.tags(s, SM_TAGS_END, &r.end);
+    sm__coll_container.tags(s, SM_TAGS_END, &r.end);
     CHECK(tag(&r.end, "oom_kill") == NULL);
     CHECK_EQ_STR(tag(&r.end, "memory_events"), "high=4 max=0 oom=0");
     close_coll(s);
@@ -1001,7 +1001,7 @@ static void test_composition(void)
     CHECK_EQ_INT(sample(s, &r), 0);
     CHECK_EQ_INT(r.pts.n, 8);
     CHECK(point(&r, "container_memory_pressure_percentage") == NULL);
-    sm_coll_container.tags(s, SM_TAGS_END, &r.end);
+    sm__coll_container.tags(s, SM_TAGS_END, &r.end);
     CHECK(tag(&r.end, "pressure") && contains(tag(&r.end, "pressure"), "cpu_some_s=") &&
           !strstr(tag(&r.end, "pressure"), "memory_"));
     close_coll(s);

@@ -98,16 +98,16 @@ static struct opened open_gpu(void)
     sm_ctx ctx;
 
     memset(&o, 0, sizeof o);
-    CHECK_EQ_INT(sm_ctx_init(&ctx), 0);
-    o.state = calloc(1, sm_coll_gpu.state_size);
-    o.rc = sm_coll_gpu.open(o.state, &ctx, &o.res);
+    CHECK_EQ_INT(sm__ctx_init(&ctx), 0);
+    o.state = calloc(1, sm__coll_gpu.state_size);
+    o.rc = sm__coll_gpu.open(o.state, &ctx, &o.res);
     return o;
 }
 
 static void close_gpu(struct opened *o)
 {
     if (o->rc == 0)
-        sm_coll_gpu.close(o->state);
+        sm__coll_gpu.close(o->state);
     free(o->state);
     CHECK_EQ_INT(init_refs(), 0); /* every init matched by a shutdown */
 }
@@ -130,7 +130,7 @@ static void lost_mid_run(void)
     CHECK_EQ_STR(o.res.status, "nvml 550.54.15, 2 devices");
     CHECK_EQ_STR(o.res.msg, "");
 
-    CHECK_EQ_INT(sm_coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
     CHECK_EQ_INT(p->n, 10);
     CHECK_NEAR(value(p, "gpu_0_memory_usage_percentage"), 25.0, 1e-9);
     CHECK_NEAR(value(p, "gpu_0_memory_usage_megabytes"), 21474.83648, 1e-9);
@@ -151,7 +151,7 @@ static void lost_mid_run(void)
     /* second sample: device 1 lost, one line, device 0 goes on */
     p->n = 0;
     capture_begin();
-    CHECK_EQ_INT(sm_coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
     err = capture_end();
     CHECK_EQ_INT(p->n, 5);
     CHECK(find(p, "gpu_1_memory_usage_megabytes") == NULL);
@@ -163,7 +163,7 @@ static void lost_mid_run(void)
     /* third sample: no second line */
     p->n = 0;
     capture_begin();
-    CHECK_EQ_INT(sm_coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
     err = capture_end();
     CHECK_EQ_INT(p->n, 5);
     CHECK_EQ_STR(err, "");
@@ -187,7 +187,7 @@ static void lost_at_open(void)
     CHECK_EQ_STR(o.res.status, "nvml 550.54.15, 1 device");
     CHECK(strstr(o.res.msg, "GPU 1 lost (nvmlDeviceGetMemoryInfo_v2: fake NVML: GPU is lost): "
                             "gpu_1_* dropped") != NULL);
-    CHECK_EQ_INT(sm_coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
     CHECK_EQ_INT(p->n, 5);
     CHECK(find(p, "gpu_1_utilization_percentage") == NULL);
     close_gpu(&o);
@@ -211,7 +211,7 @@ static void transient_then_recovered(void)
     CHECK_EQ_STR(o.res.msg, ""); /* transient at open: kept, nothing to say yet */
 
     capture_begin();
-    CHECK_EQ_INT(sm_coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
     err = capture_end();
     CHECK_EQ_INT(p->n, 4);
     CHECK(find(p, "gpu_0_utilization_percentage") == NULL);
@@ -220,7 +220,7 @@ static void transient_then_recovered(void)
 
     p->n = 0;
     capture_begin();
-    CHECK_EQ_INT(sm_coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
     err = capture_end();
     CHECK_EQ_INT(p->n, 5);
     CHECK_NEAR(value(p, "gpu_0_utilization_percentage"), 40.0, 1e-9);
@@ -241,7 +241,7 @@ static void memory_v1_fallback(void)
     setenv("FAKE_NVML_FAIL_MEMV2_0", "25", 1);
     o = open_gpu();
     CHECK_EQ_INT(o.rc, 0);
-    CHECK_EQ_INT(sm_coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
     CHECK_NEAR(value(p, "gpu_0_memory_usage_megabytes"), 22011.707392, 1e-9);
     CHECK(find(p, "gpu_0_memory_usage_megabytes") != NULL &&
           strcmp(find(p, "gpu_0_memory_usage_megabytes")->source, "nvmlDeviceGetMemoryInfo") ==

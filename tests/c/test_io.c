@@ -92,7 +92,7 @@ static void test_parsers(void)
     uint64_t r = 7, w = 7;
 
     /* v2 io.stat: summed over devices; other keys (iocost's decimals) skipped */
-    CHECK_EQ_INT(sm_parse_io_stat(S("259:0 rbytes=1000000 wbytes=2000000 rios=10 wios=20 "
+    CHECK_EQ_INT(sm__parse_io_stat(S("259:0 rbytes=1000000 wbytes=2000000 rios=10 wios=20 "
                                     "dbytes=0 dios=0\n8:0 rbytes=300 wbytes=400 rios=1 wios=1 "
                                     "dbytes=0 dios=0 cost.vrate=100.00 cost.usage=12\n"),
                                   &r, &w),
@@ -100,59 +100,59 @@ static void test_parsers(void)
     CHECK_EQ_INT(r, 1000300);
     CHECK_EQ_INT(w, 2000400);
     /* no I/O yet: an empty file */
-    CHECK_EQ_INT(sm_parse_io_stat(S(""), &r, &w), 0);
+    CHECK_EQ_INT(sm__parse_io_stat(S(""), &r, &w), 0);
     CHECK_EQ_INT(r, 0);
     CHECK_EQ_INT(w, 0);
-    CHECK_EQ_INT(sm_parse_io_stat(S("8:0 rbytes=1 wbytes=2"), &r, &w), 0); /* no newline */
+    CHECK_EQ_INT(sm__parse_io_stat(S("8:0 rbytes=1 wbytes=2"), &r, &w), 0); /* no newline */
     CHECK_EQ_INT(r + w, 3);
-    CHECK_EQ_INT(sm_parse_io_stat(S("8:0 wbytes=2 rbytes=1 depth=max\n\n"), &r, &w), 0);
+    CHECK_EQ_INT(sm__parse_io_stat(S("8:0 wbytes=2 rbytes=1 depth=max\n\n"), &r, &w), 0);
     CHECK_EQ_INT(r, 1);
     /* malformed: device, missing keys, bad numbers, a key twice, a bare word */
-    CHECK_EQ_INT(sm_parse_io_stat(S("sda rbytes=1 wbytes=2\n"), &r, &w), -EINVAL);
-    CHECK_EQ_INT(sm_parse_io_stat(S("8: rbytes=1 wbytes=2\n"), &r, &w), -EINVAL);
-    CHECK_EQ_INT(sm_parse_io_stat(S("8:0 rbytes=1\n"), &r, &w), -EINVAL);
-    CHECK_EQ_INT(sm_parse_io_stat(S("8:0\n"), &r, &w), -EINVAL);
-    CHECK_EQ_INT(sm_parse_io_stat(S("8:0 rbytes=1x wbytes=2\n"), &r, &w), -EINVAL);
-    CHECK_EQ_INT(sm_parse_io_stat(S("8:0 rbytes= wbytes=2\n"), &r, &w), -EINVAL);
-    CHECK_EQ_INT(sm_parse_io_stat(S("8:0 rbytes=-1 wbytes=2\n"), &r, &w), -EINVAL);
-    CHECK_EQ_INT(sm_parse_io_stat(S("8:0 rbytes=1 rbytes=1 wbytes=2\n"), &r, &w), -EINVAL);
-    CHECK_EQ_INT(sm_parse_io_stat(S("8:0 rbytes=1 wbytes=2 junk\n"), &r, &w), -EINVAL);
+    CHECK_EQ_INT(sm__parse_io_stat(S("sda rbytes=1 wbytes=2\n"), &r, &w), -EINVAL);
+    CHECK_EQ_INT(sm__parse_io_stat(S("8: rbytes=1 wbytes=2\n"), &r, &w), -EINVAL);
+    CHECK_EQ_INT(sm__parse_io_stat(S("8:0 rbytes=1\n"), &r, &w), -EINVAL);
+    CHECK_EQ_INT(sm__parse_io_stat(S("8:0\n"), &r, &w), -EINVAL);
+    CHECK_EQ_INT(sm__parse_io_stat(S("8:0 rbytes=1x wbytes=2\n"), &r, &w), -EINVAL);
+    CHECK_EQ_INT(sm__parse_io_stat(S("8:0 rbytes= wbytes=2\n"), &r, &w), -EINVAL);
+    CHECK_EQ_INT(sm__parse_io_stat(S("8:0 rbytes=-1 wbytes=2\n"), &r, &w), -EINVAL);
+    CHECK_EQ_INT(sm__parse_io_stat(S("8:0 rbytes=1 rbytes=1 wbytes=2\n"), &r, &w), -EINVAL);
+    CHECK_EQ_INT(sm__parse_io_stat(S("8:0 rbytes=1 wbytes=2 junk\n"), &r, &w), -EINVAL);
     /* overflow of a number and of the sum */
-    CHECK_EQ_INT(sm_parse_io_stat(S("8:0 rbytes=18446744073709551616 wbytes=0\n"), &r, &w),
+    CHECK_EQ_INT(sm__parse_io_stat(S("8:0 rbytes=18446744073709551616 wbytes=0\n"), &r, &w),
                  -ERANGE);
-    CHECK_EQ_INT(sm_parse_io_stat(S("8:0 rbytes=18446744073709551615 wbytes=0\n"
+    CHECK_EQ_INT(sm__parse_io_stat(S("8:0 rbytes=18446744073709551615 wbytes=0\n"
                                     "8:1 rbytes=1 wbytes=0\n"),
                                   &r, &w),
                  -ERANGE);
     /* the parser stops at len: a truncated "wbytes=2" is not read past */
-    CHECK_EQ_INT(sm_parse_io_stat("8:0 rbytes=1 wbytes=2", 16, &r, &w), -EINVAL);
-    CHECK_EQ_INT(sm_parse_io_stat("8:0 rbytes=1 wbytes=25", 21, &r, &w), 0);
+    CHECK_EQ_INT(sm__parse_io_stat("8:0 rbytes=1 wbytes=2", 16, &r, &w), -EINVAL);
+    CHECK_EQ_INT(sm__parse_io_stat("8:0 rbytes=1 wbytes=25", 21, &r, &w), 0);
     CHECK_EQ_INT(w, 2);
 
     /* v1: Read + Write per device; Sync/Async/Discard/Total not added again */
-    CHECK_EQ_INT(sm_parse_blkio_bytes(S("8:0 Read 40960000\n8:0 Write 81920000\n8:0 Sync 1\n"
+    CHECK_EQ_INT(sm__parse_blkio_bytes(S("8:0 Read 40960000\n8:0 Write 81920000\n8:0 Sync 1\n"
                                         "8:0 Async 2\n8:0 Discard 3\n8:0 Total 4\n"
                                         "8:16 Read 4096\n8:16 Write 0\nTotal 122884096\n"),
                                       &r, &w),
                  0);
     CHECK_EQ_INT(r, 40964096);
     CHECK_EQ_INT(w, 81920000);
-    CHECK_EQ_INT(sm_parse_blkio_bytes(S("Total 0\n"), &r, &w), 0); /* no device yet */
+    CHECK_EQ_INT(sm__parse_blkio_bytes(S("Total 0\n"), &r, &w), 0); /* no device yet */
     CHECK_EQ_INT(r + w, 0);
-    CHECK_EQ_INT(sm_parse_blkio_bytes(S(""), &r, &w), 0);
-    CHECK_EQ_INT(sm_parse_blkio_bytes(S("8:0 Read 5\n8:0 Write 6"), &r, &w), 0);
+    CHECK_EQ_INT(sm__parse_blkio_bytes(S(""), &r, &w), 0);
+    CHECK_EQ_INT(sm__parse_blkio_bytes(S("8:0 Read 5\n8:0 Write 6"), &r, &w), 0);
     CHECK_EQ_INT(r * 10 + w, 56);
-    CHECK_EQ_INT(sm_parse_blkio_bytes(S("8:0 Read\n"), &r, &w), -EINVAL);
-    CHECK_EQ_INT(sm_parse_blkio_bytes(S("8:0 Read 5 6\n"), &r, &w), -EINVAL);
-    CHECK_EQ_INT(sm_parse_blkio_bytes(S("sda Read 5\n"), &r, &w), -EINVAL);
-    CHECK_EQ_INT(sm_parse_blkio_bytes(S("8:0 Read x\n"), &r, &w), -EINVAL);
-    CHECK_EQ_INT(sm_parse_blkio_bytes(S("Sum 5\n"), &r, &w), -EINVAL);
-    CHECK_EQ_INT(sm_parse_blkio_bytes(S("Total five\n"), &r, &w), -EINVAL);
-    CHECK_EQ_INT(sm_parse_blkio_bytes(S("8:0 Write 18446744073709551615\n"
+    CHECK_EQ_INT(sm__parse_blkio_bytes(S("8:0 Read\n"), &r, &w), -EINVAL);
+    CHECK_EQ_INT(sm__parse_blkio_bytes(S("8:0 Read 5 6\n"), &r, &w), -EINVAL);
+    CHECK_EQ_INT(sm__parse_blkio_bytes(S("sda Read 5\n"), &r, &w), -EINVAL);
+    CHECK_EQ_INT(sm__parse_blkio_bytes(S("8:0 Read x\n"), &r, &w), -EINVAL);
+    CHECK_EQ_INT(sm__parse_blkio_bytes(S("Sum 5\n"), &r, &w), -EINVAL);
+    CHECK_EQ_INT(sm__parse_blkio_bytes(S("Total five\n"), &r, &w), -EINVAL);
+    CHECK_EQ_INT(sm__parse_blkio_bytes(S("8:0 Write 18446744073709551615\n"
                                         "8:1 Write 1\n"),
                                       &r, &w),
                  -ERANGE);
-    CHECK_EQ_INT(sm_parse_blkio_bytes("8:0 Read 5\n8:0 Wri", 17, &r, &w), -EINVAL);
+    CHECK_EQ_INT(sm__parse_blkio_bytes("8:0 Read 5\n8:0 Wri", 17, &r, &w), -EINVAL);
 }
 
 /* ---- the collector ---------------------------------------------------------- */
@@ -165,9 +165,9 @@ struct run {
 
 static void *open_io(const sm_ctx *ctx, struct run *r)
 {
-    void *state = calloc(1, sm_coll_io.state_size);
+    void *state = calloc(1, sm__coll_io.state_size);
     memset(r, 0, sizeof *r);
-    r->rc = sm_coll_io.open(state, ctx, &r->res);
+    r->rc = sm__coll_io.open(state, ctx, &r->res);
     if (r->rc != 0) {
         free(state);
         return NULL;
@@ -179,7 +179,7 @@ static int sample(void *state, struct run *r)
 {
     r->pts.n = 0;
     r->msg[0] = '\0';
-    return sm_coll_io.sample(state, &r->pts, r->msg, sizeof r->msg);
+    return sm__coll_io.sample(state, &r->pts, r->msg, sizeof r->msg);
 }
 
 static double value(const struct run *r, const char *key)
@@ -193,7 +193,7 @@ static double value(const struct run *r, const char *key)
 static void close_io(void *state)
 {
     if (state) {
-        sm_coll_io.close(state);
+        sm__coll_io.close(state);
         free(state);
     }
 }
@@ -210,7 +210,7 @@ static void test_fixtures(void)
 
     /* v1 docker: blkio beside memory, same path: the limiting level */
     ctx_fixture(&ctx, "cg-docker-v1-hostns");
-    CHECK_EQ_INT(sm_cgroup_resolve(&ctx, &cg), 0);
+    CHECK_EQ_INT(sm__cgroup_resolve(&ctx, &cg), 0);
     CHECK_EQ_INT(cg.io_version, 1);
     CHECK_EQ_STR(cg.io_path, "/docker/3f1e5a9b2c7d");
     CHECK(contains(cg.io_dir, "/sys/fs/cgroup/blkio"));
@@ -229,7 +229,7 @@ static void test_fixtures(void)
 
     /* hybrid: v1 blkio, the limit two levels up; only CFQ's file there */
     ctx_fixture(&ctx, "cg-hybrid");
-    CHECK_EQ_INT(sm_cgroup_resolve(&ctx, &cg), 0);
+    CHECK_EQ_INT(sm__cgroup_resolve(&ctx, &cg), 0);
     CHECK_EQ_STR(cg.io_path, "/user.slice/user-1000.slice");
     s = open_io(&ctx, &r);
     CHECK_EQ_INT(r.rc, 0);
@@ -240,13 +240,13 @@ static void test_fixtures(void)
 
     /* v2 Slurm: io.stat at job_12, where the memory limit is */
     ctx_fixture(&ctx, "cg-slurm-v2");
-    CHECK_EQ_INT(sm_cgroup_resolve(&ctx, &cg), 0);
+    CHECK_EQ_INT(sm__cgroup_resolve(&ctx, &cg), 0);
     CHECK_EQ_INT(cg.io_version, 2);
     CHECK_EQ_STR(cg.io_why,
                  "io cgroup /system.slice/slurmstepd.scope/job_12, the memory-limiting level");
     /* CPU limit only: the CPU-limiting level; an empty io.stat is no I/O yet */
     ctx_fixture(&ctx, "cg-cpu-only");
-    CHECK_EQ_INT(sm_cgroup_resolve(&ctx, &cg), 0);
+    CHECK_EQ_INT(sm__cgroup_resolve(&ctx, &cg), 0);
     CHECK_EQ_STR(cg.io_why, "io cgroup /, the cpu-limiting level");
     s = open_io(&ctx, &r);
     CHECK_EQ_INT(r.rc, 0);
@@ -352,7 +352,7 @@ static void test_tree(void)
      * cgroup is read, and open says so */
     put("proc/self/cgroup", "9:blkio:/other\n7:memory:/job/task\n0::/\n");
     put("sys/fs/cgroup/blkio/other/blkio.throttle.io_service_bytes_recursive", "Total 0\n");
-    CHECK_EQ_INT(sm_cgroup_resolve(&ctx, &cg), 0);
+    CHECK_EQ_INT(sm__cgroup_resolve(&ctx, &cg), 0);
     CHECK_EQ_STR(cg.io_path, "/other");
     s = open_io(&ctx, &r);
     CHECK_EQ_INT(r.rc, 0);

@@ -18,7 +18,7 @@ static const sm_num_spec adj = {"oom_score_adj", -1000, 1000, 1, 0};
 static int parse(const char *s, const sm_num_spec *spec, double *v)
 {
     char err[256];
-    return sm_num_parse(s, spec, v, err, sizeof err);
+    return sm__num_parse(s, spec, v, err, sizeof err);
 }
 
 static void test_grammar(void)
@@ -120,31 +120,31 @@ static void test_lines(void)
     char err[256];
     double v;
 
-    CHECK_EQ_INT(sm_num_parse("0x10", &interval, &v, err, sizeof err), -EINVAL);
+    CHECK_EQ_INT(sm__num_parse("0x10", &interval, &v, err, sizeof err), -EINVAL);
     CHECK_EQ_STR(err, "--interval must be a number of seconds between 0.01 and 86400 s, got '0x10'");
-    CHECK_EQ_INT(sm_num_parse("0", &samples, &v, err, sizeof err), -ERANGE);
+    CHECK_EQ_INT(sm__num_parse("0", &samples, &v, err, sizeof err), -ERANGE);
     CHECK_EQ_STR(err, "SCOPEMETER_SAMPLES must be a whole number between 1 and 100000, got '0'");
-    CHECK_EQ_INT(sm_num_parse("", &(sm_num_spec){"--workers", 1, 1048576, 1, 0}, &v, err,
+    CHECK_EQ_INT(sm__num_parse("", &(sm_num_spec){"--workers", 1, 1048576, 1, 0}, &v, err,
                               sizeof err), -EINVAL);
     CHECK_EQ_STR(err, "--workers must be a whole number between 1 and 1048576, got ''");
-    CHECK_EQ_INT(sm_num_parse("x", &(sm_num_spec){"N", 0, INFINITY, 1, 0}, &v, err, sizeof err),
+    CHECK_EQ_INT(sm__num_parse("x", &(sm_num_spec){"N", 0, INFINITY, 1, 0}, &v, err, sizeof err),
                  -EINVAL);
     CHECK_EQ_STR(err, "N must be a whole number of at least 0, got 'x'");
     /* one line whatever the value holds, and not all of a long one */
-    CHECK_EQ_INT(sm_num_parse("1\n2", &samples, &v, err, sizeof err), -EINVAL);
+    CHECK_EQ_INT(sm__num_parse("1\n2", &samples, &v, err, sizeof err), -EINVAL);
     CHECK_EQ_STR(err, "SCOPEMETER_SAMPLES must be a whole number between 1 and 100000, got '1?2'");
     {
         char s[100];
         memset(s, 'a', 99);
         s[99] = '\0';
-        CHECK_EQ_INT(sm_num_parse(s, &samples, &v, err, sizeof err), -EINVAL);
+        CHECK_EQ_INT(sm__num_parse(s, &samples, &v, err, sizeof err), -EINVAL);
         CHECK(strstr(err, "got 'aaaaaaaaaa") && strstr(err, "a...'") && strlen(err) < 160);
     }
     /* a short buffer cuts the line, never overruns it */
-    CHECK_EQ_INT(sm_num_parse("0x10", &interval, &v, err, 8), -EINVAL);
+    CHECK_EQ_INT(sm__num_parse("0x10", &interval, &v, err, 8), -EINVAL);
     CHECK_EQ_STR(err, "--inter");
-    CHECK_EQ_INT(sm_num_parse("0x10", &interval, &v, NULL, 0), -EINVAL);
-    CHECK_EQ_INT(sm_num_parse("5", &interval, &v, err, sizeof err), 0);
+    CHECK_EQ_INT(sm__num_parse("0x10", &interval, &v, NULL, 0), -EINVAL);
+    CHECK_EQ_INT(sm__num_parse("5", &interval, &v, err, sizeof err), 0);
     CHECK_EQ_STR(err, "");
 }
 
@@ -155,29 +155,29 @@ static void test_check(void)
     const sm_num_spec n = {"samples", 1, 100000, 1, 0};
     const sm_num_spec whole = {"workers", -INFINITY, INFINITY, 1, 0};
 
-    CHECK_EQ_INT(sm_num_check(0.01, NULL, &iv, err, sizeof err), 0);
-    CHECK_EQ_INT(sm_num_check(86400, NULL, &iv, err, sizeof err), 0);
-    CHECK_EQ_INT(sm_num_check(0, "0", &iv, err, sizeof err), -ERANGE);
+    CHECK_EQ_INT(sm__num_check(0.01, NULL, &iv, err, sizeof err), 0);
+    CHECK_EQ_INT(sm__num_check(86400, NULL, &iv, err, sizeof err), 0);
+    CHECK_EQ_INT(sm__num_check(0, "0", &iv, err, sizeof err), -ERANGE);
     CHECK_EQ_STR(err, "interval must be between 0.01 and 86400 s, got 0");
-    CHECK_EQ_INT(sm_num_check(nextafter(86400, INFINITY), NULL, &iv, err, sizeof err), -ERANGE);
-    CHECK_EQ_INT(sm_num_check(nextafter(0.01, 0), NULL, &iv, err, sizeof err), -ERANGE);
-    CHECK_EQ_INT(sm_num_check(INFINITY, "inf", &iv, err, sizeof err), -ERANGE);
-    CHECK_EQ_INT(sm_num_check(NAN, "nan", &iv, err, sizeof err), -ERANGE);
+    CHECK_EQ_INT(sm__num_check(nextafter(86400, INFINITY), NULL, &iv, err, sizeof err), -ERANGE);
+    CHECK_EQ_INT(sm__num_check(nextafter(0.01, 0), NULL, &iv, err, sizeof err), -ERANGE);
+    CHECK_EQ_INT(sm__num_check(INFINITY, "inf", &iv, err, sizeof err), -ERANGE);
+    CHECK_EQ_INT(sm__num_check(NAN, "nan", &iv, err, sizeof err), -ERANGE);
     CHECK_EQ_STR(err, "interval must be a number between 0.01 and 86400 s, got nan");
-    CHECK_EQ_INT(sm_num_check(2.5, "2.5", &n, err, sizeof err), -EDOM);
+    CHECK_EQ_INT(sm__num_check(2.5, "2.5", &n, err, sizeof err), -EDOM);
     CHECK_EQ_STR(err, "samples must be a whole number between 1 and 100000, got 2.5");
-    CHECK_EQ_INT(sm_num_check(0, NULL, &n, err, sizeof err), -ERANGE);
+    CHECK_EQ_INT(sm__num_check(0, NULL, &n, err, sizeof err), -ERANGE);
     CHECK_EQ_STR(err, "samples must be between 1 and 100000, got 0");
-    CHECK_EQ_INT(sm_num_check(100001, NULL, &n, err, sizeof err), -ERANGE);
-    CHECK_EQ_INT(sm_num_check(8.5, "8.5", &whole, err, sizeof err), -EDOM);
+    CHECK_EQ_INT(sm__num_check(100001, NULL, &n, err, sizeof err), -ERANGE);
+    CHECK_EQ_INT(sm__num_check(8.5, "8.5", &whole, err, sizeof err), -EDOM);
     CHECK_EQ_STR(err, "workers must be a whole number, got 8.5");
-    CHECK_EQ_INT(sm_num_check(1e300, NULL, &whole, err, sizeof err), 0);
-    CHECK_EQ_INT(sm_num_check(INFINITY, "inf", &whole, err, sizeof err), -ERANGE);
+    CHECK_EQ_INT(sm__num_check(1e300, NULL, &whole, err, sizeof err), 0);
+    CHECK_EQ_INT(sm__num_check(INFINITY, "inf", &whole, err, sizeof err), -ERANGE);
     CHECK_EQ_STR(err, "workers must be a whole number, got inf");
-    CHECK_EQ_INT(sm_num_check(-0.0, NULL, &n, err, sizeof err), -ERANGE);
+    CHECK_EQ_INT(sm__num_check(-0.0, NULL, &n, err, sizeof err), -ERANGE);
 }
 
-/* sm_env_number: the variable's line, what is used instead, said once */
+/* sm__env_number: the variable's line, what is used instead, said once */
 static char said[8][320];
 static int nsaid;
 
@@ -196,20 +196,20 @@ static void test_env(void)
 
     sm_set_log_handler(keep, NULL);
     unsetenv("SM_TEST_TIMEOUT");
-    CHECK_EQ_INT(sm_env_number(t.name, &t, &v, "using the default 120 s", &once), 0);
+    CHECK_EQ_INT(sm__env_number(t.name, &t, &v, "using the default 120 s", &once), 0);
     setenv("SM_TEST_TIMEOUT", "", 1);
-    CHECK_EQ_INT(sm_env_number(t.name, &t, &v, "using the default 120 s", &once), 0);
+    CHECK_EQ_INT(sm__env_number(t.name, &t, &v, "using the default 120 s", &once), 0);
     setenv("SM_TEST_TIMEOUT", "30", 1);
-    CHECK_EQ_INT(sm_env_number(t.name, &t, &v, "using the default 120 s", &once), 1);
+    CHECK_EQ_INT(sm__env_number(t.name, &t, &v, "using the default 120 s", &once), 1);
     CHECK_NEAR(v, 30, 0);
     CHECK_EQ_INT(nsaid, 0);
     setenv("SM_TEST_TIMEOUT", "0x10", 1);
-    CHECK_EQ_INT(sm_env_number(t.name, &t, &v, "using the default 120 s", &once), -1);
-    CHECK_EQ_INT(sm_env_number(t.name, &t, &v, "using the default 120 s", &once), -1);
+    CHECK_EQ_INT(sm__env_number(t.name, &t, &v, "using the default 120 s", &once), -1);
+    CHECK_EQ_INT(sm__env_number(t.name, &t, &v, "using the default 120 s", &once), -1);
     CHECK_EQ_INT(nsaid, 1); /* once */
     CHECK_EQ_STR(said[0], "SM_TEST_TIMEOUT must be a whole number of seconds between 1 and "
                           "86400 s, got '0x10'; using the default 120 s");
-    CHECK_EQ_INT(sm_env_number(t.name, &t, &v, "ignored", NULL), -1);
+    CHECK_EQ_INT(sm__env_number(t.name, &t, &v, "ignored", NULL), -1);
     CHECK_EQ_INT(nsaid, 2); /* no flag: every time */
     unsetenv("SM_TEST_TIMEOUT");
     sm_set_log_handler(NULL, NULL);

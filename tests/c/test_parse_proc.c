@@ -8,7 +8,7 @@
 
 #define S(x) x, sizeof(x) - 1
 
-/* a device list of single digits, for sm_visible_walk */
+/* a device list of single digits, for sm__visible_walk */
 static int match_digit(const char *tok, void *arg)
 {
     (void)arg;
@@ -22,29 +22,29 @@ int main(void)
     int est, unl;
 
     /* /proc/stat: psutil's formula */
-    CHECK_EQ_INT(sm_parse_proc_stat(S("cpu  100 0 100 800 0 0 0 0 0 0\ncpu0 1 2 3 4\n"), &a), 0);
+    CHECK_EQ_INT(sm__parse_proc_stat(S("cpu  100 0 100 800 0 0 0 0 0 0\ncpu0 1 2 3 4\n"), &a), 0);
     CHECK_EQ_INT(a.nfields, 10);
-    CHECK_EQ_INT(sm_parse_proc_stat(S("cpu  150 0 150 850 50 0 0 0 20 0\n"), &b), 0);
+    CHECK_EQ_INT(sm__parse_proc_stat(S("cpu  150 0 150 850 50 0 0 0 20 0\n"), &b), 0);
     /* deltas: user 50 sys 50 idle 50 iowait 50 guest 20 -> total 200, busy 100 */
-    CHECK_NEAR(sm_cpu_percent(&a, &b), 50.0, 1e-9);
+    CHECK_NEAR(sm__cpu_percent(&a, &b), 50.0, 1e-9);
     /* negative deltas clamp at 0; equal samples give 0 */
-    CHECK_NEAR(sm_cpu_percent(&b, &a), 0.0, 1e-9);
-    CHECK_NEAR(sm_cpu_percent(&a, &a), 0.0, 1e-9);
+    CHECK_NEAR(sm__cpu_percent(&b, &a), 0.0, 1e-9);
+    CHECK_NEAR(sm__cpu_percent(&a, &a), 0.0, 1e-9);
     /* old kernel: 4 fields */
-    CHECK_EQ_INT(sm_parse_proc_stat(S("cpu 1 2 3 4\n"), &a), 0);
+    CHECK_EQ_INT(sm__parse_proc_stat(S("cpu 1 2 3 4\n"), &a), 0);
     CHECK_EQ_INT(a.nfields, 4);
-    CHECK_EQ_INT(sm_parse_proc_stat(S("cpu 1 2 3\n"), &a), -EINVAL);
-    CHECK_EQ_INT(sm_parse_proc_stat(S("cpux 1 2 3 4\n"), &a), -EINVAL);
-    CHECK_EQ_INT(sm_parse_proc_stat(S("cpu 1 2 x 4\n"), &a), -EINVAL);
-    CHECK_EQ_INT(sm_parse_proc_stat(S("cpu 1 2 3 4a\n"), &a), -EINVAL);
-    CHECK_EQ_INT(sm_parse_proc_stat(S("cpu 99999999999999999999 2 3 4\n"), &a), -ERANGE);
-    CHECK_EQ_INT(sm_parse_proc_stat(S(""), &a), -EINVAL);
-    CHECK_EQ_INT(sm_parse_proc_stat(S("cpu "), &a), -EINVAL);
+    CHECK_EQ_INT(sm__parse_proc_stat(S("cpu 1 2 3\n"), &a), -EINVAL);
+    CHECK_EQ_INT(sm__parse_proc_stat(S("cpux 1 2 3 4\n"), &a), -EINVAL);
+    CHECK_EQ_INT(sm__parse_proc_stat(S("cpu 1 2 x 4\n"), &a), -EINVAL);
+    CHECK_EQ_INT(sm__parse_proc_stat(S("cpu 1 2 3 4a\n"), &a), -EINVAL);
+    CHECK_EQ_INT(sm__parse_proc_stat(S("cpu 99999999999999999999 2 3 4\n"), &a), -ERANGE);
+    CHECK_EQ_INT(sm__parse_proc_stat(S(""), &a), -EINVAL);
+    CHECK_EQ_INT(sm__parse_proc_stat(S("cpu "), &a), -EINVAL);
     /* the parser stops at len: a truncated buffer is not over-read */
-    CHECK_EQ_INT(sm_parse_proc_stat("cpu 1 2 3 4 5", 9, &a), -EINVAL);
+    CHECK_EQ_INT(sm__parse_proc_stat("cpu 1 2 3 4 5", 9, &a), -EINVAL);
 
     /* /proc/meminfo */
-    CHECK_EQ_INT(sm_parse_meminfo(S("MemTotal:       16000 kB\nMemFree:  1000 kB\n"
+    CHECK_EQ_INT(sm__parse_meminfo(S("MemTotal:       16000 kB\nMemFree:  1000 kB\n"
                                     "MemAvailable:    4000 kB\nBuffers: 1 kB\n"),
                                   &t, &av, &est),
                  0);
@@ -52,21 +52,21 @@ int main(void)
     CHECK_EQ_INT(av, 4000ull * 1024);
     CHECK_EQ_INT(est, 0);
     /* no MemAvailable (before 3.14): free + buffers + cached */
-    CHECK_EQ_INT(sm_parse_meminfo(S("MemTotal: 100 kB\nMemFree: 10 kB\nBuffers: 5 kB\n"
+    CHECK_EQ_INT(sm__parse_meminfo(S("MemTotal: 100 kB\nMemFree: 10 kB\nBuffers: 5 kB\n"
                                     "Cached: 20 kB\nSwapCached: 999 kB\n"),
                                   &t, &av, &est),
                  0);
     CHECK_EQ_INT(av, 35ull * 1024);
     CHECK_EQ_INT(est, 1);
-    CHECK_EQ_INT(sm_parse_meminfo(S("MemFree: 10 kB\n"), &t, &av, &est), -ENOENT);
-    CHECK_EQ_INT(sm_parse_meminfo(S("MemTotal: lots kB\n"), &t, &av, &est), -EINVAL);
-    CHECK_EQ_INT(sm_parse_meminfo(S("MemTotal: 100 MB\nMemAvailable: 1 kB\n"), &t, &av, &est),
+    CHECK_EQ_INT(sm__parse_meminfo(S("MemFree: 10 kB\n"), &t, &av, &est), -ENOENT);
+    CHECK_EQ_INT(sm__parse_meminfo(S("MemTotal: lots kB\n"), &t, &av, &est), -EINVAL);
+    CHECK_EQ_INT(sm__parse_meminfo(S("MemTotal: 100 MB\nMemAvailable: 1 kB\n"), &t, &av, &est),
                  -EINVAL);
-    CHECK_EQ_INT(sm_parse_meminfo(S("MemTotal: 0 kB\nMemAvailable: 0 kB\n"), &t, &av, &est),
+    CHECK_EQ_INT(sm__parse_meminfo(S("MemTotal: 0 kB\nMemAvailable: 0 kB\n"), &t, &av, &est),
                  -ENOENT);
-    CHECK_EQ_INT(sm_parse_meminfo(S(""), &t, &av, &est), -ENOENT);
+    CHECK_EQ_INT(sm__parse_meminfo(S(""), &t, &av, &est), -ENOENT);
     /* available above total is clamped (the percentage never goes negative) */
-    CHECK_EQ_INT(sm_parse_meminfo(S("MemTotal: 10 kB\nMemAvailable: 20 kB\n"), &t, &av, &est), 0);
+    CHECK_EQ_INT(sm__parse_meminfo(S("MemTotal: 10 kB\nMemAvailable: 20 kB\n"), &t, &av, &est), 0);
     CHECK_EQ_INT(av, t);
 
     /* /proc/net/dev */
@@ -79,44 +79,44 @@ int main(void)
             "   0    0    0     0       0          0\n"
             "  eth0: 2000000    1500    0    0    0     0          0         0   500000    1200 "
             "   0    0    0     0       0          0\n";
-        CHECK_EQ_INT(sm_parse_net_dev(dev, sizeof dev - 1, &rx, &tx), 0);
+        CHECK_EQ_INT(sm__parse_net_dev(dev, sizeof dev - 1, &rx, &tx), 0);
         CHECK_EQ_INT(rx, 2001000);
         CHECK_EQ_INT(tx, 501000);
         /* truncated in the middle of eth0's fields */
-        CHECK(sm_parse_net_dev(dev, sizeof dev - 60, &rx, &tx) < 0);
+        CHECK(sm__parse_net_dev(dev, sizeof dev - 60, &rx, &tx) < 0);
     }
-    CHECK_EQ_INT(sm_parse_net_dev(S("Inter-| Receive\n face |bytes\n"), &rx, &tx), -ENOENT);
-    CHECK_EQ_INT(sm_parse_net_dev(S("eth0: 1 2 3\n"), &rx, &tx), -EINVAL);
+    CHECK_EQ_INT(sm__parse_net_dev(S("Inter-| Receive\n face |bytes\n"), &rx, &tx), -ENOENT);
+    CHECK_EQ_INT(sm__parse_net_dev(S("eth0: 1 2 3\n"), &rx, &tx), -EINVAL);
 
     /* key value files: exact key match */
     {
         const char stat[] = "active_file 100\ninactive_file 200\ntotal_inactive_file 300\n";
-        CHECK_EQ_INT(sm_parse_kv(S(stat), "inactive_file", &v), 0);
+        CHECK_EQ_INT(sm__parse_kv(S(stat), "inactive_file", &v), 0);
         CHECK_EQ_INT(v, 200);
-        CHECK_EQ_INT(sm_parse_kv(S(stat), "active_file", &v), 0);
+        CHECK_EQ_INT(sm__parse_kv(S(stat), "active_file", &v), 0);
         CHECK_EQ_INT(v, 100);
-        CHECK_EQ_INT(sm_parse_kv(S(stat), "total_inactive_file", &v), 0);
+        CHECK_EQ_INT(sm__parse_kv(S(stat), "total_inactive_file", &v), 0);
         CHECK_EQ_INT(v, 300);
-        CHECK_EQ_INT(sm_parse_kv(S(stat), "file", &v), -ENOENT);
-        CHECK_EQ_INT(sm_parse_kv(S("oom_kill x\n"), "oom_kill", &v), -EINVAL);
-        CHECK_EQ_INT(sm_parse_kv(S("oom_kill 3 4\n"), "oom_kill", &v), -EINVAL);
-        CHECK_EQ_INT(sm_parse_kv(S("oom_kill"), "oom_kill", &v), -ENOENT);
+        CHECK_EQ_INT(sm__parse_kv(S(stat), "file", &v), -ENOENT);
+        CHECK_EQ_INT(sm__parse_kv(S("oom_kill x\n"), "oom_kill", &v), -EINVAL);
+        CHECK_EQ_INT(sm__parse_kv(S("oom_kill 3 4\n"), "oom_kill", &v), -EINVAL);
+        CHECK_EQ_INT(sm__parse_kv(S("oom_kill"), "oom_kill", &v), -ENOENT);
     }
 
     /* single numbers */
-    CHECK_EQ_INT(sm_parse_number(S("536870912\n"), &v, &unl), 0);
+    CHECK_EQ_INT(sm__parse_number(S("536870912\n"), &v, &unl), 0);
     CHECK_EQ_INT(v, 536870912);
     CHECK_EQ_INT(unl, 0);
-    CHECK_EQ_INT(sm_parse_number(S("max\n"), &v, &unl), 0);
+    CHECK_EQ_INT(sm__parse_number(S("max\n"), &v, &unl), 0);
     CHECK_EQ_INT(unl, 1);
-    CHECK_EQ_INT(sm_parse_number(S("-1\n"), &v, &unl), 0);
+    CHECK_EQ_INT(sm__parse_number(S("-1\n"), &v, &unl), 0);
     CHECK_EQ_INT(unl, 1);
-    CHECK_EQ_INT(sm_parse_number(S("9223372036854771712\n"), &v, &unl), 0);
-    CHECK_EQ_INT(sm_parse_number(S("\n"), &v, &unl), -EINVAL);
-    CHECK_EQ_INT(sm_parse_number(S("12abc\n"), &v, &unl), -EINVAL);
-    CHECK_EQ_INT(sm_parse_number(S("maxx"), &v, &unl), -EINVAL);
-    CHECK_EQ_INT(sm_parse_number(S("-"), &v, &unl), -EINVAL);
-    CHECK_EQ_INT(sm_parse_number(S("18446744073709551616"), &v, &unl), -ERANGE);
+    CHECK_EQ_INT(sm__parse_number(S("9223372036854771712\n"), &v, &unl), 0);
+    CHECK_EQ_INT(sm__parse_number(S("\n"), &v, &unl), -EINVAL);
+    CHECK_EQ_INT(sm__parse_number(S("12abc\n"), &v, &unl), -EINVAL);
+    CHECK_EQ_INT(sm__parse_number(S("maxx"), &v, &unl), -EINVAL);
+    CHECK_EQ_INT(sm__parse_number(S("-"), &v, &unl), -EINVAL);
+    CHECK_EQ_INT(sm__parse_number(S("18446744073709551616"), &v, &unl), -ERANGE);
 
     /* /proc/PID/stat: fields after the LAST ')' (comm may hold ") (") */
     {
@@ -125,7 +125,7 @@ int main(void)
         const char kthread[] = "2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 1 0 0 20 0 1 0 "
                                "10\n"; /* exactly 22 fields (older kernels end early) */
         sm_pid_stat ps;
-        CHECK_EQ_INT(sm_parse_pid_stat(S(st), &ps), 0);
+        CHECK_EQ_INT(sm__parse_pid_stat(S(st), &ps), 0);
         CHECK_EQ_INT(ps.pid, 4242);
         CHECK_EQ_INT(ps.ppid, 17);
         CHECK_EQ_INT(ps.state, 'R');
@@ -135,34 +135,34 @@ int main(void)
         CHECK_EQ_INT(ps.cstime, 8);
         CHECK_EQ_INT(ps.starttime, 98765);
         CHECK_EQ_INT(ps.rss_pages, 50); /* field 24; field 23 (vsize, 1000) skipped */
-        CHECK_EQ_INT(sm_parse_pid_stat(S(kthread), &ps), 0);
+        CHECK_EQ_INT(sm__parse_pid_stat(S(kthread), &ps), 0);
         CHECK_EQ_INT(ps.ppid, 0);
         CHECK_EQ_INT(ps.starttime, 10);
         CHECK_EQ_INT(ps.rss_pages, 0); /* the line stops before field 24 */
         /* a malformed vsize or rss: the line is refused, never half read */
-        CHECK_EQ_INT(sm_parse_pid_stat(S("9 (a) S 1 1 1 0 -1 0 0 0 0 0 5 6 7 8 20 0 1 0 3 1x 2\n"),
+        CHECK_EQ_INT(sm__parse_pid_stat(S("9 (a) S 1 1 1 0 -1 0 0 0 0 0 5 6 7 8 20 0 1 0 3 1x 2\n"),
                                        &ps), -EINVAL);
         /* a negative rss reads 0, as a negative c*time does */
-        CHECK_EQ_INT(sm_parse_pid_stat(S("9 (a) S 1 1 1 0 -1 0 0 0 0 0 5 6 7 8 20 0 1 0 3 1 -2\n"),
+        CHECK_EQ_INT(sm__parse_pid_stat(S("9 (a) S 1 1 1 0 -1 0 0 0 0 0 5 6 7 8 20 0 1 0 3 1 -2\n"),
                                        &ps), 0);
         CHECK_EQ_INT(ps.rss_pages, 0);
         /* a negative c*time reads 0 */
-        CHECK_EQ_INT(sm_parse_pid_stat(S("9 (a) S 1 1 1 0 -1 0 0 0 0 0 5 6 -7 -8 20 0 1 0 3\n"),
+        CHECK_EQ_INT(sm__parse_pid_stat(S("9 (a) S 1 1 1 0 -1 0 0 0 0 0 5 6 -7 -8 20 0 1 0 3\n"),
                                        &ps), 0);
         CHECK_EQ_INT(ps.cutime, 0);
         CHECK_EQ_INT(ps.utime, 5);
         /* every truncation of a good line fails cleanly (a prefix that ends
          * inside the last field still parses that field's digits) */
         for (size_t n = 0; n + 1 < sizeof st - 1; n++) {
-            int rc = sm_parse_pid_stat(st, n, &ps);
+            int rc = sm__parse_pid_stat(st, n, &ps);
             CHECK(rc == 0 || rc == -EINVAL || rc == -ERANGE);
         }
-        CHECK_EQ_INT(sm_parse_pid_stat(S("9 (a S 1\n"), &ps), -EINVAL);  /* no ')' */
-        CHECK_EQ_INT(sm_parse_pid_stat(S("9 (a) S 1 1\n"), &ps), -EINVAL); /* fields missing */
-        CHECK_EQ_INT(sm_parse_pid_stat(S("x (a) S 1\n"), &ps), -EINVAL);
-        CHECK_EQ_INT(sm_parse_pid_stat(S("0 (a) S 1 1 1 0 -1 0 0 0 0 0 5 6 7 8 20 0 1 0 3\n"),
+        CHECK_EQ_INT(sm__parse_pid_stat(S("9 (a S 1\n"), &ps), -EINVAL);  /* no ')' */
+        CHECK_EQ_INT(sm__parse_pid_stat(S("9 (a) S 1 1\n"), &ps), -EINVAL); /* fields missing */
+        CHECK_EQ_INT(sm__parse_pid_stat(S("x (a) S 1\n"), &ps), -EINVAL);
+        CHECK_EQ_INT(sm__parse_pid_stat(S("0 (a) S 1 1 1 0 -1 0 0 0 0 0 5 6 7 8 20 0 1 0 3\n"),
                                        &ps), -ERANGE);
-        CHECK_EQ_INT(sm_parse_pid_stat(S("9 (a) S 1 1 1 0 -1 0 0 0 0 0 5x 6 7 8 20 0 1 0 3\n"),
+        CHECK_EQ_INT(sm__parse_pid_stat(S("9 (a) S 1 1 1 0 -1 0 0 0 0 0 5x 6 7 8 20 0 1 0 3\n"),
                                        &ps), -EINVAL);
     }
 
@@ -171,18 +171,18 @@ int main(void)
         const char ro[] = "55d0c0a00000-7ffd4a1ff000 ---p 00000000 00:00 0   [rollup]\n"
                           "Rss:               9000 kB\nPss_Anon:   10 kB\nPss:   4321 kB\n"
                           "SwapPss:       0 kB\n";
-        CHECK_EQ_INT(sm_parse_kb(S(ro), "Pss:", &v), 0);
+        CHECK_EQ_INT(sm__parse_kb(S(ro), "Pss:", &v), 0);
         CHECK_EQ_INT(v, 4321);
-        CHECK_EQ_INT(sm_parse_kb(S(ro), "Rss:", &v), 0);
+        CHECK_EQ_INT(sm__parse_kb(S(ro), "Rss:", &v), 0);
         CHECK_EQ_INT(v, 9000);
-        CHECK_EQ_INT(sm_parse_kb(S("VmRSS:\t  1500 kB\n"), "VmRSS:", &v), 0);
+        CHECK_EQ_INT(sm__parse_kb(S("VmRSS:\t  1500 kB\n"), "VmRSS:", &v), 0);
         CHECK_EQ_INT(v, 1500);
-        CHECK_EQ_INT(sm_parse_kb(S("SwapPss: 3 kB\n"), "Pss:", &v), -ENOENT);
-        CHECK_EQ_INT(sm_parse_kb(S("Pss: 3\n"), "Pss:", &v), -EINVAL);
-        CHECK_EQ_INT(sm_parse_kb(S("Pss: 3 MB\n"), "Pss:", &v), -EINVAL);
-        CHECK_EQ_INT(sm_parse_kb(S("Pss: x kB\n"), "Pss:", &v), -EINVAL);
-        CHECK_EQ_INT(sm_parse_kb(S("Pss: 18446744073709551615 kB\n"), "Pss:", &v), -ERANGE);
-        CHECK_EQ_INT(sm_parse_kb(S(""), "Pss:", &v), -ENOENT);
+        CHECK_EQ_INT(sm__parse_kb(S("SwapPss: 3 kB\n"), "Pss:", &v), -ENOENT);
+        CHECK_EQ_INT(sm__parse_kb(S("Pss: 3\n"), "Pss:", &v), -EINVAL);
+        CHECK_EQ_INT(sm__parse_kb(S("Pss: 3 MB\n"), "Pss:", &v), -EINVAL);
+        CHECK_EQ_INT(sm__parse_kb(S("Pss: x kB\n"), "Pss:", &v), -EINVAL);
+        CHECK_EQ_INT(sm__parse_kb(S("Pss: 18446744073709551615 kB\n"), "Pss:", &v), -ERANGE);
+        CHECK_EQ_INT(sm__parse_kb(S(""), "Pss:", &v), -ENOENT);
     }
 
     /* children lists */
@@ -190,51 +190,51 @@ int main(void)
         const char ch[] = "101 2050 7 \n";
         size_t pos = 0;
         int pid;
-        CHECK_EQ_INT(sm_pid_list_next(S(ch), &pos, &pid), 1);
+        CHECK_EQ_INT(sm__pid_list_next(S(ch), &pos, &pid), 1);
         CHECK_EQ_INT(pid, 101);
-        CHECK_EQ_INT(sm_pid_list_next(S(ch), &pos, &pid), 1);
+        CHECK_EQ_INT(sm__pid_list_next(S(ch), &pos, &pid), 1);
         CHECK_EQ_INT(pid, 2050);
-        CHECK_EQ_INT(sm_pid_list_next(S(ch), &pos, &pid), 1);
+        CHECK_EQ_INT(sm__pid_list_next(S(ch), &pos, &pid), 1);
         CHECK_EQ_INT(pid, 7);
-        CHECK_EQ_INT(sm_pid_list_next(S(ch), &pos, &pid), 0);
-        CHECK_EQ_INT(sm_pid_list_next(S(ch), &pos, &pid), 0);
+        CHECK_EQ_INT(sm__pid_list_next(S(ch), &pos, &pid), 0);
+        CHECK_EQ_INT(sm__pid_list_next(S(ch), &pos, &pid), 0);
         pos = 0;
-        CHECK_EQ_INT(sm_pid_list_next(S(""), &pos, &pid), 0);
+        CHECK_EQ_INT(sm__pid_list_next(S(""), &pos, &pid), 0);
         pos = 0;
-        CHECK_EQ_INT(sm_pid_list_next(S("12x"), &pos, &pid), -EINVAL);
+        CHECK_EQ_INT(sm__pid_list_next(S("12x"), &pos, &pid), -EINVAL);
         pos = 0;
-        CHECK_EQ_INT(sm_pid_list_next(S("0 "), &pos, &pid), -ERANGE);
+        CHECK_EQ_INT(sm__pid_list_next(S("0 "), &pos, &pid), -ERANGE);
         pos = 0;
-        CHECK_EQ_INT(sm_pid_list_next(S("99999999999 "), &pos, &pid), -ERANGE);
+        CHECK_EQ_INT(sm__pid_list_next(S("99999999999 "), &pos, &pid), -ERANGE);
     }
 
     /* *_VISIBLE_DEVICES lists: entries trimmed, cut, and CUDA's rule that the
      * list ends at the first entry naming no device */
     {
         char e[8], chosen[4], stop[16];
-        sm_list_entry(" \t1 ,2", e, sizeof e);
+        sm__list_entry(" \t1 ,2", e, sizeof e);
         CHECK_EQ_STR(e, "1");
-        sm_list_entry("", e, sizeof e);
+        sm__list_entry("", e, sizeof e);
         CHECK_EQ_STR(e, "");
-        sm_list_entry(",3", e, sizeof e);
+        sm__list_entry(",3", e, sizeof e);
         CHECK_EQ_STR(e, "");
-        sm_list_entry("0123456789abc", e, sizeof e);
+        sm__list_entry("0123456789abc", e, sizeof e);
         CHECK_EQ_STR(e, "0123456");
 
         memset(chosen, 0, sizeof chosen);
-        sm_visible_walk("2, 0,x,1", match_digit, NULL, chosen, 4, stop, sizeof stop);
+        sm__visible_walk("2, 0,x,1", match_digit, NULL, chosen, 4, stop, sizeof stop);
         CHECK(chosen[0] && !chosen[1] && chosen[2] && !chosen[3]);
         CHECK_EQ_STR(stop, "x");
         memset(chosen, 0, sizeof chosen);
-        sm_visible_walk("3,9", match_digit, NULL, chosen, 4, stop, sizeof stop);
+        sm__visible_walk("3,9", match_digit, NULL, chosen, 4, stop, sizeof stop);
         CHECK(chosen[3]);
         CHECK_EQ_STR(stop, "9"); /* an index past the devices names none */
         memset(chosen, 0, sizeof chosen);
-        sm_visible_walk("1,1,", match_digit, NULL, chosen, 4, stop, sizeof stop);
+        sm__visible_walk("1,1,", match_digit, NULL, chosen, 4, stop, sizeof stop);
         CHECK(chosen[1]);
         CHECK_EQ_STR(stop, ""); /* a trailing comma: an empty entry ends it */
         memset(chosen, 0, sizeof chosen);
-        sm_visible_walk("", match_digit, NULL, chosen, 4, stop, sizeof stop);
+        sm__visible_walk("", match_digit, NULL, chosen, 4, stop, sizeof stop);
         CHECK(!chosen[0] && !chosen[1] && !chosen[2] && !chosen[3]);
     }
     return CHECK_DONE();

@@ -110,12 +110,12 @@ static double value(const struct run *r, const char *key)
 
 static void *open_coll(const sm_ctx *ctx, struct run *r)
 {
-    void *state = sm_zalloc(sm_coll_proc.state_size);
+    void *state = sm__zalloc(sm__coll_proc.state_size);
 
     memset(r, 0, sizeof *r);
-    r->rc = sm_coll_proc.open(state, ctx, &r->res);
+    r->rc = sm__coll_proc.open(state, ctx, &r->res);
     if (r->rc != 0) {
-        sm_zfree(state);
+        sm__zfree(state);
         return NULL;
     }
     return state;
@@ -125,14 +125,14 @@ static int sample(void *s, struct run *r)
 {
     r->pts.n = 0;
     r->msg[0] = '\0';
-    return sm_coll_proc.sample(s, &r->pts, r->msg, sizeof r->msg);
+    return sm__coll_proc.sample(s, &r->pts, r->msg, sizeof r->msg);
 }
 
 static void close_coll(void *s)
 {
     if (s) {
-        sm_coll_proc.close(s);
-        sm_zfree(s);
+        sm__coll_proc.close(s);
+        sm__zfree(s);
     }
 }
 
@@ -185,7 +185,7 @@ static void test_tree(void)
 
     lay_out_tree(1, 1);
     ctx_here(&ctx);
-    t0 = sm_now_mono();
+    t0 = sm__now_mono();
     s = open_coll(&ctx, &r);
     CHECK_EQ_INT(r.rc, 0);
     CHECK_EQ_STR(r.res.msg, ""); /* children files and smaps_rollup: nothing to say */
@@ -198,7 +198,7 @@ static void test_tree(void)
     usleep(200000);
     stat_file(101, "evil) (x", 100, 120, 30, 0, 0); /* +100 ticks */
     CHECK_EQ_INT(sample(s, &r), 0);
-    t1 = sm_now_mono();
+    t1 = sm__now_mono();
     {
         double cpu = value(&r, "process_cpu_utilization_percentage");
         /* 100 ticks over at most t1 - t0 and at least 0.2 s */
@@ -222,7 +222,7 @@ static void test_tree(void)
     /* the peak tag: the tree's highest memory */
     {
         sm_tags t = {0};
-        sm_coll_proc.tags(s, SM_TAGS_END, &t);
+        sm__coll_proc.tags(s, SM_TAGS_END, &t);
         CHECK_EQ_INT(t.n, 1);
         CHECK_EQ_STR(t.v[0].key, "process_tree_peak");
         CHECK_EQ_STR(t.v[0].value, "processes=3 memory_mb=1.5");
@@ -240,7 +240,7 @@ static const char *window_peak(void *s)
     static sm_tags t;
 
     memset(&t, 0, sizeof t);
-    sm_coll_proc.tags(s, SM_TAGS_WINDOW, &t);
+    sm__coll_proc.tags(s, SM_TAGS_WINDOW, &t);
     for (size_t i = 0; i < t.n; i++)
         if (strcmp(t.v[i].key, "process_tree_peak") == 0)
             return t.v[i].value;
@@ -307,7 +307,7 @@ static void test_peak_window(void)
     CHECK_NEAR(value(&r, "process_count"), 2, 0);
     CHECK(window_peak(s) == NULL);
     rollup(101, 500000 + 6100, 500000); /* not in the tree any more */
-    sm_coll_proc.tags(s, SM_TAGS_END, &end);
+    sm__coll_proc.tags(s, SM_TAGS_END, &end);
     CHECK_EQ_INT(end.n, 1);
     CHECK_EQ_STR(end.v[0].value, "processes=3 memory_mb=520.5");
     close_coll(s);
@@ -399,8 +399,8 @@ static void test_rank_override(void)
     sm_points p = {0};
     char name[256];
 
-    sm_emit(&p, "process_count", 3, "count", "x", SM_AGG_MEAN);
-    sm_emit_rank(&p, 5, "process_count", 4, "count", "x", SM_AGG_MEAN);
+    sm__emit(&p, "process_count", 3, "count", "x", SM_AGG_MEAN);
+    sm__emit_rank(&p, 5, "process_count", 4, "count", "x", SM_AGG_MEAN);
     CHECK_EQ_INT(p.n, 2);
     CHECK_EQ_INT(p.v[0].rank, SM_RANK_OWN);
     CHECK_EQ_INT(p.v[1].rank, 5);
@@ -418,30 +418,30 @@ static void test_lock(void)
     pid_t pid;
 
     snprintf(key, sizeof key, "test-%d", (int)getpid());
-    CHECK_EQ_INT(sm_reclock_peer(key, 0, &pid), -ECONNREFUSED);
-    CHECK_EQ_INT(sm_reclock_bind(key, 0, &fd), 0);
-    CHECK_EQ_INT(sm_reclock_bind(key, 0, &fd2), -EADDRINUSE);
-    CHECK_EQ_INT(sm_reclock_bind(key, 1, &fd2), 0); /* another rank */
-    CHECK_EQ_INT(sm_reclock_peer(key, 0, &pid), 0);
+    CHECK_EQ_INT(sm__reclock_peer(key, 0, &pid), -ECONNREFUSED);
+    CHECK_EQ_INT(sm__reclock_bind(key, 0, &fd), 0);
+    CHECK_EQ_INT(sm__reclock_bind(key, 0, &fd2), -EADDRINUSE);
+    CHECK_EQ_INT(sm__reclock_bind(key, 1, &fd2), 0); /* another rank */
+    CHECK_EQ_INT(sm__reclock_peer(key, 0, &pid), 0);
     CHECK_EQ_INT(pid, getpid());
-    sm_reclock_holder(key, 0, name, sizeof name);
+    sm__reclock_holder(key, 0, name, sizeof name);
     CHECK(strncmp(name, "pid ", 4) == 0 && strstr(name, "(test_proc)") != NULL);
     close(fd);
-    CHECK_EQ_INT(sm_reclock_peer(key, 0, &pid), -ECONNREFUSED);
-    CHECK_EQ_INT(sm_reclock_bind(key, 0, &fd), 0); /* re-attach */
+    CHECK_EQ_INT(sm__reclock_peer(key, 0, &pid), -ECONNREFUSED);
+    CHECK_EQ_INT(sm__reclock_bind(key, 0, &fd), 0); /* re-attach */
     close(fd);
     close(fd2);
 
-    CHECK_EQ_INT(sm_reclock_name("abc", 3, name, sizeof name), 0);
+    CHECK_EQ_INT(sm__reclock_name("abc", 3, name, sizeof name), 0);
     CHECK_EQ_STR(name, "scopemeter/abc/rank3");
     memset(longkey, 'k', 200);
     longkey[200] = '\0';
-    CHECK_EQ_INT(sm_reclock_name(longkey, 2147483647, name, sizeof name), 0);
+    CHECK_EQ_INT(sm__reclock_name(longkey, 2147483647, name, sizeof name), 0);
     CHECK(strlen(name) <= 107);
     CHECK(strncmp(name, "scopemeter/#", 12) == 0);
-    CHECK_EQ_INT(sm_reclock_bind(longkey, 2147483647, &fd), 0);
+    CHECK_EQ_INT(sm__reclock_bind(longkey, 2147483647, &fd), 0);
     close(fd);
-    CHECK_EQ_INT(sm_reclock_name("", 0, name, sizeof name), -EINVAL);
+    CHECK_EQ_INT(sm__reclock_name("", 0, name, sizeof name), -EINVAL);
 }
 
 /* The lock through the monitor (the one place every surface shares): a

@@ -11,7 +11,7 @@
  *      bytes (no NUL): under the ASan build of tests/run a read one byte past
  *      len is a failure, and this needs no clang/libFuzzer.  The inputs of
  *      fuzz_cgroup_resolve (a fake machine's two files) are replayed whole,
- *      each through sm_cgroup_resolve() in a child process.
+ *      each through sm__cgroup_resolve() in a child process.
  *
  * The corpus is found next to the fixtures: $SM_FIXTURES/../fuzz/corpus.
  */
@@ -43,14 +43,14 @@ static void named_cases(void)
      * Cached used to wrap around 2^64 and report a small, wrong
      * "available" (found by review while writing fuzz_meminfo's
      * invariants).  Each term fits after kB scaling; the sum does not. */
-    CHECK_EQ_INT(sm_parse_meminfo(S("MemTotal: 18014398509481983 kB\n"
+    CHECK_EQ_INT(sm__parse_meminfo(S("MemTotal: 18014398509481983 kB\n"
                                     "MemFree: 18014398509481983 kB\n"
                                     "Buffers: 18014398509481983 kB\n"
                                     "Cached: 1 kB\n"),
                                   &t, &av, &est),
                  -ERANGE);
     /* just below the edge still parses */
-    CHECK_EQ_INT(sm_parse_meminfo(S("MemTotal: 18014398509481983 kB\n"
+    CHECK_EQ_INT(sm__parse_meminfo(S("MemTotal: 18014398509481983 kB\n"
                                     "MemFree: 9007199254740991 kB\n"
                                     "Buffers: 9007199254740991 kB\n"
                                     "Cached: 1 kB\n"),
@@ -60,24 +60,24 @@ static void named_cases(void)
     CHECK(av == (9007199254740991ull * 2 + 1) * 1024);
 
     /* /proc/stat with every field at UINT64_MAX: the sums in
-     * sm_cpu_percent() wrap (unsigned, defined), the result must still be a
+     * sm__cpu_percent() wrap (unsigned, defined), the result must still be a
      * finite percentage in [0, 100] */
     {
         sm_cpu_times a, b;
         memset(&b, 0, sizeof b);
-        CHECK_EQ_INT(sm_parse_proc_stat(S("cpu  18446744073709551615 18446744073709551615 "
+        CHECK_EQ_INT(sm__parse_proc_stat(S("cpu  18446744073709551615 18446744073709551615 "
                                           "18446744073709551615 18446744073709551615 "
                                           "18446744073709551615 18446744073709551615 "
                                           "18446744073709551615 18446744073709551615 "
                                           "18446744073709551615 18446744073709551615\n"),
                                         &a),
                      0);
-        double p = sm_cpu_percent(&b, &a);
+        double p = sm__cpu_percent(&b, &a);
         CHECK(isfinite(p) && p >= 0 && p <= 100);
     }
 }
 
-/* sm_cgroup_resolve() on a fake machine made of the two files, in a child
+/* sm__cgroup_resolve() on a fake machine made of the two files, in a child
  * process: a crash is reported as a failed check, not the end of this test.
  * The files are written with their exact lengths (a fuzz input may hold NUL
  * bytes).  The child checks what fuzz_cgroup_resolve checks: exit 3 when
@@ -116,7 +116,7 @@ static int resolve_in_child_n(const char *cgroup, size_t cglen, const char *moun
         static sm_cgroup cg;
         snprintf(ctx.sysroot, sizeof ctx.sysroot, "%s", root);
         ctx.mem_total = 16ull << 30;
-        int rc = sm_cgroup_resolve(&ctx, &cg);
+        int rc = sm__cgroup_resolve(&ctx, &cg);
         if (rc > 0)
             _exit(3);
         if (!memchr(cg.why, '\0', sizeof cg.why) || !memchr(cg.tag, '\0', sizeof cg.tag) ||
@@ -148,9 +148,9 @@ static int resolve_says(const char *cgroup, size_t cglen, const char *mountinfo,
     int st = resolve_in_child_n(cgroup, cglen, mountinfo, milen);
 
     if (WIFSIGNALED(st))
-        fprintf(stderr, "sm_cgroup_resolve died of signal %d (%s)\n", WTERMSIG(st), what);
+        fprintf(stderr, "sm__cgroup_resolve died of signal %d (%s)\n", WTERMSIG(st), what);
     else if (st != 0)
-        fprintf(stderr, "sm_cgroup_resolve: status %d (%s)\n", st, what);
+        fprintf(stderr, "sm__cgroup_resolve: status %d (%s)\n", st, what);
     return st;
 }
 
@@ -168,7 +168,7 @@ static void cgroup_cases(void)
      * cpuset on v2; the first cgroup2 mount does not show the v2 path (its
      * root is /zzz: version set, rel left empty), the second has a bad
      * escape in its mount point.  locate() returned -EINVAL without clearing
-     * the controller's version, sm_cgroup_resolve() ignores errors of
+     * the controller's version, sm__cgroup_resolve() ignores errors of
      * cpuset/cpuacct, walk_cpuset() walked from rel "" and level_up() stored
      * through strrchr()'s NULL: SIGSEGV in `scopemeter probe` and in the
      * monitor (a training process). */
@@ -215,19 +215,19 @@ static void p_proc_stat(const char *b, size_t n)
 {
     sm_cpu_times a;
     unsigned c;
-    EXPECT(!bad_rc(sm_parse_proc_stat(b, n, &a)));
-    EXPECT(!bad_rc(sm_count_stat_cpus(b, n, &c)));
+    EXPECT(!bad_rc(sm__parse_proc_stat(b, n, &a)));
+    EXPECT(!bad_rc(sm__count_stat_cpus(b, n, &c)));
 }
 static void p_meminfo(const char *b, size_t n)
 {
     uint64_t t, a;
     int e;
-    EXPECT(!bad_rc(sm_parse_meminfo(b, n, &t, &a, &e)));
+    EXPECT(!bad_rc(sm__parse_meminfo(b, n, &t, &a, &e)));
 }
 static void p_net_dev(const char *b, size_t n)
 {
     uint64_t r, t;
-    EXPECT(!bad_rc(sm_parse_net_dev(b, n, &r, &t)));
+    EXPECT(!bad_rc(sm__parse_net_dev(b, n, &r, &t)));
 }
 static void p_kv(const char *b, size_t n)
 {
@@ -235,13 +235,13 @@ static void p_kv(const char *b, size_t n)
                                        "usage_usec", "nr_throttled", "throttled_time", "max"};
     uint64_t v;
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        EXPECT(!bad_rc(sm_parse_kv(b, n, keys[i], &v)));
+        EXPECT(!bad_rc(sm__parse_kv(b, n, keys[i], &v)));
 }
 static void p_number(const char *b, size_t n)
 {
     uint64_t v;
     int u;
-    EXPECT(!bad_rc(sm_parse_number(b, n, &v, &u)));
+    EXPECT(!bad_rc(sm__parse_number(b, n, &v, &u)));
 }
 static void p_mountinfo(const char *b, size_t n)
 {
@@ -249,9 +249,9 @@ static void p_mountinfo(const char *b, size_t n)
     sm_mount m;
     char out[SM_PATH_MAX];
     int rc;
-    while ((rc = sm_mountinfo_next(b, n, &pos, &m)) == 1) {
-        EXPECT(!bad_rc(sm_unescape_octal(m.root, m.root_len, out, sizeof out)));
-        EXPECT(!bad_rc(sm_unescape_octal(m.point, m.point_len, out, 8)));
+    while ((rc = sm__mountinfo_next(b, n, &pos, &m)) == 1) {
+        EXPECT(!bad_rc(sm__unescape_octal(m.root, m.root_len, out, sizeof out)));
+        EXPECT(!bad_rc(sm__unescape_octal(m.point, m.point_len, out, 8)));
     }
     EXPECT(!bad_rc(rc));
 }
@@ -260,20 +260,20 @@ static void p_proc_cgroup(const char *b, size_t n)
     size_t pos = 0;
     sm_cg_entry e;
     int rc;
-    while ((rc = sm_cgroup_next(b, n, &pos, &e)) == 1)
-        EXPECT(sm_list_has(e.ctrl, e.ctrl_len, "memory") >= 0);
+    while ((rc = sm__cgroup_next(b, n, &pos, &e)) == 1)
+        EXPECT(sm__list_has(e.ctrl, e.ctrl_len, "memory") >= 0);
     EXPECT(!bad_rc(rc));
 }
 static void p_cpu_max(const char *b, size_t n)
 {
     uint64_t q, p;
     int u;
-    EXPECT(!bad_rc(sm_parse_cpu_max(b, n, &q, &p, &u)));
+    EXPECT(!bad_rc(sm__parse_cpu_max(b, n, &q, &p, &u)));
 }
 static void p_cpuset(const char *b, size_t n)
 {
     unsigned c;
-    EXPECT(!bad_rc(sm_parse_cpulist(b, n, &c)));
+    EXPECT(!bad_rc(sm__parse_cpulist(b, n, &c)));
 }
 
 static const struct {

@@ -32,7 +32,7 @@ static void push_range(sm_ring *r, int64_t from, int64_t to)
 {
     for (int64_t i = from; i < to; i++) {
         sm_record x = rec(i);
-        sm_ring_push(r, &x, 1);
+        sm__ring_push(r, &x, 1);
     }
 }
 
@@ -43,30 +43,30 @@ static void test_fifo_and_overflow(void)
     sm_record batch[6];
     int n;
 
-    CHECK_EQ_INT(sm_ring_init(&r, 4), 0);
+    CHECK_EQ_INT(sm__ring_init(&r, 4), 0);
     push_range(&r, 0, 3);
-    CHECK_EQ_INT(sm_ring_len(&r), 3);
-    CHECK_EQ_INT(sm_ring_dropped(&r), 0);
+    CHECK_EQ_INT(sm__ring_len(&r), 3);
+    CHECK_EQ_INT(sm__ring_dropped(&r), 0);
     push_range(&r, 3, 7); /* 7 pushed into 4 slots: 0,1,2 dropped */
-    CHECK_EQ_INT(sm_ring_len(&r), 4);
-    CHECK_EQ_INT(sm_ring_dropped(&r), 3);
-    n = sm_ring_pop(&r, out, 16, 0);
+    CHECK_EQ_INT(sm__ring_len(&r), 4);
+    CHECK_EQ_INT(sm__ring_dropped(&r), 3);
+    n = sm__ring_pop(&r, out, 16, 0);
     CHECK_EQ_INT(n, 4);
     for (int i = 0; i < n; i++)
         CHECK_EQ_INT(out[i].step, 3 + i); /* the newest four, oldest first */
-    CHECK_EQ_INT(sm_ring_pop(&r, out, 16, 0), 0); /* empty, no wait */
+    CHECK_EQ_INT(sm__ring_pop(&r, out, 16, 0), 0); /* empty, no wait */
 
     /* one push larger than the ring keeps its last cap records */
     for (int i = 0; i < 6; i++)
         batch[i] = rec(100 + i);
-    sm_ring_push(&r, batch, 6);
-    CHECK_EQ_INT(sm_ring_dropped(&r), 5);
-    n = sm_ring_pop(&r, out, 2, 0); /* cap smaller than what is there */
+    sm__ring_push(&r, batch, 6);
+    CHECK_EQ_INT(sm__ring_dropped(&r), 5);
+    n = sm__ring_pop(&r, out, 2, 0); /* cap smaller than what is there */
     CHECK_EQ_INT(n, 2);
     CHECK_EQ_INT(out[0].step, 102);
     CHECK_EQ_INT(out[1].step, 103);
-    CHECK_EQ_INT(sm_ring_len(&r), 2);
-    sm_ring_destroy(&r);
+    CHECK_EQ_INT(sm__ring_len(&r), 2);
+    sm__ring_destroy(&r);
 }
 
 static void test_peek_consume(void)
@@ -75,17 +75,17 @@ static void test_peek_consume(void)
     sm_entry out[8];
     int n;
 
-    CHECK_EQ_INT(sm_ring_init(&r, 4), 0);
+    CHECK_EQ_INT(sm__ring_init(&r, 4), 0);
     push_range(&r, 0, 3);
-    n = sm_ring_peek(&r, out, 8, 0);
+    n = sm__ring_peek(&r, out, 8, 0);
     CHECK_EQ_INT(n, 3);
-    CHECK_EQ_INT(sm_ring_len(&r), 3); /* peek removes nothing */
-    n = sm_ring_peek(&r, out, 2, 0);
+    CHECK_EQ_INT(sm__ring_len(&r), 3); /* peek removes nothing */
+    n = sm__ring_peek(&r, out, 2, 0);
     CHECK_EQ_INT(n, 2);
     CHECK_EQ_INT(out[0].step, 0);
-    CHECK_EQ_INT(sm_ring_consume(&r, 2), 2);
-    CHECK_EQ_INT(sm_ring_len(&r), 1);
-    n = sm_ring_peek(&r, out, 8, 0);
+    CHECK_EQ_INT(sm__ring_consume(&r, 2), 2);
+    CHECK_EQ_INT(sm__ring_len(&r), 1);
+    n = sm__ring_peek(&r, out, 8, 0);
     CHECK_EQ_INT(n, 1);
     CHECK_EQ_INT(out[0].step, 2);
 
@@ -93,23 +93,23 @@ static void test_peek_consume(void)
      * peeked {2}, then 3..6 pushed into 4 slots drops 2 (peeked) -> consume(1)
      * must not remove 3, which was never shipped */
     push_range(&r, 3, 7);
-    CHECK_EQ_INT(sm_ring_dropped(&r), 1);
-    CHECK_EQ_INT(sm_ring_consume(&r, 1), 0); /* the sink counts 2 as shipped, not lost */
-    CHECK_EQ_INT(sm_ring_len(&r), 4);
-    n = sm_ring_peek(&r, out, 8, 0);
+    CHECK_EQ_INT(sm__ring_dropped(&r), 1);
+    CHECK_EQ_INT(sm__ring_consume(&r, 1), 0); /* the sink counts 2 as shipped, not lost */
+    CHECK_EQ_INT(sm__ring_len(&r), 4);
+    n = sm__ring_peek(&r, out, 8, 0);
     CHECK_EQ_INT(n, 4);
     CHECK_EQ_INT(out[0].step, 3);
 
     /* peeked 3..6, then two more pushed drop 3 and 4: consume(4) removes only
      * 5 and 6, leaving the two new ones */
     push_range(&r, 7, 9);
-    CHECK_EQ_INT(sm_ring_consume(&r, 4), 2);
-    CHECK_EQ_INT(sm_ring_len(&r), 2);
-    n = sm_ring_peek(&r, out, 8, 0);
+    CHECK_EQ_INT(sm__ring_consume(&r, 4), 2);
+    CHECK_EQ_INT(sm__ring_len(&r), 2);
+    n = sm__ring_peek(&r, out, 8, 0);
     CHECK_EQ_INT(n, 2);
     CHECK_EQ_INT(out[0].step, 7);
     CHECK_EQ_INT(out[1].step, 8);
-    sm_ring_destroy(&r);
+    sm__ring_destroy(&r);
 }
 
 static void test_close(void)
@@ -119,18 +119,18 @@ static void test_close(void)
     sm_entry ent[8];
     sm_record x = rec(42);
 
-    CHECK_EQ_INT(sm_ring_init(&r, 8), 0);
+    CHECK_EQ_INT(sm__ring_init(&r, 8), 0);
     push_range(&r, 0, 2);
-    sm_ring_close(&r);
-    CHECK_EQ_INT(sm_ring_pop(&r, out, 8, 1.0), 2); /* what was queued is still drained */
-    CHECK_EQ_INT(sm_ring_pop(&r, out, 8, 1.0), -EPIPE); /* then the stream is over */
-    CHECK_EQ_INT(sm_ring_peek(&r, ent, 8, 0), -EPIPE);
-    sm_ring_push(&r, &x, 1); /* after close: dropped, not queued */
-    CHECK_EQ_INT(sm_ring_len(&r), 0);
-    CHECK_EQ_INT(sm_ring_dropped(&r), 1);
-    CHECK_EQ_INT(sm_ring_pop(&r, out, 0, 0), -EINVAL);
-    sm_ring_destroy(&r);
-    CHECK_EQ_INT(sm_ring_init(&r, 0), -EINVAL);
+    sm__ring_close(&r);
+    CHECK_EQ_INT(sm__ring_pop(&r, out, 8, 1.0), 2); /* what was queued is still drained */
+    CHECK_EQ_INT(sm__ring_pop(&r, out, 8, 1.0), -EPIPE); /* then the stream is over */
+    CHECK_EQ_INT(sm__ring_peek(&r, ent, 8, 0), -EPIPE);
+    sm__ring_push(&r, &x, 1); /* after close: dropped, not queued */
+    CHECK_EQ_INT(sm__ring_len(&r), 0);
+    CHECK_EQ_INT(sm__ring_dropped(&r), 1);
+    CHECK_EQ_INT(sm__ring_pop(&r, out, 0, 0), -EINVAL);
+    sm__ring_destroy(&r);
+    CHECK_EQ_INT(sm__ring_init(&r, 0), -EINVAL);
 }
 
 struct later {
@@ -146,9 +146,9 @@ static void *push_later(void *arg)
 
     nanosleep(&ts, NULL);
     if (l->close)
-        sm_ring_close(l->r);
+        sm__ring_close(l->r);
     else
-        sm_ring_push(l->r, &x, 1);
+        sm__ring_push(l->r, &x, 1);
     return NULL;
 }
 
@@ -162,11 +162,11 @@ static void test_timed_wait(void)
     double t0, dt;
     int n;
 
-    CHECK_EQ_INT(sm_ring_init(&r, 4), 0);
+    CHECK_EQ_INT(sm__ring_init(&r, 4), 0);
     /* nothing comes: returns 0 after about the timeout (lower bound only) */
-    t0 = sm_now_mono();
-    CHECK_EQ_INT(sm_ring_peek(&r, ent, 4, 0.1), 0);
-    dt = sm_now_mono() - t0;
+    t0 = sm__now_mono();
+    CHECK_EQ_INT(sm__ring_peek(&r, ent, 4, 0.1), 0);
+    dt = sm__now_mono() - t0;
     CHECK(dt >= 0.09);
 
     /* a push from another thread wakes the waiter; the long timeout is a
@@ -174,7 +174,7 @@ static void test_timed_wait(void)
     l.r = &r;
     l.close = 0;
     CHECK_EQ_INT(pthread_create(&t, NULL, push_later, &l), 0);
-    n = sm_ring_pop(&r, out, 4, 60.0);
+    n = sm__ring_pop(&r, out, 4, 60.0);
     pthread_join(t, NULL);
     CHECK_EQ_INT(n, 1);
     CHECK_EQ_INT(out[0].step, 7);
@@ -182,10 +182,10 @@ static void test_timed_wait(void)
     /* close from another thread wakes the waiter with -EPIPE */
     l.close = 1;
     CHECK_EQ_INT(pthread_create(&t, NULL, push_later, &l), 0);
-    n = sm_ring_pop(&r, out, 4, 60.0);
+    n = sm__ring_pop(&r, out, 4, 60.0);
     pthread_join(t, NULL);
     CHECK_EQ_INT(n, -EPIPE);
-    sm_ring_destroy(&r);
+    sm__ring_destroy(&r);
 }
 
 static void test_queue_sink(void)
@@ -193,7 +193,7 @@ static void test_queue_sink(void)
     sm_sink *s = NULL;
     sm_record in[3], out[8];
 
-    CHECK_EQ_INT(sm_sink_queue_new(2, &s), 0);
+    CHECK_EQ_INT(sm__sink_queue_new(2, &s), 0);
     if (!s)
         return;
     CHECK_EQ_STR(s->ops->name, "queue");
@@ -201,13 +201,13 @@ static void test_queue_sink(void)
         in[i] = rec(i);
     s->ops->push(s, in, 3);
     CHECK_EQ_INT(s->ops->dropped(s), 1);
-    CHECK_EQ_INT(sm_sink_queue_drain(s, out, 8, sizeof out[0], 0), 2);
+    CHECK_EQ_INT(sm__sink_queue_drain(s, out, 8, sizeof out[0], 0), 2);
     CHECK_EQ_INT(out[0].step, 1);
     s->ops->push(s, in, 1);
-    CHECK_EQ_INT(s->ops->flush(s, sm_now_mono() + 1), 0); /* closes, does not wait */
-    CHECK_EQ_INT(sm_sink_queue_drain(s, out, 8, sizeof out[0], 0), 1);
-    CHECK_EQ_INT(sm_sink_queue_drain(s, out, 8, sizeof out[0], 5.0), -EPIPE);
-    CHECK_EQ_INT(sm_sink_queue_drain(s, out, 0, sizeof out[0], 0), -EINVAL);
+    CHECK_EQ_INT(s->ops->flush(s, sm__now_mono() + 1), 0); /* closes, does not wait */
+    CHECK_EQ_INT(sm__sink_queue_drain(s, out, 8, sizeof out[0], 0), 1);
+    CHECK_EQ_INT(sm__sink_queue_drain(s, out, 8, sizeof out[0], 5.0), -EPIPE);
+    CHECK_EQ_INT(sm__sink_queue_drain(s, out, 0, sizeof out[0], 0), -EINVAL);
     s->ops->close(s);
 }
 
@@ -224,7 +224,7 @@ static void test_queue_long_tag_and_stride(void)
 
     memset(value, 'v', LONG);
     value[LONG - 1] = 'z'; /* the end is there, not only the start */
-    CHECK_EQ_INT(sm_sink_queue_new(16, &s), 0);
+    CHECK_EQ_INT(sm__sink_queue_new(16, &s), 0);
     if (!s)
         return;
     memset(in, 0, sizeof in);
@@ -235,7 +235,7 @@ static void test_queue_long_tag_and_stride(void)
     in[0].timestamp_ms = 77;
     in[1] = rec(9);
     s->ops->push(s, in, 2);
-    CHECK_EQ_INT(sm_sink_queue_drain(s, out, 2, sizeof out[0], 0), 2);
+    CHECK_EQ_INT(sm__sink_queue_drain(s, out, 2, sizeof out[0], 0), 2);
     CHECK_EQ_INT(out[0].kind, SM_RECORD_TAG);
     CHECK_EQ_STR(out[0].key, "scopemeter.rank0.long");
     CHECK_EQ_INT(out[0].text_len, LONG);
@@ -246,13 +246,13 @@ static void test_queue_long_tag_and_stride(void)
     /* a newer header's larger record: same fields, the unknown tail zeroed */
     memset(big, 0xa5, sizeof big);
     s->ops->push(s, in, 2);
-    CHECK_EQ_INT(sm_sink_queue_drain(s, &big[0].r, 2, sizeof big[0], 0), 2);
+    CHECK_EQ_INT(sm__sink_queue_drain(s, &big[0].r, 2, sizeof big[0], 0), 2);
     CHECK_EQ_INT(big[0].r.text_len, LONG);
     CHECK_EQ_STR(big[0].r.key, "scopemeter.rank0.long");
     CHECK_EQ_INT(big[1].r.step, 9);
     CHECK(big[0].later_field[0] == 0 && big[1].later_field[2] == 0);
     /* a record_size below the first sized sm_record is refused */
-    CHECK_EQ_INT(sm_sink_queue_drain(s, out, 2, offsetof(sm_record, text), 0), -EINVAL);
+    CHECK_EQ_INT(sm__sink_queue_drain(s, out, 2, offsetof(sm_record, text), 0), -EINVAL);
     s->ops->close(s);
 }
 
@@ -267,7 +267,7 @@ static void test_compact_storage(void)
     sm_entry ent[3];
 
     CHECK_EQ_INT(sizeof(sm_entry), 24);
-    CHECK_EQ_INT(sm_ring_init(&r, 1000), 0);
+    CHECK_EQ_INT(sm__ring_init(&r, 1000), 0);
     memset(in, 0, sizeof in);
     in[0] = rec(5);
     memset(key, 'k', sizeof key - 1);
@@ -282,13 +282,13 @@ static void test_compact_storage(void)
     in[2].key = "scopemeter.rank0.empty";
     in[2].text = "";
     for (int w = 0; w < 300; w++) /* the same strings every window: stored once */
-        sm_ring_push(&r, in, 3);
+        sm__ring_push(&r, in, 3);
     CHECK_EQ_INT(r.nstr, 1 + 5); /* 3 keys, 2 texts ("" too) */
-    CHECK_EQ_INT(sm_ring_peek(&r, ent, 3, 0), 3);
-    CHECK_EQ_STR(sm_ring_str(&r, ent[0].key), in[0].key);
+    CHECK_EQ_INT(sm__ring_peek(&r, ent, 3, 0), 3);
+    CHECK_EQ_STR(sm__ring_str(&r, ent[0].key), in[0].key);
     CHECK_EQ_INT(ent[0].text, 0);
     CHECK(ent[2].text != 0);
-    CHECK_EQ_INT(sm_ring_pop(&r, out, 3, 0), 3);
+    CHECK_EQ_INT(sm__ring_pop(&r, out, 3, 0), 3);
     for (int i = 0; i < 3; i++) {
         CHECK_EQ_INT(out[i].kind, in[i].kind);
         CHECK_EQ_STR(out[i].key, in[i].key);
@@ -300,42 +300,42 @@ static void test_compact_storage(void)
     CHECK(out[0].text == NULL);
     CHECK_EQ_STR(out[1].text, text);
     CHECK_EQ_STR(out[2].text, "");
-    sm_ring_destroy(&r);
+    sm__ring_destroy(&r);
 
     /* the table full: a record with a new string is dropped and counted,
      * the known ones still go through */
-    CHECK_EQ_INT(sm_ring_init(&r, 4), 0);
+    CHECK_EQ_INT(sm__ring_init(&r, 4), 0);
     for (int i = 0; i < SM_RING_STRINGS + 10; i++) {
         sm_record x = rec(i);
         snprintf(kbuf, sizeof kbuf, "system/k%d/rank0", i);
         x.key = kbuf;
-        sm_ring_push(&r, &x, 1);
+        sm__ring_push(&r, &x, 1);
     }
     CHECK_EQ_INT(r.nstr, SM_RING_STRINGS);
-    CHECK_EQ_INT(sm_ring_dropped(&r), (SM_RING_STRINGS + 10) - 4);
+    CHECK_EQ_INT(sm__ring_dropped(&r), (SM_RING_STRINGS + 10) - 4);
     {
         sm_record x = rec(1);
         x.key = "system/k1/rank0";
-        sm_ring_push(&r, &x, 1);
-        CHECK_EQ_INT(sm_ring_pop(&r, out, 3, 0), 3);
-        CHECK_EQ_INT(sm_ring_pop(&r, out, 3, 0), 1);
+        sm__ring_push(&r, &x, 1);
+        CHECK_EQ_INT(sm__ring_pop(&r, out, 3, 0), 3);
+        CHECK_EQ_INT(sm__ring_pop(&r, out, 3, 0), 1);
         CHECK_EQ_STR(out[0].key, "system/k1/rank0");
     }
-    sm_ring_destroy(&r);
+    sm__ring_destroy(&r);
 }
 
 static void test_clock(void)
 {
     struct timespec ts;
-    int64_t ms = sm_now_ms();
+    int64_t ms = sm__now_ms();
 
     CHECK(ms > 1600000000000LL); /* after 2020: wall clock in ms, not s */
-    sm_mono_timespec(12.5, &ts);
+    sm__mono_timespec(12.5, &ts);
     CHECK_EQ_INT(ts.tv_sec, 12);
     CHECK_EQ_INT(ts.tv_nsec, 500000000);
-    sm_mono_timespec(-1, &ts);
+    sm__mono_timespec(-1, &ts);
     CHECK_EQ_INT(ts.tv_sec, 0);
-    CHECK(sm_now_mono() > 0);
+    CHECK(sm__now_mono() > 0);
 }
 
 int main(void)

@@ -1,5 +1,5 @@
 /*
- * test_round1.c — sm_round1 (src/collectors.c) computes by arithmetic below
+ * test_round1.c — sm__round1 (src/collectors.c) computes by arithmetic below
  * 2^48 what printf("%.1f") + strtod computed (and still computes above):
  * the same double, bit for bit, -0 included, on every value tried — random
  * bit patterns, every magnitude, the exact ties (odd/4: 0.25, 0.75, ...),
@@ -43,12 +43,12 @@ static size_t tried, bad;
 
 static void one(double x)
 {
-    double got = sm_round1(x), want = printf_round1(x);
+    double got = sm__round1(x), want = printf_round1(x);
 
     tried++;
     if (memcmp(&got, &want, sizeof got) != 0 && !(isnan(got) && isnan(want))) {
         if (bad++ < 10)
-            fprintf(stderr, "sm_round1(%a = %.17g) = %.17g, printf+strtod %.17g\n", x, x, got,
+            fprintf(stderr, "sm__round1(%a = %.17g) = %.17g, printf+strtod %.17g\n", x, x, got,
                     want);
     }
 }
@@ -142,10 +142,10 @@ static int test_file(const char *path)
         return 2;
     }
     while (fscanf(f, "%63s %63s", a, b) == 2) {
-        double x = strtod(a, NULL), want = strtod(b, NULL), got = sm_round1(x);
+        double x = strtod(a, NULL), want = strtod(b, NULL), got = sm__round1(x);
         lines++;
         if (memcmp(&got, &want, sizeof got) != 0 && wrong++ < 10)
-            fprintf(stderr, "sm_round1(%s) = %a, Python's round %s\n", a, got, b);
+            fprintf(stderr, "sm__round1(%s) = %a, Python's round %s\n", a, got, b);
     }
     fclose(f);
     printf("test_round1: %zu values from %s, %zu differ from Python's round\n", lines, path,

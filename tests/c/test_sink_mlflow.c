@@ -30,38 +30,38 @@
 static void test_retry_after(void)
 {
     /* delta-seconds */
-    CHECK_NEAR(sm_rest_parse_retry_after("3", 0), 3.0, 1e-9);
-    CHECK_NEAR(sm_rest_parse_retry_after("  120 \r\n", 0), 120.0, 1e-9);
-    CHECK_NEAR(sm_rest_parse_retry_after("0", 0), 0.0, 1e-9);
+    CHECK_NEAR(sm__rest_parse_retry_after("3", 0), 3.0, 1e-9);
+    CHECK_NEAR(sm__rest_parse_retry_after("  120 \r\n", 0), 120.0, 1e-9);
+    CHECK_NEAR(sm__rest_parse_retry_after("0", 0), 0.0, 1e-9);
     /* HTTP-date (RFC 9110 example), relative to a given now */
-    CHECK_NEAR(sm_rest_parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", 784111777 - 10),
+    CHECK_NEAR(sm__rest_parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", 784111777 - 10),
                10.0, 1e-9);
     /* a date in the past means now */
-    CHECK_NEAR(sm_rest_parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", 784111777 + 50), 0.0,
+    CHECK_NEAR(sm__rest_parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", 784111777 + 50), 0.0,
                1e-9);
-    CHECK(sm_rest_parse_retry_after("soon", 0) < 0);
-    CHECK(sm_rest_parse_retry_after("", 0) < 0);
-    CHECK(sm_rest_parse_retry_after("12abc", 0) < 0);
+    CHECK(sm__rest_parse_retry_after("soon", 0) < 0);
+    CHECK(sm__rest_parse_retry_after("", 0) < 0);
+    CHECK(sm__rest_parse_retry_after("12abc", 0) < 0);
 }
 
 static void test_redact(void)
 {
     char out[256];
 
-    sm_rest_redact("http://user:s3cret@host:5000/mlflow", out, sizeof out);
+    sm__rest_redact("http://user:s3cret@host:5000/mlflow", out, sizeof out);
     CHECK_EQ_STR(out, "http://***@host:5000/mlflow");
     CHECK(strstr(out, "s3cret") == NULL);
-    sm_rest_redact("https://host/prefix?token=abc", out, sizeof out);
+    sm__rest_redact("https://host/prefix?token=abc", out, sizeof out);
     CHECK_EQ_STR(out, "https://host/prefix?***");
-    sm_rest_redact("http://127.0.0.1:5000", out, sizeof out);
+    sm__rest_redact("http://127.0.0.1:5000", out, sizeof out);
     CHECK_EQ_STR(out, "http://127.0.0.1:5000");
-    sm_rest_redact("http://a@b@host/x", out, sizeof out); /* the last '@' ends userinfo */
+    sm__rest_redact("http://a@b@host/x", out, sizeof out); /* the last '@' ends userinfo */
     CHECK_EQ_STR(out, "http://***@host/x");
-    sm_rest_redact("http://user:pw@host", out, 8); /* truncation still redacts */
+    sm__rest_redact("http://user:pw@host", out, 8); /* truncation still redacts */
     CHECK(strstr(out, "pw") == NULL);
-    CHECK(sm_rest_is_http("HTTPS://x"));
-    CHECK(!sm_rest_is_http("sqlite:///mlflow.db"));
-    CHECK(!sm_rest_is_http(NULL));
+    CHECK(sm__rest_is_http("HTTPS://x"));
+    CHECK(!sm__rest_is_http("sqlite:///mlflow.db"));
+    CHECK(!sm__rest_is_http(NULL));
 }
 
 static void test_backoff(void)
@@ -69,11 +69,11 @@ static void test_backoff(void)
     uint64_t seed = 42;
     int ok = 1;
 
-    CHECK_NEAR(sm_rest_backoff(5, 7.0, 1.0, 30.0, &seed), 7.0, 1e-9); /* Retry-After wins */
-    CHECK_NEAR(sm_rest_backoff(0, 9999.0, 1.0, 30.0, &seed), 600.0, 1e-9); /* capped */
+    CHECK_NEAR(sm__rest_backoff(5, 7.0, 1.0, 30.0, &seed), 7.0, 1e-9); /* Retry-After wins */
+    CHECK_NEAR(sm__rest_backoff(0, 9999.0, 1.0, 30.0, &seed), 600.0, 1e-9); /* capped */
     for (int a = 0; a < 40; a++)
         for (int k = 0; k < 50; k++) {
-            double d = sm_rest_backoff(a, -1, 1.0, 30.0, &seed);
+            double d = sm__rest_backoff(a, -1, 1.0, 30.0, &seed);
             double ceil_s = a < 5 ? (double)(1 << a) : 30.0;
             if (!(d >= 0 && d <= ceil_s))
                 ok = 0;
@@ -92,7 +92,7 @@ static void test_run_id_rule(void)
     CHECK(!sm_mlflow_valid_run_id(NULL));
 }
 
-/* sm_rest_parse_reply: what sm_rest_once makes of an answer */
+/* sm__rest_parse_reply: what sm__rest_once makes of an answer */
 static void test_parse_reply(void)
 {
     static const char ok[] = "{\"run\": {\"info\": {\"run_id\": \"abc\"}}}";
@@ -102,36 +102,36 @@ static void test_parse_reply(void)
     sm_rest_result res;
 
     memset(&res, 0, sizeof res);
-    sm_rest_parse_reply("runs/get?run_id=abc", 200, ok, sizeof ok - 1, &res);
+    sm__rest_parse_reply("runs/get?run_id=abc", 200, ok, sizeof ok - 1, &res);
     CHECK_EQ_INT(res.outcome, SM_REST_OK);
     CHECK_EQ_INT((int)res.http, 200);
     CHECK_EQ_STR(json_string_value(json_object_get(
                      json_object_get(json_object_get(res.body, "run"), "info"), "run_id")),
                  "abc");
     CHECK_EQ_STR(res.msg, "");
-    sm_rest_result_clear(&res);
+    sm__rest_result_clear(&res);
 
     /* MLflow's refusal: its error_code, one line (the newline in the
      * message is blanked), the query left out */
-    sm_rest_parse_reply("runs/get?run_id=abc", 400, refused, sizeof refused - 1, &res);
+    sm__rest_parse_reply("runs/get?run_id=abc", 400, refused, sizeof refused - 1, &res);
     CHECK_EQ_INT(res.outcome, SM_REST_REFUSED);
     CHECK_EQ_STR(res.error_code, "INVALID_PARAMETER_VALUE");
     CHECK_EQ_STR(res.msg, "runs/get: HTTP 400 INVALID_PARAMETER_VALUE: bad SQL: SELECT 1");
-    sm_rest_result_clear(&res);
+    sm__rest_result_clear(&res);
 
     /* a proxy's page: retried, its first printable bytes said */
-    sm_rest_parse_reply("runs/log-batch", 502, html, sizeof html - 1, &res);
+    sm__rest_parse_reply("runs/log-batch", 502, html, sizeof html - 1, &res);
     CHECK_EQ_INT(res.outcome, SM_REST_RETRY);
     CHECK(res.body == NULL);
     CHECK_EQ_STR(res.error_code, "");
     CHECK_EQ_STR(res.msg, "runs/log-batch: HTTP 502: <html>  <b>502</b> Bad Gateway</html>");
-    sm_rest_result_clear(&res);
+    sm__rest_result_clear(&res);
 
     /* no body at all */
-    sm_rest_parse_reply("runs/update", 429, NULL, 0, &res);
+    sm__rest_parse_reply("runs/update", 429, NULL, 0, &res);
     CHECK_EQ_INT(res.outcome, SM_REST_RETRY);
     CHECK_EQ_STR(res.msg, "runs/update: HTTP 429");
-    sm_rest_result_clear(&res);
+    sm__rest_result_clear(&res);
 }
 
 static void metric(sm_record *r, const char *key, double v, int64_t step)
@@ -140,7 +140,7 @@ static void metric(sm_record *r, const char *key, double v, int64_t step)
     r->kind = SM_RECORD_METRIC;
     r->key = key; /* a literal: alive through the push */
     r->value = v;
-    r->timestamp_ms = sm_now_ms();
+    r->timestamp_ms = sm__now_ms();
     r->step = step;
 }
 
@@ -182,9 +182,9 @@ static void flush_gives_up(const char *what, int port)
      * goes on (points wait) */
     cfg = (sm_sink_config){.target = uri, .cap = 64, .collectors = 1, .period_s = 1,
                            .settings = &set};
-    t0 = sm_now_mono();
-    rc = sm_sink_mlflow_new(&cfg, err, sizeof err, &s);
-    CHECK(sm_now_mono() - t0 < 0.5 + 2.0);
+    t0 = sm__now_mono();
+    rc = sm__sink_mlflow_new(&cfg, err, sizeof err, &s);
+    CHECK(sm__now_mono() - t0 < 0.5 + 2.0);
     CHECK_EQ_INT(rc, 0);
     if (rc)
         return;
@@ -192,9 +192,9 @@ static void flush_gives_up(const char *what, int port)
         metric(&r[i], "system/test/rank0", i, i);
     s->ops->push(s, r, 10);
     usleep(300 * 1000); /* the first request is in flight (or failed) */
-    t0 = sm_now_mono();
+    t0 = sm__now_mono();
     rc = s->ops->flush(s, t0 + 1.5);
-    took = sm_now_mono() - t0;
+    took = sm__now_mono() - t0;
     fprintf(stderr, "%s: flush returned %d after %.2f s (deadline 1.5 s)\n", what, rc, took);
     CHECK_EQ_INT(rc, -ETIMEDOUT);
     /* the bound: the deadline plus the xferinfo callback's poll period */
@@ -230,7 +230,7 @@ static int ship_to_server(const char *uri)
         sm_rest_settings none = {.run_id = "0123456789abcdef0123456789abcdef"};
         sm_sink_config missing = {.target = uri, .cap = 64, .collectors = 1, .period_s = 1,
                                   .settings = &none};
-        rc = sm_sink_mlflow_new(&missing, err, sizeof err, &s);
+        rc = sm__sink_mlflow_new(&missing, err, sizeof err, &s);
         CHECK_EQ_INT(rc, -ENOENT);
         CHECK(strstr(err, "does not exist") != NULL);
         CHECK(s == NULL);
@@ -240,7 +240,7 @@ static int ship_to_server(const char *uri)
         sm_sink_config cfg = {.target = uri, .cap = 8192, .collectors = 1, .period_s = 1,
                               .settings = &set};
         snprintf(set.run_id, sizeof set.run_id, "%s", run_id);
-        rc = sm_sink_mlflow_new(&cfg, err, sizeof err, &s);
+        rc = sm__sink_mlflow_new(&cfg, err, sizeof err, &s);
     }
     CHECK_EQ_INT(rc, 0);
     if (rc)
@@ -264,7 +264,7 @@ static int ship_to_server(const char *uri)
     /* pushed in windows, as the monitor does */
     for (size_t off = 0; off < n; off += 97)
         s->ops->push(s, r + off, n - off < 97 ? n - off : 97);
-    rc = s->ops->flush(s, sm_now_mono() + 60);
+    rc = s->ops->flush(s, sm__now_mono() + 60);
     CHECK_EQ_INT(rc, 0);
     CHECK_EQ_INT(s->ops->dropped(s), 0);
     {

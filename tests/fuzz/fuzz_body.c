@@ -57,7 +57,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         memcpy(&x->value, p, sizeof x->value);
         p += 8;
         if (n % 4 == 0)
-            x->value = sm_round1(x->value);
+            x->value = sm__round1(x->value);
         x->timestamp_ms = (int64_t)(n * 1000) - 5000;
         x->step = (int64_t)n - 3;
         if (!take_str(&p, end, keys[n], sizeof keys[n]))
@@ -73,13 +73,13 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     }
     for (base = n; repeat > 1 && n + base <= MAX_RECS; repeat--, n += base)
         memcpy(in + n, in, base * sizeof in[0]);
-    if (sm_ring_init(&ring, MAX_RECS) < 0)
+    if (sm__ring_init(&ring, MAX_RECS) < 0)
         abort();
-    sm_ring_push(&ring, in, n);
-    got_n = sm_ring_peek(&ring, recs, MAX_RECS, 0);
+    sm__ring_push(&ring, in, n);
+    got_n = sm__ring_peek(&ring, recs, MAX_RECS, 0);
     if (got_n < 0)
         got_n = 0;
-    if (sm_body_log_batch(&b, "fuzz_run", &ring, recs, (size_t)got_n, 7) < 0)
+    if (sm__body_log_batch(&b, "fuzz_run", &ring, recs, (size_t)got_n, 7) < 0)
         abort();
     want = oracle("fuzz_run", &ring, recs, (size_t)got_n, 7, &used, &shipped);
     got = json_loads(b.buf, 0, NULL);
@@ -89,7 +89,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         abort();
     json_decref(got);
     json_decref(want);
-    sm_body_free(&b);
-    sm_ring_destroy(&ring);
+    sm__body_free(&b);
+    sm__ring_destroy(&ring);
     return 0;
 }

@@ -1,6 +1,6 @@
 /*
  * fuzz_cgroup_resolve.c — libFuzzer target for the whole cgroup location
- * logic, sm_cgroup_resolve() (cgroup.c): mount-root stripping, "/.."
+ * logic, sm__cgroup_resolve() (cgroup.c): mount-root stripping, "/.."
  * detection, level walking, the fixed-size path buffers, the why line and
  * the tag — not just the line parsers under it.
  *
@@ -97,7 +97,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     put(cg_file, data, cglen);
     put(mi_file, sep ? sep + 3 : data, sep ? size - cglen - 3 : 0);
 
-    rc = sm_cgroup_resolve(&ctx, &cg);
+    rc = sm__cgroup_resolve(&ctx, &cg);
     if (rc > 0)
         abort();
     if (!memchr(cg.why, '\0', sizeof cg.why) || !memchr(cg.tag, '\0', sizeof cg.tag) ||

@@ -87,7 +87,7 @@ static void cleanup(void)
     char cmd[128];
 
     if (state)
-        sm_coll_container.close(state);
+        sm__coll_container.close(state);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
     if (system(cmd) != 0)
         fprintf(stderr, "cannot remove %s\n", root);
@@ -119,9 +119,9 @@ static void setup(void)
     snprintf(ctx.sysroot, sizeof ctx.sysroot, "%s", root);
     ctx.mem_total = 16ull << 30;
     sm_set_log_handler(quiet, NULL);
-    state = calloc(1, sm_coll_container.state_size);
+    state = calloc(1, sm__coll_container.state_size);
     memset(&res, 0, sizeof res);
-    if (!state || sm_coll_container.open(state, &ctx, &res) != 0)
+    if (!state || sm__coll_container.open(state, &ctx, &res) != 0)
         abort();
     cpu_prev_usec = 1000000;
 }
@@ -161,17 +161,17 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     put("sys/fs/cgroup/cpu.stat", part[2], len[2]);
 
     /* memory.stat is read once for the working set and its parts
-     * (sm_parse_memstat): a malformed anon/shmem/active_file line fails the
+     * (sm__parse_memstat): a malformed anon/shmem/active_file line fails the
      * memory part as a malformed inactive_file does */
-    mem_ok = sm_parse_number((const char *)part[0], len[0], &cur, &unl) == 0 && !unl &&
-             sm_parse_memstat((const char *)part[1], len[1], 0, &ms) == 0;
+    mem_ok = sm__parse_number((const char *)part[0], len[0], &cur, &unl) == 0 && !unl &&
+             sm__parse_memstat((const char *)part[1], len[1], 0, &ms) == 0;
     inactive = ms.inactive_file;
-    cpu_ok = sm_parse_kv((const char *)part[2], len[2], "usage_usec", &usec) == 0 &&
+    cpu_ok = sm__parse_kv((const char *)part[2], len[2], "usage_usec", &usec) == 0 &&
              usec <= UINT64_MAX / 1000; /* beyond: not a reading (coll_container.c) */
 
     pts.n = 0;
     msg[0] = '\0';
-    rc = sm_coll_container.sample(state, &pts, msg, sizeof msg);
+    rc = sm__coll_container.sample(state, &pts, msg, sizeof msg);
     if (rc != 0)
         abort();
     {

@@ -1,5 +1,5 @@
 /*
- * fuzz_cpuset.c — libFuzzer target for sm_parse_cpulist() (cpuset.cpus,
+ * fuzz_cpuset.c — libFuzzer target for sm__parse_cpulist() (cpuset.cpus,
  * cpuset.cpus.effective, /sys/devices/system/cpu/online: "0-3,8-11").
  * On success the count is at most the span of CPU ids the list can name.
  */
@@ -13,7 +13,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
     unsigned n = 12345;
-    int rc = sm_parse_cpulist((const char *)data, size, &n);
+    int rc = sm__parse_cpulist((const char *)data, size, &n);
 
     if (rc == 0 && n > (1u << 20)) /* parse_cgroup.c accepts ids below 2^20 */
         abort();

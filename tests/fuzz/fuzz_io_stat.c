@@ -1,6 +1,6 @@
 /*
  * fuzz_io_stat.c — libFuzzer target for the block I/O parsers of a cgroup:
- * sm_parse_io_stat() (v2 io.stat) and sm_parse_blkio_bytes() (v1
+ * sm__parse_io_stat() (v2 io.stat) and sm__parse_blkio_bytes() (v1
  * blkio.*io_service_bytes*), both on every input.
  *
  * Besides memory safety (the input is not NUL-terminated; ASan sees any read
@@ -41,7 +41,7 @@ static void check(parser f, const char *buf, size_t size)
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
-    check(sm_parse_io_stat, (const char *)data, size);
-    check(sm_parse_blkio_bytes, (const char *)data, size);
+    check(sm__parse_io_stat, (const char *)data, size);
+    check(sm__parse_blkio_bytes, (const char *)data, size);
     return 0;
 }

@@ -1,5 +1,5 @@
 /*
- * fuzz_kv.c — libFuzzer target for sm_parse_kv(), the "key value" reader of
+ * fuzz_kv.c — libFuzzer target for sm__parse_kv(), the "key value" reader of
  * memory.stat, memory.events, cpu.stat (v1 and v2) and memory.oom_control.
  *
  * Every key the container collector asks for is looked up in the same
@@ -40,7 +40,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     uint64_t v;
 
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        check(sm_parse_kv(buf, size, keys[i], &v));
+        check(sm__parse_kv(buf, size, keys[i], &v));
 
     if (size > 0 && buf[0] == '#') {
         const char *nl = memchr(buf, '\n', size);
@@ -51,7 +51,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         memcpy(key, buf + 1, kl);
         key[kl] = '\0';
         const char *rest = nl ? nl + 1 : buf + size;
-        check(sm_parse_kv(rest, size - (size_t)(rest - buf), key, &v));
+        check(sm__parse_kv(rest, size - (size_t)(rest - buf), key, &v));
     }
     return 0;
 }

@@ -1,11 +1,11 @@
 /*
- * fuzz_memstat.c — libFuzzer target for sm_parse_memstat() (memory.stat in one
+ * fuzz_memstat.c — libFuzzer target for sm__parse_memstat() (memory.stat in one
  * pass: the working set's cache and its parts, v1 and v2) and
- * sm_parse_memory_events() (v2 memory.events), docs/design.md §9.
+ * sm__parse_memory_events() (v2 memory.events), docs/design.md §9.
  *
- * Oracle: both pick "key value" lines as sm_parse_kv() reads one key, so on
- * success every key they report equals sm_parse_kv's answer for it, and
- * every key they do not report is absent for sm_parse_kv too.
+ * Oracle: both pick "key value" lines as sm__parse_kv() reads one key, so on
+ * success every key they report equals sm__parse_kv's answer for it, and
+ * every key they do not report is absent for sm__parse_kv too.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -21,11 +21,11 @@ static void check(int rc)
         abort();
 }
 
-/* the picked value agrees with sm_parse_kv, or both say it is absent */
+/* the picked value agrees with sm__parse_kv, or both say it is absent */
 static void agree(const char *buf, size_t size, const char *key, int have, uint64_t v)
 {
     uint64_t w = 0;
-    int rc = sm_parse_kv(buf, size, key, &w);
+    int rc = sm__parse_kv(buf, size, key, &w);
 
     if (have ? (rc != 0 || w != v) : rc != -ENOENT)
         abort();
@@ -43,7 +43,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     int rc;
 
     for (int v1 = 0; v1 < 2; v1++) {
-        rc = sm_parse_memstat(buf, size, v1, &m);
+        rc = sm__parse_memstat(buf, size, v1, &m);
         check(rc);
         if (rc == 0 || rc == -ENOENT) {
             agree(buf, size, k[v1][0], m.have & SM_MS_INACTIVE_FILE, m.inactive_file);
@@ -53,9 +53,9 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
             if ((rc == 0) != !!(m.have & SM_MS_INACTIVE_FILE))
                 abort();
         }
-        (void)sm_memstat_missing(m.have, v1);
+        (void)sm__memstat_missing(m.have, v1);
     }
-    rc = sm_parse_memory_events(buf, size, &e);
+    rc = sm__parse_memory_events(buf, size, &e);
     check(rc);
     if (rc == 0 || rc == -ENOENT) {
         agree(buf, size, "high", e.have & SM_ME_HIGH, e.high);

@@ -1,8 +1,8 @@
 /*
  * fuzz_mlflow_reply.c — libFuzzer target for what scopemeter takes from an
  * MLflow server's reply: the Retry-After header value
- * (sm_rest_parse_retry_after) and the body through sm_rest_parse_reply(),
- * the reply half of sm_rest_once(): once as a 2xx answer, whose parsed body
+ * (sm__rest_parse_retry_after) and the body through sm__rest_parse_reply(),
+ * the reply half of sm__rest_once(): once as a 2xx answer, whose parsed body
  * is then read through every accessor chain mlflow_api.c and the sink use
  * (experiment.experiment_id, run.info.run_id / status / lifecycle_stage,
  * runs[0].info.run_id, error_code, message), and once as an error status,
@@ -46,7 +46,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         memcpy(v, buf, hl);
         v[hl] = '\0';
         /* a fixed "now" (2026-01-01) keeps executions reproducible */
-        double ra = sm_rest_parse_retry_after(v, 1767225600L);
+        double ra = sm__rest_parse_retry_after(v, 1767225600L);
         if (!isfinite(ra) || (ra < 0 && ra != -1))
             abort();
     }
@@ -54,7 +54,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     /* an error answer: the outcome and the one-line message */
     http = statuses[blen % (sizeof statuses / sizeof statuses[0])];
     memset(&res, 0, sizeof res);
-    sm_rest_parse_reply("runs/get?run_id=0123abc", http, blen ? body : NULL, blen, &res);
+    sm__rest_parse_reply("runs/get?run_id=0123abc", http, blen ? body : NULL, blen, &res);
     if (res.http != http ||
         res.outcome != (http == 429 || http >= 500 ? SM_REST_RETRY : SM_REST_REFUSED))
         abort();
@@ -66,11 +66,11 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     for (const char *c = res.msg; *c; c++)
         if ((unsigned char)*c < 32 || *c == 127)
             abort();
-    sm_rest_result_clear(&res);
+    sm__rest_result_clear(&res);
 
     /* a 2xx answer: the body as the callers read it */
     memset(&res, 0, sizeof res);
-    sm_rest_parse_reply("runs/get", 200, blen ? body : NULL, blen, &res);
+    sm__rest_parse_reply("runs/get", 200, blen ? body : NULL, blen, &res);
     if (res.outcome != SM_REST_OK || res.msg[0])
         abort();
     root = res.body;

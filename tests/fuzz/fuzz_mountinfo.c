@@ -1,6 +1,6 @@
 /*
- * fuzz_mountinfo.c — libFuzzer target for sm_mountinfo_next() over a whole
- * /proc/self/mountinfo, and sm_unescape_octal() on every root and mount point
+ * fuzz_mountinfo.c — libFuzzer target for sm__mountinfo_next() over a whole
+ * /proc/self/mountinfo, and sm__unescape_octal() on every root and mount point
  * it returns (into a full-size buffer and into a small one, so both the
  * success and the -ENAMETOOLONG paths run).
  *
@@ -24,16 +24,16 @@ static void inside(const char *buf, size_t len, const char *f, size_t flen)
 static void unescape(const char *s, size_t len)
 {
     char big[SM_PATH_MAX], small[8];
-    int rc = sm_unescape_octal(s, len, big, sizeof big);
+    int rc = sm__unescape_octal(s, len, big, sizeof big);
 
     if (rc == 0 && strlen(big) > len) /* unescaping never lengthens */
         abort();
     if (rc != 0 && rc != -EINVAL && rc != -ENAMETOOLONG)
         abort();
-    rc = sm_unescape_octal(s, len, small, sizeof small);
+    rc = sm__unescape_octal(s, len, small, sizeof small);
     if (rc == 0 && strlen(small) >= sizeof small)
         abort();
-    (void)sm_unescape_octal(s, len, small, 0);
+    (void)sm__unescape_octal(s, len, small, 0);
 }
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
@@ -43,7 +43,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     sm_mount m;
     int rc, n = 0;
 
-    while ((rc = sm_mountinfo_next(buf, size, &pos, &m)) == 1) {
+    while ((rc = sm__mountinfo_next(buf, size, &pos, &m)) == 1) {
         if (pos <= prev || pos > size)
             abort();
         prev = pos;

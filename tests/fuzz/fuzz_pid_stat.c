@@ -1,8 +1,8 @@
 /*
  * fuzz_pid_stat.c — libFuzzer target for the process tree's readers of
- * /proc/PID/stat (sm_parse_pid_stat: fields after the LAST ')', because comm
+ * /proc/PID/stat (sm__parse_pid_stat: fields after the LAST ')', because comm
  * may hold spaces and parentheses) and /proc/PID/task/TID/children
- * (sm_pid_list_next), docs/design.md §9.
+ * (sm__pid_list_next), docs/design.md §9.
  *
  * Properties beyond "no crash, no sanitizer report": only the documented
  * codes come back; a parsed pid and ppid are in the kernel's range; the
@@ -22,13 +22,13 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     size_t pos = 0, last = 0;
     int rc, pid, n = 0;
 
-    rc = sm_parse_pid_stat(buf, size, &st);
+    rc = sm__parse_pid_stat(buf, size, &st);
     if (rc != 0 && rc != -EINVAL && rc != -ERANGE)
         abort();
     if (rc == 0 && (st.pid <= 0 || st.ppid < 0))
         abort();
 
-    while ((rc = sm_pid_list_next(buf, size, &pos, &pid)) == 1) {
+    while ((rc = sm__pid_list_next(buf, size, &pos, &pid)) == 1) {
         if (pid <= 0 || (n > 0 && pos <= last) || pos > size)
             abort();
         last = pos;

@@ -1,6 +1,6 @@
 /*
- * fuzz_proc_cgroup.c — libFuzzer target for sm_cgroup_next() over a whole
- * /proc/self/cgroup, and sm_list_has() on every controller list it returns
+ * fuzz_proc_cgroup.c — libFuzzer target for sm__cgroup_next() over a whole
+ * /proc/self/cgroup, and sm__list_has() on every controller list it returns
  * (the controllers cgroup.c looks for).
  *
  * Checks: every field lies inside the buffer, paths are absolute, *pos only
@@ -23,7 +23,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     sm_cg_entry e;
     int rc;
 
-    while ((rc = sm_cgroup_next(buf, size, &pos, &e)) == 1) {
+    while ((rc = sm__cgroup_next(buf, size, &pos, &e)) == 1) {
         if (pos <= prev || pos > size)
             abort();
         prev = pos;
@@ -32,7 +32,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
             (e.deleted != 0 && e.deleted != 1))
             abort();
         for (size_t i = 0; i < sizeof ctrls / sizeof ctrls[0]; i++) {
-            int has = sm_list_has(e.ctrl, e.ctrl_len, ctrls[i]);
+            int has = sm__list_has(e.ctrl, e.ctrl_len, ctrls[i]);
             if (has != 0 && has != 1)
                 abort();
         }
@@ -40,6 +40,6 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     if (rc != 0 && rc != -EINVAL)
         abort();
     /* the list matcher on raw input too (commas anywhere, empty items) */
-    (void)sm_list_has(buf, size, "cpu");
+    (void)sm__list_has(buf, size, "cpu");
     return 0;
 }

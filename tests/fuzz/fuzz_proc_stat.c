@@ -1,7 +1,7 @@
 /*
- * fuzz_proc_stat.c — libFuzzer target for sm_parse_proc_stat(), the psutil
- * formula sm_cpu_percent() that consumes its output, and the online-CPU count
- * sm_count_stat_cpus() (/proc/stat is outside input: any kernel, any
+ * fuzz_proc_stat.c — libFuzzer target for sm__parse_proc_stat(), the psutil
+ * formula sm__cpu_percent() that consumes its output, and the online-CPU count
+ * sm__count_stat_cpus() (/proc/stat is outside input: any kernel, any
  * container runtime's fake /proc such as LXCFS).
  *
  * The input buffer libFuzzer passes is exactly `size` bytes of heap, not
@@ -23,12 +23,12 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     sm_cpu_times a, b;
     size_t half = size / 2;
     unsigned ncpu = 7;
-    int rc = sm_count_stat_cpus(buf, size, &ncpu);
+    int rc = sm__count_stat_cpus(buf, size, &ncpu);
 
     if ((rc == 0 && ncpu == 0) || (rc < 0 && (rc != -ENOENT || ncpu != 0)))
         abort();
 
-    if (sm_parse_proc_stat(buf, size, &a) == 0) {
+    if (sm__parse_proc_stat(buf, size, &a) == 0) {
         if (a.nfields < 4 || a.nfields > 10)
             abort();
         for (int i = a.nfields; i < 10; i++)
@@ -36,9 +36,9 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
                 abort();
         /* two samples: the whole input, and its second half when that parses */
         memset(&b, 0, sizeof b);
-        (void)sm_parse_proc_stat(buf + half, size - half, &b);
-        double p1 = sm_cpu_percent(&a, &b), p2 = sm_cpu_percent(&b, &a);
-        double p3 = sm_cpu_percent(&a, &a);
+        (void)sm__parse_proc_stat(buf + half, size - half, &b);
+        double p1 = sm__cpu_percent(&a, &b), p2 = sm__cpu_percent(&b, &a);
+        double p3 = sm__cpu_percent(&a, &a);
         if (!isfinite(p1) || p1 < 0 || p1 > 100 || !isfinite(p2) || p2 < 0 || p2 > 100 ||
             p3 != 0.0)
             abort();

@@ -1,10 +1,10 @@
 /*
- * fuzz_psi.c — libFuzzer target for sm_parse_psi_some(), the reader of a PSI
+ * fuzz_psi.c — libFuzzer target for sm__parse_psi_some(), the reader of a PSI
  * file (memory.pressure, cpu.pressure; Documentation/accounting/psi.rst):
  * the "some" line's total=, in µs.
  *
  * Oracle: on success the digits after the some line's "total=" are exactly
- * the value returned (re-scanned here with sm_scan_u64 from the text).
+ * the value returned (re-scanned here with sm__scan_u64 from the text).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -18,7 +18,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
     const char *buf = (const char *)data, *end = buf + size;
     uint64_t t = 0, u = 0;
-    int rc = sm_parse_psi_some(buf, size, &t);
+    int rc = sm__parse_psi_some(buf, size, &t);
 
     if (rc != 0 && rc != -ENOENT && rc != -EINVAL && rc != -ERANGE)
         abort();
@@ -41,7 +41,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         if (q >= eol)
             abort();
         q += 7;
-        if (sm_scan_u64(&q, eol, &u) != 0 || u != t)
+        if (sm__scan_u64(&q, eol, &u) != 0 || u != t)
             abort();
     }
     return 0;

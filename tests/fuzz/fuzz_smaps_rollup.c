@@ -1,5 +1,5 @@
 /*
- * fuzz_smaps_rollup.c — libFuzzer target for sm_parse_kb(), the "Key: N kB"
+ * fuzz_smaps_rollup.c — libFuzzer target for sm__parse_kb(), the "Key: N kB"
  * reader of /proc/PID/smaps_rollup (Pss, the process tree's memory) and
  * /proc/PID/status (VmRSS, its fallback before kernel 4.14), docs/design.md
  * §9.  When the input starts with '#', its first line is the key and the
@@ -30,7 +30,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     uint64_t kb = 0;
 
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        check(sm_parse_kb(buf, size, keys[i], &kb), kb);
+        check(sm__parse_kb(buf, size, keys[i], &kb), kb);
     if (size > 0 && buf[0] == '#') {
         const char *nl = memchr(buf, '\n', size);
         size_t kl = nl ? (size_t)(nl - buf) - 1 : size - 1;
@@ -40,7 +40,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         memcpy(key, buf + 1, kl);
         key[kl] = '\0';
         const char *rest = nl ? nl + 1 : buf + size;
-        check(sm_parse_kb(rest, size - (size_t)(rest - buf), key, &kb), kb);
+        check(sm__parse_kb(rest, size - (size_t)(rest - buf), key, &kb), kb);
     }
     return 0;
 }

@@ -11,8 +11,8 @@
  *   - the value is strtod's, finite, within the bounds, never -0;
  *   - a refusal writes one line: starts with the name, no newline, within
  *     the buffer, and a short buffer is cut, never overrun;
- *   - sm_num_scan advances within the text on success, not at all otherwise;
- *   - sm_num_check on the input's first 8 bytes as a double agrees with the
+ *   - sm__num_scan advances within the text on success, not at all otherwise;
+ *   - sm__num_check on the input's first 8 bytes as a double agrees with the
  *     bounds and whole-ness computed here.
  */
 #include <errno.h>
@@ -70,7 +70,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     memcpy(text, data + 1, size - 1);
     text[size - 1] = '\0';
 
-    rc = sm_num_parse(text, &spec, &v, err, sizeof err);
+    rc = sm__num_parse(text, &spec, &v, err, sizeof err);
     want = strtod(text, NULL);
     ok = grammar(text, &spec) && want >= -DBL_MAX && want <= DBL_MAX && want >= spec.min &&
          want <= spec.max;
@@ -85,13 +85,13 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         if (strncmp(err, "--opt must be a ", 16) != 0 || strchr(err, '\n') ||
             strlen(err) >= sizeof err)
             abort();
-        if (sm_num_parse(text, &spec, &v, small, sizeof small) != rc ||
+        if (sm__num_parse(text, &spec, &v, small, sizeof small) != rc ||
             strlen(small) != sizeof small - 1 || memcmp(small, err, sizeof small - 1) != 0)
             abort();
     }
 
     p = text;
-    rc = sm_num_scan(&p, &spec, &v);
+    rc = sm__num_scan(&p, &spec, &v);
     if (rc == 0 && (p <= text || p > text + strlen(text)))
         abort();
     if (rc < 0 && p != text)
@@ -99,7 +99,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 
     if (size >= 1 + sizeof d) {
         memcpy(&d, data + 1, sizeof d);
-        rc = sm_num_check(d, NULL, &spec, err, sizeof err);
+        rc = sm__num_check(d, NULL, &spec, err, sizeof err);
         ok = d >= -DBL_MAX && d <= DBL_MAX && d >= spec.min && d <= spec.max &&
              (!spec.whole || d == floor(d));
         if (ok != (rc == 0) || (rc && (strncmp(err, "--opt must be", 13) != 0 ||
