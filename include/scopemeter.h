@@ -90,7 +90,7 @@ extern "C" {
 /* "Take the default" for every numeric setting (see the top comment). */
 #define SM_DEFAULT (-1)
 
-/* The library's version at run time ("0.1.0"); compare with SM_VERSION to
+/* The library's version at run time ("0.2.0"); compare with SM_VERSION to
  * catch a program built against another header. */
 SM_EXTERN const char *sm_version(void);
 
