@@ -561,12 +561,18 @@ static sm_deliver *delivery_of(PyObject *self_)
  * step), the step after the run's earlier ones (b->step_base). */
 static PyObject *entry_tuple(const sm_deliver_batch *b, const sm_entry *e)
 {
-    PyObject *key = text_of(sm__ring_str(b->ring, e->key), SIZE_MAX), *value;
+    const char *k = sm__ring_str(b->ring, e->key);
+    PyObject *key = text_of(k, strlen(k)), *value;
     int tag = e->text != 0;
 
     if (!key)
         return NULL;
-    value = tag ? text_of(sm__ring_str(b->ring, e->text), SIZE_MAX) : PyFloat_FromDouble(e->value);
+    if (tag) {
+        const char *t = sm__ring_str(b->ring, e->text);
+        value = text_of(t, strlen(t));
+    } else {
+        value = PyFloat_FromDouble(e->value);
+    }
     if (!value) {
         Py_DECREF(key);
         return NULL;
