@@ -63,7 +63,7 @@ if TYPE_CHECKING:
 STOP_TIMEOUT = _native.STOP_TIMEOUT_DEFAULT  # docs/design.md §7: the stop bound
 SIGTERM_STOP_TIMEOUT = 10.0  # inside a launcher's / kubelet's grace period
 _ENGINE_MAX_TIMEOUT = _native.STOP_TIMEOUT_MAX
-_CHECK_TIMEOUT = 5.0         # the run check at start, as the REST sink's
+_CHECK_TIMEOUT = _native.CHECK_TIMEOUT  # the run check at start: the engine's bound
 # ... but a local store (sqlite, file) answers no network: its first open
 # creates or migrates the database, which takes seconds on a loaded machine
 _CHECK_TIMEOUT_LOCAL = 30.0

@@ -1041,6 +1041,8 @@ static int module_exec(PyObject *mod)
         PyModule_AddObject(mod, "STOP_TIMEOUT_MAX", PyFloat_FromDouble(SM_STOP_TIMEOUT_MAX)) < 0 ||
         PyModule_AddObject(mod, "STOP_TIMEOUT_DEFAULT",
                            PyFloat_FromDouble(SM_STOP_TIMEOUT_DEFAULT)) < 0 ||
+        PyModule_AddObject(mod, "CHECK_TIMEOUT",
+                           PyFloat_FromDouble(SM_DELIVER_CHECK_TIMEOUT_S)) < 0 ||
         PyModule_AddIntConstant(mod, "SAMPLES_MAX", SM_SAMPLES_MAX) < 0 ||
         PyModule_AddIntConstant(mod, "GPUS_MAX", SM_GPUS_MAX) < 0 ||
         PyModule_AddIntConstant(mod, "PLAN_DEFAULT", SM_PLAN_DEFAULT) < 0 ||

@@ -33,6 +33,11 @@
 
 typedef struct sm_deliver sm_deliver;
 
+/* The bound of the run check at start (seconds), whichever transport asks:
+ * a store that has not answered by then is said, and the points wait for it
+ * (docs/design.md § Shipping). */
+#define SM_DELIVER_CHECK_TIMEOUT_S 5.0
+
 /* One request's worth: records within MLflow's log-batch limits, none of
  * them a non-finite metric. */
 typedef struct sm_deliver_batch {

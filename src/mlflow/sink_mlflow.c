@@ -28,7 +28,6 @@
 #include "mlflow_rest.h"
 #include "sink.h"
 
-#define CHECK_TIMEOUT_S 5.0
 
 /* The transport's state, owned by the delivering thread (free_arg at close). */
 typedef struct rest_transport {
@@ -170,7 +169,7 @@ int sm__sink_mlflow_new(const sm_sink_config *cfg, char *err, size_t errlen, sm_
         rc = sm__deliver_configure(d, cfg, err, errlen);
     if (rc == 0 && set->check_s >= 0)
         rc = check_run(t, d, cfg->target, cfg->rank,
-                       set->check_s > 0 ? set->check_s : CHECK_TIMEOUT_S, err, errlen);
+                       set->check_s > 0 ? set->check_s : SM_DELIVER_CHECK_TIMEOUT_S, err, errlen);
     if (rc < 0)
         goto fail;
     t->rest.abort_flag = sm__deliver_abort_flag(d);
