@@ -44,9 +44,16 @@ done
 # 2. memory that belongs to no process fills the cgroup (a tmpfs file), the
 # allocating process is tiny: the kernel ranks the live processes by their
 # own size.  CMD records its own and its parent's (scopemeter's)
-# oom_score_adj first.
+# oom_score_adj first.  The shell that removes the file then holds -500
+# (still above scopemeter's -999) and the writer 0: the kernel takes the
+# writer, the shell frees the cgroup.  Without that, a shell and `head` of
+# the same size were taken in either order, and with the shell gone first
+# nothing could free the file: scopemeter, the last process, was taken at
+# its next kernel allocation (a flake, not what this case is about).
 FILL='cat /proc/self/oom_score_adj > adj_cmd; cat /proc/$PPID/oom_score_adj > adj_scopemeter;
-head -c 200M /dev/zero > /tmp/fill-$NAME; rm -f /tmp/fill-$NAME; exit 3'
+echo -500 > /proc/self/oom_score_adj;
+(echo 0 > /proc/self/oom_score_adj; exec head -c 200M /dev/zero) > /tmp/fill-$NAME;
+rm -f /tmp/fill-$NAME; exit 3'
 for i in 1 2 3; do
   echo "tmpfs $i $(cut -d' ' -f1 /proc/uptime)"
   NAME=tmpfs$i one_run tmpfs$i tmpfs$i -- env NAME=tmpfs$i sh -c "$FILL"
