@@ -17,8 +17,6 @@
  * that may read the run but not write to it (a no-op runs/update: 401/403).
  */
 #include <errno.h>
-#include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +25,6 @@
 #include "deliver.h"
 #include "mlflow_rest.h"
 #include "sink.h"
-
 
 /* The transport's state, owned by the delivering thread (free_arg at close). */
 typedef struct rest_transport {

@@ -7,8 +7,28 @@
 #define SM_CHECK_H
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* The randomized tests' generator (xorshift64): *state starts at any
+ * non-zero value of the test's own, so a failure replays. */
+static inline uint64_t check_rnd(uint64_t *state)
+{
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    return *state;
+}
+
+/* How many cases a randomized test runs: the environment variable name, or
+ * dflt when it is unset or empty (a longer run by hand). */
+static inline size_t check_env_count(const char *name, size_t dflt)
+{
+    const char *v = getenv(name);
+    return v && *v ? (size_t)strtoull(v, NULL, 10) : dflt;
+}
 
 static int check_pass, check_fail;
 

@@ -25,16 +25,7 @@ static uint64_t seed = 0x9E3779B97F4A7C15ull;
 
 static uint64_t rnd(void)
 {
-    seed ^= seed << 13;
-    seed ^= seed >> 7;
-    seed ^= seed << 17;
-    return seed;
-}
-
-static size_t env_count(const char *name, size_t dflt)
-{
-    const char *v = getenv(name);
-    return v && *v ? (size_t)strtoull(v, NULL, 10) : dflt;
+    return check_rnd(&seed);
 }
 
 /* ---- random inputs -------------------------------------------------------- */
@@ -107,7 +98,7 @@ static double random_value(void)
 
 static void test_batches(void)
 {
-    size_t batches = env_count("SM_TEST_BODY_BATCHES", 400), failures = 0, halved = 0;
+    size_t batches = check_env_count("SM_TEST_BODY_BATCHES", 400), failures = 0, halved = 0;
     sm_body b = {0};
     sm_entry *recs = calloc(2600, sizeof *recs);
     sm_record *in = calloc(2600, sizeof *in);
@@ -224,7 +215,7 @@ static void test_limits(void)
  * value (round(x, 1)) below 2^49 takes the k/10 path, never printf. */
 static void test_reals(void)
 {
-    size_t count = env_count("SM_TEST_BODY_VALUES", 3000000), bad = 0, slow = 0;
+    size_t count = check_env_count("SM_TEST_BODY_VALUES", 3000000), bad = 0, slow = 0;
     char out[40];
 
     for (size_t i = 0; i < count; i++) {

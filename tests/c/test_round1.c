@@ -23,10 +23,7 @@ static uint64_t seed = 0x2545F4914F6CDD1Dull;
 
 static uint64_t rnd(void)
 {
-    seed ^= seed << 13;
-    seed ^= seed >> 7;
-    seed ^= seed << 17;
-    return seed;
+    return check_rnd(&seed);
 }
 
 static double printf_round1(double v)
@@ -155,11 +152,9 @@ static int test_file(const char *path)
 
 int main(int argc, char **argv)
 {
-    const char *n = getenv("SM_TEST_ROUND1_VALUES");
-
     if (argc > 1)
         return test_file(argv[1]);
-    test_values(n && *n ? (size_t)strtoull(n, NULL, 10) : 3000000);
+    test_values(check_env_count("SM_TEST_ROUND1_VALUES", 3000000));
     printf("test_round1: %zu values, %zu differ from printf+strtod\n", tried, bad);
     CHECK(tried >= 1000);
     CHECK_EQ_INT(bad, 0);

@@ -82,6 +82,16 @@ def free_port():
         return port
 
 
+def c_test_program(scopemeter_bin, name):
+    """A C test program of the build (build/tests/NAME) that a Python test
+    drives; a missing one fails the test (never skipped)."""
+    build = os.environ.get("SCOPEMETER_BUILD") or os.path.dirname(os.path.dirname(scopemeter_bin))
+    path = os.path.join(build, "tests", name)
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"{path} not built")
+    return path
+
+
 @pytest.fixture(scope="session")
 def scopemeter_bin():
     path = os.environ.get("SCOPEMETER_BIN") or os.path.join(ROOT, "build", "cli", "scopemeter")

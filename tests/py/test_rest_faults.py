@@ -10,7 +10,6 @@ MLflow's per-request limits: more metrics and tags than one log-batch
 carries, a NaN, invalid UTF-8."""
 import base64
 import json
-import os
 import re
 import subprocess
 import sys
@@ -18,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import clean_env
+from conftest import c_test_program, clean_env
 from faultproxy import FaultProxy
 from runread import (assert_steps_contiguous, get_run, histories, new_run, run_cli, sm_lines,
                      start_cli, tags_of)
@@ -31,14 +30,6 @@ def proxy(mlflow_server):
     p = FaultProxy(mlflow_server)
     yield p
     p.close()
-
-
-def sink_test_binary(scopemeter_bin):
-    build = os.environ.get("SCOPEMETER_BUILD") or os.path.dirname(os.path.dirname(scopemeter_bin))
-    path = os.path.join(build, "tests", "test_sink_mlflow")
-    if not os.access(path, os.X_OK):
-        pytest.fail(f"{path} not built")
-    return path
 
 
 def metrics_in(body):
@@ -64,7 +55,7 @@ def records_of_run(uri, run_id):
 
 @pytest.mark.backends
 def test_c_sink_batches_within_mlflow_limits(scopemeter_bin, mlflow_server, proxy):
-    p = subprocess.run([sink_test_binary(scopemeter_bin)], capture_output=True, text=True,
+    p = subprocess.run([c_test_program(scopemeter_bin, "test_sink_mlflow")], capture_output=True, text=True,
                        env=clean_env(SM_TEST_MLFLOW_URI=proxy.uri), timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     run_id = re.search(r"run_id=(\w+)", p.stdout).group(1)

@@ -5,19 +5,12 @@ Python on the values where they could part: exact ties (odd/4), the doubles
 nearest the half-tenths (k/20, odd k) and their neighbours, every magnitude
 around the 2^48 edge, subnormals, negatives and huge values."""
 import math
-import os
 import random
 import subprocess
 
 import pytest
 
-
-def round1_binary(scopemeter_bin):
-    build = os.environ.get("SCOPEMETER_BUILD") or os.path.dirname(os.path.dirname(scopemeter_bin))
-    path = os.path.join(build, "tests", "test_round1")
-    if not os.access(path, os.X_OK):
-        pytest.fail(f"{path} not built")
-    return path
+from conftest import c_test_program
 
 
 def values(n, rng):
@@ -54,7 +47,7 @@ def test_round1_matches_python(scopemeter_bin, tmp_path):
     with open(path, "w") as f:
         for x in values(40000, rng):
             f.write(f"{x.hex()} {round(x, 1).hex()}\n")
-    r = subprocess.run([round1_binary(scopemeter_bin), str(path)], capture_output=True, text=True,
+    r = subprocess.run([c_test_program(scopemeter_bin, "test_round1"), str(path)], capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
     assert " 0 differ from Python's round" in r.stdout, r.stdout
