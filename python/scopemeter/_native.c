@@ -6,13 +6,14 @@
  * What it exposes, and nothing more:
  *   Monitor      a sm_monitor that ships itself through the REST sink
  *                (tracking_uri + run_id given: sm_monitor_set_run, with
- *                sm_monitor_set_headers) or feeds the pull queue
- *                (sm_monitor_use_queue) for the front to drain: start(),
- *                drain(timeout, cap), stop(timeout), report(...), interval /
- *                samples / collectors / dropped.  The sampling and shipping
- *                threads are the C engine's and never touch Python; start(),
- *                drain() and stop() release the GIL while they wait, so
- *                training threads run meanwhile.
+ *                sm_monitor_set_headers), through a Delivery (delivery=
+ *                given: the front's MlflowClient path), or else feeds the
+ *                pull queue of the C API (sm_monitor_use_queue: drain(timeout,
+ *                cap), report(...); the front no longer uses it): start(),
+ *                stop(timeout), interval / samples / collectors / dropped.
+ *                The sampling and shipping threads are the C engine's and
+ *                never touch Python; start(), drain() and stop() release the
+ *                GIL while they wait, so training threads run meanwhile.
  *   Delivery     the engine's delivery policy (src/mlflow/deliver.c) for the
  *                front's MlflowClient thread to drive: next() (GIL released)
  *                hands out a batch, done() reports what the store answered,
