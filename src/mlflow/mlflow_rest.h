@@ -181,10 +181,13 @@ SM_HIDDEN int sm__mlflow_get_run_steps(const char *uri, const char *run_id, char
  * rank's last system step), for the REST sink this thread starts next on
  * the same URI, run and rank (sm_monitor_start calls the sink's constructor
  * on the caller's thread), so that `scopemeter run --run-id` asks runs/get
- * once.  1 with status and *last_step set, and the check is used up; 0 when
- * none matches or it is too old to trust (the sink then asks itself). */
-SM_HIDDEN int sm__mlflow_take_run_check(const char *uri, const char *run_id, int rank,
-                                       char *status, size_t status_len, int64_t *last_step);
+ * once.  1 with the check's outcome in *rc (0: answered, status and
+ * *last_step set; negative: no answer within its bound, why says so), and
+ * the check is used up; 0 when none matches or it is too old to trust (the
+ * sink then asks itself). */
+SM_HIDDEN int sm__mlflow_take_run_check(const char *uri, const char *run_id, int rank, int *rc,
+                                       char *status, size_t status_len, int64_t *last_step,
+                                       char *why, size_t why_len);
 /* mlflow_api.c: what runs/get's "run" object says, however it was asked
  * (the MlflowClient path hands its Run as the same JSON): 0 with its status
  * and the largest step of this rank's system metrics (-1 none), or -ENOENT

@@ -31,31 +31,35 @@
 
 /* The check attach() made, for the REST sink this thread starts next
  * (sm__mlflow_take_run_check, mlflow_rest.h): the sink's check at start
- * would ask runs/get again for the same answer.  Only a check the server
- * answered is kept: a failed one leaves the sink to check (and say) for
- * itself, as before. */
+ * would ask runs/get again for the same answer.  A check the server did not
+ * answer within its bound is kept too: asking again would hold CMD back a
+ * second bound for a server just found down (and a SIGTERM meanwhile would
+ * wait for it); the sink says it once and its points wait for the server. */
 static _Thread_local struct {
-    int set;
-    char uri[2048], run_id[300], status[32];
+    int set, rc;
+    char uri[2048], run_id[300], status[32], why[600];
     int rank;
     int64_t last_step;
     double at; /* monotonic */
 } checked;
 
-static void keep_check(const char *uri, const char *run_id, int rank, const char *status,
-                       int64_t last_step)
+static void keep_check(const char *uri, const char *run_id, int rank, int rc, const char *status,
+                       int64_t last_step, const char *why)
 {
     checked.set = strlen(uri) < sizeof checked.uri && strlen(run_id) < sizeof checked.run_id;
     snprintf(checked.uri, sizeof checked.uri, "%s", uri);
     snprintf(checked.run_id, sizeof checked.run_id, "%s", run_id);
     snprintf(checked.status, sizeof checked.status, "%s", status);
+    snprintf(checked.why, sizeof checked.why, "%s", why);
+    checked.rc = rc;
     checked.rank = rank;
     checked.last_step = last_step;
     checked.at = sm__now_mono();
 }
 
-int sm__mlflow_take_run_check(const char *uri, const char *run_id, int rank, char *status,
-                             size_t status_len, int64_t *last_step)
+int sm__mlflow_take_run_check(const char *uri, const char *run_id, int rank, int *rc,
+                             char *status, size_t status_len, int64_t *last_step, char *why,
+                             size_t why_len)
 {
     int ok = checked.set && uri && run_id && strcmp(checked.uri, uri) == 0 &&
              strcmp(checked.run_id, run_id) == 0 && checked.rank == rank &&
@@ -64,7 +68,9 @@ int sm__mlflow_take_run_check(const char *uri, const char *run_id, int rank, cha
     checked.set = 0; /* used once, or not at all */
     if (!ok)
         return 0;
+    *rc = checked.rc;
     snprintf(status, status_len, "%s", checked.status);
+    snprintf(why, why_len, "%s", checked.why);
     *last_step = checked.last_step;
     return 1;
 }
@@ -107,7 +113,7 @@ static int quotable(const char *s)
 }
 
 /* 1: a given run id, checked once (a mistyped id would record into nothing;
- * a server that is down delays CMD by at most CHECK_BOUND_S, then points
+ * a server that is down delays CMD by CHECK_BOUND_S once, then points
  * wait).  The REST sink says more at start (an ended run, steps continued)
  * from the same answer (keep_check): one runs/get. */
 static int attach(const sm_run_request *q, const char *given, const char *why,
@@ -121,17 +127,19 @@ static int attach(const sm_run_request *q, const char *given, const char *why,
 
     if (rc < 0 && q->cancelled && q->cancelled(q->cancel_arg))
         return -ECANCELED; /* the caller says why it stopped */
-    if (rc == -ENOENT || rc == -EINVAL || rc == -EPROTO || rc == -EACCES) {
+    /* the answers the sink's start refuses too (sm__deliver_checked); -EIO
+     * is a TLS or URL problem, which waiting does not mend */
+    if (rc == -ENOENT || rc == -EINVAL || rc == -EPROTO || rc == -EACCES || rc == -EIO) {
         sm__log(SM_INFO, "%s (%s); not recording into it", err, why);
         return rc;
     }
-    if (rc < 0)
-        sm__log(SM_INFO, "cannot check run %s (%s); recording into it anyway (%s): points wait "
-               "until the server answers", given, err, why);
-    else
-        sm__log(SM_INFO, "recording into run %s (%s, %s)", given, why, status);
     if (rc == 0)
-        keep_check(q->tracking_uri, given, q->id->rank, status, last_step);
+        sm__log(SM_INFO, "recording into run %s (%s, %s)", given, why, status);
+    else
+        sm__log(SM_INFO, "recording into run %s (%s, not checked: no answer)", given, why);
+    /* the no-answer case is said once, by the sink that takes the check */
+    keep_check(q->tracking_uri, given, q->id->rank, rc < 0 ? rc : 0, status, last_step,
+               rc < 0 ? err : "");
     snprintf(out->run_id, sizeof out->run_id, "%s", given);
     return 0;
 }

@@ -116,7 +116,8 @@ static int check_run(rest_transport *t, sm_deliver *d, const char *uri, int rank
     int rc = 0, verdict;
 
     /* the run resolution on this thread asked runs/get already (mlflow_run.c) */
-    if (!sm__mlflow_take_run_check(uri, t->run_id, rank, status, sizeof status, &last))
+    if (!sm__mlflow_take_run_check(uri, t->run_id, rank, &rc, status, sizeof status, &last, why,
+                                  sizeof why))
         rc = sm__mlflow_get_run_on(&t->rest, t->run_id, status, sizeof status, rank, &last,
                                   sm__now_mono() + bound, why, sizeof why);
     verdict = sm__deliver_checked(d, rank, rc, status, last, why, err, errlen);

@@ -176,7 +176,10 @@ def test_a_given_run_is_asked_for_once(scopemeter_bin, mlflow_server, tmp_path):
     server sees one runs/get per `scopemeter run`, with every line and outcome
     as before: the status said, an ended run said, steps continued after the
     run's earlier system steps; a missing run one line, CMD runs, the points
-    in the JSONL file."""
+    in the JSONL file.  A server that does not answer runs/get is asked
+    within one bound, not two (the sink takes the unanswered check too: CMD
+    is held back once, a SIGTERM meanwhile is not kept waiting), said once,
+    and the points still land when it answers log-batch."""
     run_id = new_run(mlflow_server)
     proxy = FaultProxy(mlflow_server)  # passes everything; logs every request
 
@@ -224,6 +227,20 @@ def test_a_given_run_is_asked_for_once(scopemeter_bin, mlflow_server, tmp_path):
         said = [l for l in sm_lines(p.stderr) if "does not exist" in l]
         assert len(said) == 1 and "not recording into it" in said[0], p.stderr
         assert any(json.loads(l)["kind"] == "metric" for l in jsonl.read_text().splitlines())
+
+        n = len(proxy.requests)
+        proxy.set_fault("status", match="/runs/get?", code=503, count=10**6)
+        p = run_cli(scopemeter_bin, ["--run-id", run_id, "--interval", "0.3", "--", "sleep", "1"],
+                    env=env, cwd=tmp_path)
+        assert p.returncode == 0, p.stderr
+        said = [l for l in sm_lines(p.stderr) if "cannot check run" in l]
+        assert len(said) == 1 and "recording into it anyway" in said[0], p.stderr
+        tries = re.findall(r"gave up after (\d+) attempts", p.stderr)
+        assert len(tries) == 1 and len(gets(n)) == int(tries[0]), (tries, gets(n), p.stderr)
+        assert any(f"recording into run {run_id} (--run-id, not checked: no answer)" in l
+                   for l in sm_lines(p.stderr)), p.stderr
+        assert any(r.path.endswith("/runs/log-batch") and r.status == 200
+                   for r in proxy.requests[n:]), p.stderr
     finally:
         proxy.close()
 
