@@ -221,19 +221,21 @@ class Server:
 # ---- a byte forwarder in front of the server: capture, TLS ----------------------------
 
 
-def self_signed_cert(directory):
-    """cert.pem + key.pem for 127.0.0.1 (EC P-256, self-signed, 2 days), with
-    `cryptography` (an MLflow dependency), as tests/py/test_secrets_tls.py."""
+def self_signed_cert(directory, kind="ec"):
+    """cert.pem + key.pem for 127.0.0.1 (EC P-256, or kind="rsa": RSA 2048;
+    self-signed, 2 days), with `cryptography` (an MLflow dependency), as
+    tests/py/test_secrets_tls.py."""
     import datetime
     import ipaddress
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
     from cryptography.x509.oid import NameOID
 
     os.makedirs(directory, exist_ok=True)
     now_ = datetime.datetime.now(datetime.timezone.utc)
-    key = ec.generate_private_key(ec.SECP256R1())
+    key = rsa.generate_private_key(65537, 2048) if kind == "rsa" else \
+        ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
             .public_key(key.public_key()).serial_number(x509.random_serial_number())

@@ -799,10 +799,14 @@ static void tag_events(struct ctr *s, int window, sm_tags *out)
 }
 
 /* A percentage in tenths, for comparing; a rate over a few nanoseconds can be
- * absurd, and a double beyond long long's range has no llround. */
+ * absurd (capped), and a negative or NaN one is 0.  Rounded by hand, not
+ * llround: it was the CLI's one libm symbol, and loading libm alone cost
+ * ~300 kB resident (its IFUNC resolvers; bench/README.md table 5). */
 static uint64_t tenths(double pct)
 {
-    return pct < 1e15 ? (uint64_t)llround(pct * 10) : (uint64_t)1e16;
+    if (!(pct > 0))
+        return 0;
+    return pct < 1e15 ? (uint64_t)(pct * 10 + 0.5) : (uint64_t)1e16;
 }
 
 /* scopemeter.rankN.pressure: run totals of "some" stall (s) and the highest

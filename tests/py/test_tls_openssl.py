@@ -109,3 +109,49 @@ def test_front_https_through_each_openssl(mlflow_server, pki, self_signed, tmp_p
         assert histories(mlflow_server, run), lines
     finally:
         px.close()
+
+
+def test_the_tls_modules_hot_functions_are_linked_together(scopemeter_bin):
+    """The functions an https session runs (src/mlflow/tls-hot.txt) lie
+    together in each TLS module's text, so the kernel's fault-around maps
+    them and not the code between them (meson.build: gold's
+    --section-ordering-file; bench/README.md "The CLI over https").  Linked
+    without gold (no ld.gold) the order is not made: skipped, and said."""
+    import os
+    import re
+    build = os.environ.get("SCOPEMETER_BUILD") or os.path.dirname(os.path.dirname(scopemeter_bin))
+    hot = {ln.strip()[len(".text."):] for ln in open(
+        os.path.join(os.path.dirname(__file__), "..", "..", "src", "mlflow", "tls-hot.txt"))
+        if ln.startswith(".text.")}
+    assert len(hot) > 1000  # scripts/tls-hot found the session's functions
+    for name in MODULE.values():
+        path = os.path.join(build, "cli" if name == MODULE["bundled"] else "python",
+                            name)
+        if not os.path.exists(path):
+            pytest.skip(f"{path} not built (no bundled dependencies)")
+        notes = subprocess.run(["readelf", "-SW", path], capture_output=True, text=True).stdout
+        if ".note.gnu.gold-version" not in notes:
+            pytest.skip(f"{name} was not linked by gold: its text is in link order")
+        syms = subprocess.run(["nm", "-S", "--defined-only", path], capture_output=True,
+                              text=True, check=True).stdout
+        at = sorted((int(a, 16), int(s, 16)) for a, s, t, n in
+                    (ln.split() for ln in syms.splitlines() if len(ln.split()) == 4)
+                    if t in "tT" and re.sub(r"\.(localalias|part\.\d+|constprop\.\d+|isra\.\d+)$",
+                                            "", n) in hot)
+        assert len(at) > 300, (name, len(at))
+        # The smallest stretch of text that holds 3/4 of their bytes holds
+        # little else: ~1.0x in order of use, ~2.1x in link order.  (Not all
+        # of them: the assembly's functions share one section per file,
+        # which no ordering moves.)
+        need = 0.75 * sum(s for _, s in at)
+        best, j, acc = None, 0, 0
+        for i in range(len(at)):
+            while j < len(at) and acc < need:
+                acc += at[j][1]
+                j += 1
+            if acc < need:
+                break
+            span = at[j - 1][0] + at[j - 1][1] - at[i][0]
+            best = span if best is None else min(best, span)
+            acc -= at[i][1]
+        assert best < 1.3 * need, (name, best, need)
