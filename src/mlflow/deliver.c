@@ -422,10 +422,15 @@ atomic_llong *sm__deliver_deadline_ms(sm_deliver *d)
 
 /* ---- the run check's verdict -------------------------------------------------- */
 
+int sm__deliver_check_refuses(int rc)
+{
+    return rc == -ENOENT || rc == -EACCES || rc == -EINVAL || rc == -EIO || rc == -EPROTO;
+}
+
 int sm__deliver_checked(sm_deliver *d, int rank, int rc, const char *status, int64_t last,
                        const char *why, char *err, size_t errlen)
 {
-    if (rc == -ENOENT || rc == -EACCES || rc == -EINVAL || rc == -EIO || rc == -EPROTO) {
+    if (sm__deliver_check_refuses(rc)) {
         snprintf(err, errlen, "%s", why);
         return rc;
     }

@@ -90,6 +90,13 @@ SM_HIDDEN void sm__deliver_cancel(sm_deliver *d);
 SM_HIDDEN atomic_int *sm__deliver_abort_flag(sm_deliver *d);
 SM_HIDDEN atomic_llong *sm__deliver_deadline_ms(sm_deliver *d);
 
+/* Whether a run check's outcome refuses the run (1) rather than leaving its
+ * points to wait for the server (0): a missing or deleted run, credentials
+ * refused, a bad request or answer, a TLS or URL problem — what waiting does
+ * not mend.  The one rule for the sink's start (sm__deliver_checked) and the
+ * run resolution's attach (mlflow_run.c). */
+SM_HIDDEN int sm__deliver_check_refuses(int rc);
+
 /* The run check at start, its verdict from runs/get's answer however it was
  * asked: rc 0 (the run; status RUNNING, FINISHED, ...; last: the largest
  * step of this rank's system metrics, -1 none), -ENOENT (missing or deleted,

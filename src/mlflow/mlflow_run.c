@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "deliver.h"
 #include "mlflow_rest.h"
 #include "sink.h"
 
@@ -127,9 +128,7 @@ static int attach(const sm_run_request *q, const char *given, const char *why,
 
     if (rc < 0 && q->cancelled && q->cancelled(q->cancel_arg))
         return -ECANCELED; /* the caller says why it stopped */
-    /* the answers the sink's start refuses too (sm__deliver_checked); -EIO
-     * is a TLS or URL problem, which waiting does not mend */
-    if (rc == -ENOENT || rc == -EINVAL || rc == -EPROTO || rc == -EACCES || rc == -EIO) {
+    if (sm__deliver_check_refuses(rc)) { /* as the sink's start refuses them */
         sm__log(SM_INFO, "%s (%s); not recording into it", err, why);
         return rc;
     }
@@ -138,8 +137,7 @@ static int attach(const sm_run_request *q, const char *given, const char *why,
     else
         sm__log(SM_INFO, "recording into run %s (%s, not checked: no answer)", given, why);
     /* the no-answer case is said once, by the sink that takes the check */
-    keep_check(q->tracking_uri, given, q->id->rank, rc < 0 ? rc : 0, status, last_step,
-               rc < 0 ? err : "");
+    keep_check(q->tracking_uri, given, q->id->rank, rc, status, last_step, rc < 0 ? err : "");
     snprintf(out->run_id, sizeof out->run_id, "%s", given);
     return 0;
 }
