@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "number.h"
 #include "parse.h"
 
 static const sm_collector_ops *const table[] = {
@@ -111,7 +112,7 @@ void sm__emit_rank(sm_points *p, int rank, const char *key, double value, const 
  * so it is the double nearest to the decimal k/10, what strtod returns
  * (k < 2^53 is exact).  a*10 = a*8 + a*2, both exact; Fast2Sum gives their
  * rounded sum y and its exact error e (|a*8| >= |a*2|, round to nearest).
- * With f = floor(y), d = (y - f) - 0.5 is exact near the half (a multiple
+ * With f = floor(y) (sm__floor: no libm), d = (y - f) - 0.5 is exact near the half (a multiple
  * of ulp(y) <= 0.5, or y < 0.25 and far from it), and a non-zero d is at
  * least ulp(y) > |e|: the side of the half is d's sign, or e's when d is
  * 0, an exact tie (e == 0 too) going to the even k.  tests/c/test_round1.c
@@ -126,7 +127,7 @@ double sm__round1(double v)
         return v;
     if (a < 0x1p48) {
         double a8 = a * 8.0, a2 = a * 2.0, y = a8 + a2, e = a2 - (y - a8);
-        double f = floor(y), d = (y - f) - 0.5;
+        double f = sm__floor(y), d = (y - f) - 0.5;
         int up = d > 0 || (d == 0 && (e > 0 || (e == 0 && ((uint64_t)f & 1))));
         return copysign((f + up) / 10.0, v);
     }

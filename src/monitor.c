@@ -42,6 +42,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "number.h"
 #include "sink.h"
 
 /* bounds and defaults: scopemeter.h, one place for every surface */
@@ -597,7 +598,7 @@ static size_t buffer_records(const sm_monitor *m)
 
     if (m->buffer_points)
         return m->buffer_points < BUFFER_FLOOR ? BUFFER_FLOOR : m->buffer_points;
-    per_hour = (double)(m->nslots + SM_TAGS_MAX) * ceil(3600.0 / (m->interval * m->samples)) +
+    per_hour = (double)(m->nslots + SM_TAGS_MAX) * -sm__floor(-3600.0 / (m->interval * m->samples)) +
                2 * TAGS_MAX;
     want = per_hour < BUFFER_MIN ? BUFFER_MIN : per_hour > BUFFER_MAX ? BUFFER_MAX : per_hour;
     return (size_t)want;

@@ -63,7 +63,7 @@ int sm__num_scan(const char **p, const sm_num_spec *spec, double *out)
 /* A bound as people write it: 86400, 0.01, 1048576 (never 1.04858e+06). */
 static void bound(char *buf, size_t cap, double b)
 {
-    if (fabs(b) < 1e15 && b == floor(b))
+    if (fabs(b) < 1e15 && b == sm__floor(b))
         snprintf(buf, cap, "%.0f", b);
     else
         snprintf(buf, cap, "%g", b);
@@ -142,7 +142,7 @@ int sm__num_check(double v, const char *got, const sm_num_spec *spec, char *err,
         err[0] = '\0';
     if (!spec)
         return -EINVAL;
-    if (v == v && spec->whole && fabs(v) <= DBL_MAX && v != floor(v))
+    if (v == v && spec->whole && fabs(v) <= DBL_MAX && v != sm__floor(v))
         rc = -EDOM;
     else if (!(v >= -DBL_MAX && v <= DBL_MAX) || !(v >= spec->min && v <= spec->max))
         rc = -ERANGE; /* NaN and ±inf too, whatever the bounds */

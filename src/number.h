@@ -16,6 +16,7 @@
 #define SM_NUMBER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifndef SM_HIDDEN /* as internal.h: the surfaces include this header alone */
 #define SM_HIDDEN __attribute__((visibility("hidden")))
@@ -53,5 +54,20 @@ SM_HIDDEN int sm__num_parse(const char *text, const sm_num_spec *spec, double *o
  *   "samples must be a whole number between 1 and 100000, got 2.5" */
 SM_HIDDEN int sm__num_check(double v, const char *got, const sm_num_spec *spec, char *err,
                  size_t errlen);
+
+/* floor(x), exactly (-0, NaN and ±inf as they are), without libm: at -Os
+ * GCC calls libm's floor/ceil/trunc instead of expanding them, and the CLI
+ * does not load libm (its IFUNC resolvers made ~390 kB of it resident;
+ * bench/README.md "The front at 1 MB"; tests/py/test_text_order.py).  From
+ * 2^52 on every double is whole; below, the conversion truncates. */
+static inline double sm__floor(double x)
+{
+    double t;
+
+    if (!(x > -0x1p52 && x < 0x1p52))
+        return x;
+    t = (double)(int64_t)x;
+    return t == x ? x : t > x ? t - 1.0 : t;
+}
 
 #endif

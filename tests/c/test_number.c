@@ -4,6 +4,7 @@
  * prints (docs/design.md §8, "Numbers").
  */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,8 +216,30 @@ static void test_env(void)
     sm_set_log_handler(NULL, NULL);
 }
 
+/* sm__floor against libm's floor (linked into this test, not into the CLI):
+ * whole numbers, halves, the edges of the conversion, signed zeros,
+ * non-finite values, and a walk of neighbours around each. */
+static void test_floor(void)
+{
+    const double at[] = {0.0, -0.0, 0.3, -0.3, 0.5, -0.5, 1.0, -1.0, 2.5, -2.5, 1e15 + 0.5,
+                         -1e15 - 0.5, 0x1p52 - 0.5, -0x1p52 + 0.5, 0x1p52, -0x1p52, 0x1p53 + 2,
+                         0x1p63, -0x1p63, 1e300, -1e300, DBL_MIN, -DBL_MIN, 5e-324, -5e-324,
+                         INFINITY, -INFINITY, 3599.999999999, 360000.0};
+    size_t i;
+
+    for (i = 0; i < sizeof at / sizeof at[0]; i++) {
+        double x = at[i];
+        for (int k = 0; k < 64; k++, x = nextafter(x, INFINITY)) {
+            double want = floor(x), got = sm__floor(x);
+            CHECK(got == want && signbit(got) == signbit(want));
+        }
+    }
+    CHECK(isnan(sm__floor(NAN)));
+}
+
 int main(void)
 {
+    test_floor();
     test_grammar();
     test_bounds();
     test_lines();
