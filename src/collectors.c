@@ -112,12 +112,13 @@ void sm__emit_rank(sm_points *p, int rank, const char *key, double value, const 
  * so it is the double nearest to the decimal k/10, what strtod returns
  * (k < 2^53 is exact).  a*10 = a*8 + a*2, both exact; Fast2Sum gives their
  * rounded sum y and its exact error e (|a*8| >= |a*2|, round to nearest).
- * With f = floor(y) (sm__floor: no libm), d = (y - f) - 0.5 is exact near the half (a multiple
- * of ulp(y) <= 0.5, or y < 0.25 and far from it), and a non-zero d is at
- * least ulp(y) > |e|: the side of the half is d's sign, or e's when d is
- * 0, an exact tie (e == 0 too) going to the even k.  tests/c/test_round1.c
- * holds it to the printf pair on tens of millions of values, ties and
- * their neighbours among them; test_round1.py to Python's round(). */
+ * With f = floor(y) (sm__floor: no libm), d = (y - f) - 0.5 is exact near
+ * the half (a multiple of ulp(y) <= 0.5, or y < 0.25 and far from it), and
+ * a non-zero d is at least ulp(y) > |e|: the side of the half is d's sign,
+ * or e's when d is 0, an exact tie (e == 0 too) going to the even k.
+ * tests/c/test_round1.c holds it to the printf pair on tens of millions of
+ * values, ties and their neighbours among them; test_round1.py to Python's
+ * round(). */
 double sm__round1(double v)
 {
     char buf[512];

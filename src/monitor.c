@@ -598,8 +598,9 @@ static size_t buffer_records(const sm_monitor *m)
 
     if (m->buffer_points)
         return m->buffer_points < BUFFER_FLOOR ? BUFFER_FLOOR : m->buffer_points;
-    per_hour = (double)(m->nslots + SM_TAGS_MAX) * -sm__floor(-3600.0 / (m->interval * m->samples)) +
-               2 * TAGS_MAX;
+    /* windows an hour, rounded up: ceil(x) as -floor(-x), no libm (number.h) */
+    per_hour = (double)(m->nslots + SM_TAGS_MAX) *
+               -sm__floor(-3600.0 / (m->interval * m->samples)) + 2 * TAGS_MAX;
     want = per_hour < BUFFER_MIN ? BUFFER_MIN : per_hour > BUFFER_MAX ? BUFFER_MAX : per_hour;
     return (size_t)want;
 }
