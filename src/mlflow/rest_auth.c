@@ -23,6 +23,16 @@
 
 #include "rest_private.h"
 
+/* Zeroes a secret so that the store is kept: explicit_bzero() is glibc
+ * 2.25, and the wheels link against 2.17's symbols (docs/design.md
+ * § Shipping).  The empty asm says it reads the memory, so the compiler
+ * cannot drop the memset as a dead store before free(). */
+static void wipe(void *p, size_t n)
+{
+    memset(p, 0, n);
+    __asm__ __volatile__("" : : "r"(p) : "memory");
+}
+
 /* ~/.mlflow/credentials: an INI file whose [mlflow] section may hold
  * mlflow_tracking_username and mlflow_tracking_password (MLflow reads it
  * with configparser; keys are case-insensitive there). */
@@ -70,14 +80,14 @@ static void read_credentials_file(char **user, char **pass)
         else if (strcasecmp(k, "mlflow_tracking_password") == 0 && !*pass)
             *pass = strdup(v);
     }
-    explicit_bzero(line, sizeof line);
+    wipe(line, sizeof line);
     fclose(f);
 }
 
 void sm__rest_free_secret(char *s)
 {
     if (s) {
-        explicit_bzero(s, strlen(s));
+        wipe(s, strlen(s));
         free(s);
     }
 }
@@ -158,7 +168,7 @@ void sm__rest_free_headers(const sm_curl_api *c, struct curl_slist *headers)
 {
     for (struct curl_slist *l = headers; l; l = l->next)
         if (l->data)
-            explicit_bzero(l->data, strlen(l->data));
+            wipe(l->data, strlen(l->data));
     if (headers)
         c->slist_free_all(headers);
 }
