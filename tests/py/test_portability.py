@@ -1,0 +1,302 @@
+"""The wheels where the largest jobs train (docs/design.md § Shipping): each
+wheel installed with pip into a foreign userland and used there as a user
+would — Debian 11 "bullseye" (glibc 2.31, CPython 3.9, OpenSSL 1.1 only: no
+libssl.so.3, so https takes the bundled TLS module) for amd64 and for arm64,
+the arm64 root run under qemu-user-static through binfmt_misc.
+
+Each root: debootstrap minbase + python3-venv and ca-certificates, a venv with
+mlflow-skinny from PyPI (its dependency), built once and cached outside the
+clone in $SCOPEMETER_ROOTS (default /var/cache/scopemeter/roots: CI's fresh
+clone on the same machine reuses it; a fresh machine builds it, minutes).
+In each, against the session's real `mlflow server` on the host (127.0.0.1:
+a chroot shares the host's network):
+- `scopemeter probe` inside a real v1 cgroup with a memory and CPU limit made
+  here: the container series present, the limits the cgroup's files';
+- `scopemeter run -- CMD`: every point delivered, read back through the REST API;
+- the Python front recording a run over http, and over https through the
+  harness's TLS endpoint with verification on;
+- `scopemeter report` of that run.
+Emulated timings are not performance figures: nothing here measures time.
+Tier `portability` (pytest.ini); CI runs it.
+"""
+import glob
+import json
+import os
+import shlex
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import clean_env, is_root
+from faultproxy import FaultProxy
+from pyfront_util import Pod, cgroups_usable, new_run, read_run, system_keys
+from test_rest_faults import pki  # noqa: F401  (fixture: the harness's CA and server certificate)
+from test_wheel import CLOSING, wheels  # noqa: F401  (fixture: both wheels, built once)
+
+pytestmark = [pytest.mark.portability, pytest.mark.wheel]
+# Each test's bound holds the root's first build when it is the first to ask
+# for it (a fresh machine: debootstrap, for arm64 under qemu, and pip; about
+# 10 minutes for arm64 on the 2-core machine, 2 for amd64); once cached, a
+# test takes seconds (amd64) to a minute or two (arm64, emulated).
+BUILD_BOUND = 2400
+
+ROOT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOTS = os.environ.get("SCOPEMETER_ROOTS") or "/var/cache/scopemeter/roots"
+SUITE = "bullseye"
+MIRROR = "http://deb.debian.org/debian"
+# Debian's arch names -> the wheels' (test_wheel.ARCHES)
+ARCH = {"amd64": "x86_64", "arm64": "aarch64"}
+HOST = {"x86_64": "amd64", "aarch64": "arm64"}[os.uname().machine]
+QEMU = "/usr/bin/qemu-aarch64-static"
+# binfmt_misc's 'P' registration of Debian's package names this
+# interpreter; without the 'F' flag the kernel opens it inside the chroot.
+BINFMT_INTERP = "/usr/libexec/qemu-binfmt/aarch64-binfmt-P"
+VENV = "/opt/sm"
+
+
+def sh(argv, timeout, **kw):
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, **kw)
+    assert p.returncode == 0, (argv, p.stdout[-3000:], p.stderr[-3000:])
+    return p
+
+
+def binfmt_ready():
+    """arm64 executables run here: binfmt_misc mounted and qemu-aarch64
+    registered (scripts/install-deps installs qemu-user-static and
+    binfmt-support; a machine that booted without binfmt_misc mounted
+    registers nothing until it is)."""
+    reg = "/proc/sys/fs/binfmt_misc/qemu-aarch64"
+    if not os.path.exists("/proc/sys/fs/binfmt_misc/register"):
+        sh(["mount", "-t", "binfmt_misc", "binfmt_misc", "/proc/sys/fs/binfmt_misc"], 30)
+    if not os.path.exists(reg):
+        sh(["update-binfmts", "--import", "qemu-aarch64"], 60)
+    if open(reg).readline().strip() != "enabled":
+        sh(["update-binfmts", "--enable", "qemu-aarch64"], 60)
+
+
+def in_root(root, script, timeout, env=None, pod=None):
+    """Runs `sh -c script` chrooted into root, in a private mount namespace
+    with /proc, /sys (the host's cgroup hierarchies) and /dev, a clean
+    environment plus env; inside pod's cgroups when given."""
+    q = shlex.quote(root)
+    envs = " ".join(shlex.quote(f"{k}={v}") for k, v in (env or {}).items())
+    cmd = (f"mount -t proc proc {q}/proc && mount --rbind /sys {q}/sys && "
+           f"mount --rbind /dev {q}/dev && "
+           f"exec chroot {q} /usr/bin/env -i PATH={VENV}/bin:/usr/bin:/bin HOME=/root "
+           f"LANG=C.UTF-8 {envs} sh -c {shlex.quote(script)}")
+    argv = ["unshare", "-m", "--propagation", "private", "sh", "-c", cmd]
+    if pod is not None:
+        argv = pod.wrap(argv)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+
+
+def build_root(deb_arch):
+    """The cached root of deb_arch, made when missing: debootstrap (foreign
+    for another arch: the second stage runs under qemu), then a venv with
+    mlflow-skinny.  Made in ROOT.tmp and renamed when complete, so a run cut
+    short leaves no half root that looks whole."""
+    root = os.path.join(ROOTS, f"{SUITE}-{deb_arch}")
+    if os.path.isfile(os.path.join(root, ".complete")):
+        return root
+    os.makedirs(ROOTS, exist_ok=True)
+    tmp = root + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    foreign = deb_arch != HOST
+    sh(["debootstrap", "--variant=minbase", f"--arch={deb_arch}",
+        "--include=python3-venv,ca-certificates"] + (["--foreign"] if foreign else []) +
+       [SUITE, tmp, MIRROR], 1800)
+    if foreign:
+        shutil.copy(QEMU, tmp + QEMU)
+        os.makedirs(os.path.dirname(tmp + BINFMT_INTERP), exist_ok=True)
+        os.symlink(QEMU, tmp + BINFMT_INTERP)
+        sh(["chroot", tmp, "/debootstrap/debootstrap", "--second-stage"], 2400)
+    # the host's resolver and trust store: pip in the root reaches PyPI as the host does
+    shutil.copy("/etc/resolv.conf", os.path.join(tmp, "etc/resolv.conf"))
+    shutil.copy("/etc/ssl/certs/ca-certificates.crt", os.path.join(tmp, "root/host-ca.crt"))
+    p = in_root(tmp, f"python3 -m venv {VENV} && PIP_CERT=/root/host-ca.crt {VENV}/bin/pip "
+                     f"install -q --disable-pip-version-check mlflow-skinny", timeout=2400)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    sh(["chroot", tmp, "apt-get", "clean"], 120)
+    open(os.path.join(tmp, ".complete"), "w").close()
+    shutil.rmtree(root, ignore_errors=True)
+    os.rename(tmp, root)
+    return root
+
+
+@pytest.fixture(scope="session", params=sorted(ARCH))
+def root(request, wheels):  # noqa: F811
+    """(deb arch, the root with this session's wheel of that arch installed
+    in its venv, the wheel's path inside)."""
+    if not is_root():
+        pytest.fail("the portability tier needs root (debootstrap, chroot, cgroups)")
+    assert shutil.which("debootstrap"), "debootstrap missing (scripts/install-deps)"
+    deb = request.param
+    if deb != HOST:
+        assert os.access(QEMU, os.X_OK), "qemu-user-static missing (scripts/install-deps)"
+        binfmt_ready()
+    path = build_root(deb)
+    whl = wheels[ARCH[deb]][0]
+    inside = os.path.join(path, "root", os.path.basename(whl))
+    shutil.copy(whl, inside)
+    p = in_root(path, f"{VENV}/bin/pip install -q --disable-pip-version-check --no-index "
+                      f"--no-deps --force-reinstall /root/{os.path.basename(whl)}", timeout=900)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    return deb, path
+
+
+@pytest.mark.timeout(BUILD_BOUND)
+def test_the_root_is_what_it_claims(root):
+    """A foreign userland without what the wheel brings: no compiler, no
+    libcurl or jansson, no libssl.so.3; its own glibc and arch."""
+    deb, path = root
+    for tool in ("cc", "gcc", "clang", "curl"):
+        for d in ("usr/bin", "bin", "usr/local/bin"):
+            assert not os.path.exists(os.path.join(path, d, tool)), f"{tool} in the root"
+    libs = [p for pat in ("libcurl*", "libjansson*", "libssl.so.3*")
+            for p in glob.glob(os.path.join(path, "usr/lib/*", pat))]
+    assert not libs, libs
+    p = in_root(path, "uname -m; ldd --version | head -1; python3 -V", timeout=300)
+    assert p.returncode == 0, p.stderr
+    machine, glibc, py = p.stdout.strip().splitlines()
+    assert machine == ARCH[deb], p.stdout
+    assert glibc.endswith(" 2.31") and py.startswith("Python 3.9."), p.stdout
+
+
+@pytest.mark.timeout(BUILD_BOUND)
+def test_probe_finds_the_v1_cgroup_limits(root):
+    why = cgroups_usable()
+    if why:
+        pytest.fail(why)
+    deb, path = root
+    with Pod(f"port-{deb}", 700 << 20, 1.5) as pod:
+        if pod.version != 1:
+            pytest.fail("the host's cgroups are not v1 (the v2 kernel is the vm tier's)")
+        p = in_root(path, "scopemeter probe --json --interval 0.3", timeout=600, pod=pod)
+        assert p.returncode == 0, p.stderr
+        out = json.loads(p.stdout)
+        c = out["cgroup"]
+        mem = open(os.path.join(pod.dirs[0], "memory.limit_in_bytes")).read().strip()
+        assert c["found"] is True and c["version"] == 1, c
+        assert c["memory_limit_bytes"] == int(mem) == 700 << 20, c
+        assert c["cpu_limit_cores"] == 1.5, c
+        keys = {s["key"] for s in out["series"]}
+        for s in ("container_memory_usage_megabytes", "container_memory_usage_percentage",
+                  "container_cpu_utilization_percentage", "node_cpu_utilization_percentage",
+                  "process_memory_megabytes"):
+            assert f"system/{s}/rank0" in keys, (s, sorted(keys))
+
+
+def closing(stderr):
+    m = [c for c in map(CLOSING.search, stderr.splitlines()) if c]
+    assert len(m) == 1, stderr
+    return tuple(map(int, m[0].groups()))
+
+
+@pytest.mark.timeout(BUILD_BOUND)
+def test_run_delivers_every_point(root, mlflow_server):
+    deb, path = root
+    run_id = new_run(mlflow_server, f"portability-{deb}")
+    p = in_root(path, "scopemeter run --interval 1 -- sleep 4", timeout=600,
+                env={"MLFLOW_TRACKING_URI": mlflow_server, "MLFLOW_RUN_ID": run_id})
+    assert p.returncode == 0, p.stderr
+    w, pts, tags, delivered, overflow, refused, undelivered = closing(p.stderr)
+    assert w >= 2 and delivered == pts + tags and undelivered == 0, p.stderr
+    metrics, got_tags = read_run(mlflow_server, run_id)
+    stored = sum(len(v) for k, v in metrics.items() if k.startswith("system/"))
+    assert stored == pts, (stored, pts, sorted(metrics))
+    assert "system/node_cpu_utilization_percentage/rank0" in metrics, sorted(metrics)
+
+
+FRONT = r"""
+import json, os, sys, time
+import mlflow, scopemeter
+assert scopemeter.enable_system_metrics(interval=0.5, samples=1) is True
+time.sleep(3)
+scopemeter.disable_system_metrics()
+maps = open("/proc/self/maps").read()
+print("RESULT " + json.dumps({"tls": scopemeter._native.tls(),
+                              "libssl3": "libssl.so.3" in maps,
+                              "module": sorted({l.split()[-1] for l in maps.splitlines()
+                                                if "scopemeter-https" in l})}))
+"""
+
+
+def front_in(path, uri, run_id, env=None):
+    with open(os.path.join(path, "root", "front.py"), "w") as f:
+        f.write(FRONT)
+    p = in_root(path, "python /root/front.py", timeout=600,
+                env={"MLFLOW_TRACKING_URI": uri, "MLFLOW_RUN_ID": run_id,
+                     "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", **(env or {})})
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    res = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert res, p.stdout + p.stderr
+    return json.loads(res[-1][7:])
+
+
+@pytest.mark.timeout(BUILD_BOUND)
+def test_front_over_http_and_https_then_report(root, mlflow_server, pki):  # noqa: F811
+    deb, path = root
+    # http: the engine's REST sink, no TLS module mapped
+    run_id = new_run(mlflow_server, f"portability-{deb}")
+    res = front_in(path, mlflow_server, run_id)
+    assert res["module"] == [], res
+    metrics, tags = read_run(mlflow_server, run_id)
+    assert "system/node_cpu_utilization_percentage/rank0" in system_keys(metrics), sorted(metrics)
+    assert tags.get("scopemeter.rank0.cgroup") is not None, tags
+    # the report of that run, in the root (MLflow's client there)
+    p = in_root(path, f"scopemeter report {run_id}", timeout=600,
+                env={"MLFLOW_TRACKING_URI": mlflow_server})
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert run_id in p.stdout and "rank 0" in p.stdout.lower() or "rank0" in p.stdout, p.stdout
+    # https with verification on, the harness's CA given: the root has no
+    # libssl.so.3, so the bundled module (its own static OpenSSL) serves it
+    ca = os.path.join(path, "root", "ca.pem")
+    shutil.copy(str(pki / "ca.pem"), ca)
+    px = FaultProxy(mlflow_server, tls=(str(pki / "server.pem"), str(pki / "server.key"), None))
+    try:
+        run_id = new_run(mlflow_server, f"portability-{deb}")
+        res = front_in(path, px.uri, run_id, env={"MLFLOW_TRACKING_SERVER_CERT_PATH": "/root/ca.pem"})
+        assert not res["libssl3"], res
+        assert [os.path.basename(m) for m in res["module"]] == ["scopemeter-https.so"], res
+        assert "OpenSSL" in res["tls"], res
+        metrics, _ = read_run(mlflow_server, run_id)
+        assert "system/node_cpu_utilization_percentage/rank0" in metrics, sorted(metrics)
+        assert px.log("runs/log-batch"), "nothing reached the https endpoint"
+    finally:
+        px.close()
+
+
+@pytest.mark.timeout(BUILD_BOUND)
+def test_c_api_installs_and_links(root, tmp_path):
+    """The C API of each arch as a native program meets it: `meson install`
+    of the wheel's build (the same toolchain, scripts/build-wheel's build
+    folder) puts libscopemeter.so, the headers and scopemeter.pc under a
+    prefix; a program built against them with that arch's cc
+    (scripts/toolchain) runs in the root and reports the one version."""
+    from test_capi_install import PROG
+    deb, path = root
+    target = f"{ARCH[deb]}-linux-gnu.2.17"
+    build = os.path.join(ROOT_DIR, f"build-wheel-{target}")
+    assert os.path.isdir(build), f"{build}: scripts/build-wheel made no build folder"
+    dest = os.path.join(path, "root", "capi")
+    shutil.rmtree(dest, ignore_errors=True)
+    sh(["meson", "install", "-C", build, "--destdir", dest, "--tags", "devel,c-api"], 300)
+    pcs = glob.glob(os.path.join(dest, "**", "scopemeter.pc"), recursive=True)
+    assert len(pcs) == 1, pcs
+    env = dict(os.environ, PKG_CONFIG_PATH=os.path.dirname(pcs[0]), PKG_CONFIG_SYSROOT_DIR=dest)
+    flags = sh(["pkg-config", "--cflags", "--libs", "scopemeter"], 60, env=env).stdout.split()
+    tc = sh([os.path.join(ROOT_DIR, "scripts", "toolchain"), target], 600).stdout.strip()
+    src = tmp_path / "prog.c"
+    src.write_text(PROG)
+    exe = os.path.join(path, "root", "capi-prog")
+    sh([os.path.join(tc, "cc"), "-std=c11", "-Wall", "-Wextra", "-Werror", str(src), "-o", exe]
+       + flags, 600)
+    libdir = os.path.dirname(glob.glob(os.path.join(dest, "**", "libscopemeter.so"),
+                                       recursive=True)[0])
+    p = in_root(path, "/root/capi-prog", timeout=300,
+                env={"LD_LIBRARY_PATH": "/" + os.path.relpath(libdir, path)})
+    version = open(os.path.join(ROOT_DIR, "VERSION")).read().strip()
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.startswith(f"header {version} ") and f"library {version} " in p.stdout, p.stdout
+    assert "run-id-ok 1 0 plan 0 1 sized 1" in p.stdout, p.stdout
