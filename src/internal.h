@@ -177,6 +177,19 @@ enum sm_level { SM_INFO = 0, SM_WARN = 1 };
 /* One line on stderr: "scopemeter: <msg>" or "scopemeter: warning: <msg>". */
 SM_HIDDEN void sm__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 SM_HIDDEN void sm__vlog(int level, const char *fmt, va_list ap);
+/* The calling thread's own taker of lines, ahead of sm_set_log_handler's and
+ * stderr: the Python extension sets one around each call it makes in its
+ * caller's thread (enable, disable), so those lines reach the application's
+ * logging (docs/python.md); every other thread still writes stderr.  The
+ * function gets the line without the prefix and returns 0 when it took it,
+ * < 0 to have it written to stderr after all.  A NULL fn clears it; *prev
+ * (when not NULL) receives the one it replaces, to put back. */
+typedef int (*sm__log_hook_fn)(int level, const char *msg, void *userdata);
+typedef struct {
+    sm__log_hook_fn fn;
+    void *userdata;
+} sm__log_hook;
+SM_HIDDEN void sm__log_thread_hook(const sm__log_hook *hook, sm__log_hook *prev);
 
 /* Building one line (every "why" a collector or the cgroup search gives):
  * sm__line writes (0, or -ENAMETOOLONG when cut: a path built with it is
