@@ -4,7 +4,9 @@
  * value, scope, unit and source; the cgroup found and why; the GPU status;
  * one line per missing collector.  --json is one object scripts rely on:
  * {series: [{key, upstream, value, raw, scope, unit, source}], cgroup, rank,
- *  node, collect_mode, gpu, tags, notes, ...}.
+ *  node, collect_mode, gpu, tags, notes, ...}.  A node name is printed and
+ * tagged escaped (sm__shown, docs/design.md §2), as the monitor tags it; the
+ * JSON's "node" is the name as read (JSON escapes it itself).
  */
 #include <stdio.h>
 #include <string.h>
@@ -12,6 +14,7 @@
 #include <jansson.h>
 
 #include "cli.h"
+#include "internal.h"
 #include "scopemeter.h"
 
 static json_t *str_or_null(const char *s)
@@ -25,7 +28,7 @@ static int print_json(const sm_probe *p)
     const sm_cgroup_info *cg = sm_probe_cgroup_info(p);
     json_t *root = json_object(), *series = json_array(), *notes = json_array();
     json_t *cgo = json_object(), *tags = json_object();
-    char key[300];
+    char key[300], node[SM_SHOWN_MAX(sizeof id->node)];
     int rc = 1;
 
     if (!root || !series || !notes || !cgo || !tags)
@@ -51,7 +54,9 @@ static int print_json(const sm_probe *p)
     json_object_set_new(cgo, "tag", str_or_null(cg->tag));
 
     snprintf(key, sizeof key, "scopemeter.rank%d.node", sm_identity_rank(id));
-    json_object_set_new(tags, key, json_string(sm_identity_node(id)[0] ? sm_identity_node(id) : "unknown"));
+    json_object_set_new(tags, key, json_string(sm_identity_node(id)[0]
+                                                   ? sm__shown(node, sizeof node, sm_identity_node(id))
+                                                   : "unknown"));
     snprintf(key, sizeof key, "scopemeter.rank%d.gpu", sm_identity_rank(id));
     json_object_set_new(tags, key, json_string(sm_probe_gpu_status(p)));
     snprintf(key, sizeof key, "scopemeter.rank%d.cgroup", sm_identity_rank(id));
@@ -94,10 +99,11 @@ static void print_text(const sm_probe *p)
     const sm_identity *id = sm_probe_identity(p);
     const char *mode = sm_probe_collect_mode(p);
     const sm_cgroup_info *cg = sm_probe_cgroup_info(p);
+    char node[SM_SHOWN_MAX(sizeof id->node)];
 
     printf("rank %d (local rank %d, world %d, %d per pod, launcher %s), node %s\n", sm_identity_rank(id),
            sm_identity_local_rank(id), sm_identity_world_size(id), sm_identity_local_world_size(id), sm_identity_launcher(id),
-           sm_identity_node(id)[0] ? sm_identity_node(id) : "unknown");
+           sm_identity_node(id)[0] ? sm__shown(node, sizeof node, sm_identity_node(id)) : "unknown");
     if (sm_identity_invalid(id)[0])
         printf("collects: no — %s\n", sm_identity_invalid(id));
     else if (strcmp(mode, "none") == 0)

@@ -88,6 +88,17 @@ struct sm_identity {
  * allocates); 0 or -EINVAL with id->invalid. */
 SM_HIDDEN int sm__identity_fill(sm_identity *id);
 
+/* ---- names.c: a name as the engine prints and tags it ---------------------- */
+/* A name from outside (a node name, a launcher variable's value, a job id, an
+ * experiment or run id given) as every line, table and tag of the engine
+ * shows it (docs/design.md §2): a control character (0x00-0x1f, 0x7f) as
+ * \n, \r, \t or \xHH, a backslash as \\, every other byte as it is
+ * (UTF-8 stays readable).  So a line stays one line and a table one row, and
+ * the text reads back to the name.  Cut at cap - 1 bytes, never inside an
+ * escape; returns out.  SM_SHOWN_MAX(n): the room for a whole name of n bytes. */
+#define SM_SHOWN_MAX(n) (4 * (n) + 1)
+SM_HIDDEN const char *sm__shown(char *out, size_t cap, const char *name);
+
 /* ---- 0.1's entry points (src/compat.c, src/identity.c) -------------------- */
 /* Not in scopemeter.h any more; exported for programs built against 0.1,
  * with 0.1's struct layouts (tests/c/abi/0.1/scopemeter.h).  Each converts

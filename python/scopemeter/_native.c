@@ -22,6 +22,7 @@
  *   plan(...)    sm_plan_estimate (the same figures as `scopemeter plan`).
  *   identity()   sm_identity_read_env (rank, local rank, sizes, node).
  *   series_name(key, rank, node), series_scope(key), series_parse(key), version().
+ *   shown(name)  a name as the engine prints and tags it (one escaping).
  *   set_log(fn)  where the engine's lines of the caller's thread go: the
  *                front's logging (see "the engine's lines" below).
  *   parse_number(value, name, ...)  the one number parser (src/number.h):
@@ -1105,6 +1106,43 @@ out:
     return res;
 }
 
+/* shown(name) -> the name as the engine prints and tags it (sm__shown,
+ * docs/design.md §2: control characters escaped), for the Python surfaces'
+ * tables: one escaping for C and Python.  Through UTF-8 (a lone surrogate
+ * of os.environ's bytes becomes "?"); an embedded NUL, where the C string
+ * would end, is shown as \x00 and the rest follows. */
+static PyObject *mod_shown(PyObject *Py_UNUSED(mod), PyObject *args)
+{
+    PyObject *name, *bytes, *res = NULL;
+    char *s, *out = NULL;
+    Py_ssize_t n;
+    size_t cap, len = 0;
+
+    if (!PyArg_ParseTuple(args, "U", &name))
+        return NULL;
+    bytes = PyUnicode_AsEncodedString(name, "utf-8", "replace");
+    if (!bytes || PyBytes_AsStringAndSize(bytes, &s, &n) < 0)
+        goto out;
+    cap = (size_t)SM_SHOWN_MAX(n);
+    out = malloc(cap);
+    if (!out) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (const char *seg = s;; seg += strlen(seg) + 1) {
+        len += strlen(sm__shown(out + len, cap - len, seg));
+        if (seg + strlen(seg) >= s + n)
+            break;
+        memcpy(out + len, "\\x00", 5); /* 4 bytes and the NUL: room kept by SM_SHOWN_MAX */
+        len += 4;
+    }
+    res = PyUnicode_DecodeUTF8(out, (Py_ssize_t)len, "replace");
+out:
+    free(out);
+    Py_XDECREF(bytes);
+    return res;
+}
+
 /* set_log(fn) -> None: fn(warn, msg) receives the engine's lines written in
  * the caller's thread of this module's calls (the front's logging); None:
  * every line on stderr, as before. */
@@ -1144,6 +1182,9 @@ static PyMethodDef module_methods[] = {
     {"series_parse", mod_series_parse, METH_VARARGS,
      "series_parse(key) -> {upstream, scoped, scope, node, rank} of a logged key, or None"},
     {"version", mod_version, METH_NOARGS, "version() -> the C library's version"},
+    {"shown", mod_shown, METH_VARARGS,
+     "shown(name) -> the name as the engine prints and tags it: control characters escaped "
+     "(\\n, \\r, \\t, \\xHH), a backslash as \\\\"},
     {"set_log", mod_set_log, METH_O,
      "set_log(fn) -> None: fn(warn, msg) gets the engine's lines written in the caller's "
      "thread of this module's calls (start, stop, the run check); None: stderr"},
