@@ -82,6 +82,29 @@ def test_probe_text_says_why(scopemeter_bin):
     assert "collects: no — RANK='abc' is not a rank" in p.stdout
 
 
+@pytest.mark.parametrize("env,launcher", [({"RANK": "abc"}, "torchrun"),
+                                          ({"RANK": "5", "WORLD_SIZE": "2"}, "torchrun"),
+                                          ({"SLURM_PROCID": "x"}, "slurm")])
+def test_probe_never_shows_a_refused_rank_as_rank_0(scopemeter_bin, probe_json, env, launcher):
+    """`probe` with RANK=abc printed `rank 0 (local rank 0, world 1, ...
+    launcher torchrun)` (issue 33 item 11): a refused rank is no rank of the
+    launcher, as `run` and the front treat it (docs/design.md §4).  The
+    header says so, the JSON's rank fields are null and it has no tags."""
+    p = subprocess.run([scopemeter_bin, "probe", "--interval", "0"], env=clean_env(**env),
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    head = p.stdout.splitlines()[0]
+    assert head.startswith(f"rank refused (launcher {launcher}: the line below says why), node "), \
+        p.stdout
+    assert "rank 0 (" not in p.stdout and "world 1" not in p.stdout, p.stdout
+    assert "not recorded by this process (its rank is refused)" in p.stdout, p.stdout
+    out = probe_json(env=env)
+    assert [out[k] for k in ("rank", "local_rank", "world_size", "local_world_size")] == \
+        [None] * 4, out
+    assert out["launcher"] == launcher and out["tags"] == {}, out
+    assert out["identity_invalid"] and out["collect_mode"] == "none", out
+
+
 @pytest.mark.parametrize("env,said", BAD_LAUNCHER_ENVS[:2])
 def test_front_malformed_launcher_variable_returns_false(tmp_path, env, said):
     code = (
