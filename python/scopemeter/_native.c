@@ -220,10 +220,6 @@ static int header_pairs(PyObject *headers, const char ***out, PyObject **keep)
 
 /* ---- Monitor ------------------------------------------------------------- */
 
-static int monitor_setup(MonitorObject *self, double interval, int samples, int all_workers,
-                         double stop_timeout, Py_ssize_t buffer_points, const char *uri,
-                         const char *run_id, PyObject *headers, const char *rec_key,
-                         PyObject *delivery);
 
 static int Monitor_init(PyObject *self_, PyObject *args, PyObject *kw)
 {
@@ -235,8 +231,8 @@ static int Monitor_init(PyObject *self_, PyObject *args, PyObject *kw)
     int samples = 0, all_workers = 0;
     Py_ssize_t buffer_points = 0;
     const char *uri = NULL, *run_id = NULL, *rec_key = NULL;
-    PyObject *headers = Py_None, *delivery = Py_None;
-    struct taken taken;
+    PyObject *headers = Py_None, *keep = NULL, *delivery = Py_None;
+    const char **pairs = NULL;
     int rc;
 
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|dipdnzzOzO", kwlist, &interval, &samples,
@@ -256,24 +252,6 @@ static int Monitor_init(PyObject *self_, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_RuntimeError, "Monitor already initialised");
         return -1;
     }
-    lines_take(&taken);
-    rc = monitor_setup(self, interval, samples, all_workers, stop_timeout, buffer_points, uri,
-                       run_id, headers, rec_key, delivery);
-    lines_give(&taken);
-    return rc;
-}
-
-/* Monitor_init's engine part: the monitor and its settings (0), or -1 with
- * the exception set and no monitor. */
-static int monitor_setup(MonitorObject *self, double interval, int samples, int all_workers,
-                         double stop_timeout, Py_ssize_t buffer_points, const char *uri,
-                         const char *run_id, PyObject *headers, const char *rec_key,
-                         PyObject *delivery)
-{
-    PyObject *keep = NULL;
-    const char **pairs = NULL;
-    int rc;
-
     self->m = sm_monitor_new();
     if (!self->m) {
         PyErr_NoMemory();
