@@ -4,7 +4,12 @@
  * value, scope, unit and source; the cgroup found and why; the GPU status;
  * one line per missing collector.  --json is one object scripts rely on:
  * {series: [{key, upstream, value, raw, scope, unit, source}], cgroup, rank,
- *  node, collect_mode, gpu, tags, notes, ...}.
+ *  node, collect_mode, gpu, tags, notes, ...}.  A node name is printed and
+ * tagged escaped (sm__shown, docs/design.md §2), as the monitor tags it; the
+ * JSON's "node" is the name as read (JSON escapes it itself).  A refused
+ * identity (RANK=abc: docs/design.md §4) is never shown as rank 0 of its
+ * launcher: the text says "rank refused" and why, the JSON's rank fields are
+ * null and it has no tags (that process records nothing).
  */
 #include <stdio.h>
 #include <string.h>
@@ -12,11 +17,19 @@
 #include <jansson.h>
 
 #include "cli.h"
+#include "internal.h"
 #include "scopemeter.h"
 
 static json_t *str_or_null(const char *s)
 {
     return s && *s ? json_string(s) : json_null();
+}
+
+/* A rank field of the JSON: null for a refused identity, whose numbers are
+ * only the safe defaults (rank 0 of 1), not the launcher's. */
+static json_t *rank_field(const sm_identity *id, int v)
+{
+    return sm_identity_invalid(id)[0] ? json_null() : json_integer(v);
 }
 
 static int print_json(const sm_probe *p)
@@ -25,7 +38,7 @@ static int print_json(const sm_probe *p)
     const sm_cgroup_info *cg = sm_probe_cgroup_info(p);
     json_t *root = json_object(), *series = json_array(), *notes = json_array();
     json_t *cgo = json_object(), *tags = json_object();
-    char key[300];
+    char key[300], node[SM_SHOWN_MAX(sizeof id->node)];
     int rc = 1;
 
     if (!root || !series || !notes || !cgo || !tags)
@@ -50,21 +63,25 @@ static int print_json(const sm_probe *p)
     json_object_set_new(cgo, "why", str_or_null(cg->why));
     json_object_set_new(cgo, "tag", str_or_null(cg->tag));
 
-    snprintf(key, sizeof key, "scopemeter.rank%d.node", sm_identity_rank(id));
-    json_object_set_new(tags, key, json_string(sm_identity_node(id)[0] ? sm_identity_node(id) : "unknown"));
-    snprintf(key, sizeof key, "scopemeter.rank%d.gpu", sm_identity_rank(id));
-    json_object_set_new(tags, key, json_string(sm_probe_gpu_status(p)));
-    snprintf(key, sizeof key, "scopemeter.rank%d.cgroup", sm_identity_rank(id));
-    json_object_set_new(tags, key, json_string(cg->tag ? cg->tag : ""));
+    if (!sm_identity_invalid(id)[0]) { /* a refused rank tags nothing */
+        snprintf(key, sizeof key, "scopemeter.rank%d.node", sm_identity_rank(id));
+        json_object_set_new(tags, key, json_string(sm_identity_node(id)[0]
+                                                       ? sm__shown(node, sizeof node, sm_identity_node(id))
+                                                       : "unknown"));
+        snprintf(key, sizeof key, "scopemeter.rank%d.gpu", sm_identity_rank(id));
+        json_object_set_new(tags, key, json_string(sm_probe_gpu_status(p)));
+        snprintf(key, sizeof key, "scopemeter.rank%d.cgroup", sm_identity_rank(id));
+        json_object_set_new(tags, key, json_string(cg->tag ? cg->tag : ""));
+    }
 
     for (size_t i = 0; i < sm_probe_note_count(p); i++)
         json_array_append_new(notes, json_string(sm_probe_note(p, i)));
 
     json_object_set_new(root, "version", json_string(sm_version()));
-    json_object_set_new(root, "rank", json_integer(sm_identity_rank(id)));
-    json_object_set_new(root, "local_rank", json_integer(sm_identity_local_rank(id)));
-    json_object_set_new(root, "world_size", json_integer(sm_identity_world_size(id)));
-    json_object_set_new(root, "local_world_size", json_integer(sm_identity_local_world_size(id)));
+    json_object_set_new(root, "rank", rank_field(id, sm_identity_rank(id)));
+    json_object_set_new(root, "local_rank", rank_field(id, sm_identity_local_rank(id)));
+    json_object_set_new(root, "world_size", rank_field(id, sm_identity_world_size(id)));
+    json_object_set_new(root, "local_world_size", rank_field(id, sm_identity_local_world_size(id)));
     json_object_set_new(root, "launcher", json_string(sm_identity_launcher(id)));
     json_object_set_new(root, "node", str_or_null(sm_identity_node(id)));
     json_object_set_new(root, "node_source", str_or_null(sm_identity_node_source(id)));
@@ -94,10 +111,18 @@ static void print_text(const sm_probe *p)
     const sm_identity *id = sm_probe_identity(p);
     const char *mode = sm_probe_collect_mode(p);
     const sm_cgroup_info *cg = sm_probe_cgroup_info(p);
+    char node[SM_SHOWN_MAX(sizeof id->node)];
+    const char *shown = sm_identity_node(id)[0] ? sm__shown(node, sizeof node, sm_identity_node(id))
+                                                : "unknown";
 
-    printf("rank %d (local rank %d, world %d, %d per pod, launcher %s), node %s\n", sm_identity_rank(id),
-           sm_identity_local_rank(id), sm_identity_world_size(id), sm_identity_local_world_size(id), sm_identity_launcher(id),
-           sm_identity_node(id)[0] ? sm_identity_node(id) : "unknown");
+    /* a refused identity has no rank: its numbers are the safe defaults */
+    if (sm_identity_invalid(id)[0])
+        printf("rank refused (launcher %s: the line below says why), node %s\n",
+               sm_identity_launcher(id), shown);
+    else
+        printf("rank %d (local rank %d, world %d, %d per pod, launcher %s), node %s\n", sm_identity_rank(id),
+               sm_identity_local_rank(id), sm_identity_world_size(id), sm_identity_local_world_size(id), sm_identity_launcher(id),
+               shown);
     if (sm_identity_invalid(id)[0])
         printf("collects: no — %s\n", sm_identity_invalid(id));
     else if (strcmp(mode, "none") == 0)
@@ -107,6 +132,9 @@ static void print_text(const sm_probe *p)
         printf("collects in: %s\n", strcmp(mode, "all_workers") == 0
                                         ? "all_workers mode only (rank 0 collects by default)"
                                         : mode);
+    if (sm_identity_invalid(id)[0])
+        printf("\nnot recorded by this process (its rank is refused); the keys below are named as "
+               "rank 0's:");
     printf("\n%-58s %12s  %-7s %-9s %s\n", "SERIES", "VALUE", "UNIT", "SCOPE", "SOURCE");
     for (size_t i = 0; i < sm_probe_series_count(p); i++) {
         const sm_series_info *s = sm_probe_series_at(p, i);

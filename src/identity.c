@@ -103,8 +103,10 @@ int sm__identity_fill(sm_identity *id)
                  id->local_world_size < 1)
             bad = r < 0 || !l->local_world_alt ? l->local_world : l->local_world_alt;
         if (bad) {
-            rc = invalid(id, "%s='%.60s' is not a %s; this process records nothing (fix the "
-                         "launcher's environment)", bad, getenv(bad) ? getenv(bad) : "",
+            char shown[64]; /* the value escaped (names.c) and cut: one short line */
+            rc = invalid(id, "%s='%s' is not a %s; this process records nothing (fix the "
+                         "launcher's environment)", bad, sm__shown(shown, sizeof shown,
+                                                                   getenv(bad)),
                          bad == l->world || bad == l->local_world || bad == l->local_world_alt
                              ? "world size (a whole number >= 1)"
                              : "rank (a whole number >= 0)");

@@ -88,6 +88,17 @@ struct sm_identity {
  * allocates); 0 or -EINVAL with id->invalid. */
 SM_HIDDEN int sm__identity_fill(sm_identity *id);
 
+/* ---- names.c: a name as the engine prints and tags it ---------------------- */
+/* A name from outside (a node name, a launcher variable's value, a job id, an
+ * experiment or run id given) as every line, table and tag of the engine
+ * shows it (docs/design.md §2): a control character (0x00-0x1f, 0x7f) as
+ * \n, \r, \t or \xHH, a backslash as \\, every other byte as it is
+ * (UTF-8 stays readable).  So a line stays one line and a table one row, and
+ * the text reads back to the name.  Cut at cap - 1 bytes, never inside an
+ * escape; returns out.  SM_SHOWN_MAX(n): the room for a whole name of n bytes. */
+#define SM_SHOWN_MAX(n) (4 * (n) + 1)
+SM_HIDDEN const char *sm__shown(char *out, size_t cap, const char *name);
+
 /* ---- 0.1's entry points (src/compat.c, src/identity.c) -------------------- */
 /* Not in scopemeter.h any more; exported for programs built against 0.1,
  * with 0.1's struct layouts (tests/c/abi/0.1/scopemeter.h).  Each converts
@@ -177,6 +188,19 @@ enum sm_level { SM_INFO = 0, SM_WARN = 1 };
 /* One line on stderr: "scopemeter: <msg>" or "scopemeter: warning: <msg>". */
 SM_HIDDEN void sm__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 SM_HIDDEN void sm__vlog(int level, const char *fmt, va_list ap);
+/* The calling thread's own taker of lines, ahead of sm_set_log_handler's and
+ * stderr: the Python extension sets one around each call it makes in its
+ * caller's thread (enable, disable), so those lines reach the application's
+ * logging (docs/python.md); every other thread still writes stderr.  The
+ * function gets the line without the prefix and returns 0 when it took it,
+ * < 0 to have it written to stderr after all.  A NULL fn clears it; *prev
+ * (when not NULL) receives the one it replaces, to put back. */
+typedef int (*sm__log_hook_fn)(int level, const char *msg, void *userdata);
+typedef struct {
+    sm__log_hook_fn fn;
+    void *userdata;
+} sm__log_hook;
+SM_HIDDEN void sm__log_thread_hook(const sm__log_hook *hook, sm__log_hook *prev);
 
 /* Building one line (every "why" a collector or the cgroup search gives):
  * sm__line writes (0, or -ENAMETOOLONG when cut: a path built with it is

@@ -3,7 +3,9 @@
  * prefix "scopemeter:" (docs/design.md §6), so "why is this series missing" always
  * has an answer in the log.  Lines are written with a single write(2) so that
  * lines of concurrent ranks sharing a terminal do not interleave mid-line.
- * An embedding program may take the lines instead (sm_set_log_handler).
+ * An embedding program may take the lines instead (sm_set_log_handler), and
+ * one thread may take its own for the length of a call (sm__log_thread_hook:
+ * the Python extension, in its caller's thread).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -43,25 +45,40 @@ void sm_set_log_handler(sm_log_fn fn, void *userdata)
     atomic_store(&log_handler, &handlers[slot]);
 }
 
+/* The calling thread's taker (internal.h): thread-local, so the monitor's
+ * own threads never see the one a caller set around its call. */
+static _Thread_local sm__log_hook thread_hook;
+
+void sm__log_thread_hook(const sm__log_hook *hook, sm__log_hook *prev)
+{
+    if (prev)
+        *prev = thread_hook;
+    thread_hook = hook && hook->fn ? *hook : (sm__log_hook){NULL, NULL};
+}
+
 void sm__vlog(int level, const char *fmt, va_list ap)
 {
     char line[1024];
     const char *prefix = level == SM_WARN ? "warning: " : "";
     const struct handler *h = atomic_load(&log_handler);
-    int n = h ? 0 : snprintf(line, sizeof line, "scopemeter: %s", prefix);
-    int m;
+    int api = level == SM_WARN ? SM_LOG_WARNING : SM_LOG_INFO;
+    int p = snprintf(line, sizeof line, "scopemeter: %s", prefix), n, m;
 
-    if (n < 0)
+    if (p < 0)
         return;
-    m = vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    m = vsnprintf(line + p, sizeof line - (size_t)p, fmt, ap);
     if (m < 0)
         return;
-    n += m;
+    n = p + m;
     if ((size_t)n >= sizeof line - 1)
         n = (int)sizeof line - 2;
+    line[n] = '\0';
+    /* a taker gets the message without the prefix: this thread's first (it
+     * may hand the line back, < 0), then the program's */
+    if (thread_hook.fn && thread_hook.fn(api, line + p, thread_hook.userdata) == 0)
+        return;
     if (h) {
-        line[n] = '\0';
-        h->fn(level == SM_WARN ? SM_LOG_WARNING : SM_LOG_INFO, line, h->userdata);
+        h->fn(api, line + p, h->userdata);
         return;
     }
     line[n++] = '\n';

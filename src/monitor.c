@@ -720,6 +720,7 @@ static void push_start_tags(sm_monitor *m)
 {
     sm_tags start_tags = {0};
     char v_interval[32], v_samples[32], v_collectors[32], node_key[64];
+    char node[SM_SHOWN_MAX(sizeof m->ctx.id.node)];
     const char *extra[9];
     int pt = 0;
 
@@ -729,7 +730,8 @@ static void push_start_tags(sm_monitor *m)
     snprintf(v_samples, sizeof v_samples, "%d", m->samples);
     snprintf(v_collectors, sizeof v_collectors, "%d", m->collectors);
     extra[pt++] = node_key;
-    extra[pt++] = m->ctx.id.node[0] ? m->ctx.id.node : "unknown";
+    /* the name escaped (names.c): the tag is printed by the report's tables */
+    extra[pt++] = m->ctx.id.node[0] ? sm__shown(node, sizeof node, m->ctx.id.node) : "unknown";
     extra[pt++] = "scopemeter.interval_s";
     extra[pt++] = v_interval;
     extra[pt++] = "scopemeter.samples";

@@ -140,6 +140,40 @@ int sm_series_name(const char *upstream_key, int rank, const char *node, char *o
     return 0;
 }
 
+/* The one escaping of names (internal.h): a tag or a line holding a raw
+ * newline splits the table that prints it (issue 33 item 8). */
+const char *sm__shown(char *out, size_t cap, const char *name)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t n = 0;
+
+    if (!out || cap == 0)
+        return out;
+    for (const unsigned char *c = (const unsigned char *)(name ? name : ""); *c; c++) {
+        char e[4];
+        size_t k = 2;
+
+        e[0] = '\\';
+        if (*c == '\n' || *c == '\r' || *c == '\t' || *c == '\\')
+            e[1] = *c == '\n' ? 'n' : *c == '\r' ? 'r' : *c == '\t' ? 't' : '\\';
+        else if (*c < 0x20 || *c == 0x7f) {
+            e[1] = 'x';
+            e[2] = hex[*c >> 4];
+            e[3] = hex[*c & 15];
+            k = 4;
+        } else {
+            e[0] = (char)*c;
+            k = 1;
+        }
+        if (n + k >= cap)
+            break;
+        memcpy(out + n, e, k);
+        n += k;
+    }
+    out[n] = '\0';
+    return out;
+}
+
 /* Copies len bytes of src into out as a string; -ENOSPC when it does not fit. */
 static int put(char *out, size_t cap, const char *src, size_t len)
 {

@@ -125,6 +125,14 @@ def _log(msg: str, warn: bool = False) -> None:
         _logger.log(level, "%s", msg)
 
 
+# The engine's lines written in the caller's thread (while the monitor's
+# start() and stop() and the run check run: enable_system_metrics(),
+# disable_system_metrics() and the other stops) take the same way, INFO or
+# WARNING as the engine says; the sampling and shipping threads' lines stay
+# on stderr (docs/python.md).
+_native.set_log(lambda warn, msg: _log(msg, warn))
+
+
 # ---- records -> MLflow ----------------------------------------------------------
 
 

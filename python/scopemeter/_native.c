@@ -22,6 +22,9 @@
  *   plan(...)    sm_plan_estimate (the same figures as `scopemeter plan`).
  *   identity()   sm_identity_read_env (rank, local rank, sizes, node).
  *   series_name(key, rank, node), series_scope(key), series_parse(key), version().
+ *   shown(name)  a name as the engine prints and tags it (one escaping).
+ *   set_log(fn)  where the engine's lines of the caller's thread go: the
+ *                front's logging (see "the engine's lines" below).
  *   parse_number(value, name, ...)  the one number parser (src/number.h):
  *                the front's range checks say what the CLI says.
  *
@@ -88,6 +91,96 @@ static PyObject *raise_errno(int rc, const char *what, const char *err)
     return NULL;
 }
 
+/* ---- the engine's lines in the caller's thread -------------------------------
+ * A call of this module that runs the engine in its caller's thread (start,
+ * stop, the run check: what enable_system_metrics() and
+ * disable_system_metrics() do) takes that thread's lines (sm__log_thread_hook)
+ * and, once the engine has returned and the GIL is back, hands them in order
+ * to the function the front set with set_log(): logging.getLogger("scopemeter")
+ * then applies the application's level and handlers (docs/python.md).  Never
+ * into Python from inside the engine: it may hold its own locks there, which
+ * a thread holding the GIL may be waiting for.  The sampling and shipping
+ * threads are not the caller's: their lines stay on stderr. */
+static PyObject *log_fn; /* set_log()'s callable; NULL: every line on stderr */
+
+struct taken {
+    size_t n, cap;
+    struct taken_line {
+        int warn;
+        char *text;
+    } *v;
+    int on;
+    sm__log_hook prev;
+};
+
+/* The hook (GIL released): keeps a copy; out of memory, the line goes to
+ * stderr after all (< 0) rather than being lost. */
+static int take_line(int level, const char *msg, void *userdata)
+{
+    struct taken *t = userdata;
+    char *text;
+
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? 2 * t->cap : 8;
+        struct taken_line *v = realloc(t->v, cap * sizeof *v);
+        if (!v)
+            return -ENOMEM;
+        t->v = v;
+        t->cap = cap;
+    }
+    text = strdup(msg);
+    if (!text)
+        return -ENOMEM;
+    t->v[t->n].warn = level == SM_LOG_WARNING;
+    t->v[t->n++].text = text;
+    return 0;
+}
+
+/* Before the engine runs (GIL held). */
+static void lines_take(struct taken *t)
+{
+    sm__log_hook h = {take_line, t};
+
+    memset(t, 0, sizeof *t);
+    t->on = log_fn != NULL;
+    if (t->on)
+        sm__log_thread_hook(&h, &t->prev);
+}
+
+/* After it returned (GIL held): the hook this thread had before comes back,
+ * then every line goes to log_fn(warn, msg); one log_fn refuses (raises) is
+ * written to stderr as the engine writes it.  A pending exception is kept. */
+static void lines_give(struct taken *t)
+{
+    PyObject *type, *value, *tb, *fn = log_fn;
+
+    if (!t->on)
+        return;
+    sm__log_thread_hook(&t->prev, NULL);
+    PyErr_Fetch(&type, &value, &tb);
+    Py_XINCREF(fn); /* a set_log() from inside fn must not free it under us */
+    for (size_t i = 0; i < t->n; i++) {
+        const char *text = t->v[i].text;
+        PyObject *msg = PyUnicode_DecodeUTF8(text, (Py_ssize_t)strlen(text), "replace");
+        PyObject *r = msg && fn ? PyObject_CallFunction(fn, "(OO)", t->v[i].warn ? Py_True
+                                                                                 : Py_False, msg)
+                                : NULL;
+
+        if (!r) {
+            PyErr_Clear();
+            sm__log(t->v[i].warn ? SM_WARN : SM_INFO, "%s", text);
+        }
+        Py_XDECREF(msg);
+        Py_XDECREF(r);
+        free(t->v[i].text);
+    }
+    Py_XDECREF(fn);
+    free(t->v);
+    t->v = NULL;
+    t->n = t->cap = 0;
+    PyErr_Restore(type, value, tb);
+}
+
 /* headers: None, or a sequence of (name, value) str pairs -> a NULL-terminated
  * name, value array pointing into the tuple's str objects (*keep holds them). */
 static int header_pairs(PyObject *headers, const char ***out, PyObject **keep)
@@ -126,6 +219,7 @@ static int header_pairs(PyObject *headers, const char ***out, PyObject **keep)
 }
 
 /* ---- Monitor ------------------------------------------------------------- */
+
 
 static int Monitor_init(PyObject *self_, PyObject *args, PyObject *kw)
 {
@@ -257,6 +351,7 @@ static PyObject *Monitor_start(PyObject *self_, PyObject *Py_UNUSED(ignored))
 {
     MonitorObject *self = (MonitorObject *)self_;
     char err[512] = "";
+    struct taken taken;
     int rc;
 
     if (check_monitor(self) < 0)
@@ -266,9 +361,11 @@ static PyObject *Monitor_start(PyObject *self_, PyObject *Py_UNUSED(ignored))
         return NULL;
     }
     /* Opening collectors reads files and starts a thread: no GIL needed. */
+    lines_take(&taken);
     Py_BEGIN_ALLOW_THREADS
     rc = sm_monitor_start(self->m, err, sizeof err);
     Py_END_ALLOW_THREADS
+    lines_give(&taken);
     self->started = 1;
     if (rc == -ENODATA)
         return PyUnicode_FromString("skipped");
@@ -371,6 +468,7 @@ static PyObject *Monitor_stop(PyObject *self_, PyObject *args, PyObject *kw)
     MonitorObject *self = (MonitorObject *)self_;
     static char *kwlist[] = {"timeout", NULL};
     PyObject *timeout = Py_None;
+    struct taken taken;
     int rc;
 
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|O", kwlist, &timeout))
@@ -391,9 +489,11 @@ static PyObject *Monitor_stop(PyObject *self_, PyObject *args, PyObject *kw)
         }
     }
     self->stopping++;
+    lines_take(&taken);
     Py_BEGIN_ALLOW_THREADS
     rc = sm_monitor_stop(self->m);
     Py_END_ALLOW_THREADS
+    lines_give(&taken);
     self->stopping--;
     if (rc < 0 && rc != -ETIMEDOUT)
         return raise_errno(rc, "stop", NULL);
@@ -406,12 +506,17 @@ static PyObject *Monitor_report(PyObject *self_, PyObject *args)
 {
     MonitorObject *self = (MonitorObject *)self_;
     unsigned long long delivered, refused, undelivered;
+    struct taken taken;
+    int rc;
 
     if (!PyArg_ParseTuple(args, "KKK", &delivered, &refused, &undelivered))
         return NULL;
     if (check_monitor(self) < 0)
         return NULL;
-    if (sm_monitor_report(self->m, delivered, refused, undelivered) < 0) {
+    lines_take(&taken);
+    rc = sm_monitor_report(self->m, delivered, refused, undelivered);
+    lines_give(&taken);
+    if (rc < 0) {
         PyErr_SetString(PyExc_RuntimeError, "report() is for a stopped queue monitor");
         return NULL;
     }
@@ -654,13 +759,16 @@ static PyObject *Delivery_check(PyObject *self_, PyObject *args)
     sm_deliver *d = delivery_of(self_);
     const char *run_json = NULL, *error_code = NULL, *why = NULL;
     char err[600] = "";
+    struct taken taken;
     int rank, rc;
 
     if (!d)
         return NULL;
     if (!PyArg_ParseTuple(args, "izzz", &rank, &run_json, &error_code, &why))
         return NULL;
+    lines_take(&taken);
     rc = sm__deliver_check_json(d, rank, run_json, error_code, why, err, sizeof err);
+    lines_give(&taken);
     if (rc == 0)
         Py_RETURN_NONE;
     return PyUnicode_FromString(err);
@@ -976,6 +1084,61 @@ out:
     return res;
 }
 
+/* shown(name) -> the name as the engine prints and tags it (sm__shown,
+ * docs/design.md §2: control characters escaped), for the Python surfaces'
+ * tables: one escaping for C and Python.  Through UTF-8 (a lone surrogate
+ * of os.environ's bytes becomes "?"); an embedded NUL, where the C string
+ * would end, is shown as \x00 and the rest follows. */
+static PyObject *mod_shown(PyObject *Py_UNUSED(mod), PyObject *args)
+{
+    PyObject *name, *bytes, *res = NULL;
+    char *s, *out = NULL;
+    Py_ssize_t n;
+    size_t cap, len = 0;
+
+    if (!PyArg_ParseTuple(args, "U", &name))
+        return NULL;
+    bytes = PyUnicode_AsEncodedString(name, "utf-8", "replace");
+    if (!bytes || PyBytes_AsStringAndSize(bytes, &s, &n) < 0)
+        goto out;
+    cap = (size_t)SM_SHOWN_MAX(n);
+    out = malloc(cap);
+    if (!out) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (const char *seg = s;; seg += strlen(seg) + 1) {
+        len += strlen(sm__shown(out + len, cap - len, seg));
+        if (seg + strlen(seg) >= s + n)
+            break;
+        memcpy(out + len, "\\x00", 5); /* 4 bytes and the NUL: room kept by SM_SHOWN_MAX */
+        len += 4;
+    }
+    res = PyUnicode_DecodeUTF8(out, (Py_ssize_t)len, "replace");
+out:
+    free(out);
+    Py_XDECREF(bytes);
+    return res;
+}
+
+/* set_log(fn) -> None: fn(warn, msg) receives the engine's lines written in
+ * the caller's thread of this module's calls (the front's logging); None:
+ * every line on stderr, as before. */
+static PyObject *mod_set_log(PyObject *Py_UNUSED(mod), PyObject *fn)
+{
+    if (fn != Py_None && !PyCallable_Check(fn)) {
+        PyErr_SetString(PyExc_TypeError, "set_log() takes a callable or None");
+        return NULL;
+    }
+    Py_XDECREF(log_fn);
+    log_fn = NULL;
+    if (fn != Py_None) {
+        Py_INCREF(fn);
+        log_fn = fn;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *mod_version(PyObject *Py_UNUSED(mod), PyObject *Py_UNUSED(ignored))
 {
     return PyUnicode_FromString(sm_version());
@@ -997,6 +1160,12 @@ static PyMethodDef module_methods[] = {
     {"series_parse", mod_series_parse, METH_VARARGS,
      "series_parse(key) -> {upstream, scoped, scope, node, rank} of a logged key, or None"},
     {"version", mod_version, METH_NOARGS, "version() -> the C library's version"},
+    {"shown", mod_shown, METH_VARARGS,
+     "shown(name) -> the name as the engine prints and tags it: control characters escaped "
+     "(\\n, \\r, \\t, \\xHH), a backslash as \\\\"},
+    {"set_log", mod_set_log, METH_O,
+     "set_log(fn) -> None: fn(warn, msg) gets the engine's lines written in the caller's "
+     "thread of this module's calls (start, stop, the run check); None: stderr"},
     {"tls", mod_tls, METH_NOARGS,
      "tls() -> the libcurl that does https and where it comes from (loads the TLS module); "
      "OSError when https cannot work"},

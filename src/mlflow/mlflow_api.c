@@ -103,8 +103,9 @@ static int experiment_by_name(sm_rest *r, const char *name, char *id_out, size_t
             const char *stage = json_string_value(json_object_get(
                 json_object_get(resp, "experiment"), "lifecycle_stage"));
             if (rc == 0 && stage && strcmp(stage, "deleted") == 0) {
-                snprintf(err, errlen, "experiment '%.200s' is deleted (restore it or "
-                         "choose another name)", name);
+                char shown[204];
+                snprintf(err, errlen, "experiment '%s' is deleted (restore it or "
+                         "choose another name)", sm__shown(shown, sizeof shown, name));
                 rc = -ENOENT;
             }
             goto out;
@@ -368,7 +369,9 @@ int sm__mlflow_get_run_on(sm_rest *r, const char *run_id, char *status_out, size
     int rc;
 
     if (!sm_mlflow_valid_run_id(run_id)) {
-        snprintf(err, errlen, "not an MLflow run id: %.80s", run_id ? run_id : "(null)");
+        char shown[84]; /* escaped (names.c): the line stays one line */
+        snprintf(err, errlen, "not an MLflow run id: %s",
+                 run_id ? sm__shown(shown, sizeof shown, run_id) : "(null)");
         return -EINVAL;
     }
     snprintf(ep, sizeof ep, "runs/get?run_id=%s", run_id); /* the id needs no escaping */
@@ -387,7 +390,9 @@ int sm__mlflow_check_write_on(sm_rest *r, const char *run_id, double deadline, c
     int rc;
 
     if (!sm_mlflow_valid_run_id(run_id)) {
-        snprintf(err, errlen, "not an MLflow run id: %.80s", run_id ? run_id : "(null)");
+        char shown[84]; /* escaped (names.c): the line stays one line */
+        snprintf(err, errlen, "not an MLflow run id: %s",
+                 run_id ? sm__shown(shown, sizeof shown, run_id) : "(null)");
         return -EINVAL;
     }
     if (!(req = json_pack("{s:s}", "run_id", run_id))) {

@@ -83,13 +83,18 @@ static int job_key(char *out, size_t len)
 {
     const char *t = getenv("TORCHELASTIC_RUN_ID");
     const char *job = getenv("SLURM_JOB_ID"), *step = getenv("SLURM_STEP_ID");
+    char raw[300];
 
+    /* the tag's value, the search's and the lines' are the id escaped
+     * (names.c): one text, which a table prints on one row */
     if (t && *t && strcmp(t, "none") != 0) {
-        snprintf(out, len, "torchelastic:%s", t);
+        snprintf(raw, sizeof raw, "torchelastic:%s", t);
+        sm__shown(out, len, raw);
         return 1;
     }
     if (job && *job) {
-        snprintf(out, len, "slurm:%s.%s", job, step && *step ? step : "0");
+        snprintf(raw, sizeof raw, "slurm:%s.%s", job, step && *step ? step : "0");
+        sm__shown(out, len, raw);
         return 1;
     }
     out[0] = '\0';
@@ -278,9 +283,11 @@ static int resolve(const sm_run_request *q, sm_run_result *out)
     t = q->timeout_s == SM_DEFAULT ? 30.0 : q->timeout_s > 0 ? q->timeout_s : 0.001;
     if (q->run_id && *q->run_id)
         return attach(q, q->run_id, "--run-id", out, t);
-    if (env_run && *env_run && q->experiment && *q->experiment)
-        sm__log(SM_INFO, "MLFLOW_RUN_ID=%.100s is ignored: --experiment %.100s asks for a new "
-               "run", env_run, q->experiment);
+    if (env_run && *env_run && q->experiment && *q->experiment) {
+        char id[104], exp[104];
+        sm__log(SM_INFO, "MLFLOW_RUN_ID=%s is ignored: --experiment %s asks for a new run",
+               sm__shown(id, sizeof id, env_run), sm__shown(exp, sizeof exp, q->experiment));
+    }
     else if (env_run && *env_run)
         return attach(q, env_run, "MLFLOW_RUN_ID", out, t);
 

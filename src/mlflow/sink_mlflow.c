@@ -148,7 +148,9 @@ int sm__sink_mlflow_new(const sm_sink_config *cfg, char *err, size_t errlen, sm_
 
     *out = NULL;
     if (!set || !sm_mlflow_valid_run_id(set->run_id)) {
-        snprintf(err, errlen, "not an MLflow run id: %.80s", set ? set->run_id : "(null)");
+        char shown[84]; /* escaped (names.c): the line stays one line */
+        snprintf(err, errlen, "not an MLflow run id: %s",
+                 set ? sm__shown(shown, sizeof shown, set->run_id) : "(null)");
         return -EINVAL;
     }
     t = calloc(1, sizeof *t);

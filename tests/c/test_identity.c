@@ -59,6 +59,7 @@ int main(void)
             {"RANK", "-0"}, {"RANK", "+1"}, {"RANK", "1 "}, {"RANK", "1.0"}, {"RANK", "1e0"},
             {"RANK", "2147483648"}, {"LOCAL_WORLD_SIZE", "2x"},
         };
+        char shown[64];
         for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
             clear();
             setenv("RANK", "1", 1);
@@ -66,7 +67,9 @@ int main(void)
             setenv(bad[i][0], bad[i][1], 1);
             CHECK_EQ_INT(sm_identity_from_env(&id), -EINVAL);
             CHECK(strstr(id.invalid, bad[i][0]) != NULL);
-            CHECK(strstr(id.invalid, bad[i][1]) != NULL);
+            /* the value as it was given, escaped ("\\n1"): the line stays one line */
+            CHECK(strstr(id.invalid, sm__shown(shown, sizeof shown, bad[i][1])) != NULL);
+            CHECK(!strchr(id.invalid, '\n') && !strchr(id.invalid, '\t'));
             CHECK_EQ_INT(id.rank, 0);
             CHECK_EQ_INT(sm_collects(&id, 0, NULL, 0), 0);
             CHECK_EQ_INT(sm_collects(&id, 1, NULL, 0), 0);

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "internal.h"
 #include "scopemeter.h"
 
 #define MAXREC 8192
@@ -777,6 +778,61 @@ static void test_log_handler_and_helpers(void)
 }
 
 
+/* A thread's own taker of lines (sm__log_thread_hook, internal.h; the Python
+ * extension's, docs/python.md): it gets the lines of its thread only, ahead
+ * of the program's handler; a line it hands back (< 0) goes on to that
+ * handler; clearing it puts the previous one back. */
+static char hooked[512];
+static int hooked_n, hook_refuses;
+
+static int on_thread_line(int level, const char *msg, void *userdata)
+{
+    (void)userdata;
+    if (hook_refuses)
+        return -ENOMEM;
+    snprintf(hooked, sizeof hooked, "%d %s", level, msg);
+    hooked_n++;
+    return 0;
+}
+
+static void *log_elsewhere(void *arg)
+{
+    (void)arg;
+    sm__log(SM_INFO, "from another thread");
+    return NULL;
+}
+
+static void test_thread_hook(void)
+{
+    sm__log_hook h = {on_thread_line, NULL}, prev = {NULL, NULL}, none;
+    int calls = 0;
+    pthread_t t;
+
+    sm_set_log_handler(on_line, &calls);
+    sm__log_thread_hook(&h, &prev);
+    CHECK(prev.fn == NULL);
+    sm__log(SM_WARN, "here %d", 1);
+    CHECK_EQ_INT(hooked_n, 1);
+    CHECK_EQ_STR(hooked, "1 here 1"); /* SM_LOG_WARNING, no prefix */
+    CHECK_EQ_INT(calls, 0);
+    CHECK(pthread_create(&t, NULL, log_elsewhere, NULL) == 0);
+    pthread_join(t, NULL);
+    CHECK_EQ_INT(hooked_n, 1); /* not this thread's line */
+    CHECK_EQ_INT(calls, 1);
+    CHECK_EQ_STR(handled, "from another thread");
+    hook_refuses = 1;
+    sm__log(SM_INFO, "handed back");
+    CHECK_EQ_INT(calls, 2);
+    CHECK_EQ_STR(handled, "handed back");
+    hook_refuses = 0;
+    sm__log_thread_hook(&prev, &none);
+    CHECK(none.fn == on_thread_line);
+    sm__log(SM_INFO, "after");
+    CHECK_EQ_INT(hooked_n, 1);
+    CHECK_EQ_INT(calls, 3);
+    sm_set_log_handler(NULL, NULL);
+}
+
 /* docs/design.md §9: the window tags travel with a window's points while the
  * monitor runs (a process killed later still has them), only when changed;
  * the end tags carry them again at stop. */
@@ -850,5 +906,6 @@ int main(void)
     test_fork();
     test_concurrent_stop();
     test_log_handler_and_helpers();
+    test_thread_hook();
     return CHECK_DONE();
 }

@@ -98,8 +98,24 @@ static void round_trips(void)
             }
 }
 
+/* sm__shown: the one escaping of names (docs/design.md §2) */
+static void test_shown(void)
+{
+    char out[64], small[6];
+
+    CHECK_EQ_STR(sm__shown(out, sizeof out, "../../ evil/node\nx"), "../../ evil/node\\nx");
+    CHECK_EQ_STR(sm__shown(out, sizeof out, "a\tb\rc\\d\x01\x1b\x7f"),
+                 "a\\tb\\rc\\\\d\\x01\\x1b\\x7f");
+    CHECK_EQ_STR(sm__shown(out, sizeof out, "\xe6\x9d\xb1\xe4\xba\xac-1"), "\xe6\x9d\xb1\xe4\xba\xac-1");
+    CHECK_EQ_STR(sm__shown(out, sizeof out, NULL), "");
+    /* cut before an escape that does not fit, never inside it */
+    CHECK_EQ_STR(sm__shown(small, sizeof small, "abc\x01"), "abc");
+    CHECK_EQ_STR(sm__shown(small, sizeof small, "abcdefg"), "abcde");
+}
+
 int main(void)
 {
+    test_shown();
     /* every upstream MLflow key, one rank, no node */
     CHECK_EQ_STR(name("cpu_utilization_percentage", 0, NULL),
                  "system/node_cpu_utilization_percentage/rank0");

@@ -1,11 +1,17 @@
 """The Python front's lines go through logging.getLogger("scopemeter")
 (docs/python.md): on stderr as "scopemeter: ..." while the application has
-not configured logging, through the application's handlers once it has; the
-SIGTERM handler is installed only in a process that collects."""
+not configured logging, through the application's handlers once it has; so
+do the engine's own lines written while enable_system_metrics() and
+disable_system_metrics() run (issue 33 item 6), and the CLI's stay on stderr;
+the SIGTERM handler is installed only in a process that collects."""
 import subprocess
 import sys
 
+import pytest
+
+from conftest import clean_env
 from pyfront_util import python_env
+from runread import sm_lines
 
 NO_RUN = ("import scopemeter\n"
           "print('RESULT', scopemeter.enable_system_metrics())\n")
@@ -108,3 +114,76 @@ def test_a_forked_worker_is_told_why(tmp_path):
     assert "CHILD False" in bare.stdout, bare.stdout + bare.stderr
     assert "was forked from pid" in bare.stderr and "stays with that process" in bare.stderr, \
         bare.stderr
+
+
+# ---- the engine's own lines of enable / disable (issue 33 item 6) ------------------
+
+ENGINE = """
+import logging, sys, mlflow, scopemeter
+logging.basicConfig(stream=sys.stdout, level=logging.{level},
+                    format='APP %(name)s %(levelname)s %(message)s')
+mlflow.set_tracking_uri({uri!r})
+with mlflow.start_run():
+    print('RESULT', scopemeter.enable_system_metrics(), flush=True)
+    scopemeter.disable_system_metrics()
+"""
+# written while enable_system_metrics() / disable_system_metrics() run, in
+# the caller's thread: the receipt line at start, the closing line at stop
+NOTES = ("collecting ", "logged 1 windows")
+# SCOPEMETER_INTERVAL=0x10 is refused with one warning at start (docs/design.md
+# §8), and the next source, MLflow's variable, gives the interval
+BAD_INTERVAL = {"SCOPEMETER_INTERVAL": "0x10", "MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL": "0.5"}
+WARNED = "SCOPEMETER_INTERVAL must be a number of seconds between 0.01 and 86400 s, got '0x10'"
+
+
+def engine_run(tmp_path, uri, level):
+    p = run(ENGINE.format(level=level, uri=uri), tmp_path, **BAD_INTERVAL)
+    assert p.returncode == 0, p.stderr
+    assert "RESULT True" in p.stdout, p.stdout + p.stderr
+    return p
+
+
+@pytest.mark.parametrize("store", ["rest", "sqlite"])
+def test_engine_notes_follow_a_warning_level(tmp_path, mlflow_server, store):
+    """logging.basicConfig(level=WARNING) hides the engine's notes of enable
+    and disable (they went straight to stderr), and its warning still shows,
+    through logging, as a WARNING of the "scopemeter" logger."""
+    uri = mlflow_server if store == "rest" else f"sqlite:///{tmp_path}/m.db"
+    p = engine_run(tmp_path, uri, "WARNING")
+    out = p.stdout + p.stderr
+    for note in NOTES:
+        assert note not in out, out
+    assert f"APP scopemeter WARNING {WARNED}" in p.stdout, out
+    assert WARNED not in p.stderr, p.stderr
+
+
+def test_engine_notes_go_through_logging_at_info(tmp_path, mlflow_server):
+    p = engine_run(tmp_path, mlflow_server, "INFO")
+    lines = p.stdout.splitlines()
+    for note in NOTES:
+        assert any(l.startswith(f"APP scopemeter INFO {note}") for l in lines), p.stdout
+        assert not any(note in l for l in sm_lines(p.stderr)), p.stderr
+    assert f"APP scopemeter WARNING {WARNED}" in p.stdout, p.stdout
+
+
+def test_engine_lines_on_stderr_while_logging_is_not_configured(tmp_path):
+    code = ENGINE.replace("logging.basicConfig(", "dict(").format(
+        level="INFO", uri=f"sqlite:///{tmp_path}/m.db")
+    p = run(code, tmp_path, **BAD_INTERVAL)
+    assert "RESULT True" in p.stdout, p.stdout + p.stderr
+    lines = sm_lines(p.stderr)
+    for note in NOTES:
+        assert any(l.startswith(f"scopemeter: {note}") for l in lines), p.stderr
+    assert f"scopemeter: warning: {WARNED}; ignored" in lines, p.stderr
+
+
+def test_the_clis_lines_are_unchanged(scopemeter_bin, tmp_path):
+    """The CLI has no Python: its lines stay on stderr, one write each."""
+    p = subprocess.run([scopemeter_bin, "run", "--", "sleep", "1"],
+                       env=clean_env(**BAD_INTERVAL), cwd=tmp_path, capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    lines = sm_lines(p.stderr)
+    assert any(l.startswith("scopemeter: collecting ") for l in lines), p.stderr
+    assert any(l.startswith("scopemeter: logged ") for l in lines), p.stderr
+    assert f"scopemeter: warning: {WARNED}; ignored" in lines, p.stderr

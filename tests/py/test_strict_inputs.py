@@ -82,6 +82,29 @@ def test_probe_text_says_why(scopemeter_bin):
     assert "collects: no — RANK='abc' is not a rank" in p.stdout
 
 
+@pytest.mark.parametrize("env,launcher", [({"RANK": "abc"}, "torchrun"),
+                                          ({"RANK": "5", "WORLD_SIZE": "2"}, "torchrun"),
+                                          ({"SLURM_PROCID": "x"}, "slurm")])
+def test_probe_never_shows_a_refused_rank_as_rank_0(scopemeter_bin, probe_json, env, launcher):
+    """`probe` with RANK=abc printed `rank 0 (local rank 0, world 1, ...
+    launcher torchrun)` (issue 33 item 11): a refused rank is no rank of the
+    launcher, as `run` and the front treat it (docs/design.md §4).  The
+    header says so, the JSON's rank fields are null and it has no tags."""
+    p = subprocess.run([scopemeter_bin, "probe", "--interval", "0"], env=clean_env(**env),
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    head = p.stdout.splitlines()[0]
+    assert head.startswith(f"rank refused (launcher {launcher}: the line below says why), node "), \
+        p.stdout
+    assert "rank 0 (" not in p.stdout and "world 1" not in p.stdout, p.stdout
+    assert "not recorded by this process (its rank is refused)" in p.stdout, p.stdout
+    out = probe_json(env=env)
+    assert [out[k] for k in ("rank", "local_rank", "world_size", "local_world_size")] == \
+        [None] * 4, out
+    assert out["launcher"] == launcher and out["tags"] == {}, out
+    assert out["identity_invalid"] and out["collect_mode"] == "none", out
+
+
 @pytest.mark.parametrize("env,said", BAD_LAUNCHER_ENVS[:2])
 def test_front_malformed_launcher_variable_returns_false(tmp_path, env, said):
     code = (
@@ -351,3 +374,86 @@ def test_front_bad_run_id_is_named(mlflow_server, tmp_path, bad, store):
     assert len([l for l in lines if "not an MLflow run id" in l]) == 1, lines
     assert not any("%g" in l or "invalid monitor setting" in l for l in lines), lines
     assert not any("collecting" in l for l in lines), lines
+
+
+# ---- names holding control characters are escaped (issue 33 item 8) ------------------
+
+EVIL_NODE = "../../ evil/node\nx"
+EVIL_SHOWN = "../../ evil/node\\nx"   # docs/design.md §2: \n, \r, \t, \xHH, \\
+
+
+def test_a_node_name_with_a_newline_is_escaped_in_probe_and_the_tag(scopemeter_bin,
+                                                                   mlflow_server, probe_json,
+                                                                   tmp_path):
+    """NODE_NAME=$'../../ evil/node\\nx': the key was sanitised, but the node
+    tag kept the newline and probe's header printed it raw, splitting it in
+    two lines.  Now probe's header, probe's tags and the tag `run` writes all
+    carry the name escaped; the keys are unchanged."""
+    env = {"NODE_NAME": EVIL_NODE}
+    p = subprocess.run([scopemeter_bin, "probe", "--interval", "0"], env=clean_env(**env),
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0].endswith(f", node {EVIL_SHOWN}"), lines[:3]
+    assert lines[1].startswith("collects"), lines[:3]
+    out = probe_json(env=env)
+    assert out["tags"]["scopemeter.rank0.node"] == EVIL_SHOWN
+    assert out["node"] == EVIL_NODE  # the name as read: JSON escapes it itself
+    want = {s["key"] for s in out["series"]}
+    assert "system/node_memory_usage_percentage/.._..__evil_node_x-ef96e526/rank0" in want
+
+    r = run_cli(scopemeter_bin, ["--interval", "0.5", "--", "sleep", "1"],
+                env={"MLFLOW_TRACKING_URI": mlflow_server, **env}, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert all(l.startswith("scopemeter") for l in r.stderr.splitlines()), r.stderr
+    from runread import get_run, tags_of
+    assert tags_of(get_run(mlflow_server, r.run_id))["scopemeter.rank0.node"] == EVIL_SHOWN
+    assert set(histories(mlflow_server, r.run_id)) == want
+
+
+@pytest.mark.parametrize("env,said", [
+    ({"RANK": "a\nb"}, "RANK='a\\nb' is not a rank"),
+    ({"RANK": "0", "WORLD_SIZE": "\x1b[2J"}, "WORLD_SIZE='\\x1b[2J' is not a world size"),
+    ({"MLFLOW_RUN_ID": "ab\ncd"}, "not an MLflow run id: ab\\ncd (MLFLOW_RUN_ID)"),
+])
+def test_identity_strings_with_control_characters_stay_on_one_line(scopemeter_bin,
+                                                                   mlflow_server, tmp_path,
+                                                                   env, said):
+    """A launcher's value or a run id holding a newline (or a terminal's
+    escape) is said escaped, in one line."""
+    p = run_cli(scopemeter_bin, ["--interval", "0.5", "--", "true"],
+                env={"MLFLOW_TRACKING_URI": mlflow_server, **env}, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert all(l.startswith("scopemeter") for l in p.stderr.splitlines()), p.stderr
+    assert "\x1b" not in p.stderr
+    assert any(said in l for l in sm_lines(p.stderr)), p.stderr
+
+
+def test_python_surfaces_escape_with_the_engines_function(tmp_path):
+    """_native.shown is sm__shown: the Python tables escape a name as the
+    engine tags it, with one rule."""
+    code = ("from scopemeter import _native\n"
+            f"print(ascii(_native.shown({EVIL_NODE!r})), ascii(_native.shown('a\\x00b\\\\c\\x7f')),\n"
+            "      sep='|')\n")
+    p = subprocess.run([sys.executable, "-c", code], env=python_env(), cwd=tmp_path,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip().split("|") == [ascii(EVIL_SHOWN), ascii("a\\x00b\\\\c\\x7f")], \
+        p.stdout
+
+
+def test_a_job_id_with_a_newline_tags_no_raw_newline(scopemeter_bin, mlflow_server, tmp_path):
+    """TORCHELASTIC_RUN_ID=$'j\\nx' on rank 0 of 2: the job tag used to keep
+    the newline.  Escaped (docs/design.md §2) it holds a backslash, which the
+    run search cannot quote, so the job shares no run (docs/cli.md): no job
+    tag, and no tag of the run holds a control character."""
+    env = {"MLFLOW_TRACKING_URI": mlflow_server, "RANK": "0", "WORLD_SIZE": "2",
+           "TORCHELASTIC_RUN_ID": "j\nx"}
+    p = run_cli(scopemeter_bin, ["--interval", "0.5", "--", "true"], env=env, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.run_id, p.stderr
+    assert all(l.startswith("scopemeter") for l in p.stderr.splitlines()), p.stderr
+    from runread import get_run, tags_of
+    tags = tags_of(get_run(mlflow_server, p.run_id))
+    assert "scopemeter.job_id" not in tags, tags
+    assert not [v for v in tags.values() if any(ord(c) < 0x20 for c in v)], tags
