@@ -55,6 +55,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -314,6 +315,15 @@ typedef struct sm_collector_ops {
      * `series_per_device` for each device (GPU).  sm_plan_estimate counts
      * from these; tests tie them to what the collectors emit. */
     int series, series_per_device;
+    /* What the row is (docs/design.md §0, §4), read by collectors.c for the
+     * monitor and the plan, which never compare rows: */
+    bool node_scope;     /* its keys carry the node tier (node_*, rootfs_*: §2) */
+    bool needs_limit;    /* exists only where the cgroup has a limit (container_*: §1) */
+    bool per_rank;       /* one set per recorded rank, not per collector (process_*: §9) */
+    bool gpu;            /* a GPU vendor: another vendor's "no device" line gives way
+                            when it attached (collset_open) */
+    bool counts_devices; /* the plan's GPUs are counted on this row: a GPU is either
+                            vendor's, so a second vendor's row sets it false */
     size_t state_size;
     int (*open)(void *state, const sm_ctx *ctx, sm_opened *res);
     int (*sample)(void *state, sm_points *out, char *msg, size_t msglen);
