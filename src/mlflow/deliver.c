@@ -737,7 +737,7 @@ void sm__deliver_answer_none(const char *shown, int os_errno, const char *why,
     if (os_errno > 0)
         snprintf(a->msg, sizeof a->msg, "runs/log-batch on %.200s: no answer (%s)", shown,
                  strerror(os_errno));
-    else /* as mlflow_rest.c says a request that got no answer */
+    else /* as rest_http.c says a request that got no answer */
         snprintf(a->msg, sizeof a->msg, "runs/log-batch on %.200s: %.200s", shown,
                  why ? why : "no answer");
 }

@@ -48,7 +48,7 @@ typedef struct sm_deliver_batch {
 } sm_deliver_batch;
 
 /* What came back: the outcome is one of enum sm_rest_outcome
- * (mlflow_rest.h), classified by mlflow_rest.c for an HTTP answer
+ * (mlflow_rest.h), classified by rest_http.c for an HTTP answer
  * (sm__rest_parse_reply) whichever transport received it. */
 typedef struct sm_deliver_answer {
     int outcome;
@@ -113,7 +113,7 @@ SM_HIDDEN int sm__deliver_checked(sm_deliver *d, int rank, int rc, const char *s
  * monitor holds a reference from this call on. */
 SM_HIDDEN int sm__monitor_set_delivery(sm_monitor *m, sm_deliver *d);
 /* An answer as MlflowClient met it, in the words the REST transport uses
- * for the same answer (mlflow_rest.c): http > 0 with its body (MLflow's
+ * for the same answer (rest_http.c): http > 0 with its body (MLflow's
  * error JSON; len bytes) and Retry-After (NULL none); http 0: no answer,
  * why in the transport's words. */
 SM_HIDDEN void sm__deliver_answer_http(const sm_deliver *d, long http, const char *body,

@@ -2,16 +2,10 @@
  * rest_private.h — what the pieces of the REST client share among
  * themselves and with nobody else.
  *
- * The client behind mlflow_rest.h is one file per job (docs/rest.md):
- *   rest_http.c   one request: the handle (sm__rest_init/free), headers,
- *                 the transfer and its callbacks, the cancel hook, reading
- *                 the reply (sm__rest_once, sm__rest_parse_reply)
- *   rest_auth.c   credentials and the Authorization header
- *   rest_tls.c    which libcurl a handle uses (TLS or not), TLS options, proxy
- *   rest_retry.c  which answers are retried, backoff, Retry-After, sm__rest_call
- *   rest_uri.c    the tracking URI: checked, redacted for messages
+ * The client behind mlflow_rest.h is one file per job, the rest_*.c files
+ * (each one's job: the source map, docs/design.md §0, and docs/rest.md).
  * Every caller outside them includes mlflow_rest.h only; this header must
- * never be included by a file outside that list (nothing here is an API).
+ * never be included by a file outside them (nothing here is an API).
  */
 #ifndef SM_REST_PRIVATE_H
 #define SM_REST_PRIVATE_H
