@@ -72,6 +72,26 @@ static int copy_out(const char *v, char *out, size_t outlen, char *err, size_t e
     return 0;
 }
 
+/* MLflow's run ids (mlflow/utils/validation.py _validate_run_id): the one
+ * check every call that names a run makes, the REST sink's included. */
+int sm_mlflow_valid_run_id(const char *id)
+{
+    size_t n;
+
+    if (!id || !*id)
+        return 0;
+    n = strlen(id);
+    if (n > 256)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = id[i];
+        int alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+        if (!alnum && (i == 0 || (c != '_' && c != '-')))
+            return 0;
+    }
+    return 1;
+}
+
 void sm_mlflow_redact_uri(const char *uri, char *out, size_t outlen)
 {
     sm__rest_redact(uri, out, outlen);

@@ -88,24 +88,6 @@ static void transport_free(void *arg)
     free(t);
 }
 
-int sm_mlflow_valid_run_id(const char *id)
-{
-    size_t n;
-
-    if (!id || !*id)
-        return 0;
-    n = strlen(id);
-    if (n > 256)
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = id[i];
-        int alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-        if (!alnum && (i == 0 || (c != '_' && c != '-')))
-            return 0;
-    }
-    return 1;
-}
-
 /* The run is checked once, before any window, over REST; deliver.c says
  * what the answer means (the MlflowClient path asks its own way). */
 static int check_run(rest_transport *t, sm_deliver *d, const char *uri, int rank, double bound,
