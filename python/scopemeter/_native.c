@@ -631,18 +631,20 @@ static PyObject *Delivery_done(PyObject *self_, PyObject *args)
     long http;
     int os_errno;
     const char *body = NULL, *retry_after = NULL, *why = "";
-    sm_deliver_answer a;
+    sm_rest_result a = {.retry_after = -1};
 
     if (!d)
         return NULL;
     if (!PyArg_ParseTuple(args, "nlz#zis", &taken, &http, &body, &blen, &retry_after,
                           &os_errno, &why))
         return NULL;
+    /* read as the libcurl transport reads the same answer (answer.c) */
     if (http > 0)
-        sm__deliver_answer_http(d, http, body, (size_t)blen, retry_after, &a);
+        sm__rest_answer_http(&a, "runs/log-batch", http, body, (size_t)blen, retry_after);
     else
-        sm__deliver_answer_none(sm__deliver_shown(d), os_errno, why, &a);
+        sm__rest_answer_none(&a, "runs/log-batch", sm__deliver_shown(d), os_errno, why);
     sm__deliver_done(d, taken < 0 ? 0 : (size_t)taken, &a);
+    sm__rest_result_clear(&a);
     Py_RETURN_NONE;
 }
 

@@ -11,13 +11,20 @@
 #define SM_REST_PRIVATE_H
 
 #include <stddef.h>
+#include <stdlib.h>
 
 #include "curl_api.h"
 #include "mlflow_rest.h"
 
-/* rest_http.c: an environment variable, NULL when unset or empty (MLflow
- * treats an empty one as unset). */
-SM_HIDDEN const char *sm__rest_env(const char *name);
+/* An environment variable, NULL when unset or empty (MLflow treats an empty
+ * one as unset).  Here, not in a file: rest_http.c, rest_auth.c and
+ * rest_tls.c all read the environment, and a definition in one of them
+ * would make the others call back up into it. */
+static inline const char *sm__rest_env(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
 /* rest_http.c: whether this thread's cancel hook (sm__rest_set_cancel) asks
  * to stop. */
 SM_HIDDEN int sm__rest_cancel_asked(void);
@@ -48,9 +55,6 @@ SM_HIDDEN int sm__rest_use_tls(sm_rest *r);
 /* rest_tls.c: the TLS and proxy options of one request on r->h (after the
  * reset in rest_http.c's set_options). */
 SM_HIDDEN void sm__rest_tls_setopt(sm_rest *r);
-
-/* rest_retry.c: whether an HTTP status is worth another try. */
-SM_HIDDEN int sm__rest_retryable_status(long s);
 
 /* rest_uri.c: is the string an https:// URI (case-insensitive)? */
 SM_HIDDEN int sm__rest_is_https(const char *url);

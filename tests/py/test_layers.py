@@ -14,7 +14,8 @@ import re
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
-MLFLOW = {"scopemeter_mlflow.h", "mlflow_rest.h", "rest_private.h", "curl_api.h", "jansson.h"}
+MLFLOW = {"scopemeter_mlflow.h", "mlflow_rest.h", "rest_private.h", "curl_api.h", "answer.h",
+          "deliver.h", "jansson.h"}
 LIBC_OK = re.compile(r"^(std[a-z]+|string|strings|errno|limits|math|ctype|inttypes|stddef|"
                      r"stdarg|stdint|stdbool|stdio|stdlib)\.h$")
 
@@ -259,3 +260,44 @@ def test_the_calls_check_can_fail(tmp_path):
         "src/mlflow/m.c": "int sm__m(void)\n{\n    return 0;\n}\n"}))
     assert upward_calls(root) == [("src/b.c", "src/mlflow/m.c", ["sm__m"]),
                                   ("src/parse_x.c", "src/a.c", ["sm__a"])]
+
+
+def circles(root, folder="src/mlflow/"):
+    """The circles of calls between the .c files of folder: each a sorted
+    list of files that reach one another (a strongly connected set)."""
+    graph = {}
+    for (f, g) in calls_between_files(root):
+        if f.startswith(folder) and g.startswith(folder) and f.endswith(".c"):
+            graph.setdefault(f, set()).add(g)
+
+    def reach(a):
+        seen, todo = set(), [a]
+        while todo:
+            for n in graph.get(todo.pop(), ()):
+                if n not in seen:
+                    seen.add(n)
+                    todo.append(n)
+        return seen
+
+    found = []
+    for f in sorted(graph):
+        ring = sorted({f} | {g for g in reach(f) if f in reach(g)})
+        if len(ring) > 1 and ring not in found:
+            found.append(ring)
+    return found
+
+
+def test_the_mlflow_layer_has_no_circle_of_calls():
+    """The files of src/mlflow/ stack (docs/design.md §0): answer.c at the
+    bottom, one request, the retry loop over it, the calls, the policy, the
+    sinks on top; none calls back into a file that calls it."""
+    assert not circles(ROOT)
+
+
+def test_the_circle_check_can_fail(tmp_path):
+    root = _tree(tmp_path, dict(GOOD, **{
+        "src/mlflow/a.c": "int sm__a1(void)\n{\n    return sm__b1();\n}\n",
+        "src/mlflow/b.c": "int sm__b1(void)\n{\n    return sm__c1();\n}\n",
+        "src/mlflow/c.c": "int sm__c1(void)\n{\n    return sm__a1() + sm__d1();\n}\n",
+        "src/mlflow/d.c": "int sm__d1(void)\n{\n    return 0;\n}\n"}))
+    assert circles(root) == [["src/mlflow/a.c", "src/mlflow/b.c", "src/mlflow/c.c"]]
