@@ -1,7 +1,20 @@
 /*
  * _native.c — the CPython extension scopemeter._native over the public C API
- * (include/scopemeter.h).  Written against the Python Limited API (3.9), so
- * one abi3 wheel serves every CPython from 3.9 on.
+ * (include/scopemeter.h, scopemeter_mlflow.h) and, where no public call can
+ * do it, these internals (linked statically, never exported):
+ *   the delivery policy, for the front's MlflowClient transport
+ *     (mlflow/deliver.h: sm__deliver_new, _unref, _cancel, _next, _done,
+ *     _shown, _check_json, sm__monitor_set_delivery, and sm__ring_str for a
+ *     batch's strings): the C API has no pluggable transport, and a public
+ *     one would freeze a protocol only this file drives;
+ *   what an answer means (mlflow/answer.h: sm__rest_answer_http, _none,
+ *     sm__rest_result_clear): an MlflowClient answer is read exactly as the
+ *     libcurl transport reads it, so both say the same lines;
+ *   the one number parser (number.h: sm__num_parse, sm__num_check), shared
+ *     with every surface by design (docs/design.md §8), so the front's range
+ *     checks say what the CLI says.
+ * Written against the Python Limited API (3.9), so one abi3 wheel serves
+ * every CPython from 3.9 on.
  *
  * What it exposes, and nothing more:
  *   Monitor      a sm_monitor that ships itself through the REST sink
