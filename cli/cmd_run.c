@@ -64,6 +64,7 @@ struct run_state {
     char shown[512];           /* the URI, redacted */
     char run_id[300];
     int owns_run;              /* this process ends the run */
+    sm_run_result resolved;    /* what sm_mlflow_resolve gave, its run check included */
     sm_identity *id;           /* sm_identity_read_env; NULL only out of memory */
     int sfd;                   /* signalfd */
     int pending_sig;           /* a terminating signal that came before CMD started */
@@ -298,6 +299,7 @@ static void resolve_run(struct run_state *st, const struct run_opts *o)
     if (sm_mlflow_resolve(&req, &res) == 0) {
         snprintf(st->run_id, sizeof st->run_id, "%s", res.run_id);
         st->owns_run = res.owns_run;
+        st->resolved = res; /* its run check goes to the sink (sm_monitor_set_resolved) */
     }
 }
 
@@ -668,7 +670,7 @@ static int start_recording(struct run_state *st, const struct run_opts *o, sm_mo
         return 0;
 
     if (st->run_id[0])
-        rc = sm_monitor_set_run(m, st->uri, st->run_id);
+        rc = sm_monitor_set_resolved(m, st->uri, &st->resolved);
     else
         rc = sm_monitor_set_jsonl(m, st->jsonl_path);
     err[0] = '\0';

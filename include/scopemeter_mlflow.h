@@ -128,18 +128,48 @@ typedef struct sm_run_request {
 #define SM_RUN_REQUEST_INIT {sizeof(sm_run_request), NULL, NULL, NULL, NULL, NULL, SM_DEFAULT, \
                              NULL, NULL}
 
+/* The run check (runs/get) of a given run: what the store said of it, as a
+ * value.  The resolution makes it when it attaches to a given run and hands
+ * it to the REST sink with sm_monitor_set_resolved, whose start then does not
+ * ask runs/get again (docs/rest.md); the sink makes its own otherwise. */
+enum sm_run_check_outcome {
+    SM_RUN_CHECK_NONE = 0,      /* no check was made (a run found or created) */
+    SM_RUN_CHECK_RUN = 1,       /* the store answered with the run: status, last_step */
+    SM_RUN_CHECK_REFUSED = 2,   /* missing or deleted, credentials refused, a bad request
+                                 * or answer, a TLS or URL problem: not recorded into */
+    SM_RUN_CHECK_NO_ANSWER = 3, /* no answer within its bound: points wait for the store */
+};
+typedef struct sm_run_check {
+    int outcome;               /* enum sm_run_check_outcome */
+    int error;                 /* REFUSED, NO_ANSWER: the REST helpers' code (above) */
+    long http;                 /* runs/get's HTTP status, 0 when none */
+    int rank;                  /* whose system steps last_step counts */
+    long long last_step;       /* RUN: the largest step of that rank's system metrics, -1 none */
+    char status[32];           /* RUN: RUNNING, FINISHED, ... */
+    char why[600];             /* REFUSED, NO_ANSWER: the line */
+} sm_run_check;
+
 typedef struct sm_run_result {
     size_t size;               /* SM_RUN_RESULT_INIT: sizeof(sm_run_result) */
     char run_id[300];          /* MLflow's run ids are at most 256 characters */
     int owns_run;              /* created here (or a restart's rank 0): the caller ends it */
+    sm_run_check check;        /* a given run's check (SM_RUN_CHECK_NONE otherwise) */
 } sm_run_result;
-#define SM_RUN_RESULT_INIT {sizeof(sm_run_result), "", 0}
+#define SM_RUN_RESULT_INIT {sizeof(sm_run_result), "", 0, {0}}
 
 /* 0 with out->run_id, or a negative code (no run: -ENOENT, -ETIMEDOUT, ...,
  * as the REST helpers) after the line that says why.  Reads req->size
  * bytes of req, writes out->size bytes of out (top of scopemeter.h);
  * -EINVAL for a size below this header's (the first sized one). */
 SM_EXTERN int sm_mlflow_resolve(const sm_run_request *req, sm_run_result *out);
+
+/* sm_monitor_set_run for the run res names, with the check res carries: a
+ * check of the monitor's rank (SM_RUN_CHECK_RUN or _NO_ANSWER) is the REST
+ * sink's check at start, said by it, with no runs/get of its own.  res is
+ * what sm_mlflow_resolve gave for the same tracking_uri; a res whose size
+ * does not cover the check is sm_monitor_set_run. */
+SM_EXTERN int sm_monitor_set_resolved(sm_monitor *m, const char *tracking_uri,
+                                      const sm_run_result *res);
 
 #ifdef __cplusplus
 }

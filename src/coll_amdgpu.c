@@ -515,10 +515,12 @@ static int amd_sample(void *state, sm_points *out, char *msg, size_t msglen)
 
 const sm_collector_ops sm__coll_amdgpu = {
     .name = "amdgpu",
-    /* 5 per device, as NVIDIA's; counted once per GPU by sm__collectors_series
+    /* 5 per device, as NVIDIA's; not counted again by sm__collectors_series
      * (a GPU is either vendor's: plan's gpus_per_worker counts both) */
     .series_per_device = 5,
     .status_tag = "gpu",
+    .gpu = true,
+    .counts_devices = false,
     .state_size = sizeof(struct amdgpu),
     .open = amd_open,
     .sample = amd_sample,

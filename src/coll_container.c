@@ -913,6 +913,7 @@ const sm_collector_ops sm__coll_container = {
     /* usage, percentage, CPU; 4 parts of the working set; 2 pressure (v2 PSI:
      * plan counts them as the upper bound, docs/plan.md) */
     .series = 9,
+    .needs_limit = true,
     .status_tag = "cgroup",
     .state_size = sizeof(struct ctr),
     .open = ctr_open,

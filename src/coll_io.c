@@ -183,6 +183,7 @@ static void io_close(void *state)
 const sm_collector_ops sm__coll_io = {
     .name = "disk_io",
     .series = 2,
+    .needs_limit = true,
     .state_size = sizeof(struct io),
     .open = io_open,
     .sample = io_sample,

@@ -76,6 +76,7 @@ static void cpu_close(void *state)
 const sm_collector_ops sm__coll_node_cpu = {
     .name = "node_cpu",
     .series = 1,
+    .node_scope = true,
     .state_size = sizeof(struct node_cpu),
     .open = cpu_open,
     .sample = cpu_sample,
@@ -146,6 +147,7 @@ static void mem_close(void *state)
 const sm_collector_ops sm__coll_node_memory = {
     .name = "node_memory",
     .series = 2,
+    .node_scope = true,
     .state_size = sizeof(struct node_mem),
     .open = mem_open,
     .sample = mem_sample,

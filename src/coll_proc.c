@@ -621,6 +621,7 @@ static void proc_close(void *state)
 const sm_collector_ops sm__coll_proc = {
     .name = "process",
     .series = 3,
+    .per_rank = true,
     .state_size = sizeof(struct proc_state),
     .open = proc_open,
     .sample = proc_sample,

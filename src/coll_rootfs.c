@@ -70,6 +70,7 @@ static void rootfs_close(void *state)
 const sm_collector_ops sm__coll_rootfs = {
     .name = "rootfs",
     .series = 3,
+    .node_scope = true,
     .state_size = sizeof(struct rootfs),
     .open = rootfs_open,
     .sample = rootfs_sample,

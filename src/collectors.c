@@ -1,6 +1,8 @@
 /*
  * collectors.c — the table of collectors and the set that drives them.
- * Adding a collector is one new file and one row below.
+ * Adding a collector is one new file and one row below; the row's ops say
+ * what it is (node scope, needs a limit, per rank, GPU, counts devices:
+ * internal.h), and nothing here or in the monitor and plan compares rows.
  *
  * Failure policy (docs/design.md §6): a collector that cannot open is dropped with
  * one line naming the file; one whose sample fails drops its points for that
@@ -29,14 +31,13 @@ int sm__collectors_series(int devices, int container_limits, int *node_scope)
 
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         const sm_collector_ops *c = table[i];
-        /* a GPU is either vendor's: devices are counted once, by NVIDIA's row */
-        int k = c->series + (c == &sm__coll_amdgpu ? 0 : c->series_per_device * devices);
-        if ((c == &sm__coll_container || c == &sm__coll_io) && !container_limits)
+        int k = c->series + (c->counts_devices ? c->series_per_device * devices : 0);
+        if (c->needs_limit && !container_limits)
             continue; /* container_* exist only where a limit does */
-        if (c == &sm__coll_proc)
+        if (c->per_rank)
             continue; /* per recorded rank: sm__process_series */
         n += k;
-        if (c == &sm__coll_node_cpu || c == &sm__coll_node_memory || c == &sm__coll_rootfs)
+        if (c->node_scope)
             node += k;
     }
     if (node_scope)
@@ -46,7 +47,12 @@ int sm__collectors_series(int devices, int container_limits, int *node_scope)
 
 int sm__process_series(void)
 {
-    return sm__coll_proc.series;
+    int n = 0;
+
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (table[i]->per_rank)
+            n += table[i]->series;
+    return n;
 }
 
 int sm__ctx_init(sm_ctx *ctx)
@@ -188,8 +194,8 @@ int sm__collset_open(sm_collset *s, const sm_ctx *ctx, sm_notes *notes)
                 sm__note(notes, SM_WARN, "%s (paths under SCOPEMETER_SYSROOT=%s)", res.msg,
                         ctx->sysroot);
             else if (res.msg[0]) {
-                if (rc == SM_ABSENT && ops->status_tag && strcmp(ops->status_tag, "gpu") == 0 &&
-                    gpu_absent_note == SIZE_MAX && notes->n < SM_NOTES_MAX)
+                if (rc == SM_ABSENT && ops->gpu && gpu_absent_note == SIZE_MAX &&
+                    notes->n < SM_NOTES_MAX)
                     gpu_absent_note = notes->n;
                 sm__note(notes, rc == SM_ABSENT ? SM_INFO : SM_WARN, "%s", res.msg);
             }
@@ -203,7 +209,7 @@ int sm__collset_open(sm_collset *s, const sm_ctx *ctx, sm_notes *notes)
         s->n++;
         /* one vendor's GPUs attached: another vendor's "no device: gpu_*
          * series absent" would say the opposite of what is logged */
-        if (ops->status_tag && strcmp(ops->status_tag, "gpu") == 0 && gpu_absent_note < notes->n) {
+        if (ops->gpu && gpu_absent_note < notes->n) {
             memmove(&notes->level[gpu_absent_note], &notes->level[gpu_absent_note + 1],
                     (notes->n - gpu_absent_note - 1) * sizeof notes->level[0]);
             memmove(&notes->line[gpu_absent_note], &notes->line[gpu_absent_note + 1],

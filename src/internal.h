@@ -1,52 +1,9 @@
 /*
  * internal.h — private declarations shared by the library's files.
  *
- * Layout (a reader looking for where a series is computed; the layers and
- * which may include which: docs/design.md §0):
- *   sysroot.c        every absolute path read goes through SCOPEMETER_SYSROOT
- *   log.c            the one "scopemeter: " line format
- *   names.c          the naming rule (upstream key, rank, node) -> MLflow key
- *   identity.c       rank / local rank / world sizes / node from launchers
- *   number.c         the one parser of numbers people write (number.h: options,
- *                    environment, launcher and MLflow variables, Python's)
- *   env.c            numbers from the environment: a bad one said once, with
- *                    what is used instead
- *   parse_proc.c     pure parsers of /proc/stat, /proc/meminfo, /proc/net/dev,
- *                    "key value" files and single-number files
- *   parse_cgroup.c   pure parsers of /proc/self/cgroup, mountinfo, cpu.max
- *   cgroup.c         locating the cgroup, limits through ancestors
- *   coll_node.c      node_cpu_* (/proc/stat), node_memory_* (/proc/meminfo)
- *   coll_rootfs.c    rootfs_* (statvfs "/")
- *   coll_net.c       network_* (/proc/net/dev)
- *   coll_container.c container_* (cgroup files)
- *   coll_gpu.c       gpu_i_* (NVML through dlopen)
- *   coll_io.c        container_disk_* (cgroup io.stat / blkio)
- *   coll_amdgpu.c    gpu_i_* of AMD GPUs (amdgpu sysfs)
- *   parse_io.c       pure parsers of io.stat and blkio.*io_service_bytes*
- *   coll_proc.c      process_* (the process tree of a rank, /proc/PID/...)
- *   reclock.c        one recorder per rank and run (abstract unix sockets)
- *   collectors.c     the table of collectors and the set that drives them
- *   probe.c          sm_probe_* (one honest look)
- *   monitor.c        the sampling thread, windows, steps
- *   ring.c           the bounded ring every delivering sink keeps (sink.h)
- *   sink_queue.c     the pull queue a binding drains (sink.h)
- *   plan.c           who collects (sm_collects), collectors, write-load cap,
- *                    sm_plan_estimate
- *   compat.c         0.1's entry points over 0.1's struct layouts (the ABI)
- *   version.c        sm_version, sm_strerror
- *   clock.c          monotonic / wall clocks, condvars on CLOCK_MONOTONIC
- *   zalloc.c         zeroed memory resident only where written (big sparse structs)
- * The full library adds src/mlflow/ (libcurl, jansson; scopemeter_mlflow.h):
- *   rest_http.c      one HTTP request to MLflow (mlflow_rest.h; its other jobs:)
- *   rest_auth.c      credentials, the Authorization header
- *   rest_tls.c       which libcurl (TLS module or not), TLS options, proxy
- *   rest_retry.c     retry policy: backoff, Retry-After, sm__rest_call
- *   rest_uri.c       the tracking URI: checked, redacted
- *   mlflow_api.c     the REST calls: experiments, runs, tags, end
- *   mlflow_run.c     which run a process records into (sm_mlflow_resolve)
- *   deliver.c        the delivery policy both transports drive (libcurl, MlflowClient)
- *   sink_mlflow.c    the REST sink: the policy's libcurl transport (sm_monitor_set_run)
- *   sink_jsonl.c     the JSONL file sink (sm_monitor_set_jsonl)
+ * Where each file sits and what it is, the layers and which may include
+ * which: the one source map, docs/design.md §0 (not copied here: a copy
+ * drifts).
  */
 #ifndef SM_INTERNAL_H
 #define SM_INTERNAL_H
@@ -55,6 +12,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -338,6 +296,15 @@ typedef struct sm_collector_ops {
      * `series_per_device` for each device (GPU).  sm_plan_estimate counts
      * from these; tests tie them to what the collectors emit. */
     int series, series_per_device;
+    /* What the row is (docs/design.md §0, §4), read by collectors.c for the
+     * monitor and the plan, which never compare rows: */
+    bool node_scope;     /* its keys carry the node tier (node_*, rootfs_*: §2) */
+    bool needs_limit;    /* exists only where the cgroup has a limit (container_*: §1) */
+    bool per_rank;       /* one set per recorded rank, not per collector (process_*: §9) */
+    bool gpu;            /* a GPU vendor: another vendor's "no device" line gives way
+                            when it attached (collset_open) */
+    bool counts_devices; /* the plan's GPUs are counted on this row: a GPU is either
+                            vendor's, so a second vendor's row sets it false */
     size_t state_size;
     int (*open)(void *state, const sm_ctx *ctx, sm_opened *res);
     int (*sample)(void *state, sm_points *out, char *msg, size_t msglen);

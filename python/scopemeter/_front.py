@@ -406,7 +406,7 @@ Answer = Tuple[int, Optional[bytes], Optional[str], int, str]
 
 # OSErrors raised without an errno, by their class: http.client's
 # RemoteDisconnected (a connection closed without a reply) is a
-# ConnectionResetError, as libcurl's "empty reply" is said (mlflow_rest.c)
+# ConnectionResetError, as libcurl's "empty reply" is said (rest_http.c)
 _ERRNO_OF = {ConnectionResetError: errno.ECONNRESET, ConnectionRefusedError: errno.ECONNREFUSED,
              ConnectionAbortedError: errno.ECONNABORTED, BrokenPipeError: errno.EPIPE,
              TimeoutError: errno.ETIMEDOUT}

@@ -1,7 +1,20 @@
 /*
  * _native.c — the CPython extension scopemeter._native over the public C API
- * (include/scopemeter.h).  Written against the Python Limited API (3.9), so
- * one abi3 wheel serves every CPython from 3.9 on.
+ * (include/scopemeter.h, scopemeter_mlflow.h) and, where no public call can
+ * do it, these internals (linked statically, never exported):
+ *   the delivery policy, for the front's MlflowClient transport
+ *     (mlflow/deliver.h: sm__deliver_new, _unref, _cancel, _next, _done,
+ *     _shown, _check_json, sm__monitor_set_delivery, and sm__ring_str for a
+ *     batch's strings): the C API has no pluggable transport, and a public
+ *     one would freeze a protocol only this file drives;
+ *   what an answer means (mlflow/answer.h: sm__rest_answer_http, _none,
+ *     sm__rest_result_clear): an MlflowClient answer is read exactly as the
+ *     libcurl transport reads it, so both say the same lines;
+ *   the one number parser (number.h: sm__num_parse, sm__num_check), shared
+ *     with every surface by design (docs/design.md §8), so the front's range
+ *     checks say what the CLI says.
+ * Written against the Python Limited API (3.9), so one abi3 wheel serves
+ * every CPython from 3.9 on.
  *
  * What it exposes, and nothing more:
  *   Monitor      a sm_monitor that ships itself through the REST sink
@@ -736,18 +749,20 @@ static PyObject *Delivery_done(PyObject *self_, PyObject *args)
     long http;
     int os_errno;
     const char *body = NULL, *retry_after = NULL, *why = "";
-    sm_deliver_answer a;
+    sm_rest_result a = {.retry_after = -1};
 
     if (!d)
         return NULL;
     if (!PyArg_ParseTuple(args, "nlz#zis", &taken, &http, &body, &blen, &retry_after,
                           &os_errno, &why))
         return NULL;
+    /* read as the libcurl transport reads the same answer (answer.c) */
     if (http > 0)
-        sm__deliver_answer_http(d, http, body, (size_t)blen, retry_after, &a);
+        sm__rest_answer_http(&a, "runs/log-batch", http, body, (size_t)blen, retry_after);
     else
-        sm__deliver_answer_none(sm__deliver_shown(d), os_errno, why, &a);
+        sm__rest_answer_none(&a, "runs/log-batch", sm__deliver_shown(d), os_errno, why);
     sm__deliver_done(d, taken < 0 ? 0 : (size_t)taken, &a);
+    sm__rest_result_clear(&a);
     Py_RETURN_NONE;
 }
 

@@ -126,7 +126,7 @@ static void report_drops(sm_deliver *d)
     }
 }
 
-static void on_failure(sm_deliver *d, const sm_deliver_answer *a)
+static void on_failure(sm_deliver *d, const sm_rest_result *a)
 {
     if (d->outage_since == 0) {
         d->outage_since = sm__now_mono();
@@ -140,7 +140,7 @@ static void on_failure(sm_deliver *d, const sm_deliver_answer *a)
 
 /* A refusal that names a unique-key violation of the store's database:
  * sqlite, PostgreSQL and MySQL say it so (MLflow passes the text on). */
-static int duplicate_key(const sm_deliver_answer *a)
+static int duplicate_key(const sm_rest_result *a)
 {
     return strstr(a->msg, "UNIQUE constraint failed") != NULL ||
            strstr(a->msg, "duplicate key value violates unique constraint") != NULL ||
@@ -166,7 +166,7 @@ static void on_success(sm_deliver *d)
 
 /* n records refused; `counted` of them still in the ring (the others were
  * overwritten meanwhile and are counted as dropped by the ring already). */
-static void on_refused(sm_deliver *d, const sm_deliver_answer *a, size_t n, size_t counted)
+static void on_refused(sm_deliver *d, const sm_rest_result *a, size_t n, size_t counted)
 {
     const char *kind = a->error_code[0] ? a->error_code : "?";
 
@@ -348,7 +348,7 @@ end:
     return 0;
 }
 
-void sm__deliver_done(sm_deliver *d, size_t taken, const sm_deliver_answer *a)
+void sm__deliver_done(sm_deliver *d, size_t taken, const sm_rest_result *a)
 {
     size_t used, removed;
     double cap;
@@ -420,23 +420,20 @@ atomic_llong *sm__deliver_deadline_ms(sm_deliver *d)
     return &d->deadline_ms;
 }
 
-/* ---- the run check's verdict -------------------------------------------------- */
+/* ---- the run check's lines ------------------------------------------------------ */
 
-int sm__deliver_check_refuses(int rc)
+int sm__deliver_checked(sm_deliver *d, const sm_run_check *c, char *err, size_t errlen)
 {
-    return rc == -ENOENT || rc == -EACCES || rc == -EINVAL || rc == -EIO || rc == -EPROTO;
-}
+    long long last = c->last_step;
 
-int sm__deliver_checked(sm_deliver *d, int rank, int rc, const char *status, int64_t last,
-                       const char *why, char *err, size_t errlen)
-{
-    if (sm__deliver_check_refuses(rc)) {
-        snprintf(err, errlen, "%s", why);
-        return rc;
+    /* the line as the sink's start has always cut it (511 bytes) */
+    if (c->outcome == SM_RUN_CHECK_REFUSED) {
+        snprintf(err, errlen, "%.511s", c->why);
+        return c->error;
     }
-    if (rc < 0) {
-        sm__log(SM_WARN, "cannot check run %s at %s (%s); recording into it anyway: points "
-               "wait in the buffer until the server answers", d->run_id, d->shown, why);
+    if (c->outcome != SM_RUN_CHECK_RUN) {
+        sm__log(SM_WARN, "cannot check run %s at %s (%.511s); recording into it anyway: points "
+               "wait in the buffer until the server answers", d->run_id, d->shown, c->why);
         return 0;
     }
     /* Re-attaching (docs/design.md §3): the chart goes on where this rank's
@@ -444,12 +441,12 @@ int sm__deliver_checked(sm_deliver *d, int rank, int rc, const char *status, int
      * interleaving with the old points; an ended run is said. */
     if (last >= 0)
         d->step_base = last + 1;
-    if (status && status[0] && strcmp(status, "RUNNING") != 0)
-        sm__log(SM_INFO, "run %s is %s; recording into it anyway%s", d->run_id, status,
+    if (c->status[0] && strcmp(c->status, "RUNNING") != 0)
+        sm__log(SM_INFO, "run %s is %s; recording into it anyway%s", d->run_id, c->status,
                last >= 0 ? ", its system steps continue after its last one" : "");
     if (last >= 0)
         sm__log(SM_INFO, "run %s already holds system metrics of rank %d up to step %lld: steps "
-               "continue at %lld", d->run_id, rank, (long long)last, (long long)(last + 1));
+               "continue at %lld", d->run_id, c->rank, last, last + 1);
     return 0;
 }
 
@@ -631,13 +628,12 @@ static void *drive(void *arg)
     sm_deliver_batch b;
 
     while (sm__deliver_next(d, &b)) {
-        sm_deliver_answer a;
+        sm_rest_result a = {.retry_after = -1};
         size_t taken = b.n;
 
-        memset(&a, 0, sizeof a);
-        a.retry_after = -1;
         d->post(d->post_arg, &b, &taken, &a);
         sm__deliver_done(d, taken, &a);
+        sm__rest_result_clear(&a);
     }
     return NULL;
 }
@@ -711,37 +707,6 @@ int sm__monitor_set_delivery(sm_monitor *m, sm_deliver *d)
                                        unref_settings);
 }
 
-void sm__deliver_answer_http(const sm_deliver *d, long http, const char *body, size_t len,
-                            const char *retry_after, sm_deliver_answer *a)
-{
-    sm_rest_result res;
-
-    (void)d;
-    memset(&res, 0, sizeof res);
-    res.retry_after = -1;
-    sm__rest_parse_reply("runs/log-batch", http, body, len, &res);
-    memset(a, 0, sizeof *a);
-    a->outcome = res.outcome;
-    a->retry_after = retry_after ? sm__rest_parse_retry_after(retry_after, (long)time(NULL)) : -1;
-    snprintf(a->msg, sizeof a->msg, "%s", res.msg);
-    snprintf(a->error_code, sizeof a->error_code, "%s", res.error_code);
-    sm__rest_result_clear(&res);
-}
-
-void sm__deliver_answer_none(const char *shown, int os_errno, const char *why,
-                            sm_deliver_answer *a)
-{
-    memset(a, 0, sizeof *a);
-    a->outcome = SM_REST_RETRY;
-    a->retry_after = -1;
-    if (os_errno > 0)
-        snprintf(a->msg, sizeof a->msg, "runs/log-batch on %.200s: no answer (%s)", shown,
-                 strerror(os_errno));
-    else /* as mlflow_rest.c says a request that got no answer */
-        snprintf(a->msg, sizeof a->msg, "runs/log-batch on %.200s: %.200s", shown,
-                 why ? why : "no answer");
-}
-
 const char *sm__deliver_shown(const sm_deliver *d)
 {
     return d->shown;
@@ -750,22 +715,26 @@ const char *sm__deliver_shown(const sm_deliver *d)
 int sm__deliver_check_json(sm_deliver *d, int rank, const char *run_json, const char *error_code,
                           const char *why, char *err, size_t errlen)
 {
-    char line[512] = "", status[32] = "";
-    int64_t last = -1;
+    sm_rest_result a = {.retry_after = -1};
+    sm_run_check c;
     json_t *run = NULL;
-    int rc;
 
     if (run_json) {
         json_error_t je;
         run = json_loads(run_json, 0, &je);
     }
-    if (run || (error_code && strcmp(error_code, "RESOURCE_DOES_NOT_EXIST") == 0))
-        rc = sm__mlflow_run_state(run, d->run_id, d->shown, rank, status, sizeof status, &last,
-                                 line, sizeof line);
-    else {
-        rc = -ETIMEDOUT;
-        snprintf(line, sizeof line, "%s", why ? why : "no answer");
+    /* the Run, a missing run, or no answer: read as the same answer over
+     * REST would be (answer.c decides) */
+    if (run)
+        a.outcome = SM_REST_OK;
+    else if (error_code && strcmp(error_code, "RESOURCE_DOES_NOT_EXIST") == 0) {
+        a.outcome = SM_REST_REFUSED;
+        snprintf(a.error_code, sizeof a.error_code, "%s", error_code);
+    } else {
+        a.outcome = SM_REST_RETRY;
+        snprintf(a.msg, sizeof a.msg, "%s", why ? why : "no answer");
     }
+    sm__run_check_of(&c, &a, run, NULL, d->run_id, d->shown, rank);
     json_decref(run);
-    return sm__deliver_checked(d, rank, rc, status, last, line, err, errlen);
+    return sm__deliver_checked(d, &c, err, errlen);
 }

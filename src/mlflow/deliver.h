@@ -11,9 +11,10 @@
  *         sm__deliver_done(d, taken, &answer);     after one request
  *
  * and everything else is here: batching within MLflow's limits, non-finite
- * values skipped, the classification of answers, backoff with full jitter,
- * the outage / recovery / refusal / stop-deadline lines and the counters the
- * closing line reports, and the verdict of the run check at start.  A
+ * values skipped, what to do with each answer (read into one sm_rest_result
+ * by answer.c whichever transport met it), backoff with full jitter, the
+ * outage / recovery / refusal / stop-deadline lines and the counters the
+ * closing line reports, and the lines of the run check at start.  A
  * transport only sends a batch and says what came back; it never decides.
  *
  * The object is also the sink the monitor pushes into (sm__deliver_sink): a
@@ -29,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "answer.h"
 #include "sink.h"
 
 typedef struct sm_deliver sm_deliver;
@@ -47,20 +49,10 @@ typedef struct sm_deliver_batch {
     const sm_ring *ring;  /* key and text strings: sm__ring_str(ring, id) */
 } sm_deliver_batch;
 
-/* What came back: the outcome is one of enum sm_rest_outcome
- * (mlflow_rest.h), classified by mlflow_rest.c for an HTTP answer
- * (sm__rest_parse_reply) whichever transport received it. */
-typedef struct sm_deliver_answer {
-    int outcome;
-    double retry_after;   /* seconds the store asked to wait, < 0 when it did not */
-    char msg[512];        /* one line, no secrets */
-    char error_code[64];  /* MLflow's error_code, "" when none */
-} sm_deliver_answer;
-
 /* One request of a thread-driven transport; *taken receives how many of
  * b->n records it carried (fewer when the body would be too large). */
 typedef void (*sm_deliver_post)(void *arg, const sm_deliver_batch *b, size_t *taken,
-                                sm_deliver_answer *a);
+                                sm_rest_result *a);
 
 /* A policy for run_id at the store shown (redacted) in lines; no buffer yet
  * (sm__deliver_configure).  One reference, the caller's. */
@@ -83,28 +75,18 @@ SM_HIDDEN int sm__deliver_start_thread(sm_deliver *d, sm_deliver_post post, void
  * returns 1; returns 0 when delivery is over (stopped and empty, stop bound
  * passed, cancelled).  done: what became of that batch (taken of b->n). */
 SM_HIDDEN int sm__deliver_next(sm_deliver *d, sm_deliver_batch *b);
-SM_HIDDEN void sm__deliver_done(sm_deliver *d, size_t taken, const sm_deliver_answer *a);
+SM_HIDDEN void sm__deliver_done(sm_deliver *d, size_t taken, const sm_rest_result *a);
 /* Ends delivery now: next() returns 0 (a start that failed, a driver to end). */
 SM_HIDDEN void sm__deliver_cancel(sm_deliver *d);
 /* For libcurl's xferinfo: non-zero abort, the stop deadline (monotonic ms, 0 none). */
 SM_HIDDEN atomic_int *sm__deliver_abort_flag(sm_deliver *d);
 SM_HIDDEN atomic_llong *sm__deliver_deadline_ms(sm_deliver *d);
 
-/* Whether a run check's outcome refuses the run (1) rather than leaving its
- * points to wait for the server (0): a missing or deleted run, credentials
- * refused, a bad request or answer, a TLS or URL problem — what waiting does
- * not mend.  The one rule for the sink's start (sm__deliver_checked) and the
- * run resolution's attach (mlflow_run.c). */
-SM_HIDDEN int sm__deliver_check_refuses(int rc);
-
-/* The run check at start, its verdict from runs/get's answer however it was
- * asked: rc 0 (the run; status RUNNING, FINISHED, ...; last: the largest
- * step of this rank's system metrics, -1 none), -ENOENT (missing or deleted,
- * why: the line), or another negative (no answer in time, why).  Says what
- * it decides; returns 0 (record: steps continue after last) or rc with err
- * set (the start fails). */
-SM_HIDDEN int sm__deliver_checked(sm_deliver *d, int rank, int rc, const char *status,
-                                 int64_t last, const char *why, char *err, size_t errlen);
+/* The run check at start, however it was asked (answer.h: its verdict):
+ * says what it decides and returns 0 (record: steps continue after the
+ * rank's last one; no answer: said, the points wait for the store) or, for
+ * a refused run, its code with err set (the start fails). */
+SM_HIDDEN int sm__deliver_checked(sm_deliver *d, const sm_run_check *c, char *err, size_t errlen);
 
 /* ---- the MlflowClient transport (python/scopemeter/_native.c) -------------- */
 
@@ -112,17 +94,6 @@ SM_HIDDEN int sm__deliver_checked(sm_deliver *d, int rank, int rc, const char *s
  * its factory configures d at start and hands the monitor d's sink.  The
  * monitor holds a reference from this call on. */
 SM_HIDDEN int sm__monitor_set_delivery(sm_monitor *m, sm_deliver *d);
-/* An answer as MlflowClient met it, in the words the REST transport uses
- * for the same answer (mlflow_rest.c): http > 0 with its body (MLflow's
- * error JSON; len bytes) and Retry-After (NULL none); http 0: no answer,
- * why in the transport's words. */
-SM_HIDDEN void sm__deliver_answer_http(const sm_deliver *d, long http, const char *body,
-                                      size_t len, const char *retry_after,
-                                      sm_deliver_answer *a);
-/* No answer (both transports): said by the socket's errno when there is
- * one, so the same fault reads the same on both paths; else why. */
-SM_HIDDEN void sm__deliver_answer_none(const char *shown, int os_errno, const char *why,
-                                      sm_deliver_answer *a);
 SM_HIDDEN const char *sm__deliver_shown(const sm_deliver *d);
 /* The run check from MlflowClient's get_run: run_json is the Run as
  * runs/get's "run" object (NULL when the store did not give it), error_code

@@ -21,26 +21,26 @@
 
 #define DEFAULT_TIMEOUT 30.0
 
-/* Maps the outcome of sm__rest_call to the header's error codes. */
-static int to_errno(const sm_rest *r, int outcome)
+/* One call, its answer in the public API's words (answer.c): 0, or the
+ * code with err set.  On 0 the answer's body goes to *resp when asked (the
+ * caller decrefs); *http, when asked, gets the answer's status. */
+static int call(sm_rest *r, const char *method, const char *endpoint, json_t *req, json_t **resp,
+                long *http, double deadline, char *err, size_t errlen)
 {
-    if (outcome == SM_REST_OK)
-        return 0;
-    if (outcome == SM_REST_RETRY || outcome == SM_REST_ABORTED)
-        return -ETIMEDOUT;
-    if (outcome == SM_REST_FAILED)
-        return -EIO;
-    if (strcmp(r->last_error_code, "RESOURCE_DOES_NOT_EXIST") == 0)
-        return -ENOENT;
-    if (r->last_http == 404)
-        return -EPROTO; /* no MLflow API there (a wrong path prefix): its own line */
-    if (strcmp(r->last_error_code, "RESOURCE_ALREADY_EXISTS") == 0)
-        return -EEXIST;
-    if (r->last_http == 401 || r->last_http == 403)
-        return -EACCES;
-    if (r->last_http == 0)
-        return -EIO; /* a TLS or URL problem: curl's message says which */
-    return -EPROTO;
+    sm_rest_result res;
+    int rc;
+
+    sm__rest_call(r, method, endpoint, req, &res, deadline, err, errlen);
+    rc = sm__rest_errno(&res);
+    if (http)
+        *http = res.http;
+    if (resp) {
+        *resp = rc == 0 ? res.body : NULL;
+        if (rc == 0)
+            res.body = NULL;
+    }
+    sm__rest_result_clear(&res);
+    return rc;
 }
 
 static double deadline_of(double timeout_s)
@@ -72,6 +72,26 @@ static int copy_out(const char *v, char *out, size_t outlen, char *err, size_t e
     return 0;
 }
 
+/* MLflow's run ids (mlflow/utils/validation.py _validate_run_id): the one
+ * check every call that names a run makes, the REST sink's included. */
+int sm_mlflow_valid_run_id(const char *id)
+{
+    size_t n;
+
+    if (!id || !*id)
+        return 0;
+    n = strlen(id);
+    if (n > 256)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = id[i];
+        int alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+        if (!alnum && (i == 0 || (c != '_' && c != '-')))
+            return 0;
+    }
+    return 1;
+}
+
 void sm_mlflow_redact_uri(const char *uri, char *out, size_t outlen)
 {
     sm__rest_redact(uri, out, outlen);
@@ -86,7 +106,7 @@ static int experiment_by_name(sm_rest *r, const char *name, char *id_out, size_t
 {
     json_t *resp = NULL, *req = NULL;
     char ep[1200], esc[1024];
-    int rc = 0, outcome;
+    int rc = 0;
 
     if (sm__rest_escape(r, name, esc, sizeof esc) < 0) {
         snprintf(err, errlen, "experiment name too long");
@@ -94,8 +114,7 @@ static int experiment_by_name(sm_rest *r, const char *name, char *id_out, size_t
     }
     for (int tries = 0; tries < 3; tries++) {
         snprintf(ep, sizeof ep, "experiments/get-by-name?experiment_name=%s", esc);
-        outcome = sm__rest_call(r, "GET", ep, NULL, &resp, deadline, err, errlen);
-        rc = to_errno(r, outcome);
+        rc = call(r, "GET", ep, NULL, &resp, NULL, deadline, err, errlen);
         if (rc == 0) {
             rc = copy_out(json_string_value(json_object_get(
                               json_object_get(resp, "experiment"), "experiment_id")),
@@ -120,9 +139,7 @@ static int experiment_by_name(sm_rest *r, const char *name, char *id_out, size_t
             rc = -ENOMEM;
             goto out;
         }
-        outcome = sm__rest_call(r, "POST", "experiments/create", req, &resp, deadline, err,
-                               errlen);
-        rc = to_errno(r, outcome);
+        rc = call(r, "POST", "experiments/create", req, &resp, NULL, deadline, err, errlen);
         if (rc == 0) {
             rc = copy_out(json_string_value(json_object_get(resp, "experiment_id")), id_out,
                           id_len, err, errlen, "experiment_id");
@@ -146,6 +163,7 @@ static int experiment_by_id(sm_rest *r, const char *id, char *id_out, size_t id_
 {
     json_t *resp = NULL;
     char ep[1200], esc[1024];
+    long http = 0;
     int rc;
 
     if (sm__rest_escape(r, id, esc, sizeof esc) < 0) {
@@ -153,10 +171,10 @@ static int experiment_by_id(sm_rest *r, const char *id, char *id_out, size_t id_
         return -EINVAL;
     }
     snprintf(ep, sizeof ep, "experiments/get?experiment_id=%s", esc);
-    rc = to_errno(r, sm__rest_call(r, "GET", ep, NULL, &resp, deadline, err, errlen));
+    rc = call(r, "GET", ep, NULL, &resp, &http, deadline, err, errlen);
     if (rc == 0)
         rc = copy_out(id, id_out, id_len, err, errlen, "experiment_id");
-    else if (rc == -ENOENT || (rc == -EPROTO && r->last_http != 404))
+    else if (rc == -ENOENT || (rc == -EPROTO && http != 404))
         snprintf(err, errlen, "experiment id %.64s does not exist on the server", id);
     json_decref(resp);
     return rc;
@@ -247,8 +265,7 @@ int sm_mlflow_create_run(const char *uri, const char *experiment_id, const char 
                                                    user));
     }
     json_object_set_new(req, "tags", jtags);
-    rc = to_errno(&r, sm__rest_call(&r, "POST", "runs/create", req, &resp, deadline_of(timeout_s),
-                                   err, errlen));
+    rc = call(&r, "POST", "runs/create", req, &resp, NULL, deadline_of(timeout_s), err, errlen);
     if (rc == 0)
         rc = copy_out(json_string_value(json_object_get(
                           json_object_get(json_object_get(resp, "run"), "info"), "run_id")),
@@ -292,8 +309,7 @@ int sm_mlflow_find_run(const char *uri, const char *experiment_id, const char *t
         goto out;
     }
     json_object_set_new(req, "run_view_type", json_string("ACTIVE_ONLY"));
-    rc = to_errno(&r, sm__rest_call(&r, "POST", "runs/search", req, &resp, deadline_of(timeout_s),
-                                   err, errlen));
+    rc = call(&r, "POST", "runs/search", req, &resp, NULL, deadline_of(timeout_s), err, errlen);
     if (rc < 0)
         goto out;
     runs = json_object_get(resp, "runs");
@@ -312,75 +328,23 @@ out:
     return rc;
 }
 
-/* The largest step of the run's latest system metrics of this rank
- * (runs/get returns each key's latest point), -1 without any. */
-static int64_t last_system_step(json_t *run, int rank)
+void sm__mlflow_check_run_on(sm_rest *r, const char *run_id, int rank, double deadline,
+                             sm_run_check *c)
 {
-    json_t *metrics = json_object_get(json_object_get(run, "data"), "metrics"), *m;
-    char suffix[32];
-    size_t i, sl;
-    int64_t last = -1;
-
-    snprintf(suffix, sizeof suffix, "/rank%d", rank);
-    sl = strlen(suffix);
-    json_array_foreach(metrics, i, m) {
-        const char *key = json_string_value(json_object_get(m, "key"));
-        json_t *step = json_object_get(m, "step");
-        size_t kl = key ? strlen(key) : 0;
-        if (!key || strncmp(key, "system/", 7) != 0 || kl < sl || strcmp(key + kl - sl, suffix))
-            continue;
-        /* the REST API gives int64 as a number or, through protobuf JSON, a string */
-        int64_t v = json_is_integer(step) ? (int64_t)json_integer_value(step)
-                    : json_is_string(step) ? strtoll(json_string_value(step), NULL, 10) : 0;
-        if (v > last)
-            last = v;
-    }
-    return last;
-}
-
-int sm__mlflow_run_state(json_t *run, const char *run_id, const char *shown, int rank,
-                        char *status_out, size_t status_len, int64_t *last_step, char *err,
-                        size_t errlen)
-{
-    json_t *info = json_object_get(run, "info");
-    const char *stage = json_string_value(json_object_get(info, "lifecycle_stage"));
-    const char *status = json_string_value(json_object_get(info, "status"));
-
-    if (!run) {
-        snprintf(err, errlen, "run %s does not exist on %s", run_id, shown);
-        return -ENOENT;
-    }
-    if (stage && strcmp(stage, "deleted") == 0) {
-        snprintf(err, errlen, "run %s is deleted", run_id);
-        return -ENOENT;
-    }
-    if (status_out && status_len)
-        snprintf(status_out, status_len, "%s", status ? status : "");
-    if (last_step)
-        *last_step = last_system_step(run, rank);
-    return 0;
-}
-
-int sm__mlflow_get_run_on(sm_rest *r, const char *run_id, char *status_out, size_t status_len,
-                         int rank, int64_t *last_step, double deadline, char *err, size_t errlen)
-{
-    json_t *resp = NULL;
-    char ep[400];
-    int rc;
+    sm_rest_result res;
+    char ep[400], err[600] = "";
 
     if (!sm_mlflow_valid_run_id(run_id)) {
         char shown[84]; /* escaped (names.c): the line stays one line */
-        snprintf(err, errlen, "not an MLflow run id: %s",
+        snprintf(err, sizeof err, "not an MLflow run id: %s",
                  run_id ? sm__shown(shown, sizeof shown, run_id) : "(null)");
-        return -EINVAL;
+        sm__run_check_failed(c, -EINVAL, err, rank);
+        return;
     }
     snprintf(ep, sizeof ep, "runs/get?run_id=%s", run_id); /* the id needs no escaping */
-    rc = to_errno(r, sm__rest_call(r, "GET", ep, NULL, &resp, deadline, err, errlen));
-    if (rc == 0 || rc == -ENOENT)
-        rc = sm__mlflow_run_state(rc == 0 ? json_object_get(resp, "run") : NULL, run_id,
-                                 r->shown, rank, status_out, status_len, last_step, err, errlen);
-    json_decref(resp);
-    return rc;
+    sm__rest_call(r, "GET", ep, NULL, &res, deadline, err, sizeof err);
+    sm__run_check_of(c, &res, json_object_get(res.body, "run"), err, run_id, r->shown, rank);
+    sm__rest_result_clear(&res);
 }
 
 int sm__mlflow_check_write_on(sm_rest *r, const char *run_id, double deadline, char *err,
@@ -399,31 +363,39 @@ int sm__mlflow_check_write_on(sm_rest *r, const char *run_id, double deadline, c
         snprintf(err, errlen, "runs/update: out of memory");
         return -ENOMEM;
     }
-    rc = to_errno(r, sm__rest_call(r, "POST", "runs/update", req, NULL, deadline, err, errlen));
+    rc = call(r, "POST", "runs/update", req, NULL, NULL, deadline, err, errlen);
     json_decref(req);
     return rc;
 }
 
-int sm__mlflow_get_run_steps(const char *uri, const char *run_id, char *status_out,
-                            size_t status_len, int rank, int64_t *last_step, double timeout_s,
-                            char *err, size_t errlen)
+void sm__mlflow_check_run(const char *uri, const char *run_id, int rank, double timeout_s,
+                          sm_run_check *c)
 {
     sm_rest r;
+    char err[600] = "";
     int rc;
 
-    if ((rc = open_rest(&r, uri, err, errlen)) < 0)
-        return rc;
-    rc = sm__mlflow_get_run_on(&r, run_id, status_out, status_len, rank, last_step,
-                              deadline_of(timeout_s), err, errlen);
+    if ((rc = open_rest(&r, uri, err, sizeof err)) < 0) {
+        sm__run_check_failed(c, rc, err, rank);
+        return;
+    }
+    sm__mlflow_check_run_on(&r, run_id, rank, deadline_of(timeout_s), c);
     sm__rest_free(&r);
-    return rc;
 }
 
 int sm_mlflow_get_run(const char *uri, const char *run_id, char *status_out, size_t status_len,
                       double timeout_s, char *err, size_t errlen)
 {
-    return sm__mlflow_get_run_steps(uri, run_id, status_out, status_len, 0, NULL, timeout_s, err,
-                                   errlen);
+    sm_run_check c;
+
+    sm__mlflow_check_run(uri, run_id, 0, timeout_s, &c);
+    if (c.outcome != SM_RUN_CHECK_RUN) {
+        snprintf(err, errlen, "%s", c.why);
+        return c.error;
+    }
+    if (status_out && status_len)
+        snprintf(status_out, status_len, "%s", c.status);
+    return 0;
 }
 
 /* POST req (consumed) to endpoint, no answer wanted. */
@@ -438,8 +410,7 @@ static int post_json(const char *uri, const char *endpoint, json_t *req, double 
         return -ENOMEM;
     }
     if ((rc = open_rest(&r, uri, err, errlen)) == 0) {
-        rc = to_errno(&r, sm__rest_call(&r, "POST", endpoint, req, NULL, deadline_of(timeout_s),
-                                       err, errlen));
+        rc = call(&r, "POST", endpoint, req, NULL, NULL, deadline_of(timeout_s), err, errlen);
         sm__rest_free(&r);
     }
     json_decref(req);

@@ -35,6 +35,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "answer.h"
 #include "internal.h"
 #include "scopemeter_mlflow.h"
 
@@ -66,29 +67,7 @@ typedef struct sm_rest {
     size_t resp_len, resp_cap;
     double retry_after;       /* seconds from Retry-After, < 0 when absent */
     char errbuf[CURL_ERROR_SIZE];
-    long last_http;           /* sm__rest_call: status of the last answer, 0 when none */
-    char last_error_code[64]; /* sm__rest_call: MLflow's error_code of the last answer */
 } sm_rest;
-
-/* Outcome of one request. */
-enum sm_rest_outcome {
-    SM_REST_OK = 0,       /* 2xx */
-    SM_REST_RETRY = 1,    /* connection error, 408, 429, 5xx: try again later */
-    SM_REST_REFUSED = 2,  /* any other status: the server said no, do not retry */
-    SM_REST_ABORTED = 3,  /* stopped by the abort flag or deadline */
-    SM_REST_FAILED = 4,   /* local failure (out of memory, bad option) */
-};
-
-typedef struct sm_rest_result {
-    int outcome;          /* enum sm_rest_outcome */
-    long http;            /* HTTP status, 0 when there was no response */
-    double retry_after;   /* seconds the server asked to wait, < 0 when it did not */
-    json_t *body;         /* parsed response (NULL when not JSON); caller decrefs */
-    char msg[512];        /* one line, no secrets: what went wrong */
-    char error_code[64];  /* MLflow's error_code, "" when none */
-    int os_errno;         /* no answer: the socket's errno (ECONNRESET for a connection
-                           * closed without a reply), 0 when unknown */
-} sm_rest_result;
 
 /* Process-wide curl_global_init, once (thread-safe). */
 SM_HIDDEN int sm__rest_global_init(void);
@@ -111,23 +90,14 @@ SM_HIDDEN int sm__rest_add_headers(sm_rest *r, const char *const *pairs, char *e
  * body is the JSON text of a POST (NULL for GET). */
 SM_HIDDEN int sm__rest_once(sm_rest *r, const char *method, const char *endpoint,
                            const char *body, size_t body_len, sm_rest_result *res);
-SM_HIDDEN void sm__rest_result_clear(sm_rest_result *res);
-
-/* The reply part of sm__rest_once(), pure: parses body (len bytes, not
- * NUL-terminated; NULL when len is 0) as JSON into res->body, and sets
- * res->http, res->outcome and, for a non-2xx status, res->msg and
- * res->error_code (one line, from MLflow's error JSON or the start of the
- * body).  res starts cleared (zeroed, or sm__rest_result_clear); the caller
- * clears it after. */
-SM_HIDDEN void sm__rest_parse_reply(const char *endpoint, long http, const char *body,
-                                   size_t len, sm_rest_result *res);
 
 /* Retry loop for one-off calls (CLI helpers): repeats SM_REST_RETRY outcomes
- * with backoff until the monotonic deadline.  Returns the last outcome; on
- * SM_REST_OK, *resp (if not NULL) receives the response body (caller
- * decrefs).  err gets one line on failure. */
+ * with backoff until the monotonic deadline.  res (cleared by the caller
+ * after) receives the last answer: its outcome (returned too), status,
+ * error_code and, on SM_REST_OK, its body (an empty object when the answer
+ * had none).  err gets the call's one line on failure. */
 SM_HIDDEN int sm__rest_call(sm_rest *r, const char *method, const char *endpoint,
-                           json_t *req, json_t **resp, double deadline, char *err,
+                           json_t *req, sm_rest_result *res, double deadline, char *err,
                            size_t errlen);
 
 /* A cancel hook for the calls this thread makes (thread-local: the REST
@@ -145,10 +115,6 @@ SM_HIDDEN double sm__rest_backoff(int attempt, double retry_after, double base_s
                                  uint64_t *seed);
 SM_HIDDEN uint64_t sm__rest_seed(const void *salt);
 
-/* Retry-After value: delta-seconds or an HTTP-date.  Returns seconds from
- * now (>= 0), or -1 when it cannot be parsed. */
-SM_HIDDEN double sm__rest_parse_retry_after(const char *v, long now_epoch);
-
 /* "scheme://host[:port]/path" with any userinfo replaced by "***" and the
  * query dropped (tokens hide there too).  Always NUL-terminates out. */
 SM_HIDDEN void sm__rest_redact(const char *uri, char *out, size_t outlen);
@@ -160,42 +126,15 @@ SM_HIDDEN int sm__rest_is_http(const char *uri);
 SM_HIDDEN int sm__rest_escape(sm_rest *r, const char *in, char *out, size_t outlen);
 
 
-/* mlflow_api.c: runs/get on an open handle until the monotonic deadline;
- * 0 (status_out gets RUNNING, FINISHED, ...), -ENOENT for a missing or
- * deleted run, else as the public helpers (scopemeter_mlflow.h).  With
- * last_step, also the largest step among the run's system metrics of `rank`
- * (keys system/.../rankN; -1 when it has none): a re-attached monitor
- * continues after it (docs/design.md §3). */
-SM_HIDDEN int sm__mlflow_get_run_on(sm_rest *r, const char *run_id, char *status_out,
-                                   size_t status_len, int rank, int64_t *last_step,
-                                   double deadline, char *err, size_t errlen);
-
-/* mlflow_api.c: sm_mlflow_get_run (scopemeter_mlflow.h) with the last
- * step of rank's system metrics as sm__mlflow_get_run_on gives it. */
-SM_HIDDEN int sm__mlflow_get_run_steps(const char *uri, const char *run_id, char *status_out,
-                                      size_t status_len, int rank, int64_t *last_step,
-                                      double timeout_s, char *err, size_t errlen);
-
-/* mlflow_run.c: the run check sm_mlflow_resolve_run made on this thread
- * when it attached to a given run (runs/get: the run's status and the
- * rank's last system step), for the REST sink this thread starts next on
- * the same URI, run and rank (sm_monitor_start calls the sink's constructor
- * on the caller's thread), so that `scopemeter run --run-id` asks runs/get
- * once.  1 with the check's outcome in *rc (0: answered, status and
- * *last_step set; negative: no answer within its bound, why says so), and
- * the check is used up; 0 when none matches or it is too old to trust (the
- * sink then asks itself). */
-SM_HIDDEN int sm__mlflow_take_run_check(const char *uri, const char *run_id, int rank, int *rc,
-                                       char *status, size_t status_len, int64_t *last_step,
-                                       char *why, size_t why_len);
-/* mlflow_api.c: what runs/get's "run" object says, however it was asked
- * (the MlflowClient path hands its Run as the same JSON): 0 with its status
- * and the largest step of this rank's system metrics (-1 none), or -ENOENT
- * with the line in err for a deleted run, and for run NULL (the store said
- * RESOURCE_DOES_NOT_EXIST). */
-SM_HIDDEN int sm__mlflow_run_state(json_t *run, const char *run_id, const char *shown, int rank,
-                                  char *status_out, size_t status_len, int64_t *last_step,
-                                  char *err, size_t errlen);
+/* mlflow_api.c: the run check (answer.h's verdict) of run_id on an open
+ * handle, runs/get until the monotonic deadline; with the largest step of
+ * rank's system metrics (keys system/.../rankN): a re-attached monitor
+ * continues after it (docs/design.md §1). */
+SM_HIDDEN void sm__mlflow_check_run_on(sm_rest *r, const char *run_id, int rank, double deadline,
+                                      sm_run_check *c);
+/* mlflow_api.c: the same on a handle of its own for uri, within timeout_s. */
+SM_HIDDEN void sm__mlflow_check_run(const char *uri, const char *run_id, int rank,
+                                   double timeout_s, sm_run_check *c);
 
 /* mlflow_api.c: whether these credentials may write to the run: runs/update
  * naming only the run (MLflow >= 2.3 changes only the fields a request
@@ -211,6 +150,7 @@ typedef struct sm_rest_settings {
     char run_id[260];
     char **headers;   /* NULL or NULL-terminated name, value pairs (owned) */
     double check_s;   /* bound of the run check at start: 0 the default, < 0 none */
+    sm_run_check check; /* the resolution's (sm_monitor_set_resolved), else NONE */
 } sm_rest_settings;
 SM_HIDDEN void sm__rest_settings_free(void *settings);
 

@@ -19,62 +19,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "deliver.h"
 #include "mlflow_rest.h"
 #include "sink.h"
 
 #define JOB_TAG "scopemeter.job_id"
 #define CHECK_BOUND_S 5.0
-/* How long a check of attach() answers for the sink's start: `scopemeter
- * run` starts the monitor right after the resolution; a program that
- * starts one later gets a check of its own (the run may have ended since). */
-#define CHECK_FRESH_S 60.0
-
-/* The check attach() made, for the REST sink this thread starts next
- * (sm__mlflow_take_run_check, mlflow_rest.h): the sink's check at start
- * would ask runs/get again for the same answer.  A check the server did not
- * answer within its bound is kept too: asking again would hold CMD back a
- * second bound for a server just found down (and a SIGTERM meanwhile would
- * wait for it); the sink says it once and its points wait for the server. */
-static _Thread_local struct {
-    int set, rc;
-    char uri[2048], run_id[300], status[32], why[600];
-    int rank;
-    int64_t last_step;
-    double at; /* monotonic */
-} checked;
-
-static void keep_check(const char *uri, const char *run_id, int rank, int rc, const char *status,
-                       int64_t last_step, const char *why)
-{
-    checked.set = strlen(uri) < sizeof checked.uri && strlen(run_id) < sizeof checked.run_id;
-    snprintf(checked.uri, sizeof checked.uri, "%s", uri);
-    snprintf(checked.run_id, sizeof checked.run_id, "%s", run_id);
-    snprintf(checked.status, sizeof checked.status, "%s", status);
-    snprintf(checked.why, sizeof checked.why, "%s", why);
-    checked.rc = rc;
-    checked.rank = rank;
-    checked.last_step = last_step;
-    checked.at = sm__now_mono();
-}
-
-int sm__mlflow_take_run_check(const char *uri, const char *run_id, int rank, int *rc,
-                             char *status, size_t status_len, int64_t *last_step, char *why,
-                             size_t why_len)
-{
-    int ok = checked.set && uri && run_id && strcmp(checked.uri, uri) == 0 &&
-             strcmp(checked.run_id, run_id) == 0 && checked.rank == rank &&
-             sm__now_mono() - checked.at < CHECK_FRESH_S;
-
-    checked.set = 0; /* used once, or not at all */
-    if (!ok)
-        return 0;
-    *rc = checked.rc;
-    snprintf(status, status_len, "%s", checked.status);
-    snprintf(why, why_len, "%s", checked.why);
-    *last_step = checked.last_step;
-    return 1;
-}
 
 /* The launcher's id of this job, shared by all its ranks: TORCHELASTIC_RUN_ID
  * (torchrun's rendezvous id; "none" is torchrun's default for a multi-node
@@ -120,29 +69,29 @@ static int quotable(const char *s)
 
 /* 1: a given run id, checked once (a mistyped id would record into nothing;
  * a server that is down delays CMD by CHECK_BOUND_S once, then points
- * wait).  The REST sink says more at start (an ended run, steps continued)
- * from the same answer (keep_check): one runs/get. */
+ * wait).  The check goes out with the result (out->check): the REST sink
+ * that sm_monitor_set_resolved gives it says more at start (an ended run,
+ * steps continued, no answer) from the same answer: one runs/get.  A check
+ * the server did not answer within its bound goes too: asking again would
+ * hold CMD back a second bound for a server just found down. */
 static int attach(const sm_run_request *q, const char *given, const char *why,
                   sm_run_result *out, double t)
 {
-    char err[600], status[32] = "";
-    int64_t last_step = -1;
-    int rc = sm__mlflow_get_run_steps(q->tracking_uri, given, status, sizeof status, q->id->rank,
-                                     &last_step, t < CHECK_BOUND_S ? t : CHECK_BOUND_S, err,
-                                     sizeof err);
+    sm_run_check c;
 
-    if (rc < 0 && q->cancelled && q->cancelled(q->cancel_arg))
+    sm__mlflow_check_run(q->tracking_uri, given, q->id->rank, t < CHECK_BOUND_S ? t : CHECK_BOUND_S,
+                         &c);
+    if (c.outcome != SM_RUN_CHECK_RUN && q->cancelled && q->cancelled(q->cancel_arg))
         return -ECANCELED; /* the caller says why it stopped */
-    if (sm__deliver_check_refuses(rc)) { /* as the sink's start refuses them */
-        sm__log(SM_INFO, "%s (%s); not recording into it", err, why);
-        return rc;
+    if (c.outcome == SM_RUN_CHECK_REFUSED) { /* as the sink's start refuses it */
+        sm__log(SM_INFO, "%s (%s); not recording into it", c.why, why);
+        return c.error;
     }
-    if (rc == 0)
-        sm__log(SM_INFO, "recording into run %s (%s, %s)", given, why, status);
-    else
+    if (c.outcome == SM_RUN_CHECK_RUN)
+        sm__log(SM_INFO, "recording into run %s (%s, %s)", given, why, c.status);
+    else /* the no-answer case is said once, by the sink that takes the check */
         sm__log(SM_INFO, "recording into run %s (%s, not checked: no answer)", given, why);
-    /* the no-answer case is said once, by the sink that takes the check */
-    keep_check(q->tracking_uri, given, q->id->rank, rc, status, last_step, rc < 0 ? err : "");
+    out->check = c;
     snprintf(out->run_id, sizeof out->run_id, "%s", given);
     return 0;
 }
@@ -223,7 +172,6 @@ int sm_mlflow_resolve(const sm_run_request *req, sm_run_result *out)
     sm_run_result r = SM_RUN_RESULT_INIT;
     int rc;
 
-    checked.set = 0; /* an earlier resolution's check answers for nothing now */
     if (!req || !out || sm_sized_in(&q, sizeof q, req, REQUEST_SIZE_MIN) < 0 ||
         out->size < RESULT_SIZE_MIN)
         return -EINVAL;

@@ -14,9 +14,10 @@
  * (http://host/mlflow) works; redirects are followed as requests follows
  * them.
  *
- * The other jobs of the client have their own files (rest_private.h lists
- * them): credentials (rest_auth.c), TLS and proxy (rest_tls.c), the retry
- * policy (rest_retry.c), the URI (rest_uri.c).  This file must never
+ * The other jobs of the client have their own files: credentials
+ * (rest_auth.c), TLS and proxy (rest_tls.c), the URI (rest_uri.c), what an
+ * answer means (answer.c); the retry policy (rest_retry.c) sits above this
+ * file and calls it, never the other way.  This file must never
  * retry (one call is one request, and one more only for a redirect to
  * https), never sleep, and never name the server in a message but by its
  * redacted form (r->shown) or libcurl's own text (host and port only).
@@ -53,12 +54,6 @@ int sm__rest_global_init(void)
 {
     pthread_once(&global_once, global_init);
     return global_rc == CURLE_OK ? 0 : -EIO;
-}
-
-const char *sm__rest_env(const char *name)
-{
-    const char *v = getenv(name);
-    return v && *v ? v : NULL;
 }
 
 /* ---- curl callbacks --------------------------------------------------------- */
@@ -283,93 +278,6 @@ int sm__rest_escape(sm_rest *r, const char *in, char *out, size_t outlen)
 }
 
 /* ---- one request ------------------------------------------------------------ */
-void sm__rest_result_clear(sm_rest_result *res)
-{
-    if (res->body)
-        json_decref(res->body);
-    memset(res, 0, sizeof *res);
-    res->retry_after = -1;
-}
-
-/* One line from MLflow's error body {"error_code": .., "message": ..}, or
- * the start of a non-JSON body. */
-static void describe_error(const char *endpoint, const char *body, size_t len,
-                           sm_rest_result *res)
-{
-    const char *code = NULL, *message = NULL;
-    char ep[96], snippet[200];
-    size_t i, o = 0;
-
-    snprintf(ep, sizeof ep, "%.*s", (int)strcspn(endpoint, "?"), endpoint);
-    if (res->body) {
-        code = json_string_value(json_object_get(res->body, "error_code"));
-        message = json_string_value(json_object_get(res->body, "message"));
-    }
-    /* MLflow's auth app and most proxies refuse with a text body: the code is
-     * the one MLflow's own errors carry for that status (mlflow/exceptions.py),
-     * so a refusal is named the same whoever sent it */
-    if (!code && res->http == 401)
-        code = "UNAUTHENTICATED";
-    else if (!code && res->http == 403)
-        code = "PERMISSION_DENIED";
-    if (code)
-        snprintf(res->error_code, sizeof res->error_code, "%s", code);
-    if (!code && res->http == 404) {
-        /* MLflow answers a missing run or experiment with its JSON error;
-         * a bare 404 (an HTML page) means no MLflow API lives there */
-        snprintf(res->msg, sizeof res->msg, "%s: HTTP 404 with no MLflow error: no MLflow "
-                 "REST API at this tracking URI (a wrong path prefix? MLflow's API is the "
-                 "tracking URI + /api/2.0/mlflow/)", ep);
-        return;
-    }
-    if (!message && code && !res->body && body) {
-        /* a text body (the auth app's "Permission denied"): its first printable bytes */
-        for (i = 0; i < len && o < sizeof snippet - 1 && o < 120; i++) {
-            unsigned char c = (unsigned char)body[i];
-            snippet[o++] = (c >= 32 && c < 127) ? (char)c : ' ';
-        }
-        snippet[o] = '\0';
-        message = snippet;
-    }
-    if (code || message) {
-        snprintf(res->msg, sizeof res->msg, "%s: HTTP %ld %s: %.300s", ep, res->http,
-                 code ? code : "", message ? message : "");
-        /* the server's text goes into one log line (docs/design.md §6): MLflow's
-         * messages can hold newlines (a database error with its SQL) */
-        for (char *c = res->msg; *c; c++)
-            if ((unsigned char)*c < 32 || *c == 127)
-                *c = ' ';
-        return;
-    }
-    /* not MLflow's JSON (a proxy's HTML page): the first printable bytes */
-    for (i = 0; body && i < len && o < sizeof snippet - 1 && o < 120; i++) {
-        unsigned char c = (unsigned char)body[i];
-        snippet[o++] = (c >= 32 && c < 127) ? (char)c : ' ';
-    }
-    snippet[o] = '\0';
-    snprintf(res->msg, sizeof res->msg, "%s: HTTP %ld%s%s", ep, res->http, o ? ": " : "",
-             snippet);
-}
-
-/* What the server answered, without the transfer (the fuzz target calls it
- * on arbitrary bytes): http status and body in, outcome, parsed body and
- * error line out. */
-void sm__rest_parse_reply(const char *endpoint, long http, const char *body, size_t len,
-                         sm_rest_result *res)
-{
-    res->http = http;
-    if (len) {
-        json_error_t je;
-        res->body = json_loadb(body, len, 0, &je);
-    }
-    if (http >= 200 && http < 300) {
-        res->outcome = SM_REST_OK;
-        return;
-    }
-    describe_error(endpoint, body, len, res);
-    res->outcome = sm__rest_retryable_status(http) ? SM_REST_RETRY : SM_REST_REFUSED;
-}
-
 /* The options of one request: all set again after a reset, which keeps the
  * live connection and the TLS session cache. */
 static void set_options(sm_rest *r, const char *url, int post, const char *body,

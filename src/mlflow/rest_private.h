@@ -2,28 +2,29 @@
  * rest_private.h — what the pieces of the REST client share among
  * themselves and with nobody else.
  *
- * The client behind mlflow_rest.h is one file per job (docs/rest.md):
- *   rest_http.c   one request: the handle (sm__rest_init/free), headers,
- *                 the transfer and its callbacks, the cancel hook, reading
- *                 the reply (sm__rest_once, sm__rest_parse_reply)
- *   rest_auth.c   credentials and the Authorization header
- *   rest_tls.c    which libcurl a handle uses (TLS or not), TLS options, proxy
- *   rest_retry.c  which answers are retried, backoff, Retry-After, sm__rest_call
- *   rest_uri.c    the tracking URI: checked, redacted for messages
+ * The client behind mlflow_rest.h is one file per job, the rest_*.c files
+ * (each one's job: the source map, docs/design.md §0, and docs/rest.md).
  * Every caller outside them includes mlflow_rest.h only; this header must
- * never be included by a file outside that list (nothing here is an API).
+ * never be included by a file outside them (nothing here is an API).
  */
 #ifndef SM_REST_PRIVATE_H
 #define SM_REST_PRIVATE_H
 
 #include <stddef.h>
+#include <stdlib.h>
 
 #include "curl_api.h"
 #include "mlflow_rest.h"
 
-/* rest_http.c: an environment variable, NULL when unset or empty (MLflow
- * treats an empty one as unset). */
-SM_HIDDEN const char *sm__rest_env(const char *name);
+/* An environment variable, NULL when unset or empty (MLflow treats an empty
+ * one as unset).  Here, not in a file: rest_http.c, rest_auth.c and
+ * rest_tls.c all read the environment, and a definition in one of them
+ * would make the others call back up into it. */
+static inline const char *sm__rest_env(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
 /* rest_http.c: whether this thread's cancel hook (sm__rest_set_cancel) asks
  * to stop. */
 SM_HIDDEN int sm__rest_cancel_asked(void);
@@ -54,9 +55,6 @@ SM_HIDDEN int sm__rest_use_tls(sm_rest *r);
 /* rest_tls.c: the TLS and proxy options of one request on r->h (after the
  * reset in rest_http.c's set_options). */
 SM_HIDDEN void sm__rest_tls_setopt(sm_rest *r);
-
-/* rest_retry.c: whether an HTTP status is worth another try. */
-SM_HIDDEN int sm__rest_retryable_status(long s);
 
 /* rest_uri.c: is the string an https:// URI (case-insensitive)? */
 SM_HIDDEN int sm__rest_is_https(const char *url);

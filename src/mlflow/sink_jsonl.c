@@ -167,7 +167,7 @@ static const sm_sink_ops jsonl_ops = {
     .close = j_close,
 };
 
-static int sm_sink_jsonl_new(const sm_sink_config *cfg, char *err, size_t errlen, sm_sink **out)
+static int sm__sink_jsonl_new(const sm_sink_config *cfg, char *err, size_t errlen, sm_sink **out)
 {
     jsink *s;
     sigset_t all, old;
@@ -216,5 +216,5 @@ int sm_monitor_set_jsonl(sm_monitor *m, const char *path)
 {
     if (!m || !path || !*path)
         return -EINVAL;
-    return sm__monitor_set_sink_factory(m, sm_sink_jsonl_new, path, NULL, NULL);
+    return sm__monitor_set_sink_factory(m, sm__sink_jsonl_new, path, NULL, NULL);
 }

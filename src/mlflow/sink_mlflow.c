@@ -52,11 +52,11 @@ static int build_body(const char *run_id, const sm_deliver_batch *b, size_t *tak
     return rc;
 }
 
-/* One request (an sm_deliver_post): the batch as one runs/log-batch. */
-static void post(void *arg, const sm_deliver_batch *b, size_t *taken, sm_deliver_answer *a)
+/* One request (an sm_deliver_post): the batch as one runs/log-batch; a
+ * is the policy's, cleared (deliver.c clears it after). */
+static void post(void *arg, const sm_deliver_batch *b, size_t *taken, sm_rest_result *a)
 {
     rest_transport *t = arg;
-    sm_rest_result res;
     char *body = NULL;
     size_t len = 0;
 
@@ -66,16 +66,12 @@ static void post(void *arg, const sm_deliver_batch *b, size_t *taken, sm_deliver
         snprintf(a->msg, sizeof a->msg, "out of memory building runs/log-batch");
         return;
     }
-    a->outcome = sm__rest_once(&t->rest, "POST", "runs/log-batch", body, len, &res);
+    sm__rest_once(&t->rest, "POST", "runs/log-batch", body, len, a);
     free(body);
-    a->retry_after = res.retry_after;
-    snprintf(a->msg, sizeof a->msg, "%s", res.msg);
-    snprintf(a->error_code, sizeof a->error_code, "%s", res.error_code);
-    if (a->outcome == SM_REST_RETRY && res.http == 0 && res.os_errno > 0)
+    if (a->outcome == SM_REST_RETRY && a->http == 0 && a->os_errno > 0)
         /* no answer: said by the socket's errno, as the MlflowClient
-         * transport says it (deliver.h) */
-        sm__deliver_answer_none(t->rest.shown, res.os_errno, NULL, a);
-    sm__rest_result_clear(&res);
+         * transport says it (answer.h) */
+        sm__rest_answer_none(a, "runs/log-batch", t->rest.shown, a->os_errno, NULL);
 }
 
 static void transport_free(void *arg)
@@ -88,42 +84,26 @@ static void transport_free(void *arg)
     free(t);
 }
 
-int sm_mlflow_valid_run_id(const char *id)
+/* The run is checked once, before any window, over REST, unless the run
+ * resolution's check came with the settings (sm_monitor_set_resolved: one
+ * runs/get for `scopemeter run --run-id`); deliver.c says what it means
+ * (the MlflowClient path asks its own way). */
+static int check_run(rest_transport *t, sm_deliver *d, const sm_run_check *given, int rank,
+                     double bound, char *err, size_t errlen)
 {
-    size_t n;
+    char why[512] = "";
+    sm_run_check c;
+    int verdict;
 
-    if (!id || !*id)
-        return 0;
-    n = strlen(id);
-    if (n > 256)
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = id[i];
-        int alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-        if (!alnum && (i == 0 || (c != '_' && c != '-')))
-            return 0;
-    }
-    return 1;
-}
-
-/* The run is checked once, before any window, over REST; deliver.c says
- * what the answer means (the MlflowClient path asks its own way). */
-static int check_run(rest_transport *t, sm_deliver *d, const char *uri, int rank, double bound,
-                     char *err, size_t errlen)
-{
-    char why[512] = "", status[32] = "";
-    int64_t last = -1;
-    int rc = 0, verdict;
-
-    /* the run resolution on this thread asked runs/get already (mlflow_run.c) */
-    if (!sm__mlflow_take_run_check(uri, t->run_id, rank, &rc, status, sizeof status, &last, why,
-                                  sizeof why))
-        rc = sm__mlflow_get_run_on(&t->rest, t->run_id, status, sizeof status, rank, &last,
-                                  sm__now_mono() + bound, why, sizeof why);
-    verdict = sm__deliver_checked(d, rank, rc, status, last, why, err, errlen);
+    if ((given->outcome == SM_RUN_CHECK_RUN || given->outcome == SM_RUN_CHECK_NO_ANSWER) &&
+        given->rank == rank)
+        c = *given;
+    else
+        sm__mlflow_check_run_on(&t->rest, t->run_id, rank, sm__now_mono() + bound, &c);
+    verdict = sm__deliver_checked(d, &c, err, errlen);
     if (verdict < 0)
         return verdict;
-    if (rc < 0)
+    if (c.outcome != SM_RUN_CHECK_RUN)
         return 0; /* no answer in time: said; the points wait for the server */
     /* Reading is not writing: credentials with READ only on the run's
      * experiment (MLflow's auth app) pass runs/get and would have every
@@ -168,7 +148,7 @@ int sm__sink_mlflow_new(const sm_sink_config *cfg, char *err, size_t errlen, sm_
     if (rc == 0)
         rc = sm__deliver_configure(d, cfg, err, errlen);
     if (rc == 0 && set->check_s >= 0)
-        rc = check_run(t, d, cfg->target, cfg->rank,
+        rc = check_run(t, d, &set->check, cfg->rank,
                        set->check_s > 0 ? set->check_s : SM_DELIVER_CHECK_TIMEOUT_S, err, errlen);
     if (rc < 0)
         goto fail;
@@ -223,6 +203,21 @@ int sm_monitor_set_run(sm_monitor *m, const char *tracking_uri, const char *run_
      * names another key */
     if (rc == 0)
         rc = sm__monitor_default_recording_key(m, run_id);
+    return rc;
+}
+
+int sm_monitor_set_resolved(sm_monitor *m, const char *tracking_uri, const sm_run_result *res)
+{
+    sm_rest_settings *set;
+    int rc;
+
+    if (!res)
+        return -EINVAL;
+    rc = sm_monitor_set_run(m, tracking_uri, res->run_id);
+    set = rc == 0 ? sm__monitor_sink_settings(m, sm__sink_mlflow_new) : NULL;
+    /* the check travels in the sink's settings, as the headers do */
+    if (set && res->size >= offsetof(sm_run_result, check) + sizeof res->check)
+        set->check = res->check;
     return rc;
 }
 

@@ -134,6 +134,64 @@ static void test_parse_reply(void)
     sm__rest_result_clear(&res);
 }
 
+/* sm__run_check_of: the one verdict of the run check, from runs/get's answer
+ * however it was asked (answer.c) */
+static void check_of(sm_run_check *c, long http, const char *body, const char *line)
+{
+    sm_rest_result res;
+
+    memset(&res, 0, sizeof res);
+    if (http)
+        sm__rest_parse_reply("runs/get?run_id=abc", http, body, body ? strlen(body) : 0, &res);
+    else
+        sm__rest_answer_none(&res, "runs/get", "http://h", ECONNREFUSED, NULL);
+    sm__run_check_of(c, &res, json_object_get(res.body, "run"), line, "abc", "http://h", 3);
+    sm__rest_result_clear(&res);
+}
+
+static void test_run_check(void)
+{
+    sm_run_check c;
+
+    check_of(&c, 200, "{\"run\": {\"info\": {\"status\": \"FINISHED\"}, \"data\": "
+             "{\"metrics\": [{\"key\": \"system/node_cpu_utilization_percentage/n/rank3\", "
+             "\"step\": \"41\"}, {\"key\": \"system/x/rank0\", \"step\": 99}]}}}", NULL);
+    CHECK_EQ_INT(c.outcome, SM_RUN_CHECK_RUN);
+    CHECK_EQ_STR(c.status, "FINISHED");
+    CHECK_EQ_INT(c.last_step, 41); /* rank 3's only */
+    CHECK_EQ_INT(c.rank, 3);
+    CHECK_EQ_INT((int)c.http, 200);
+
+    check_of(&c, 200, "{\"run\": {\"info\": {\"lifecycle_stage\": \"deleted\"}}}", NULL);
+    CHECK_EQ_INT(c.outcome, SM_RUN_CHECK_REFUSED);
+    CHECK_EQ_INT(c.error, -ENOENT);
+    CHECK_EQ_STR(c.why, "run abc is deleted");
+
+    check_of(&c, 404, "{\"error_code\": \"RESOURCE_DOES_NOT_EXIST\"}", "the call's line");
+    CHECK_EQ_INT(c.outcome, SM_RUN_CHECK_REFUSED);
+    CHECK_EQ_INT(c.error, -ENOENT);
+    CHECK_EQ_STR(c.why, "run abc does not exist on http://h");
+
+    check_of(&c, 403, "Permission denied", "the call's line");
+    CHECK_EQ_INT(c.outcome, SM_RUN_CHECK_REFUSED);
+    CHECK_EQ_INT(c.error, -EACCES);
+    CHECK_EQ_STR(c.why, "the call's line");
+
+    check_of(&c, 503, NULL, NULL); /* retried until the bound: no answer, points wait */
+    CHECK_EQ_INT(c.outcome, SM_RUN_CHECK_NO_ANSWER);
+    CHECK_EQ_INT(c.error, -ETIMEDOUT);
+    CHECK_EQ_STR(c.why, "runs/get: HTTP 503");
+
+    check_of(&c, 0, NULL, NULL);
+    CHECK_EQ_INT(c.outcome, SM_RUN_CHECK_NO_ANSWER);
+    CHECK_EQ_STR(c.why, "runs/get on http://h: no answer (Connection refused)");
+
+    sm__run_check_failed(&c, -EINVAL, "not an MLflow run id: ../x", 0);
+    CHECK_EQ_INT(c.outcome, SM_RUN_CHECK_REFUSED);
+    sm__run_check_failed(&c, -ENOMEM, "out of memory", 0);
+    CHECK_EQ_INT(c.outcome, SM_RUN_CHECK_NO_ANSWER);
+}
+
 static void metric(sm_record *r, const char *key, double v, int64_t step)
 {
     memset(r, 0, sizeof *r);
@@ -299,6 +357,7 @@ int main(void)
     test_backoff();
     test_run_id_rule();
     test_parse_reply();
+    test_run_check();
     flush_gives_up("closed port", closed_port());
     fd = silent_listener(&port);
     CHECK(fd >= 0);
