@@ -32,8 +32,16 @@ RANK_TAG = re.compile(r"^scopemeter\.rank(\d+)\.(.+)$")
 
 
 def client(tracking_uri: Optional[str]) -> "MlflowClient":
-    from mlflow.tracking import MlflowClient
-    from mlflow.tracking import get_tracking_uri
+    try:
+        from mlflow.tracking import MlflowClient
+        from mlflow.tracking import get_tracking_uri
+    except ModuleNotFoundError as e:
+        # the report's one dependency: a Python without it is a run that
+        # cannot be read (ReportError, docs/python.md), not a traceback
+        if not (e.name or "").split(".")[0] == "mlflow":
+            raise
+        raise ReportError(f"cannot read the run: this Python ({sys.executable}) cannot import "
+                          f"MLflow ({first_line(e)}): pip install mlflow") from None
     # MLflow's own resolution: mlflow.set_tracking_uri() in this process, else
     # MLFLOW_TRACKING_URI, else its local default (sqlite:///mlflow.db)
     uri = tracking_uri or get_tracking_uri()

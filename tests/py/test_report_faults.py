@@ -442,3 +442,51 @@ def test_bundle_reports_with_its_own_package(scopemeter_bin, store, tmp_path):
     for extra, p in zip(cases, done):
         assert p.returncode == 0, (extra, p.stderr)
         assert strict_json(p.stdout)["run_id"] == store["nine"]
+
+
+# ---- issue 33 item 7: a Python without MLflow ------------------------------------------------
+
+# Installed before anything else is imported: this interpreter has no MLflow
+# (the import fails as it does where MLflow was never installed).
+NO_MLFLOW = r"""
+import sys
+class _NoMlflow:
+    def find_spec(self, name, path=None, target=None):
+        if name == "mlflow" or name.startswith("mlflow."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+sys.meta_path.insert(0, _NoMlflow())
+"""
+
+
+@pytest.mark.timeout(120)
+def test_report_without_mlflow_is_a_report_error(store, tmp_path):
+    """scopemeter.report() where MLflow cannot be imported raises ReportError
+    (docs/python.md: the function's own errors are ReportError) with one
+    line saying what is missing; the command says the same line, exit 1."""
+    code = NO_MLFLOW + (
+        "import scopemeter\n"
+        "try:\n"
+        "    scopemeter.report(sys.argv[1], tracking_uri=sys.argv[2])\n"
+        "except scopemeter.ReportError as e:\n"
+        "    print('ReportError:', e)\n")
+    env = report_env()
+    p = subprocess.run([sys.executable, "-c", code, store["nine"], store["uri"]], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    line = p.stdout.strip()
+    assert line.startswith("ReportError: cannot read the run: this Python ("), p.stdout
+    assert "cannot import MLflow (No module named 'mlflow')" in line and \
+        line.endswith("pip install mlflow"), line
+    assert len(p.stdout.splitlines()) == 1, p.stdout
+    # the command: the same blocker as a sitecustomize of this interpreter
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(NO_MLFLOW)
+    env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")])
+    p = subprocess.run([sys.executable, "-m", "scopemeter", "report", store["nine"]],
+                       env=dict(env, MLFLOW_TRACKING_URI=store["uri"]), capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert p.stderr.startswith("scopemeter: cannot read the run: this Python ("), p.stderr
+    assert len(p.stderr.splitlines()) == 1 and "Traceback" not in p.stderr, p.stderr
