@@ -245,14 +245,17 @@ def is_tree_only(t: Tags, s: Series) -> bool:
 
 
 def rank_report(rank: int, data: RankData, tags: Tags, run: "Run", period_s: Optional[float],
-                recorder: Optional[int] = None, recorder_node: Optional[str] = None
-                ) -> RankReport:
-    """One rank's fields in the schema's order (docs/report.md, "Per rank"), and its verdicts."""
+                recorder: Optional[int] = None, recorder_node: Optional[str] = None,
+                job_start_ms: Optional[float] = None) -> RankReport:
+    """One rank's fields in the schema's order (docs/report.md, "Per rank"),
+    and its verdicts; job_start_ms: the first recording start of the run's ranks."""
     s, t = data["series"], rank_tags(tags, rank)
     tree_only = is_tree_only(t, s)
     lim = _limits(t, s, tree_only)
     peak = _memory_peak(t, s)
     rec = _recording(s, run.info.start_time, period_s)
+    behind = (rec.start_ms - job_start_ms) / 1000 if rec.start_ms is not None and \
+        job_start_ms is not None else None
     thr = nums.num(t, "cpu_throttled_periods", int)
     comp, comp_source = composition(t, s, lim.memory_mb)
     events = nums.kv(t.get("memory_events"), int)
@@ -290,6 +293,7 @@ def rank_report(rank: int, data: RankData, tags: Tags, run: "Run", period_s: Opt
         "recording_end_ms": rec.end_ms,
         "recording_span_s": r1(rec.span_s),
         "started_after_run_s": r1(rec.late_s),
+        "started_after_first_rank_s": r1(behind),
         "end_tags": any(k in t for k in END_TAGS),
         "stopped_early": _stopped_early(t, run, rec.end_ms, period_s, lim.memory_mb is not None,
                                         tree_only),
@@ -342,13 +346,17 @@ def recorders(ranks: Dict[int, RankData]) -> Dict[int, Optional[int]]:
 def _rank_reports(run: "Run", ranks: Dict[int, RankData], tags: Tags,
                   period: Optional[float]) -> List[RankReport]:
     rec = recorders(ranks)
+    # the job's start, as its recording saw it: the first rank to record
+    job_start = min((st for d in ranks.values()
+                     if (st := _recording(d["series"], run.info.start_time, period).start_ms)
+                     is not None), default=None)
     out: List[RankReport] = []
     for k in sorted(ranks):
         by = rec.get(k)
         by_node: Optional[str] = None
         if by is not None and by != k:
             by_node = rank_tags(tags, by).get("node") or ranks[by]["node_tier"]
-        out.append(rank_report(k, ranks[k], tags, run, period, by, by_node))
+        out.append(rank_report(k, ranks[k], tags, run, period, by, by_node, job_start))
     return out
 
 

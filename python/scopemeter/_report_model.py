@@ -91,6 +91,7 @@ class RankReport(TypedDict):
     recording_end_ms: Optional[int]
     recording_span_s: Optional[float]
     started_after_run_s: Optional[float]
+    started_after_first_rank_s: Optional[float]
     end_tags: bool
     stopped_early: Optional[bool]
     container_memory_limit_exact: bool

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ._front import ATTACH_GRACE_S, OWN_RUN_GRACE_S
 from ._report_model import AtPeak, RankReport, RunVerdict
 from ._report_values import max_of, r2
 
@@ -25,7 +26,8 @@ THROTTLED_PCT = 10.0          # share of CFS periods throttled ...
 THROTTLED_MIN = 10            # ... and at least this many (a second of periods)
 NODE_HIGH_PCT = 90.0          # node memory peak, for the neighbours verdict ...
 CONTAINER_LOW_PCT = 50.0      # ... while the container stayed below this share of its limit
-LATE_FLOOR_S = 10.0           # late: later than one logging window and than this
+# started_late: later than one logging window and than the front's graces
+# for a late call (_front.OWN_RUN_GRACE_S, ATTACH_GRACE_S; docs/python.md)
 
 # The composition of the working set (docs/design.md §9): the series'
 # names, the key of each part in the tag memory_at_peak and in the JSON, and
@@ -133,11 +135,20 @@ def _no_limit(r: RankReport, period_s: Optional[float]) -> Optional[str]:
 
 
 def _started_late(r: RankReport, period_s: Optional[float]) -> Optional[str]:
+    """Late against what the job did (docs/report.md, "The late rule"): this
+    rank against the job's first rank to record, with the grace of the
+    process that opened the run; the job against the run's start, with the
+    grace of a worker attaching to a run its launcher opened before it."""
+    window = f" (one window is {period_s:g} s)" if period_s else ""
+    behind = r["started_after_first_rank_s"]
+    if behind is not None and behind > max(period_s or 0.0, OWN_RUN_GRACE_S):
+        return (f"recording started late: {behind:.0f} s after the job's first rank to record"
+                f"{window}; the start of this rank's work, where memory spikes, is missing")
     late = r["started_after_run_s"]
-    if late is None or late <= max(period_s or 0.0, LATE_FLOOR_S):
-        return None
-    return (f"recording started late: {late:.0f} s after the run (one window is "
-            f"{period_s:g} s); the start of the run, where memory spikes, is missing")
+    if late is not None and late > max(period_s or 0.0, ATTACH_GRACE_S):
+        return (f"recording started late: {late:.0f} s after the run{window}; the start of "
+                "the run, where memory spikes, is missing")
+    return None
 
 
 def _stopped_early(r: RankReport, period_s: Optional[float]) -> Optional[str]:

@@ -490,3 +490,57 @@ def test_report_without_mlflow_is_a_report_error(store, tmp_path):
     assert p.returncode == 1, p.stdout + p.stderr
     assert p.stderr.startswith("scopemeter: cannot read the run: this Python ("), p.stderr
     assert len(p.stderr.splitlines()) == 1 and "Traceback" not in p.stderr, p.stderr
+
+
+# ---- issue 33 item 5: late against what the job did -------------------------------------------
+
+
+def ranks_starting_at(uri, starts_s, interval_s=0.5, windows=6):
+    """A run whose rank r records from starts_s[r] s after the run's start
+    (its first point one window later, as the engine logs them), each rank
+    in its own 1 GiB container, with its end tags (a complete recording)."""
+    step_ms = int(interval_s * 1000)
+    series, tags = {}, {"scopemeter.interval_s": str(interval_s), "scopemeter.samples": "1",
+                        "scopemeter.collectors": str(len(starts_s))}
+    for r, start in enumerate(starts_s):
+        pts = [(int(start * 1000) + (i + 1) * step_ms, i, 200.0 + i) for i in range(windows)]
+        series[f"system/container_memory_usage_megabytes/rank{r}"] = pts
+        tags.update({f"scopemeter.rank{r}.node": "n1",
+                     f"scopemeter.rank{r}.cgroup": "v1 /pod mem=1024MiB cpu=1.0",
+                     f"scopemeter.rank{r}.oom_kill": "0"})
+    end_ms = int(max(starts_s) * 1000) + (windows + 1) * step_ms
+    return write_points(uri, series, tags, end_ms=end_ms, experiment="report-late")
+
+
+@pytest.mark.timeout(240)
+def test_started_late_is_against_the_job(scopemeter_bin, mlflow_server):
+    """The recommended launch (docs/cli.md): the launching script creates the
+    run and exports MLFLOW_RUN_ID, then torchrun starts 3 ranks that record
+    from 11 s after the run's creation: no rank is late.  One rank starting
+    30 s after the others is; so is a job whose ranks all start 95 s after
+    the run (docs/report.md, "The late rule").  Runs written through MLflow's
+    client into a real server, read by the command."""
+    uri = mlflow_server
+    clean = ranks_starting_at(uri, [11.0, 11.1, 11.3])
+    one_late = ranks_starting_at(uri, [11.0, 11.2, 41.0])
+    all_late = ranks_starting_at(uri, [95.0, 95.2, 95.4])
+    env = report_env(MLFLOW_TRACKING_URI=uri)
+    reps = at_once(*(lambda run=run: cli_report(scopemeter_bin, run, "--json", env=env)
+                     for run in (clean, one_late, all_late)),
+                   lambda: cli_report(scopemeter_bin, one_late, env=env))
+    for p in reps:
+        assert p.returncode == 0, p.stderr
+    clean_rep, one_rep, all_rep = (json.loads(p.stdout) for p in reps[:3])
+    assert [r["started_after_run_s"] for r in clean_rep["ranks"]] == [11.0, 11.1, 11.3]
+    assert not [v for v in clean_rep["verdicts"] if v["code"] == "started_late"], \
+        clean_rep["verdicts"]
+    late = [v for v in one_rep["verdicts"] if v["code"] == "started_late"]
+    assert [v["rank"] for v in late] == [2], one_rep["verdicts"]
+    assert rank_of(one_rep, 2)["started_after_first_rank_s"] == 30.0
+    assert late[0]["text"].startswith("recording started late: 30 s after the job's first rank "
+                                      "to record (one window is 0.5 s)"), late[0]["text"]
+    assert "rank 2: recording started late: 30 s after the job's first rank" in reps[3].stdout, \
+        reps[3].stdout
+    late = [v for v in all_rep["verdicts"] if v["code"] == "started_late"]
+    assert [v["rank"] for v in late] == [0, 1, 2], all_rep["verdicts"]
+    assert late[0]["text"].startswith("recording started late: 95 s after the run"), late[0]
