@@ -21,6 +21,7 @@ import os
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from ._report_model import RankData, RankReport, Report, Series
+from ._report_values import printable
 from ._report_verdicts import CODES
 
 MAX_RANKS = 8      # more rows stop being readable; the most severe ranks are drawn
@@ -108,8 +109,8 @@ def draw(rep: Report, ranks: Dict[int, RankData], path: Union[str, "os.PathLike[
 
 def _title(rep: Report, drawn: int) -> str:
     title = f"run {rep['run_id']}"
-    if rep.get("run_name"):
-        title += f" ({rep['run_name']})"
+    if rep["run_name"]:
+        title += f" ({printable(rep['run_name'])})"
     if len(rep["ranks"]) > drawn:
         title += f": {drawn} of {len(rep['ranks'])} ranks, the most severe first"
     return title
@@ -196,7 +197,7 @@ def _memory_row(mem: Any, axis: _Axis, r: RankReport, s: Series, period_s: Optio
 
 
 def _row_head(r: RankReport) -> str:
-    head = f"rank {r['rank']} on {r['node']}"
+    head = f"rank {r['rank']} on {printable(r['node'])}"
     if r.get("process_tree_only"):
         by = r.get("recorded_by_rank")
         head += (f": process tree, recorded by rank {by}" if by is not None

@@ -16,7 +16,7 @@ from typing import (Any, Callable, Generic, Iterator, List, Mapping, Optional, S
                     TypeVar)
 
 from ._report_model import Gpu, RankReport, Report, TreePeak
-from ._report_values import r2
+from ._report_values import printable, r2
 from ._report_verdicts import span_text
 
 T = TypeVar("T")
@@ -184,7 +184,7 @@ def render(table: Table[T], rep: Report) -> List[str]:
              f"{'node / rank':<{RANK_COL}}" + "".join(f"{c.head:>{c.width}}"
                                                       for c in table.columns)]
     for node, rs in _grouped(rep):
-        lines.append(f"{node[:98]}")
+        lines.append(printable(node)[:98])
         for r in rs:
             who = f"{'  rank ' + str(r['rank']):<{RANK_COL}}"
             if table.tree_only_line and r["process_tree_only"]:
@@ -196,15 +196,15 @@ def render(table: Table[T], rep: Report) -> List[str]:
 
 
 def _head(rep: Report) -> List[str]:
-    name = f' "{rep["run_name"]}"' if rep.get("run_name") else ""
+    name = f' "{printable(rep["run_name"])}"' if rep["run_name"] else ""
     deleted = "  (deleted)" if rep.get("lifecycle_stage") == "deleted" else ""
     period = f"every {rep['period_s']:g} s" if rep["period_s"] else "period unknown"
     n, nodes = len(rep["ranks"]), len(rep["nodes"])
     lines = [f"run {rep['run_id']}{name}  {rep['status']}{deleted}",
              f"{n} rank{'s' * (n != 1)} on {nodes} node{'s' * (nodes != 1)}, one point "
              f"{period}, {rep['collectors'] or '?'} collector{'s' * (rep['collectors'] != 1)}"]
-    if rep.get("skipped"):
-        lines.append(f"scopemeter.skipped: {rep['skipped']}")
+    if rep["skipped"]:
+        lines.append(f"scopemeter.skipped: {printable(rep['skipped'])}")
     return lines
 
 

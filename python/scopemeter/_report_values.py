@@ -51,6 +51,26 @@ def first_line(e: BaseException) -> str:
     return s[0] if s else type(e).__name__
 
 
+# C0, DEL, C1, and the two Unicode line separators: characters that move the
+# cursor, end a line or drive the terminal, none of which a name can show.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def printable(name: str) -> str:
+    """A name (a node, a run's name, a tag) as the report prints it: each
+    control character as its escape (\\n, \\x1b, \\u2028), so a name holding a
+    newline stays on its line and cannot split a table or fake a row.  The
+    one rule for every printer of the report (table, verdicts, picture); the
+    JSON keeps the name as it is (JSON escapes it itself)."""
+    return _CONTROL.sub(_escape, name)
+
+
+def _escape(m: "re.Match[str]") -> str:
+    c = m.group()
+    return _ESCAPES.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+
+
 def r1(x: Optional[float]) -> Optional[float]:
     return None if x is None else round(float(x), 1)
 

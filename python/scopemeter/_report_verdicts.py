@@ -16,7 +16,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ._front import ATTACH_GRACE_S, OWN_RUN_GRACE_S
 from ._report_model import AtPeak, RankReport, RunVerdict
-from ._report_values import max_of, r2
+from ._report_values import max_of, printable, r2
 
 # Thresholds of the verdicts (docs/report.md, "Verdicts").
 MEMORY_HIGH_PCT = 90.0        # working-set peak as % of the memory limit
@@ -122,7 +122,7 @@ def _node_neighbours(r: RankReport, period_s: Optional[float]) -> Optional[str]:
             or pct >= CONTAINER_LOW_PCT):
         return None
     return (f"node memory peaked at {node_pct:.1f} % while this container stayed at "
-            f"{pct:.1f} % of its limit: neighbours on node {r['node']} use the memory")
+            f"{pct:.1f} % of its limit: neighbours on node {printable(r['node'])} use the memory")
 
 
 def _no_limit(r: RankReport, period_s: Optional[float]) -> Optional[str]:
@@ -273,7 +273,7 @@ def _node_no_limit(node: str, rs: List[RankReport]) -> str:
     pct = max_of(*(x["node_memory_peak_percentage"] for x in rs))
     what = (f"node memory peak {pct:.1f} %, the highest its {len(rs)} ranks saw"
             if pct is not None else "no node values")
-    return (f"no container memory limit on node {node}: only node values exist "
+    return (f"no container memory limit on node {printable(node)}: only node values exist "
             f"({what}); the node's memory is the limit that counts")
 
 

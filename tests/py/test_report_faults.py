@@ -544,3 +544,39 @@ def test_started_late_is_against_the_job(scopemeter_bin, mlflow_server):
     late = [v for v in all_rep["verdicts"] if v["code"] == "started_late"]
     assert [v["rank"] for v in late] == [0, 1, 2], all_rep["verdicts"]
     assert late[0]["text"].startswith("recording started late: 95 s after the run"), late[0]
+
+
+# ---- issue 33 item 8, the report's part: a name holding control characters ------------------
+
+EVIL_NODE = "../../ evil/node\nx"  # NODE_NAME=$'../../ evil/node\nx'
+
+
+@pytest.mark.timeout(180)
+def test_node_name_with_a_newline_stays_on_its_line(scopemeter_bin, tmp_path):
+    """Two ranks on a node whose name holds a newline (the tag keeps the
+    name; the key's tier is sanitised): the table's node line and the
+    verdict print it escaped, on one line, so the table is not split and no
+    line reads as a row of its own; the JSON keeps the name as it is."""
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    series, tags = {}, dict(RUN_TAGS, **{"scopemeter.collectors": "2"})
+    for r in range(2):
+        series[f"system/node_memory_usage_megabytes/.._..__evil_node_x-ef96e526/rank{r}"] = \
+            [(10_000, 0, 4000.0 + r)]
+        series[f"system/node_memory_usage_percentage/.._..__evil_node_x-ef96e526/rank{r}"] = \
+            [(10_000, 0, 40.0 + r)]
+        tags[f"scopemeter.rank{r}.node"] = EVIL_NODE
+        tags[f"scopemeter.rank{r}.cgroup"] = "none: no limit"
+    run_id = write_points(uri, series, tags, end_ms=11_000)
+    env = report_env(MLFLOW_TRACKING_URI=uri)
+    t, j = at_once(lambda: cli_report(scopemeter_bin, run_id, env=env),
+                   lambda: cli_report(scopemeter_bin, run_id, "--json", env=env))
+    assert t.returncode == 0 and j.returncode == 0, t.stderr + j.stderr
+    shown = "../../ evil/node\\nx"  # the newline as its escape, backslash and n
+    lines = t.stdout.splitlines()
+    assert lines.count(shown) == 2, t.stdout  # the node line of the node and the cpu tables
+    assert not [ln for ln in lines if ln == "x" or ln.startswith("x ")], t.stdout
+    assert f"ranks 0, 1: no container memory limit on node {shown}: only node values" in \
+        t.stdout, t.stdout
+    assert_fits(t.stdout)
+    rep = json.loads(j.stdout)
+    assert list(rep["nodes"]) == [EVIL_NODE] and rank_of(rep, 0)["node"] == EVIL_NODE
