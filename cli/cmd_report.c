@@ -2,7 +2,7 @@
  * cmd_report.c — `scopemeter report [RUN_ID] [--json] [--plot FILE.png]`.
  *
  * Why this file is small: the report has one implementation, in Python
- * (python/scopemeter/_report.py, docs/report.md), because it reads runs
+ * (python/scopemeter/_report.py and its _report_*.py, docs/report.md), because it reads runs
  * through MLflow's own client — every store (the local sqlite default, file:,
  * servers) and MLflow's auth plugins work there and nowhere else.  This
  * command only finds an interpreter that can import scopemeter and execs

@@ -18,10 +18,11 @@ right of the axes, inside the figure.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
-if TYPE_CHECKING:
-    from ._report import RankData, Rep, Series
+from ._report_model import RankData, RankReport, Report, Series
+from ._report_values import printable
+from ._report_verdicts import CODES
 
 MAX_RANKS = 8      # more rows stop being readable; the most severe ranks are drawn
 WIDTH_IN, DPI = 16.0, 100
@@ -41,17 +42,34 @@ def require() -> None:
     import matplotlib  # noqa: F401  (ImportError is the caller's one line)
 
 
-def _ordered(rep: "Rep") -> List["Rep"]:
+def _ordered(rep: Report) -> List[RankReport]:
     """Ranks by their most severe verdict, then by memory peak %, then rank."""
-    from ._report import CODES
-
-    def key(r: "Rep") -> Tuple[int, float, int]:
+    def key(r: RankReport) -> Tuple[int, float, int]:
         sev = min((CODES.index(c) for c in r["verdict_codes"]), default=len(CODES))
         return (sev, -(r["container_memory_peak_percentage"] or -1.0), r["rank"])
     return sorted(rep["ranks"], key=key)
 
 
-def draw(rep: "Rep", ranks: Dict[int, "RankData"], path: Union[str, "os.PathLike[str]", Any]
+class _Axis:
+    """The time axis all rows share: seconds since t0, and the latest x drawn."""
+
+    def __init__(self, t0: float) -> None:
+        self.t0 = t0
+        self.xmax = 0.0
+
+    def xy(self, series: Series, name: str) -> Tuple[List[float], List[float]]:
+        pts = series.get(name, ())
+        return [(ts - self.t0) / 1000.0 for ts, _, _ in pts], [v for _, _, v in pts]
+
+    def line(self, ax: Any, x: List[float], y: List[float], **kw: Any) -> Any:
+        if x:
+            self.xmax = max(self.xmax, max(x))
+        if len(x) <= FEW_POINTS and "marker" not in kw:
+            kw.update(marker="o", ms=5 if len(x) > 1 else 7)
+        return ax.plot(x, y, **kw)
+
+
+def draw(rep: Report, ranks: Dict[int, RankData], path: Union[str, "os.PathLike[str]", Any]
          ) -> None:
     """rep: report(); ranks: {rank: {"series": {name: [(ts_ms, step, value)]}}}."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -71,138 +89,163 @@ def draw(rep: "Rep", ranks: Dict[int, "RankData"], path: Union[str, "os.PathLike
     # not fractions: 12 % of a picture of 8 ranks is a band of 4 inches
     gs = fig.add_gridspec(len(heights), 1, height_ratios=heights, hspace=0.55, left=0.06,
                           right=0.76, top=1 - TOP_IN / height, bottom=BOTTOM_IN / height)
-    title = f"run {rep['run_id']}"
-    if rep.get("run_name"):
-        title += f" ({rep['run_name']})"
-    if len(rep["ranks"]) > len(chosen):
-        title += f": {len(chosen)} of {len(rep['ranks'])} ranks, the most severe first"
-    fig.suptitle(title, fontsize=14, y=1 - 0.15 / height, va="top")
-    xmax = 0.0
-
-    def line(ax: Any, x: List[float], y: List[float], **kw: Any) -> Any:
-        nonlocal xmax
-        if x:
-            xmax = max(xmax, max(x))
-        if len(x) <= FEW_POINTS and "marker" not in kw:
-            kw.update(marker="o", ms=5 if len(x) > 1 else 7)
-        return ax.plot(x, y, **kw)
-
+    fig.suptitle(_title(rep, len(chosen)), fontsize=14, y=1 - 0.15 / height, va="top")
+    axis = _Axis(t0)
     first_mem = cpu = None
     for i, r in enumerate(chosen):
         s = ranks[r["rank"]]["series"]
-
-        def xs_ys(name: str) -> Tuple[List[float], List[float]]:
-            pts = s.get(name, ())
-            return [(ts - t0) / 1000.0 for ts, _, _ in pts], [v for _, _, v in pts]
-
         mem = fig.add_subplot(gs[2 * i], sharex=first_mem)
         first_mem = first_mem or mem
         cpu = fig.add_subplot(gs[2 * i + 1], sharex=first_mem)
-        limit = r["container_memory_limit_megabytes"]
-        x, y = xs_ys("container_memory_usage_megabytes")
-        stacked = _stack(s, t0) if limit is not None else None
-        if stacked:
-            sx, sys_, labels, colors = stacked
-            xmax = max([xmax] + sx)
-            if len(sx) > 1:
-                mem.stackplot(sx, *sys_, labels=labels, colors=colors, alpha=0.85, lw=0)
-            else:
-                # one window: a stackplot of one x is no area; its parts as a
-                # stacked bar over the window the point stands for
-                w = min(sx[0], rep["period_s"] or sx[0]) or 1.0
-                bottom = 0.0
-                for ys, label, color in zip(sys_, labels, colors):
-                    mem.bar(sx, ys, width=-w, align="edge", bottom=bottom, color=color,
-                            alpha=0.85, label=label)
-                    bottom += ys[0]
-        if y:
-            line(mem, x, y, color="black" if stacked else "tab:blue", lw=2,
-                 marker="." if len(x) > FEW_POINTS else "o", label="container working set (MB)")
-        elif not r.get("process_tree_only"):
-            x, y = xs_ys("node_memory_usage_megabytes")
-            line(mem, x, y, color="tab:blue", lw=2, label="node memory used (MB, no container)")
-        tx, ty = xs_ys("process_memory_megabytes")
-        if ty:
-            line(mem, tx, ty, color="tab:purple", lw=1.5, ls="-.",
-                 label="the rank's process tree (PSS, MB)")
-            if not y:
-                x, y = tx, ty
-        if limit is not None:
-            mem.axhline(limit, color="tab:red", ls="--", lw=1.5,
-                        label=f"memory limit {limit:.1f} MB")
-        if r["oom_kill"] and x and limit is not None:
-            # the kill's moment is not recorded: the marker sits on the last
-            # point, the recording of this rank ended with the killed job
-            mem.plot([x[-1]], [limit], "X", color="tab:red", ms=13,
-                     label=f"OOM kill x{r['oom_kill']} (after the last point)")
-        kp = r["container_memory_kernel_peak_megabytes"]
-        if kp is not None:
-            mem.axhline(kp, color="0.4", ls=":", lw=1.2, label=f"kernel peak {kp:.1f} MB")
-        top = max([v for v in (limit, kp) if v is not None] + list(y) + list(ty) + [1.0]
-                  + ([sum(col) for col in zip(*stacked[1])] if stacked else []))
-        mem.set_ylim(0, top * 1.1)
-        mem.set_ylabel("MB")
-        handles = mem.get_legend_handles_labels()
-        nx, ny = xs_ys("node_memory_usage_percentage")
-        if ny:
-            node_ax = mem.twinx()
-            line(node_ax, nx, ny, color="tab:orange", lw=1.5, label="node memory (% of node)")
-            node_ax.set_ylim(0, 105)
-            node_ax.set_ylabel("node %")
-            nh = node_ax.get_legend_handles_labels()
-            handles = (handles[0] + nh[0], handles[1] + nh[1])
-        # the stack's entries make the legend taller than the row: smaller type
-        mem.legend(handles[0], handles[1], loc="upper left", fontsize=9 if stacked else 10,
-                   bbox_to_anchor=(1.06, 1.0), borderaxespad=0)
-        head = f"rank {r['rank']} on {r['node']}"
-        if r.get("process_tree_only"):
-            by = r.get("recorded_by_rank")
-            head += (f": process tree, recorded by rank {by}" if by is not None
-                     else ": process tree")
-        elif r["container_memory_peak_percentage"] is not None:
-            head += (f": peak {r['container_memory_peak_percentage']:.1f} % of the limit, "
-                     f"{r['container_memory_headroom_megabytes']:.1f} MB headroom")
-        elif limit is None:
-            head += ": no container memory limit"
-        if r["oom_kill"]:
-            head += f", OOM-killed x{r['oom_kill']}"
-        mem.set_title(head, loc="left", fontsize=12,
-                      color="tab:red" if r["verdict_codes"][:1] in (["oom_killed"],
-                                                                    ["memory_high"]) else "black")
-        mem.grid(alpha=0.3)
-
-        cx, cy = xs_ys("container_cpu_utilization_percentage")
-        if cy:
-            cores = r["container_cpu_limit_cores"]
-            line(cpu, cx, cy, color="tab:green", lw=1.5,
-                 label=f"container CPU (% of {cores:g} cores)" if cores else "container CPU (%)")
-        ncx, ncy = xs_ys("node_cpu_utilization_percentage")
-        if ncy:
-            line(cpu, ncx, ncy, color="0.5", lw=1, label="node CPU (%)")
-        pcx, pcy = xs_ys("process_cpu_utilization_percentage")
-        if pcy:
-            line(cpu, pcx, pcy, color="tab:purple", lw=1, ls="-.",
-                 label="process tree CPU (% of one core)")
-        mpx, mpy = xs_ys("container_memory_pressure_percentage")
-        if mpy:
-            line(cpu, mpx, mpy, color="tab:red", lw=1.2, ls=":",
-                 label="stalled on memory (% of time)")
-        cpx, cpy = xs_ys("container_cpu_pressure_percentage")
-        if cpy:
-            line(cpu, cpx, cpy, color="tab:brown", lw=1.2, ls=":",
-                 label="stalled on CPU (% of time)")
-        cpu.set_ylim(0, max([100.0] + list(cy) + list(ncy) + list(pcy)) * 1.1)
-        cpu.set_ylabel("CPU %")
-        if cpu.get_legend_handles_labels()[0]:
-            cpu.legend(loc="upper left", fontsize=10, bbox_to_anchor=(1.06, 1.0),
-                       borderaxespad=0)
-        cpu.grid(alpha=0.3)
+        _memory_row(mem, axis, r, s, rep["period_s"])
+        _cpu_row(cpu, axis, r, s)
     if cpu is not None and first_mem is not None:
         cpu.set_xlabel("seconds since the run started")
         # a single point sits inside the axes, not on their edge
-        first_mem.set_xlim(0, xmax * 1.08 if xmax > 0 else 1.0)
+        first_mem.set_xlim(0, axis.xmax * 1.08 if axis.xmax > 0 else 1.0)
         _fit_legends(fig, canvas, gs)
     fig.savefig(path, format="png", dpi=DPI)
+
+
+def _title(rep: Report, drawn: int) -> str:
+    title = f"run {rep['run_id']}"
+    if rep["run_name"]:
+        title += f" ({printable(rep['run_name'])})"
+    if len(rep["ranks"]) > drawn:
+        title += f": {drawn} of {len(rep['ranks'])} ranks, the most severe first"
+    return title
+
+
+def _draw_stack(mem: Any, axis: _Axis, s: Series, period_s: Optional[float]
+                ) -> Optional[List[List[float]]]:
+    """The composition stacked under the working set; its parts' values (for
+    the axis' top), or None when the run has no composition series."""
+    stacked = _stack(s, axis.t0)
+    if not stacked:
+        return None
+    sx, sys_, labels, colors = stacked
+    axis.xmax = max([axis.xmax] + sx)
+    if len(sx) > 1:
+        mem.stackplot(sx, *sys_, labels=labels, colors=colors, alpha=0.85, lw=0)
+    else:
+        # one window: a stackplot of one x is no area; its parts as a
+        # stacked bar over the window the point stands for
+        w = min(sx[0], period_s or sx[0]) or 1.0
+        bottom = 0.0
+        for ys, label, color in zip(sys_, labels, colors):
+            mem.bar(sx, ys, width=-w, align="edge", bottom=bottom, color=color,
+                    alpha=0.85, label=label)
+            bottom += ys[0]
+    return sys_
+
+
+def _memory_lines(mem: Any, axis: _Axis, r: RankReport, s: Series, stacked: bool
+                  ) -> Tuple[List[float], List[float], List[float]]:
+    """The working set (or the node's memory), the process tree: (x, y, tree y)."""
+    x, y = axis.xy(s, "container_memory_usage_megabytes")
+    if y:
+        axis.line(mem, x, y, color="black" if stacked else "tab:blue", lw=2,
+                  marker="." if len(x) > FEW_POINTS else "o", label="container working set (MB)")
+    elif not r.get("process_tree_only"):
+        x, y = axis.xy(s, "node_memory_usage_megabytes")
+        axis.line(mem, x, y, color="tab:blue", lw=2, label="node memory used (MB, no container)")
+    tx, ty = axis.xy(s, "process_memory_megabytes")
+    if ty:
+        axis.line(mem, tx, ty, color="tab:purple", lw=1.5, ls="-.",
+                  label="the rank's process tree (PSS, MB)")
+        if not y:
+            x, y = tx, ty
+    return x, y, ty
+
+
+def _memory_row(mem: Any, axis: _Axis, r: RankReport, s: Series, period_s: Optional[float]
+                ) -> None:
+    limit = r["container_memory_limit_megabytes"]
+    parts = _draw_stack(mem, axis, s, period_s) if limit is not None else None
+    x, y, ty = _memory_lines(mem, axis, r, s, bool(parts))
+    if limit is not None:
+        mem.axhline(limit, color="tab:red", ls="--", lw=1.5,
+                    label=f"memory limit {limit:.1f} MB")
+    if r["oom_kill"] and x and limit is not None:
+        # the kill's moment is not recorded: the marker sits on the last
+        # point, the recording of this rank ended with the killed job
+        mem.plot([x[-1]], [limit], "X", color="tab:red", ms=13,
+                 label=f"OOM kill x{r['oom_kill']} (after the last point)")
+    kp = r["container_memory_kernel_peak_megabytes"]
+    if kp is not None:
+        mem.axhline(kp, color="0.4", ls=":", lw=1.2, label=f"kernel peak {kp:.1f} MB")
+    top = max([v for v in (limit, kp) if v is not None] + list(y) + list(ty) + [1.0]
+              + ([sum(col) for col in zip(*parts)] if parts else []))
+    mem.set_ylim(0, top * 1.1)
+    mem.set_ylabel("MB")
+    handles = mem.get_legend_handles_labels()
+    nx, ny = axis.xy(s, "node_memory_usage_percentage")
+    if ny:
+        node_ax = mem.twinx()
+        axis.line(node_ax, nx, ny, color="tab:orange", lw=1.5, label="node memory (% of node)")
+        node_ax.set_ylim(0, 105)
+        node_ax.set_ylabel("node %")
+        nh = node_ax.get_legend_handles_labels()
+        handles = (handles[0] + nh[0], handles[1] + nh[1])
+    # the stack's entries make the legend taller than the row: smaller type
+    mem.legend(handles[0], handles[1], loc="upper left", fontsize=9 if parts else 10,
+               bbox_to_anchor=(1.06, 1.0), borderaxespad=0)
+    mem.set_title(_row_head(r), loc="left", fontsize=12,
+                  color="tab:red" if r["verdict_codes"][:1] in (["oom_killed"],
+                                                                ["memory_high"]) else "black")
+    mem.grid(alpha=0.3)
+
+
+def _row_head(r: RankReport) -> str:
+    head = f"rank {r['rank']} on {printable(r['node'])}"
+    if r.get("process_tree_only"):
+        by = r.get("recorded_by_rank")
+        head += (f": process tree, recorded by rank {by}" if by is not None
+                 else ": process tree")
+    elif r["container_memory_peak_percentage"] is not None:
+        head += (f": peak {r['container_memory_peak_percentage']:.1f} % of the limit, "
+                 f"{r['container_memory_headroom_megabytes']:.1f} MB headroom")
+    elif r["container_memory_limit_megabytes"] is None:
+        head += ": no container memory limit"
+    if r["oom_kill"]:
+        head += f", OOM-killed x{r['oom_kill']}"
+    return head
+
+
+# The CPU row's lines: (series, colour, width, style, label; None: the container's own label).
+CPU_LINES = (
+    ("node_cpu_utilization_percentage", "0.5", 1.0, "-", "node CPU (%)"),
+    ("process_cpu_utilization_percentage", "tab:purple", 1.0, "-.",
+     "process tree CPU (% of one core)"),
+    ("container_memory_pressure_percentage", "tab:red", 1.2, ":",
+     "stalled on memory (% of time)"),
+    ("container_cpu_pressure_percentage", "tab:brown", 1.2, ":", "stalled on CPU (% of time)"),
+)
+
+
+def _cpu_row(cpu: Any, axis: _Axis, r: RankReport, s: Series) -> None:
+    cx, cy = axis.xy(s, "container_cpu_utilization_percentage")
+    if cy:
+        cores = r["container_cpu_limit_cores"]
+        axis.line(cpu, cx, cy, color="tab:green", lw=1.5,
+                  label=f"container CPU (% of {cores:g} cores)" if cores else "container CPU (%)")
+    tops = list(cy)
+    for name, color, lw, ls, label in CPU_LINES:
+        x, y = axis.xy(s, name)
+        if not y:
+            continue
+        kw: Dict[str, Any] = {"color": color, "lw": lw, "label": label}
+        if ls != "-":
+            kw["ls"] = ls
+        axis.line(cpu, x, y, **kw)
+        if "pressure" not in name:
+            tops += y
+    cpu.set_ylim(0, max([100.0] + tops) * 1.1)
+    cpu.set_ylabel("CPU %")
+    if cpu.get_legend_handles_labels()[0]:
+        cpu.legend(loc="upper left", fontsize=10, bbox_to_anchor=(1.06, 1.0),
+                   borderaxespad=0)
+    cpu.grid(alpha=0.3)
 
 
 def _fit_legends(fig: Any, canvas: Any, gs: Any) -> None:
@@ -226,7 +269,7 @@ def _fit_legends(fig: Any, canvas: Any, gs: Any) -> None:
                 ax.set_position(spec.get_position(fig))
 
 
-def _stack(series: "Series", t0: float
+def _stack(series: Series, t0: float
            ) -> Optional[Tuple[List[float], List[List[float]], List[str], List[str]]]:
     """(x, [y per part], labels, colors) of the composition on the timestamps
     every present part has (a window's keys share one timestamp), or None."""

@@ -442,3 +442,141 @@ def test_bundle_reports_with_its_own_package(scopemeter_bin, store, tmp_path):
     for extra, p in zip(cases, done):
         assert p.returncode == 0, (extra, p.stderr)
         assert strict_json(p.stdout)["run_id"] == store["nine"]
+
+
+# ---- issue 33 item 7: a Python without MLflow ------------------------------------------------
+
+# Installed before anything else is imported: this interpreter has no MLflow
+# (the import fails as it does where MLflow was never installed).
+NO_MLFLOW = r"""
+import sys
+class _NoMlflow:
+    def find_spec(self, name, path=None, target=None):
+        if name == "mlflow" or name.startswith("mlflow."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+sys.meta_path.insert(0, _NoMlflow())
+"""
+
+
+@pytest.mark.timeout(120)
+def test_report_without_mlflow_is_a_report_error(store, tmp_path):
+    """scopemeter.report() where MLflow cannot be imported raises ReportError
+    (docs/python.md: the function's own errors are ReportError) with one
+    line saying what is missing; the command says the same line, exit 1."""
+    code = NO_MLFLOW + (
+        "import scopemeter\n"
+        "try:\n"
+        "    scopemeter.report(sys.argv[1], tracking_uri=sys.argv[2])\n"
+        "except scopemeter.ReportError as e:\n"
+        "    print('ReportError:', e)\n")
+    env = report_env()
+    p = subprocess.run([sys.executable, "-c", code, store["nine"], store["uri"]], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    line = p.stdout.strip()
+    assert line.startswith("ReportError: cannot read the run: this Python ("), p.stdout
+    assert "cannot import MLflow (No module named 'mlflow')" in line and \
+        line.endswith("pip install mlflow"), line
+    assert len(p.stdout.splitlines()) == 1, p.stdout
+    # the command: the same blocker as a sitecustomize of this interpreter
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(NO_MLFLOW)
+    env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")])
+    p = subprocess.run([sys.executable, "-m", "scopemeter", "report", store["nine"]],
+                       env=dict(env, MLFLOW_TRACKING_URI=store["uri"]), capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert p.stderr.startswith("scopemeter: cannot read the run: this Python ("), p.stderr
+    assert len(p.stderr.splitlines()) == 1 and "Traceback" not in p.stderr, p.stderr
+
+
+# ---- issue 33 item 5: late against what the job did -------------------------------------------
+
+
+def ranks_starting_at(uri, starts_s, interval_s=0.5, windows=6):
+    """A run whose rank r records from starts_s[r] s after the run's start
+    (its first point one window later, as the engine logs them), each rank
+    in its own 1 GiB container, with its end tags (a complete recording)."""
+    step_ms = int(interval_s * 1000)
+    series, tags = {}, {"scopemeter.interval_s": str(interval_s), "scopemeter.samples": "1",
+                        "scopemeter.collectors": str(len(starts_s))}
+    for r, start in enumerate(starts_s):
+        pts = [(int(start * 1000) + (i + 1) * step_ms, i, 200.0 + i) for i in range(windows)]
+        series[f"system/container_memory_usage_megabytes/rank{r}"] = pts
+        tags.update({f"scopemeter.rank{r}.node": "n1",
+                     f"scopemeter.rank{r}.cgroup": "v1 /pod mem=1024MiB cpu=1.0",
+                     f"scopemeter.rank{r}.oom_kill": "0"})
+    end_ms = int(max(starts_s) * 1000) + (windows + 1) * step_ms
+    return write_points(uri, series, tags, end_ms=end_ms, experiment="report-late")
+
+
+@pytest.mark.timeout(240)
+def test_started_late_is_against_the_job(scopemeter_bin, mlflow_server):
+    """The recommended launch (docs/cli.md): the launching script creates the
+    run and exports MLFLOW_RUN_ID, then torchrun starts 3 ranks that record
+    from 11 s after the run's creation: no rank is late.  One rank starting
+    30 s after the others is; so is a job whose ranks all start 95 s after
+    the run (docs/report.md, "The late rule").  Runs written through MLflow's
+    client into a real server, read by the command."""
+    uri = mlflow_server
+    clean = ranks_starting_at(uri, [11.0, 11.1, 11.3])
+    one_late = ranks_starting_at(uri, [11.0, 11.2, 41.0])
+    all_late = ranks_starting_at(uri, [95.0, 95.2, 95.4])
+    env = report_env(MLFLOW_TRACKING_URI=uri)
+    reps = at_once(*(lambda run=run: cli_report(scopemeter_bin, run, "--json", env=env)
+                     for run in (clean, one_late, all_late)),
+                   lambda: cli_report(scopemeter_bin, one_late, env=env))
+    for p in reps:
+        assert p.returncode == 0, p.stderr
+    clean_rep, one_rep, all_rep = (json.loads(p.stdout) for p in reps[:3])
+    assert [r["started_after_run_s"] for r in clean_rep["ranks"]] == [11.0, 11.1, 11.3]
+    assert not [v for v in clean_rep["verdicts"] if v["code"] == "started_late"], \
+        clean_rep["verdicts"]
+    late = [v for v in one_rep["verdicts"] if v["code"] == "started_late"]
+    assert [v["rank"] for v in late] == [2], one_rep["verdicts"]
+    assert rank_of(one_rep, 2)["started_after_first_rank_s"] == 30.0
+    assert late[0]["text"].startswith("recording started late: 30 s after the job's first rank "
+                                      "to record (one window is 0.5 s)"), late[0]["text"]
+    assert "rank 2: recording started late: 30 s after the job's first rank" in reps[3].stdout, \
+        reps[3].stdout
+    late = [v for v in all_rep["verdicts"] if v["code"] == "started_late"]
+    assert [v["rank"] for v in late] == [0, 1, 2], all_rep["verdicts"]
+    assert late[0]["text"].startswith("recording started late: 95 s after the run"), late[0]
+
+
+# ---- issue 33 item 8, the report's part: a name holding control characters ------------------
+
+EVIL_NODE = "../../ evil/node\nx"  # NODE_NAME=$'../../ evil/node\nx'
+
+
+@pytest.mark.timeout(180)
+def test_node_name_with_a_newline_stays_on_its_line(scopemeter_bin, tmp_path):
+    """Two ranks on a node whose name holds a newline (the tag keeps the
+    name; the key's tier is sanitised): the table's node line and the
+    verdict print it escaped, on one line, so the table is not split and no
+    line reads as a row of its own; the JSON keeps the name as it is."""
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    series, tags = {}, dict(RUN_TAGS, **{"scopemeter.collectors": "2"})
+    for r in range(2):
+        series[f"system/node_memory_usage_megabytes/.._..__evil_node_x-ef96e526/rank{r}"] = \
+            [(10_000, 0, 4000.0 + r)]
+        series[f"system/node_memory_usage_percentage/.._..__evil_node_x-ef96e526/rank{r}"] = \
+            [(10_000, 0, 40.0 + r)]
+        tags[f"scopemeter.rank{r}.node"] = EVIL_NODE
+        tags[f"scopemeter.rank{r}.cgroup"] = "none: no limit"
+    run_id = write_points(uri, series, tags, end_ms=11_000)
+    env = report_env(MLFLOW_TRACKING_URI=uri)
+    t, j = at_once(lambda: cli_report(scopemeter_bin, run_id, env=env),
+                   lambda: cli_report(scopemeter_bin, run_id, "--json", env=env))
+    assert t.returncode == 0 and j.returncode == 0, t.stderr + j.stderr
+    shown = "../../ evil/node\\nx"  # the newline as its escape, backslash and n
+    lines = t.stdout.splitlines()
+    assert lines.count(shown) == 2, t.stdout  # the node line of the node and the cpu tables
+    assert not [ln for ln in lines if ln == "x" or ln.startswith("x ")], t.stdout
+    assert f"ranks 0, 1: no container memory limit on node {shown}: only node values" in \
+        t.stdout, t.stdout
+    assert_fits(t.stdout)
+    rep = json.loads(j.stdout)
+    assert list(rep["nodes"]) == [EVIL_NODE] and rank_of(rep, 0)["node"] == EVIL_NODE

@@ -1,0 +1,145 @@
+"""The report's data, as types: what is read from a run, and the report itself.
+
+Why this file exists: the report's JSON schema (docs/report.md, "--json")
+is a contract that programs read; here it is a type, so mypy --strict holds
+every module of the report to it and a field added in one place and not
+another is an error, not a silent difference.  The keys of the TypedDicts
+below are exactly the JSON's, in the JSON's order (a dict keeps the order
+it was built in, and the builders in _report_build.py write them in this
+order).  This module holds no logic and imports nothing of the report's:
+every other _report_* module may import it.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple, TypedDict
+
+# JSON schema version: raised only when a field changes meaning or goes away
+# (adding a field keeps it).  docs/report.md documents every field.
+SCHEMA = 1
+
+# One series: its points (timestamp_ms, step, value), oldest first; a rank's
+# series by name (without node tier and rank); a run's or a rank's tags.
+Point = Tuple[int, int, float]
+Series = Dict[str, List[Point]]
+Tags = Dict[str, str]
+
+
+class ReportError(Exception):
+    """A run that cannot be reported: not found, no scopemeter series, no store."""
+
+
+class RankData(TypedDict):
+    """One rank's series as _report_fetch.read gives them, and the node tier
+    of its node_* keys (None when it has none)."""
+    series: Series
+    node_tier: Optional[str]
+
+
+class Gpu(TypedDict):
+    """One GPU of a rank (ranks[].gpus[])."""
+    index: int
+    memory_peak_percentage: Optional[float]
+    memory_peak_megabytes: Optional[float]
+    utilization_mean_percentage: Optional[float]
+    power_mean_watts: Optional[float]
+
+
+class AtPeak(TypedDict):
+    """The working set's parts at its peak, MB
+    (ranks[].container_memory_at_peak_megabytes)."""
+    working_set: Optional[float]
+    anon: Optional[float]
+    shmem: Optional[float]
+    file_active: Optional[float]
+    kernel: Optional[float]
+    limit: Optional[float]
+
+
+class TreePeak(TypedDict):
+    """The rank's process tree at its highest memory (ranks[].process_tree_peak)."""
+    processes: Optional[int]
+    memory_megabytes: Optional[float]
+
+
+class RankReport(TypedDict):
+    """One rank (ranks[]): docs/report.md, "Per rank"."""
+    rank: int
+    node: str
+    cgroup: Optional[str]
+    gpu_status: Optional[str]
+    container_memory_limit_megabytes: Optional[float]
+    container_memory_peak_megabytes: Optional[float]
+    container_memory_peak_percentage: Optional[float]
+    container_memory_headroom_megabytes: Optional[float]
+    container_memory_kernel_peak_megabytes: Optional[float]
+    node_memory_peak_percentage: Optional[float]
+    node_memory_peak_megabytes: Optional[float]
+    oom_kill: Optional[int]
+    container_cpu_limit_cores: Optional[float]
+    container_cpu_mean_percentage: Optional[float]
+    container_cpu_peak_percentage: Optional[float]
+    cpu_throttled_periods: Optional[int]
+    cpu_throttled_s: Optional[float]
+    cpu_throttled_percentage: Optional[float]
+    node_cpu_mean_percentage: Optional[float]
+    node_cpu_peak_percentage: Optional[float]
+    gpus: List[Gpu]
+    network_receive_megabytes: Optional[float]
+    network_transmit_megabytes: Optional[float]
+    points: int
+    recording_start_ms: Optional[int]
+    recording_end_ms: Optional[int]
+    recording_span_s: Optional[float]
+    started_after_run_s: Optional[float]
+    started_after_first_rank_s: Optional[float]
+    end_tags: bool
+    stopped_early: Optional[bool]
+    container_memory_limit_exact: bool
+    container_memory_limit_bytes: Optional[int]
+    container_cpu_limit_exact: bool
+    cpu_quota_us: Optional[int]
+    cpu_period_us: Optional[int]
+    container_memory_at_peak_megabytes: Optional[AtPeak]
+    container_memory_at_peak_source: Optional[str]
+    memory_events: Optional[Dict[str, int]]
+    memory_pressure_peak_percentage: Optional[float]
+    memory_pressure_last_minute_percentage: Optional[float]
+    memory_pressure_stalled_s: Optional[float]
+    cpu_pressure_peak_percentage: Optional[float]
+    cpu_pressure_stalled_s: Optional[float]
+    process_tree_peak: Optional[TreePeak]
+    process_cpu_mean_percentage: Optional[float]
+    recorded_by_rank: Optional[int]
+    process_tree_only: bool
+    verdict_codes: List[str]
+    verdicts: List[str]
+
+
+class RunVerdict(TypedDict):
+    """One entry of the run's verdicts (verdicts[])."""
+    rank: int
+    ranks: List[int]
+    node: str
+    code: str
+    text: str
+
+
+class Report(TypedDict):
+    """What scopemeter.report() returns and --json prints: docs/report.md, "Run level"."""
+    schema: int
+    run_id: str
+    run_name: Optional[str]
+    experiment_id: str
+    status: str
+    lifecycle_stage: Optional[str]
+    start_time_ms: Optional[int]
+    end_time_ms: Optional[int]
+    found_by: str
+    interval_s: Optional[float]
+    samples: Optional[int]
+    period_s: Optional[float]
+    collectors: Optional[int]
+    skipped: Optional[str]
+    nodes: Dict[str, List[int]]
+    ranks: List[RankReport]
+    verdicts: List[RunVerdict]

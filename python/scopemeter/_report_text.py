@@ -1,0 +1,235 @@
+"""The report as text for a terminal (docs/report.md, "What it says, per rank").
+
+Why this file exists: the report's tables share one shape -- a title, a
+header of right-aligned columns after "node / rank", and per node a line
+with the node's name and one line per rank (or per GPU of a rank) -- so
+they are data here: each table is a Table of Columns (a head, a width, a
+cell function), drawn by one renderer.  A new table is one Table in
+TABLES; a new column is one Column.  Every line is at most 100 columns.
+Reads only the report (_report_model.Report); never MLflow.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import (Any, Callable, Generic, Iterator, List, Mapping, Optional, Sequence, Tuple,
+                    TypeVar)
+
+from ._report_model import Gpu, RankReport, Report, TreePeak
+from ._report_values import printable, r2
+from ._report_verdicts import span_text
+
+T = TypeVar("T")
+WIDTH = 100
+RANK_COL = 22   # "node / rank", the first column of every table
+
+
+def cell(x: Optional[float], fmt: str = "{:.1f}", none: str = "-") -> str:
+    """A cell: a value wider than a column (a node of 20 TB) in 2
+    significant digits, never spilling into the next column."""
+    if x is None:
+        return none
+    text = fmt.format(x)
+    return text if len(text) <= 9 else f"{x:.2g}"
+
+
+def _clock(ms: Optional[int]) -> str:
+    return "-" if ms is None else time.strftime("%H:%M:%S", time.localtime(ms / 1000))
+
+
+@dataclass(frozen=True)
+class Column(Generic[T]):
+    head: str
+    width: int
+    cell: Callable[[T], str]
+
+
+@dataclass(frozen=True)
+class Table(Generic[T]):
+    """title: its lines; rows: what one rank contributes (itself, or its GPUs);
+    shown: whether the report gets the table; tree_only_line: a rank with
+    only a process tree gets one line saying so instead of its cells."""
+    title: Tuple[str, ...]
+    columns: Tuple[Column[T], ...]
+    rows: Callable[[RankReport], Sequence[T]]
+    shown: Callable[[Report], bool]
+    tree_only_line: bool = False
+
+
+def _col(head: str, width: int, fn: Callable[[RankReport], str]) -> Column[RankReport]:
+    return Column(head, width, fn)
+
+
+def _gcol(head: str, width: int, fn: Callable[[Gpu], str]) -> Column[Gpu]:
+    return Column(head, width, fn)
+
+
+def _itself(r: RankReport) -> Sequence[RankReport]:
+    return [r]
+
+
+def _tree_only(r: RankReport) -> str:
+    by = r["recorded_by_rank"]
+    return (f"process tree only, recorded by rank {by} (its pod's container)" if by is not None
+            else "process tree only")
+
+
+def _contained(rep: Report) -> bool:
+    return any(r["container_memory_limit_megabytes"] is not None
+               or r["container_memory_peak_megabytes"] is not None for r in rep["ranks"])
+
+
+def _unlimited(rep: Report) -> bool:
+    return any(r["container_memory_limit_megabytes"] is None and not r["process_tree_only"]
+               for r in rep["ranks"])
+
+
+def _filled(r: RankReport) -> bool:
+    """Whether a rank has any of the series or tags of docs/design.md §9: the
+    table of an older run stays as it was."""
+    return any(x is not None for x in (
+        r["container_memory_at_peak_megabytes"], r["process_tree_peak"],
+        r["memory_pressure_peak_percentage"], r["cpu_pressure_peak_percentage"]))
+
+
+def _throttled(r: RankReport) -> str:
+    thr = r["cpu_throttled_periods"]
+    pct = r["cpu_throttled_percentage"]
+    text = "-" if thr is None else (f"{thr} ({pct:.0f}%)" if pct is not None else str(thr))
+    return text[:10]
+
+
+def _part(r: RankReport, key: str) -> Optional[float]:
+    c: Mapping[str, object] = r["container_memory_at_peak_megabytes"] or {}
+    value = c.get(key)
+    return value if isinstance(value, (int, float)) else None
+
+
+def _tree(r: RankReport) -> TreePeak:
+    return r["process_tree_peak"] or {"processes": None, "memory_megabytes": None}
+
+
+# Without any container limit the container's columns would be dashes: the
+# node's memory and CPU are what count, in a table of their own.
+MEMORY = Table(
+    ("memory (MB = 10^6 bytes; peak: highest working set; kernel: the kernel's peak, "
+     "page cache too)",),
+    (_col("limit", 9, lambda r: cell(r["container_memory_limit_megabytes"], none="none")),
+     _col("peak", 9, lambda r: cell(r["container_memory_peak_megabytes"])),
+     _col("peak %", 8, lambda r: cell(r["container_memory_peak_percentage"])),
+     _col("headroom", 10, lambda r: cell(r["container_memory_headroom_megabytes"])),
+     _col("kernel", 9, lambda r: cell(r["container_memory_kernel_peak_megabytes"])),
+     _col("node peak %", 13, lambda r: cell(r["node_memory_peak_percentage"])),
+     _col("OOM kills", 11, lambda r: cell(r["oom_kill"], "{:d}"))),
+    _itself, lambda rep: _contained(rep) or not _unlimited(rep), tree_only_line=True)
+
+NODE = Table(
+    ("node (no container memory limit: the node's memory is the limit that counts)",),
+    (_col("mem peak MB", 13, lambda r: cell(r["node_memory_peak_megabytes"])),
+     _col("mem peak %", 12, lambda r: cell(r["node_memory_peak_percentage"])),
+     _col("cpu mean %", 12, lambda r: cell(r["node_cpu_mean_percentage"])),
+     _col("cpu peak %", 12, lambda r: cell(r["node_cpu_peak_percentage"]))),
+    _itself, _unlimited, tree_only_line=True)
+
+FILLED = Table(
+    ("what filled it (MB at the working-set peak; processes: the rank's tree at its peak, PSS;",
+     "psi: peak % of time stalled on memory / CPU)"),
+    (_col("anon", 9, lambda r: cell(_part(r, "anon"))),
+     _col("shmem", 9, lambda r: cell(_part(r, "shmem"))),
+     _col("file", 9, lambda r: cell(_part(r, "file_active"))),
+     _col("kernel", 9, lambda r: cell(_part(r, "kernel"))),
+     _col("procs", 7, lambda r: cell(_tree(r)["processes"], "{:d}")),
+     _col("tree MB", 10, lambda r: cell(_tree(r)["memory_megabytes"])),
+     _col("mem psi %", 11, lambda r: cell(r["memory_pressure_peak_percentage"])),
+     _col("cpu psi %", 11, lambda r: cell(r["cpu_pressure_peak_percentage"]))),
+    _itself, lambda rep: any(_filled(r) for r in rep["ranks"]))
+
+CPU = Table(
+    ("cpu (% of the container's CPU limit), network (MB since recording started), recording",),
+    (_col("limit", 7, lambda r: cell(r2(r["container_cpu_limit_cores"]), "{:g}",
+                                     "-" if r["process_tree_only"] else "none")),
+     _col("mean %", 8, lambda r: cell(r["container_cpu_mean_percentage"])),
+     _col("peak %", 8, lambda r: cell(r["container_cpu_peak_percentage"])),
+     _col("throttled", 11, _throttled),
+     _col("rx MB", 9, lambda r: cell(r["network_receive_megabytes"])),
+     _col("tx MB", 9, lambda r: cell(r["network_transmit_megabytes"])),
+     _col("from", 10, lambda r: _clock(r["recording_start_ms"])),
+     _col("span s", 8, lambda r: cell(r["recording_span_s"])),
+     _col("points", 8, lambda r: str(r["points"]))),
+    _itself, lambda rep: True)
+
+GPU = Table(
+    ("gpu (NVML index)",),
+    (_gcol("gpu", 5, lambda g: str(g["index"])),
+     _gcol("memory peak %", 15, lambda g: cell(g["memory_peak_percentage"])),
+     _gcol("memory peak MB", 16, lambda g: cell(g["memory_peak_megabytes"])),
+     _gcol("util mean %", 13, lambda g: cell(g["utilization_mean_percentage"])),
+     _gcol("power mean W", 14, lambda g: cell(g["power_mean_watts"]))),
+    lambda r: r["gpus"], lambda rep: any(r["gpus"] for r in rep["ranks"]))
+
+# In the order printed.
+TABLES: Tuple[Table[Any], ...] = (MEMORY, NODE, FILLED, CPU, GPU)
+
+
+def _grouped(rep: Report) -> Iterator[Tuple[str, List[RankReport]]]:
+    for node, ranks in sorted(rep["nodes"].items()):
+        yield node, [r for r in rep["ranks"] if r["rank"] in ranks]
+
+
+def render(table: Table[T], rep: Report) -> List[str]:
+    """The table's lines, a blank line first; none when the report does not get it."""
+    if not table.shown(rep):
+        return []
+    lines = ["", *table.title,
+             f"{'node / rank':<{RANK_COL}}" + "".join(f"{c.head:>{c.width}}"
+                                                      for c in table.columns)]
+    for node, rs in _grouped(rep):
+        lines.append(printable(node)[:98])
+        for r in rs:
+            who = f"{'  rank ' + str(r['rank']):<{RANK_COL}}"
+            if table.tree_only_line and r["process_tree_only"]:
+                lines.append(who + _tree_only(r))
+                continue
+            for item in table.rows(r):
+                lines.append(who + "".join(f"{c.cell(item):>{c.width}}" for c in table.columns))
+    return lines
+
+
+def _head(rep: Report) -> List[str]:
+    name = f' "{printable(rep["run_name"])}"' if rep["run_name"] else ""
+    deleted = "  (deleted)" if rep.get("lifecycle_stage") == "deleted" else ""
+    period = f"every {rep['period_s']:g} s" if rep["period_s"] else "period unknown"
+    n, nodes = len(rep["ranks"]), len(rep["nodes"])
+    lines = [f"run {rep['run_id']}{name}  {rep['status']}{deleted}",
+             f"{n} rank{'s' * (n != 1)} on {nodes} node{'s' * (nodes != 1)}, one point "
+             f"{period}, {rep['collectors'] or '?'} collector{'s' * (rep['collectors'] != 1)}"]
+    if rep["skipped"]:
+        lines.append(f"scopemeter.skipped: {printable(rep['skipped'])}")
+    return lines
+
+
+def _verdict_lines(rep: Report) -> List[str]:
+    if not rep["verdicts"]:
+        return ["", "verdicts: none (no OOM kill, no limit near, no throttling, complete "
+                    "recording)"]
+    lines = ["", "verdicts (most severe first)"]
+    for v in rep["verdicts"]:
+        ranks = v.get("ranks") or [v["rank"]]
+        who = (f"ranks {span_text(ranks)}" if len(ranks) > 1 else f"rank {ranks[0]}")
+        lines.extend(_wrap(f"{who}: {v['text']}", WIDTH, "    "))
+    return lines
+
+
+def _wrap(text: str, width: int, indent: str) -> List[str]:
+    import textwrap
+    return textwrap.wrap(text, width=width, subsequent_indent=indent, break_long_words=True,
+                         break_on_hyphens=False)
+
+
+def format_report(rep: Report) -> str:
+    """The report as text for a terminal: every line at most 100 columns; ranks
+    grouped under their node, so the rank -> node placement reads at a glance."""
+    lines = _head(rep)
+    for table in TABLES:
+        lines += render(table, rep)
+    return "\n".join(lines + _verdict_lines(rep))

@@ -1,0 +1,190 @@
+"""Reading numbers out of a run's series and tags, for the report.
+
+Why this file exists: every part of the report (the rank's numbers, the
+verdicts, the table) reads values the same way -- a tag as a number, a
+"key=value" tag, a series' peak or mean -- and refuses the same values
+(NaN, infinities, MLflow's stand-in for them).  One place, so the rule
+"a value that cannot be a measurement is absent" is one rule.  Pure
+functions over the types of _report_model.py; no MLflow, no output.
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar, overload
+
+from ._report_model import Series, Tags
+
+_N = TypeVar("_N", int, float)
+
+# No series or tag of scopemeter can hold a magnitude this large (MB, %, W,
+# seconds, counts): 10^15 MB is 10^21 bytes.
+ABSURD = 1e15
+
+
+def finite(v: Any) -> bool:
+    """A value that can be a measurement: not NaN or infinite, nor MLflow's
+    stand-in for an infinity (its SQL store keeps +-inf as
+    +-sys.float_info.max), nor larger than any measurement (ABSURD).
+    scopemeter never logs such points; another program writing into its keys
+    may, and one such point must not turn the report into NaN or 300 digits."""
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(x) and abs(x) < ABSURD
+
+
+def json_safe(obj: Any) -> Any:
+    """The report with every non-finite float as None: JSON has no NaN."""
+    if isinstance(obj, float):
+        return obj if finite(obj) else None
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    return obj
+
+
+def first_line(e: BaseException) -> str:
+    s = str(e).strip().splitlines()
+    return s[0] if s else type(e).__name__
+
+
+# C0, DEL, C1, and the two Unicode line separators: characters that move the
+# cursor, end a line or drive the terminal, none of which a name can show.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def printable(name: str) -> str:
+    """A name (a node, a run's name, a tag) as the report prints it: each
+    control character as its escape (\\n, \\x1b, \\u2028), so a name holding a
+    newline stays on its line and cannot split a table or fake a row.  The
+    one rule for every printer of the report (table, verdicts, picture); the
+    JSON keeps the name as it is (JSON escapes it itself)."""
+    return _CONTROL.sub(_escape, name)
+
+
+def _escape(m: "re.Match[str]") -> str:
+    c = m.group()
+    return _ESCAPES.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+
+
+def r1(x: Optional[float]) -> Optional[float]:
+    return None if x is None else round(float(x), 1)
+
+
+def r2(c: Optional[float]) -> Optional[float]:
+    """Cores for people: the exact limit (1/6 core) to 0.01, as the display
+    tag rounds it, so a column keeps its width."""
+    return None if c is None else round(c, 2)
+
+
+@overload
+def num(tags: Tags, key: str) -> Optional[float]: ...
+@overload
+def num(tags: Tags, key: str, kind: Callable[[str], _N]) -> Optional[_N]: ...
+
+
+def num(tags: Tags, key: str, kind: Callable[[str], Any] = float) -> Any:
+    """A tag as a number (float, or int with kind=int); None when absent or
+    not a number."""
+    v = tags.get(key)
+    if v is None:
+        return None
+    try:
+        x = kind(v)
+    except ValueError:
+        return None
+    return x if kind is int or finite(x) else None
+
+
+@overload
+def kv(text: Optional[str]) -> Optional[Dict[str, float]]: ...
+@overload
+def kv(text: Optional[str], kind: Callable[[str], _N]) -> Optional[Dict[str, _N]]: ...
+
+
+def kv(text: Optional[str], kind: Callable[[str], Any] = float) -> Optional[Dict[str, Any]]:
+    """{key: number} of a "key=value key=value" tag (docs/design.md §9);
+    a malformed pair is left out, an absent or empty tag is None."""
+    out: Dict[str, Any] = {}
+    for word in (text or "").split():
+        key, eq, val = word.partition("=")
+        if not eq or not key:
+            continue
+        try:
+            x = kind(val)
+        except ValueError:
+            continue
+        if kind is int or finite(x):
+            out[key] = x
+    return out or None
+
+
+def values(series: Series, name: str) -> List[float]:
+    return [v for _, _, v in series.get(name, ())]
+
+
+def peak(series: Series, name: str) -> Optional[float]:
+    v = values(series, name)
+    return max(v) if v else None
+
+
+def mean(series: Series, name: str) -> Optional[float]:
+    v = values(series, name)
+    return sum(v) / len(v) if v else None
+
+
+def last(series: Series, name: str) -> Optional[float]:
+    v = values(series, name)
+    return v[-1] if v else None
+
+
+def max_of(*xs: Optional[float]) -> Optional[float]:
+    present = [x for x in xs if x is not None]
+    return max(present) if present else None
+
+
+def at_step(series: Series, name: str, step: int) -> Optional[float]:
+    for _, st, v in series.get(name, ()):
+        if st == step:
+            return v
+    return None
+
+
+def peak_point(series: Series, name: str) -> Optional[Tuple[int, float]]:
+    """(step, value) of the highest point of a series (the first of equals)."""
+    best: Optional[Tuple[int, float]] = None
+    for _, st, v in series.get(name, ()):
+        if best is None or v > best[1]:
+            best = (st, v)
+    return best
+
+
+def last_window_mean(series: Series, name: str, end_ms: int, window_s: float
+                     ) -> Optional[float]:
+    """The mean of a series' points in the window_s before end_ms: each point
+    is a window's share of time, windows are equally long, so the mean is the
+    share of that whole stretch."""
+    pts = [v for ts, _, v in series.get(name, ()) if ts > end_ms - window_s * 1000]
+    return sum(pts) / len(pts) if pts else None
+
+
+_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+
+
+def cgroup_limits(tag: Optional[str]) -> Tuple[Optional[float], Optional[float], Optional[float]]:
+    """(memory limit bytes, half-width of the tag's rounding in bytes, CPU cores)
+    from "v1 /path mem=512MiB cpu=0.5" / "v2 /x mem=56.0GiB cpu=16.0"."""
+    mem = re.search(r"\bmem=([0-9.]+)(B|KiB|MiB|GiB|TiB)\b", tag or "")
+    cpu = re.search(r"\bcpu=([0-9.]+)\b", tag or "")
+    limit: Optional[float] = None
+    half: Optional[float] = None
+    if mem:
+        text, unit = mem.group(1), _UNITS[mem.group(2)]
+        limit = float(text) * unit
+        decimals = len(text.split(".", 1)[1]) if "." in text else 0
+        half = 0.5 * 10 ** -decimals * unit
+    return limit, half, (float(cpu.group(1)) if cpu else None)
