@@ -17,15 +17,12 @@
 #include "check.h"
 #include "internal.h"
 
-static const char *fake_vars[] = {
-    "FAKE_NVML_DEVICES",    "FAKE_NVML_LOST_AFTER_1", "FAKE_NVML_FAIL_UTIL_0",
-    "FAKE_NVML_FAIL_TIMES_0", "FAKE_NVML_FAIL_MEMV2_0", "CUDA_VISIBLE_DEVICES",
-    "FAKE_NVML_INIT_FAIL",  "FAKE_NVML_COUNT_FAIL",   "FAKE_NVML_LOST_AFTER_0",
-};
+extern char **environ;
 
 static char sysroot[256];
-static char fake_path[1024];
+static char fake_path[1024], minimal_path[1024];
 static int (*init_refs)(void);
+static void (*raise_xid)(int, unsigned int);
 
 /* stderr of the collector, captured to a file per step */
 static int saved_stderr = -1;
@@ -80,11 +77,26 @@ static double value(const sm_points *p, const char *key)
     return pt ? pt->value : -1.0;
 }
 
+/* every FAKE_NVML_* and CUDA_VISIBLE_DEVICES unset: the fake's defaults */
 static void reset_env(void)
 {
-    for (size_t i = 0; i < sizeof fake_vars / sizeof fake_vars[0]; i++)
-        unsetenv(fake_vars[i]);
+    char name[128];
+
+    unsetenv("CUDA_VISIBLE_DEVICES");
+    for (size_t i = 0; environ[i];) {
+        size_t n = strcspn(environ[i], "=");
+        if (strncmp(environ[i], "FAKE_NVML_", 10) == 0 && n < sizeof name) {
+            memcpy(name, environ[i], n);
+            name[n] = '\0';
+            unsetenv(name);
+            continue; /* environ shifted */
+        }
+        i++;
+    }
 }
+
+/* MLflow's five and the ten health fields (docs/gpu.md) */
+#define GPU_SERIES 15
 
 struct opened {
     void *state;
@@ -131,7 +143,7 @@ static void lost_mid_run(void)
     CHECK_EQ_STR(o.res.msg, "");
 
     CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
-    CHECK_EQ_INT(p->n, 10);
+    CHECK_EQ_INT(p->n, 2 * GPU_SERIES);
     CHECK_NEAR(value(p, "gpu_0_memory_usage_percentage"), 25.0, 1e-9);
     CHECK_NEAR(value(p, "gpu_0_memory_usage_megabytes"), 21474.83648, 1e-9);
     CHECK_NEAR(value(p, "gpu_0_utilization_percentage"), 40.0, 1e-9);
@@ -153,7 +165,7 @@ static void lost_mid_run(void)
     capture_begin();
     CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
     err = capture_end();
-    CHECK_EQ_INT(p->n, 5);
+    CHECK_EQ_INT(p->n, GPU_SERIES);
     CHECK(find(p, "gpu_1_memory_usage_megabytes") == NULL);
     CHECK_NEAR(value(p, "gpu_0_utilization_percentage"), 40.0, 1e-9);
     CHECK_EQ_INT(count_lines(err), 1);
@@ -165,7 +177,7 @@ static void lost_mid_run(void)
     capture_begin();
     CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
     err = capture_end();
-    CHECK_EQ_INT(p->n, 5);
+    CHECK_EQ_INT(p->n, GPU_SERIES);
     CHECK_EQ_STR(err, "");
     close_gpu(&o);
     free(p);
@@ -188,7 +200,7 @@ static void lost_at_open(void)
     CHECK(strstr(o.res.msg, "GPU 1 lost (nvmlDeviceGetMemoryInfo_v2: fake NVML: GPU is lost): "
                             "gpu_1_* dropped") != NULL);
     CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
-    CHECK_EQ_INT(p->n, 5);
+    CHECK_EQ_INT(p->n, GPU_SERIES);
     CHECK(find(p, "gpu_1_utilization_percentage") == NULL);
     close_gpu(&o);
     free(p);
@@ -213,7 +225,7 @@ static void transient_then_recovered(void)
     capture_begin();
     CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
     err = capture_end();
-    CHECK_EQ_INT(p->n, 4);
+    CHECK_EQ_INT(p->n, GPU_SERIES - 1);
     CHECK(find(p, "gpu_0_utilization_percentage") == NULL);
     CHECK_EQ_INT(count_lines(err), 1);
     CHECK(strstr(err, "nvmlDeviceGetUtilizationRates failed: fake NVML: Unknown Error") != NULL);
@@ -222,7 +234,7 @@ static void transient_then_recovered(void)
     capture_begin();
     CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
     err = capture_end();
-    CHECK_EQ_INT(p->n, 5);
+    CHECK_EQ_INT(p->n, GPU_SERIES);
     CHECK_NEAR(value(p, "gpu_0_utilization_percentage"), 40.0, 1e-9);
     CHECK_EQ_STR(err, "scopemeter: gpu: GPU 0 recovered\n");
     close_gpu(&o);
@@ -307,6 +319,216 @@ static void three_lines(void)
     unsetenv("FAKE_NVML_LOST_AFTER_0");
 }
 
+
+static const char *source(const sm_points *p, const char *key)
+{
+    const sm_point *pt = find(p, key);
+    return pt ? pt->source : "(absent)";
+}
+
+/* The health fields equal what the fake returned, sample by sample: the
+ * clock-event reasons as a known pattern (the window's mean is the share of
+ * its samples), the cumulative PCIe counter through a restart, ECC since
+ * open. */
+static void health_values(void)
+{
+    static const double thr[4] = {0, 100, 0, 100}, pwr[4] = {0, 0, 0, 100},
+                        therm[4] = {0, 100, 0, 0}, rx[4] = {500, 1000, 1100, 1100},
+                        corr[4] = {0, 2, 2, 2};
+    sm_points *p = calloc(1, sizeof *p);
+    double sum[3] = {0, 0, 0};
+    struct opened o;
+    char msg[300] = "";
+
+    reset_env();
+    setenv("FAKE_NVML_DEVICES", "2", 1);
+    setenv("FAKE_NVML_TEMP_0", "71", 1);
+    setenv("FAKE_NVML_SM_CLOCK_0", "1410", 1);
+    setenv("FAKE_NVML_MEM_CLOCK_0", "1593", 1);
+    /* open reads the first (0x4); the samples then 0, HW thermal, idle, SW power cap */
+    setenv("FAKE_NVML_REASONS_0", "0x4,0,0x40,0x1", 1);
+    setenv("FAKE_NVML_PCIE_RX_0", "1000000000,1500000000,2000000000,100000000", 1);
+    setenv("FAKE_NVML_ECC_CORR_0", "3,3,5", 1);
+    setenv("FAKE_NVML_ECC_UNCORR_0", "0,1", 1);
+    o = open_gpu();
+    CHECK_EQ_INT(o.rc, 0);
+    CHECK_EQ_STR(o.res.msg, "");
+    for (int k = 0; k < 4; k++) {
+        p->n = 0;
+        CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+        CHECK_EQ_INT(p->n, 2 * GPU_SERIES);
+        CHECK_NEAR(value(p, "gpu_0_temperature_celsius"), 71.0, 0);
+        CHECK_NEAR(value(p, "gpu_0_sm_clock_megahertz"), 1410.0, 0);
+        CHECK_NEAR(value(p, "gpu_0_memory_clock_megahertz"), 1593.0, 0);
+        CHECK_NEAR(value(p, "gpu_0_throttled_percentage"), thr[k], 0);
+        CHECK_NEAR(value(p, "gpu_0_throttled_power_percentage"), pwr[k], 0);
+        CHECK_NEAR(value(p, "gpu_0_throttled_thermal_percentage"), therm[k], 0);
+        CHECK_NEAR(value(p, "gpu_0_pcie_receive_megabytes"), rx[k], 1e-9);
+        CHECK_NEAR(value(p, "gpu_0_pcie_transmit_megabytes"), 0.0, 0); /* fixed counter */
+        CHECK_NEAR(value(p, "gpu_0_ecc_errors_corrected"), corr[k], 0);
+        CHECK_NEAR(value(p, "gpu_0_ecc_errors_uncorrected"), 1.0, 0);
+        /* device 1: the fake's defaults */
+        CHECK_NEAR(value(p, "gpu_1_temperature_celsius"), 61.0, 0);
+        CHECK_NEAR(value(p, "gpu_1_sm_clock_megahertz"), 1979.0, 0);
+        CHECK_NEAR(value(p, "gpu_1_throttled_percentage"), 0.0, 0);
+        CHECK_NEAR(value(p, "gpu_1_pcie_receive_megabytes"), 0.0, 0);
+        sum[0] += value(p, "gpu_0_throttled_percentage");
+        sum[1] += value(p, "gpu_0_throttled_power_percentage");
+        sum[2] += value(p, "gpu_0_throttled_thermal_percentage");
+    }
+    /* the window of these four samples: throttled half of it, a quarter each */
+    CHECK_NEAR(sum[0] / 4, 50.0, 0);
+    CHECK_NEAR(sum[1] / 4, 25.0, 0);
+    CHECK_NEAR(sum[2] / 4, 25.0, 0);
+    CHECK_EQ_STR(source(p, "gpu_0_throttled_percentage"), "nvmlDeviceGetCurrentClocksEventReasons");
+    CHECK_EQ_STR(source(p, "gpu_0_pcie_receive_megabytes"),
+                 "nvmlDeviceGetFieldValues(NVML_FI_DEV_PCIE_COUNT_RX_BYTES)");
+    CHECK_EQ_STR(find(p, "gpu_0_temperature_celsius")->unit, "celsius");
+    CHECK_EQ_STR(find(p, "gpu_0_sm_clock_megahertz")->unit, "MHz");
+    CHECK_EQ_INT(find(p, "gpu_0_pcie_receive_megabytes")->agg, SM_AGG_LAST);
+    CHECK_EQ_INT(find(p, "gpu_0_ecc_errors_corrected")->agg, SM_AGG_LAST);
+    CHECK_EQ_INT(find(p, "gpu_0_throttled_percentage")->agg, SM_AGG_MEAN);
+    close_gpu(&o);
+    free(p);
+}
+
+/* NOT_SUPPORTED drops that one series of that device, grouped in the open
+ * line; a field of nvmlDeviceGetFieldValues fails on its own. */
+static void per_field_degrade(void)
+{
+    sm_points *p = calloc(1, sizeof *p);
+    struct opened o;
+    char msg[300] = "";
+
+    reset_env();
+    setenv("FAKE_NVML_DEVICES", "2", 1);
+    setenv("FAKE_NVML_FAIL_TEMP_0", "3", 1);
+    setenv("FAKE_NVML_FAIL_ECC_0", "3", 1);
+    setenv("FAKE_NVML_FAIL_PCIE_RX_1", "3", 1);
+    o = open_gpu();
+    CHECK_EQ_INT(o.rc, 0);
+    CHECK(strstr(o.res.msg, "gpu_0_temperature_celsius dropped: nvmlDeviceGetTemperature says "
+                            "fake NVML: Not Supported") != NULL);
+    CHECK(strstr(o.res.msg, "gpu_1_pcie_receive_megabytes dropped: nvmlDeviceGetFieldValues "
+                            "says fake NVML: Not Supported") != NULL);
+    CHECK(strstr(o.res.msg, "gpu_0_ecc_errors_* dropped: nvmlDeviceGetTotalEccErrors says fake "
+                            "NVML: Not Supported") != NULL);
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    CHECK_EQ_INT(p->n, 2 * GPU_SERIES - 4);
+    CHECK(find(p, "gpu_0_temperature_celsius") == NULL);
+    CHECK(find(p, "gpu_0_ecc_errors_corrected") == NULL);
+    CHECK(find(p, "gpu_1_pcie_receive_megabytes") == NULL);
+    CHECK(find(p, "gpu_1_temperature_celsius") != NULL);
+    CHECK(find(p, "gpu_1_pcie_transmit_megabytes") != NULL);
+    CHECK(find(p, "gpu_0_sm_clock_megahertz") != NULL);
+    close_gpu(&o);
+    free(p);
+}
+
+/* An old driver: no health entry point but the pre-R535 reasons call, which
+ * is used; the open line names what is missing. */
+static void old_driver(void)
+{
+    sm_points *p = calloc(1, sizeof *p);
+    struct opened o;
+    char msg[300] = "";
+
+    reset_env();
+    setenv("SCOPEMETER_NVML_LIBRARY", minimal_path, 1);
+    setenv("FAKE_NVML_REASONS_0", "0x20", 1);
+    o = open_gpu();
+    CHECK_EQ_INT(o.rc, 0);
+    CHECK(strstr(o.res.msg, "NVML lacks nvmlDeviceGetTemperature, nvmlDeviceGetClockInfo, "
+                            "nvmlDeviceGetFieldValues, nvmlDeviceGetTotalEccErrors") != NULL);
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    CHECK_EQ_INT(p->n, 6); /* memory 2, power W, the three throttled */
+    CHECK_EQ_STR(source(p, "gpu_0_throttled_thermal_percentage"),
+                 "nvmlDeviceGetCurrentClocksThrottleReasons");
+    CHECK_NEAR(value(p, "gpu_0_throttled_thermal_percentage"), 100.0, 0);
+    CHECK_NEAR(value(p, "gpu_0_throttled_power_percentage"), 0.0, 0);
+    sm__coll_gpu.close(o.state);
+    free(o.state);
+    setenv("SCOPEMETER_NVML_LIBRARY", fake_path, 1);
+    free(p);
+}
+
+static const char *tag_of(const sm_tags *t, const char *key)
+{
+    for (size_t i = 0; i < t->n; i++)
+        if (strcmp(t->v[i].key, key) == 0)
+            return t->v[i].value;
+    return NULL;
+}
+
+/* An Xid the driver raises reaches the gpu_events tag at the next window
+ * (the sample polls the event set); unchanged, a window ships nothing;
+ * remapped rows and retired pages are there from the start. */
+static void xid_reaches_tag(void)
+{
+    sm_points *p = calloc(1, sizeof *p);
+    sm_tags *t = calloc(1, sizeof *t);
+    struct opened o;
+    const char *err, *v;
+    char msg[300] = "";
+
+    reset_env();
+    setenv("FAKE_NVML_DEVICES", "3", 1);
+    setenv("FAKE_NVML_XID_0", "13", 1);
+    setenv("FAKE_NVML_REMAP_1", "0,2,1,0", 1);
+    setenv("FAKE_NVML_RETIRED_1", "0,3", 1);
+    setenv("FAKE_NVML_FAIL_EVENTS_2", "3", 1);
+    o = open_gpu();
+    CHECK_EQ_INT(o.rc, 0);
+    CHECK(strstr(o.res.msg, "no Xid events of GPU 2: nvmlDeviceRegisterEvents says fake NVML: "
+                            "Not Supported") != NULL);
+    sm__coll_gpu.tags(o.state, SM_TAGS_START, t);
+    CHECK_EQ_STR(tag_of(t, "gpu_events"),
+                 "gpu1 remapped_uncorrected=2 remap_pending=1 retired_pages_dbe=3");
+
+    raise_xid(0, 79);
+    raise_xid(2, 48); /* GPU 2 did not register: never delivered */
+    capture_begin();
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    err = capture_end();
+    CHECK_EQ_INT(p->n, 3 * GPU_SERIES); /* events take no series */
+    CHECK(strstr(err, "gpu: GPU 0: Xid 13") != NULL && strstr(err, "gpu: GPU 0: Xid 79") != NULL);
+    CHECK_EQ_INT(count_lines(err), 2);
+    t->n = 0;
+    sm__coll_gpu.tags(o.state, SM_TAGS_WINDOW, t);
+    v = tag_of(t, "gpu_events");
+    CHECK(v && strncmp(v, "gpu0 xid=79 at=20", 17) == 0);
+    CHECK(v && strstr(v, "Z xids=2 codes=13,79; gpu1 remapped_uncorrected=2") != NULL);
+
+    t->n = 0; /* nothing new: nothing shipped */
+    p->n = 0;
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    sm__coll_gpu.tags(o.state, SM_TAGS_WINDOW, t);
+    CHECK(tag_of(t, "gpu_events") == NULL);
+
+    /* a new code is news at once (a repeat of a known one is spaced in time:
+     * docs/gpu.md; the end tag always has the count) */
+    raise_xid(0, 31);
+    p->n = 0;
+    capture_begin();
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    capture_end();
+    sm__coll_gpu.tags(o.state, SM_TAGS_WINDOW, t);
+    v = tag_of(t, "gpu_events");
+    CHECK(v && strncmp(v, "gpu0 xid=31 at=", 15) == 0 && strstr(v, " xids=3 codes=13,79,31;"));
+    raise_xid(0, 79);
+    p->n = 0;
+    capture_begin();
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    capture_end();
+    t->n = 0;
+    sm__coll_gpu.tags(o.state, SM_TAGS_END, t);
+    v = tag_of(t, "gpu_events");
+    CHECK(v && strstr(v, "gpu0 xid=79 at=") && strstr(v, " xids=4 codes=13,79,31;"));
+    close_gpu(&o);
+    free(t);
+    free(p);
+}
+
 int main(void)
 {
     const char *dir = getenv("SM_FAKE_NVML_DIR");
@@ -329,10 +551,15 @@ int main(void)
         void *sym = dlsym(fake, "fake_nvml_init_refs");
         memcpy(&init_refs, &sym, sizeof sym);
     }
-    if (!init_refs) {
-        fprintf(stderr, "fake_nvml_init_refs missing\n");
+    {
+        void *sym = dlsym(fake, "fake_nvml_raise_xid");
+        memcpy(&raise_xid, &sym, sizeof sym);
+    }
+    if (!init_refs || !raise_xid) {
+        fprintf(stderr, "fake_nvml_init_refs or fake_nvml_raise_xid missing\n");
         return 1;
     }
+    snprintf(minimal_path, sizeof minimal_path, "%s/libnvidia-ml-minimal.so", dir);
 
     snprintf(sysroot, sizeof sysroot, "/tmp/sm-test-gpu-XXXXXX");
     if (!mkdtemp(sysroot))
@@ -350,6 +577,10 @@ int main(void)
     transient_then_recovered();
     memory_v1_fallback();
     three_lines();
+    health_values();
+    per_field_degrade();
+    old_driver();
+    xid_reaches_tag();
 
     unlink(path);
     unlink(errfile);

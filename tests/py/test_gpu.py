@@ -23,7 +23,26 @@ def used(i):
     return 21474836480 + 1000000000 * i
 
 
-def expected(i, mem_used=None, total=TOTAL, util=None, mw=None, limit_mw=300000):
+def health(i):
+    """The health fields with the fake's defaults (fakenvml.c): 60 + i °C, SM
+    clock 1980 - i MHz, memory clock 2619 MHz, no clock-event reason, fixed
+    PCIe counters (0 MB since open), no ECC error."""
+    return {
+        f"gpu_{i}_temperature_celsius": 60.0 + i,
+        f"gpu_{i}_sm_clock_megahertz": 1980.0 - i,
+        f"gpu_{i}_memory_clock_megahertz": 2619.0,
+        f"gpu_{i}_throttled_percentage": 0.0,
+        f"gpu_{i}_throttled_power_percentage": 0.0,
+        f"gpu_{i}_throttled_thermal_percentage": 0.0,
+        f"gpu_{i}_pcie_receive_megabytes": 0.0,
+        f"gpu_{i}_pcie_transmit_megabytes": 0.0,
+        f"gpu_{i}_ecc_errors_corrected": 0.0,
+        f"gpu_{i}_ecc_errors_uncorrected": 0.0,
+    }
+
+
+def expected(i, mem_used=None, total=TOTAL, util=None, mw=None, limit_mw=300000,
+             with_health=True):
     mem_used = used(i) if mem_used is None else mem_used
     util = 40 + i if util is None else util
     mw = 150000 + 1000 * i if mw is None else mw
@@ -33,6 +52,7 @@ def expected(i, mem_used=None, total=TOTAL, util=None, mw=None, limit_mw=300000)
         f"gpu_{i}_utilization_percentage": float(util),
         f"gpu_{i}_power_usage_watts": mw / 1000.0,
         f"gpu_{i}_power_usage_percentage": 100.0 * mw / limit_mw,
+        **(health(i) if with_health else {}),
     }
 
 
@@ -289,11 +309,18 @@ def test_missing_optional_symbols_drop_their_metrics(machine, lib, probe_json):
         "gpu_0_memory_usage_percentage": 100.0 * v1_used / TOTAL,
         "gpu_0_memory_usage_megabytes": v1_used / 1e6,
         "gpu_0_power_usage_watts": 150.0,
+        # an old driver's name of the clock-event reasons (before R535)
+        "gpu_0_throttled_percentage": 0.0,
+        "gpu_0_throttled_power_percentage": 0.0,
+        "gpu_0_throttled_thermal_percentage": 0.0,
     })
+    assert s["gpu_0_throttled_percentage"]["source"] == "nvmlDeviceGetCurrentClocksThrottleReasons"
     assert s["gpu_0_memory_usage_megabytes"]["source"] == "nvmlDeviceGetMemoryInfo"
-    assert ("gpu: NVML lacks nvmlDeviceGetUtilizationRates: gpu_*_utilization_percentage dropped; "
-            "NVML lacks nvmlDeviceGetEnforcedPowerLimit: gpu_*_power_usage_percentage dropped"
-            in out["notes"])
+    (note,) = [n for n in out["notes"] if n.startswith("gpu: ")]
+    assert note.startswith(
+        "gpu: NVML lacks nvmlDeviceGetUtilizationRates: gpu_*_utilization_percentage dropped; "
+        "NVML lacks nvmlDeviceGetEnforcedPowerLimit: gpu_*_power_usage_percentage dropped; "
+        "NVML lacks nvmlDeviceGetTemperature, nvmlDeviceGetClockInfo, ")
 
 
 def test_minimal_nvml_cannot_match_uuids(machine, lib, probe_json):
@@ -303,7 +330,10 @@ def test_minimal_nvml_cannot_match_uuids(machine, lib, probe_json):
                                         "CUDA_VISIBLE_DEVICES": "1,GPU-f4ce0000"})
     assert sorted(gpu_series(out)) == ["gpu_1_memory_usage_megabytes",
                                        "gpu_1_memory_usage_percentage",
-                                       "gpu_1_power_usage_watts"]
+                                       "gpu_1_power_usage_watts",
+                                       "gpu_1_throttled_percentage",
+                                       "gpu_1_throttled_power_percentage",
+                                       "gpu_1_throttled_thermal_percentage"]
     # the selection comes first; the line is at most 319 characters, a cut marked "..."
     (note,) = [n for n in out["notes"] if n.startswith("gpu: ")]
     assert note.startswith(
@@ -349,7 +379,7 @@ def test_same_drop_on_many_devices_is_one_clause(machine, lib, probe_json):
     assert_status(out, "nvml 550.54.15, 8 devices")
     assert ("gpu: gpu_{0,1,2,3,4,5,6,7}_power_usage_* dropped: nvmlDeviceGetPowerUsage says "
             "fake NVML: Not Supported" in out["notes"])
-    assert len(gpu_series(out)) == 8 * 3
+    assert len(gpu_series(out)) == 8 * (15 - 2)
 
 
 def test_memory_v2_version_mismatch_falls_back_to_v1(machine, lib, probe_json):
@@ -512,7 +542,7 @@ def test_plan_counts_what_probe_emits_with_gpus(machine, lib, probe_json):
     limits = any(s["scope"] == "container" for s in out["series"])
     plan = scopemeter.plan(workers=1, gpus_per_worker=3, container_limits=limits)
     assert plan["series_per_collector"] == len(out["series"])
-    assert plan["gpu_series_per_collector"] == len(gpu_series(out)) == 15
+    assert plan["gpu_series_per_collector"] == len(gpu_series(out)) == 3 * 15
     assert plan["node_series_per_collector"] == sum(
         s["scope"] in ("node", "rootfs") for s in out["series"])
 

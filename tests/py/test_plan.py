@@ -112,15 +112,15 @@ CASES = [
     # the reference run of docs/plan.md: 8 GPU workers, 2 per node on 4 nodes, all workers
     (["--workers", "8", "--nodes", "4", "--gpus-per-worker", "1", "--all-workers"],
      dict(workers=8, nodes=4, gpus=1, all_workers=True),
-     dict(series=216, charts=216, sections=45, interval_s=20.0, collectors=8)),
-    # 16 workers on 4 nodes (docs/plan.md): 432 series (and charts)
+     dict(series=296, charts=296, sections=55, interval_s=20.0, collectors=8)),
+    # 16 workers on 4 nodes (docs/plan.md): 592 series (and charts)
     (["--workers", "16", "--nodes", "4", "--gpus-per-worker", "1", "--all-workers"],
      dict(workers=16, nodes=4, gpus=1, all_workers=True),
-     dict(series=432, charts=432, sections=45, interval_s=40.0, collectors=16)),
+     dict(series=592, charts=592, sections=55, interval_s=40.0, collectors=16)),
     # same job, default: rank 0 only
     (["--workers", "8", "--nodes", "4", "--gpus-per-worker", "1"],
      dict(workers=8, nodes=4, gpus=1),
-     dict(series=27, sections=27, collectors=1, interval_s=10.0, rows_per_hour=9720)),
+     dict(series=37, sections=37, collectors=1, interval_s=10.0, rows_per_hour=13320)),
     # CPU workers, 2 ranks in one pod: the pod's local rank 0 collects 19 pod
     # series (not 38), and both ranks' process trees (6)
     (["--workers", "2", "--workers-per-pod", "2", "--all-workers"],
@@ -130,14 +130,14 @@ CASES = [
     (["--workers", "2", "--nodes", "1", "--all-workers"],
      dict(workers=2, nodes=1, all_workers=True),
      dict(series=44, sections=22)),
-    # uneven spread: 8 pods on 3 nodes (3/2/3): 6 x 3 + 18 + 3
+    # uneven spread: 8 pods on 3 nodes (3/2/3): 6 x 3 + 28 + 3
     (["--workers", "8", "--nodes", "3", "--gpus-per-worker", "1", "--all-workers"],
      dict(workers=8, nodes=3, gpus=1, all_workers=True),
-     dict(sections=39)),
+     dict(sections=49)),
     # nodes unknown: one per pod assumed (the most sections)
     (["--workers", "8", "--gpus-per-worker", "1", "--all-workers"],
      dict(workers=8, gpus=1, all_workers=True),
-     dict(sections=6 * 8 + 18 + 3)),
+     dict(sections=6 * 8 + 28 + 3)),
     # 32 pods: period >= 80 s, samples kept, interval raised
     (["--workers", "32", "--all-workers", "--samples", "2", "--interval", "5"],
      dict(workers=32, all_workers=True, samples=2, interval=5.0),
@@ -162,7 +162,7 @@ CASES = [
     (["--workers", "8", "--workers-per-pod", "8", "--gpus-per-worker", "1",
       "--no-container-limits", "--all-workers"],
      dict(workers=8, per_pod=8, gpus=1, limits=False, all_workers=True),
-     dict(series_per_collector=48, series=48 + 24, gpus_per_collector=8)),
+     dict(series_per_collector=128, series=128 + 24, gpus_per_collector=8)),
 ]
 
 
@@ -185,21 +185,21 @@ def test_plan_text_reference_example(scopemeter_bin):
     lines = {line.split()[0]: line for line in out.splitlines() if line.strip()}
     assert "8 (all workers" in lines["collectors"]
     assert "20 s x 1 sample" in lines["interval"] and "write-load cap" in lines["interval"]
-    assert "24 per collector (6 with the node tier" in lines["series"]
+    assert "34 per collector (6 with the node tier" in lines["series"]
     assert "+ 24 process tree series (3 per rank, 8 ranks" in out
-    assert "216 in total" in out
-    assert lines["charts"].split()[1] == "216"
-    assert lines["sections"].split()[1] == "45"
-    assert "6 x 4 nodes = 24; other series: 21" in lines["sections"]
-    assert lines["rows/hour"].split()[1] == "38880"
-    # 38880 rows/h x 24 x 433 bytes = 404.0 MB
-    assert "404.0 MB" in lines["bytes/day"] and "433 bytes per row" in lines["bytes/day"]
+    assert "296 in total" in out
+    assert lines["charts"].split()[1] == "296"
+    assert lines["sections"].split()[1] == "55"
+    assert "6 x 4 nodes = 24; other series: 31" in lines["sections"]
+    assert lines["rows/hour"].split()[1] == "53280"
+    # 53280 rows/h x 24 x 433 bytes = 553.7 MB
+    assert "553.7 MB" in lines["bytes/day"] and "433 bytes per row" in lines["bytes/day"]
 
 
 def test_plan_text_one_worker_shows_all_workers_cost(scopemeter_bin):
     out = plan(scopemeter_bin, "--workers", "16", "--nodes", "4", "--gpus-per-worker", "1").stdout
     assert "rank 0 only" in out
-    assert "with --all-workers: 16 collectors, 432 series and charts, 45 sections" in out
+    assert "with --all-workers: 16 collectors, 592 series and charts, 55 sections" in out
 
 
 def test_plan_assumed_nodes_said(scopemeter_bin):
