@@ -39,6 +39,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <unistd.h>
+
 #include "internal.h"
 #include "parse.h"
 #include "nvml.h"
@@ -49,7 +51,9 @@
 enum metric {
     M_MEM_PCT, M_MEM_MB, M_UTIL, M_POWER_W, M_POWER_PCT,  /* MLflow's five */
     M_TEMP, M_SM_CLOCK, M_MEM_CLOCK, M_THR, M_THR_POWER, M_THR_THERMAL,
-    M_PCIE_RX, M_PCIE_TX, M_ECC_CORR, M_ECC_UNCORR, M_COUNT
+    M_PCIE_RX, M_PCIE_TX, M_ECC_CORR, M_ECC_UNCORR,
+    M_PROC_MEM, /* per recorded rank (sm__emit_rank), the own rank counted here */
+    M_COUNT
 };
 
 #define BIT(m) (1u << (m))
@@ -63,17 +67,17 @@ enum metric {
 /* The NVML queries of one sample and the metrics each one feeds. */
 enum query {
     Q_MEM, Q_UTIL, Q_POWER, Q_LIMIT, Q_TEMP, Q_SM_CLOCK, Q_MEM_CLOCK, Q_REASONS,
-    Q_PCIE_RX, Q_PCIE_TX, Q_ECC, Q_COUNT
+    Q_PCIE_RX, Q_PCIE_TX, Q_ECC, Q_PROCS, Q_COUNT
 };
 static const unsigned int q_mask[Q_COUNT] = {
     MEM_BITS,        BIT(M_UTIL),      POWER_BITS,       BIT(M_POWER_PCT),
     BIT(M_TEMP),     BIT(M_SM_CLOCK),  BIT(M_MEM_CLOCK), THR_BITS,
-    BIT(M_PCIE_RX),  BIT(M_PCIE_TX),   ECC_BITS};
+    BIT(M_PCIE_RX),  BIT(M_PCIE_TX),   ECC_BITS,         BIT(M_PROC_MEM)};
 static const char *const q_label[Q_COUNT] = {
     "memory_usage_*",         "utilization_percentage",    "power_usage_*",
     "power_usage_percentage", "temperature_celsius",       "sm_clock_megahertz",
     "memory_clock_megahertz", "throttled_*",               "pcie_receive_megabytes",
-    "pcie_transmit_megabytes", "ecc_errors_*"};
+    "pcie_transmit_megabytes", "ecc_errors_*",              "process_memory_megabytes"};
 
 /*
  * Clock-event reasons (NVML's nvmlClocksEventReason*, docs/gpu.md): the
@@ -100,7 +104,7 @@ static const char *const q_label[Q_COUNT] = {
      "gpu_" #i "_throttled_percentage",    "gpu_" #i "_throttled_power_percentage",            \
      "gpu_" #i "_throttled_thermal_percentage", "gpu_" #i "_pcie_receive_megabytes",           \
      "gpu_" #i "_pcie_transmit_megabytes", "gpu_" #i "_ecc_errors_corrected",                  \
-     "gpu_" #i "_ecc_errors_uncorrected"}
+     "gpu_" #i "_ecc_errors_uncorrected",  "gpu_" #i "_process_memory_megabytes"}
 #define GPU_KEYS10(t)                                                                       \
     GPU_KEYS(t##0), GPU_KEYS(t##1), GPU_KEYS(t##2), GPU_KEYS(t##3), GPU_KEYS(t##4),         \
         GPU_KEYS(t##5), GPU_KEYS(t##6), GPU_KEYS(t##7), GPU_KEYS(t##8), GPU_KEYS(t##9)
@@ -111,16 +115,53 @@ static const char *const gpu_keys[GPU_MAX][M_COUNT] = {
     GPU_KEYS(60), GPU_KEYS(61), GPU_KEYS(62), GPU_KEYS(63),
 };
 _Static_assert(sizeof gpu_keys / sizeof gpu_keys[0] == GPU_MAX, "one key row per index");
-_Static_assert(GPU_MAX * M_COUNT + 19 <= SM_POINTS_MAX,
+_Static_assert(GPU_MAX * (M_COUNT - 1) + 512 /* PROC_POINTS_MAX */ + 19 + 64 * 3 <=
+                   SM_POINTS_MAX,
                "a sample of every GPU and the other collectors fits sm_points");
 static const char *const unit[M_COUNT] = {"percent", "MB",      "percent", "W",       "percent",
                                           "celsius", "MHz",     "MHz",     "percent", "percent",
-                                          "percent", "MB",      "MB",      "errors",  "errors"};
+                                          "percent", "MB",      "MB",      "errors",  "errors",
+                                          "MB"};
 
 const char *const *sm__gpu_keys(unsigned int i)
 {
     return i < GPU_MAX ? gpu_keys[i] : NULL;
 }
+
+/*
+ * Who holds a GPU's memory (docs/gpu.md): the processes NVML lists per GPU,
+ * each put in one class.  NVML's pids are the driver's, i.e. the host's; a
+ * pid is this container's only when /proc (through the sysroot) shows it
+ * AND it has a GPU device open there (every CUDA context holds
+ * /dev/nvidiactl and /dev/nvidiaN), so a host pid that happens to number
+ * another process here is not taken for it.
+ */
+enum pclass { P_OWN, P_RANK, P_UNRANKED, P_FOREIGN };
+#define PCACHE 128
+#define PROC_LIST 64       /* processes read per GPU and sample */
+#define PROC_RANKS_MAX 64  /* ranks a collector records (coll_proc's trees) */
+#define PROC_POINTS_MAX 512
+#define PEAK_RANKS 8       /* other ranks named in gpu_memory_at_peak */
+
+struct pcache_entry {
+    int pid, cls, rank;
+    uint64_t start;        /* /proc/PID/stat starttime: a reused pid is another process */
+    unsigned int seen;     /* the sample that last asked */
+};
+
+struct held {               /* one GPU's memory by class, MB */
+    double used, own, unranked, foreign, other;
+    int nr;
+    struct { int rank; double mb; } r[PEAK_RANKS];
+};
+
+struct procs {
+    sm_ctx ctx;            /* the sysroot, for /proc and /dev */
+    int self_pid, own_rank, rank0, nranks; /* recorded ranks rank0 .. rank0+nranks-1 */
+    unsigned int sample;
+    struct pcache_entry cache[PCACHE];
+    char env[65536];       /* /proc/PID/environ, read when a new pid appears */
+};
 
 struct gpu_dev {
     sm_nvml_device h;
@@ -145,6 +186,10 @@ struct gpu_dev {
     int remap_ok, retired_ok;    /* the call answered at open */
     unsigned int remap[4];       /* corrected rows, uncorrected rows, pending, failure */
     unsigned int retired[2];     /* pages: multiple single-bit, double-bit */
+    double used_mb;              /* memory used at this sample (the memory series' value) */
+    struct held peak;            /* by class at the highest used memory */
+    double peak_shipped;         /* used MB of the peak last shipped; 0 none */
+    double total_mb;
 };
 
 struct nvml_api {
@@ -175,6 +220,7 @@ struct nvml_api {
     sm_nvml_register_events_fn register_events;
     sm_nvml_event_wait_fn event_wait;
     sm_nvml_event_set_free_fn event_set_free;
+    sm_nvml_processes_fn processes;
 };
 
 struct gpu {
@@ -188,7 +234,12 @@ struct gpu {
     char shipped[sizeof ((sm_tag *)0)->value]; /* gpu_events as last shipped */
     char shipped_news[sizeof ((sm_tag *)0)->value]; /* the same without the repeat counts */
     double t_open, t_shipped;  /* monotonic s */
+    struct procs procs;
 };
+
+static int query_procs(struct gpu *g, struct gpu_dev *d, struct procs *pr, sm_points *out,
+                       int at_open, char *msg, size_t msglen, int *skipped);
+static void tag_mem_peak(struct gpu *g, int phase, sm_tags *out);
 
 /* ---- small helpers --------------------------------------------------------- */
 
@@ -661,7 +712,7 @@ static int query_health(const struct gpu *g, struct gpu_dev *d, sm_points *out, 
 
 /* Queries every metric once; rc verdicts are those of judge().  Emits into
  * out when non-NULL.  Returns the number of transient failures. */
-static int query_device(const struct gpu *g, struct gpu_dev *d, sm_points *out, int at_open,
+static int query_device(struct gpu *g, struct gpu_dev *d, sm_points *out, int at_open,
                         char *msg, size_t msglen)
 {
     int skipped = 0;
@@ -676,6 +727,8 @@ static int query_device(const struct gpu *g, struct gpu_dev *d, sm_points *out, 
             if (out)
                 sm__emit(out, d->key[M_MEM_MB], (double)used / 1e6, unit[M_MEM_MB],
                         d->mem_source, SM_AGG_MEAN);
+            d->used_mb = (double)used / 1e6;
+            d->total_mb = (double)total / 1e6;
         } else {
             skipped += classify(rc) == V_SKIP;
         }
@@ -718,7 +771,167 @@ static int query_device(const struct gpu *g, struct gpu_dev *d, sm_points *out, 
         }
     }
     skipped += query_health(g, d, out, at_open, msg, msglen);
+    if (g->f.processes)
+        query_procs(g, d, &g->procs, out, at_open, msg, msglen, &skipped);
     return skipped;
+}
+
+/* 1 when /proc/PID/fd holds a link to a GPU device node (through the
+ * sysroot): the process has a CUDA context here.  Only when a pid is new. */
+static int has_gpu_open(const struct procs *pr, int pid)
+{
+    char dev[SM_PATH_MAX], path[64], link[SM_PATH_MAX], full[SM_PATH_MAX];
+    size_t dl;
+
+    if (sm__path(&pr->ctx, "/dev/nvidia", dev, sizeof dev) < 0)
+        return 0;
+    dl = strlen(dev);
+    /* the fds a CUDA context opens come early; 1024 bounds the cost of a miss */
+    for (int fd = 0; fd < 1024; fd++) {
+        ssize_t n;
+        snprintf(path, sizeof path, "/proc/%d/fd/%d", pid, fd);
+        if (sm__path(&pr->ctx, path, full, sizeof full) < 0)
+            return 0;
+        n = readlink(full, link, sizeof link - 1);
+        if (n < 0) {
+            if (errno == ENOENT)
+                continue;
+            return 0; /* EACCES: not ours to see */
+        }
+        link[n] = '\0';
+        if ((size_t)n > dl && strncmp(link, dev, dl) == 0)
+            return 1; /* /dev/nvidia0, /dev/nvidiactl, /dev/nvidia-uvm */
+    }
+    return 0;
+}
+
+/* The class of an NVML pid (and its rank for P_RANK), cached by pid and
+ * start time.  Own: this process or a descendant (the ppid chain reaches
+ * self); a rank: another process whose environment says RANK. */
+static int pid_class(struct procs *pr, int pid, int *rank)
+{
+    char path[64], buf[1024];
+    struct pcache_entry *e = NULL, *old = &pr->cache[0];
+    sm_pid_stat st;
+    ssize_t n;
+
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    n = pid > 0 ? sm__read_file(&pr->ctx, path, buf, sizeof buf) : -EINVAL;
+    if (n < 0 || sm__parse_pid_stat(buf, (size_t)n, &st) != 0)
+        return P_FOREIGN; /* not in this pid namespace: another container, the host */
+    for (int i = 0; i < PCACHE; i++) {
+        struct pcache_entry *c = &pr->cache[i];
+        if (c->pid == pid && c->start == st.starttime) {
+            e = c;
+            break;
+        }
+        if (c->seen < old->seen)
+            old = c;
+    }
+    if (!e) {
+        int cls = P_FOREIGN, r = -1, p = pid;
+        if (has_gpu_open(pr, pid)) {
+            cls = P_UNRANKED;
+            for (int depth = 0; depth < 64 && p > 1; depth++) {
+                sm_pid_stat a;
+                if (p == pr->self_pid) {
+                    cls = P_OWN;
+                    break;
+                }
+                snprintf(path, sizeof path, "/proc/%d/stat", p);
+                n = sm__read_file(&pr->ctx, path, buf, sizeof buf);
+                if (n < 0 || sm__parse_pid_stat(buf, (size_t)n, &a) != 0)
+                    break;
+                p = a.ppid;
+            }
+            if (cls != P_OWN) {
+                int fd;
+                snprintf(path, sizeof path, "/proc/%d/environ", pid);
+                fd = sm__open(&pr->ctx, path);
+                if (fd >= 0) {
+                    n = pread(fd, pr->env, sizeof pr->env, 0); /* a cut read keeps its start */
+                    close(fd);
+                    if (n > 0 && sm__environ_int(pr->env, (size_t)n, "RANK", &r) == 0)
+                        cls = r == pr->own_rank ? P_OWN : P_RANK;
+                }
+            }
+        }
+        e = old;
+        e->pid = pid;
+        e->start = st.starttime;
+        e->cls = cls;
+        e->rank = r;
+    }
+    e->seen = pr->sample;
+    *rank = e->rank;
+    return e->cls;
+}
+
+/* Reads GPU d's processes into h (MB by class) and emits its per-rank
+ * series.  Returns 1 when the value was used. */
+static int query_procs(struct gpu *g, struct gpu_dev *d, struct procs *pr, sm_points *out,
+                       int at_open, char *msg, size_t msglen, int *skipped)
+{
+    sm_nvml_process_info info[PROC_LIST];
+    unsigned int count = PROC_LIST;
+    struct held h;
+    double by_rank[PROC_RANKS_MAX];
+    sm_nvml_return rc;
+
+    if (!wants(d, Q_PROCS))
+        return 0;
+    memset(info, 0, sizeof info);
+    rc = g->f.processes(d->h, &count, info);
+    if (rc == SM_NVML_ERROR_INSUFFICIENT_SIZE)
+        rc = SM_NVML_SUCCESS, count = PROC_LIST; /* more than 64: the first 64 are counted */
+    if (!got(g, d, rc, Q_PROCS, "nvmlDeviceGetComputeRunningProcesses_v3", at_open, msg, msglen,
+             skipped))
+        return 0;
+    memset(&h, 0, sizeof h);
+    memset(by_rank, 0, sizeof by_rank);
+    h.used = d->used_mb;
+    for (unsigned int i = 0; i < count && i < PROC_LIST; i++) {
+        double mb;
+        int rank = -1, cls;
+        if (info[i].usedGpuMemory == ~0ull)
+            continue; /* NVML_VALUE_NOT_AVAILABLE */
+        mb = (double)info[i].usedGpuMemory / 1e6;
+        cls = pid_class(pr, (int)info[i].pid, &rank);
+        if (cls == P_OWN) {
+            h.own += mb;
+            rank = pr->own_rank;
+        } else if (cls == P_UNRANKED) {
+            h.unranked += mb;
+        } else if (cls == P_FOREIGN) {
+            h.foreign += mb;
+        } else {
+            int j = 0;
+            while (j < h.nr && h.r[j].rank != rank)
+                j++;
+            if (j < h.nr || h.nr < PEAK_RANKS) {
+                h.r[j].rank = rank;
+                h.r[j].mb += mb;
+                h.nr += j == h.nr;
+            } else {
+                h.other += mb; /* more ranks than the tag names */
+            }
+        }
+        if (rank >= pr->rank0 && rank < pr->rank0 + pr->nranks)
+            by_rank[rank - pr->rank0] += mb;
+    }
+    if (out)
+        for (int r = 0; r < pr->nranks; r++) {
+            int rk = pr->rank0 + r;
+            if (rk == pr->own_rank)
+                sm__emit(out, d->key[M_PROC_MEM], by_rank[r], unit[M_PROC_MEM],
+                        "nvmlDeviceGetComputeRunningProcesses_v3", SM_AGG_MEAN);
+            else
+                sm__emit_rank(out, rk, d->key[M_PROC_MEM], by_rank[r], unit[M_PROC_MEM],
+                             "nvmlDeviceGetComputeRunningProcesses_v3", SM_AGG_MEAN);
+        }
+    if (!at_open && h.used >= d->peak.used && h.used > 0)
+        d->peak = h;
+    return 1;
 }
 
 /* Dropped metrics found at open, one clause per (query, reason) with the
@@ -783,6 +996,7 @@ static unsigned int resolve_health(struct gpu *g, char *msg, size_t msglen)
         {"nvmlDeviceGetTotalEccErrors", &g->f.ecc, ECC_BITS},
         {"nvmlDeviceGetRemappedRows", &g->f.remapped, 0},
         {"nvmlDeviceGetRetiredPages", &g->f.retired, 0},
+        {"nvmlDeviceGetComputeRunningProcesses_v3", &g->f.processes, BIT(M_PROC_MEM)},
     };
     char missing[256] = "";
     unsigned int drop = 0;
@@ -1102,6 +1316,7 @@ static void gpu_tags(void *state, int phase, sm_tags *out)
     char val[sizeof g->shipped], news[sizeof g->shipped];
     double now = sm__now_mono();
 
+    tag_mem_peak(g, phase, out);
     if (phase != SM_TAGS_START)
         health_read(g, 0);
     events_format(g, 0, val, sizeof val);
@@ -1120,6 +1335,80 @@ static void gpu_tags(void *state, int phase, sm_tags *out)
     memcpy(g->shipped, val, sizeof val);
     memcpy(g->shipped_news, news, sizeof news);
     g->t_shipped = now;
+}
+
+/* The pid of /proc/self through the sysroot (a fake /proc links it to its
+ * root, as for coll_proc.c), the rank and the sysroot. */
+static void procs_open(struct procs *pr, const sm_ctx *ctx)
+{
+    char path[SM_PATH_MAX], link[64];
+    ssize_t n;
+
+    pr->ctx = *ctx;
+    pr->ctx.rec_key = NULL; /* not kept beyond open */
+    pr->own_rank = ctx->id.rank >= 0 ? ctx->id.rank : 0;
+    pr->rank0 = pr->own_rank;
+    pr->nranks = 1;
+    pr->self_pid = -1;
+    if (sm__path(ctx, "/proc/self", path, sizeof path) == 0 &&
+        (n = readlink(path, link, sizeof link - 1)) > 0) {
+        link[n] = '\0';
+        pr->self_pid = atoi(link);
+    }
+}
+
+/* The ranks whose gpu_i_process_memory_megabytes this collector records:
+ * its own; under all_workers the pod's (local rank 0's collector records
+ * R .. R+LOCAL_WORLD_SIZE-1, as coll_proc.c's trees), bounded so that a
+ * sample's points fit. */
+static void procs_ranks(struct gpu *g, const sm_ctx *ctx, char *note, size_t cap)
+{
+    struct procs *pr = &g->procs;
+    int want = 1, fit;
+
+    if (!g->f.processes || g->n == 0)
+        return;
+    if (ctx->all_workers && ctx->id.local_rank == 0 && ctx->id.local_world_size > 1 &&
+        !ctx->id.invalid[0])
+        want = ctx->id.local_world_size < PROC_RANKS_MAX ? ctx->id.local_world_size
+                                                         : PROC_RANKS_MAX;
+    fit = PROC_POINTS_MAX / (int)g->n;
+    pr->nranks = want < fit ? want : fit;
+    if (pr->nranks < want)
+        sm__line_join(note, cap, "gpu_*_process_memory_megabytes recorded for ranks %d..%d of "
+                      "%d (at most %d points a sample)", pr->rank0, pr->rank0 + pr->nranks - 1,
+                      pr->rank0 + want - 1, PROC_POINTS_MAX);
+}
+
+/* scopemeter.rankN.gpu_memory_at_peak (docs/series.md): each GPU's memory
+ * by holder at its highest sampled use; shipped when a peak rose by
+ * max(1 MB, 0.1 % of the GPU's memory), so a run has ~1000 texts at most. */
+static void tag_mem_peak(struct gpu *g, int phase, sm_tags *out)
+{
+    char val[sizeof ((sm_tag *)0)->value] = "";
+    int rose = 0;
+
+    for (size_t i = 0; i < g->n; i++) {
+        struct gpu_dev *d = &g->dev[i];
+        const struct held *h = &d->peak;
+        double step = d->total_mb / 1000.0 > 1.0 ? d->total_mb / 1000.0 : 1.0;
+        if (!(d->want & BIT(M_PROC_MEM)) || h->used <= 0)
+            continue;
+        rose |= d->peak_shipped == 0 || h->used >= d->peak_shipped + step;
+        sm__line_add(val, sizeof val, "%sgpu%u used_mb=%.1f own_mb=%.1f", val[0] ? "; " : "",
+                     d->index, h->used, h->own);
+        for (int j = 0; j < h->nr; j++)
+            sm__line_add(val, sizeof val, " rank%d_mb=%.1f", h->r[j].rank, h->r[j].mb);
+        if (h->other > 0)
+            sm__line_add(val, sizeof val, " other_ranks_mb=%.1f", h->other);
+        sm__line_add(val, sizeof val, " unranked_mb=%.1f foreign_mb=%.1f", h->unranked,
+                     h->foreign);
+    }
+    if (!val[0] || phase == SM_TAGS_START || (phase == SM_TAGS_WINDOW && !rose))
+        return;
+    sm__tag_add(out, "gpu_memory_at_peak", "%s", val);
+    for (size_t i = 0; i < g->n; i++)
+        g->dev[i].peak_shipped = g->dev[i].peak.used;
 }
 
 static int gpu_open(void *state, const sm_ctx *ctx, sm_opened *res)
@@ -1177,6 +1466,7 @@ static int gpu_open(void *state, const sm_ctx *ctx, sm_opened *res)
         unload(g, initialized);
         return SM_ABSENT;
     }
+    procs_open(&g->procs, ctx);
     open_devices(g, sel, nsel, drop, devnote, sizeof devnote);
     if (g->n == 0) {
         sm__line(res->msg, sizeof res->msg, "no usable GPU although /dev/%s exists: %s", node,
@@ -1186,6 +1476,7 @@ static int gpu_open(void *state, const sm_ctx *ctx, sm_opened *res)
         goto fail;
     }
     g->t_open = sm__now_mono();
+    procs_ranks(g, ctx, devnote, sizeof devnote);
     events_open(g, devnote, sizeof devnote);
     health_read(g, 1);
     sm__line(res->status, sizeof res->status, "nvml %s, %zu device%s", driver, g->n,
@@ -1217,6 +1508,7 @@ static int gpu_sample(void *state, sm_points *out, char *msg, size_t msglen)
     (void)msg;
     (void)msglen;
     events_poll(g);
+    g->procs.sample++;
     for (size_t i = 0; i < g->n; i++) {
         struct gpu_dev *d = &g->dev[i];
         size_t mark = out->n;

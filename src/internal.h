@@ -243,9 +243,10 @@ typedef struct sm_point {
 } sm_point;
 #define SM_RANK_OWN (-1)
 
-/* every series of one sample: 19 + 15 per GPU, up to 64 GPUs (coll_gpu.c asserts
- * it), + 3 per process tree, the own and up to 63 siblings' (coll_proc.c): 1171 */
-#define SM_POINTS_MAX 1280
+/* every series of one sample: 19 + 15 per GPU, up to 64 GPUs, + at most 512
+ * gpu_*_process_memory_megabytes (coll_gpu.c asserts it), + 3 per process
+ * tree, the own and up to 63 siblings' (coll_proc.c): 1683 */
+#define SM_POINTS_MAX 1792
 typedef struct sm_points {
     size_t n;
     size_t nonfinite;   /* values skipped because NaN/inf is not JSON */

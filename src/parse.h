@@ -74,6 +74,13 @@ SM_HIDDEN int sm__parse_kb(const char *buf, size_t len, const char *key, uint64_
  * INT_MAX or 0. */
 SM_HIDDEN int sm__pid_list_next(const char *buf, size_t len, size_t *pos, int *pid);
 
+/* /proc/PID/environ (proc(5)): the environment the process was started
+ * with, "NAME=value" entries each ending in a NUL (the last one may lack
+ * it when the read was cut).  A variable that holds a decimal number (the
+ * launchers' RANK): 0 with *out, -ENOENT when absent, -EINVAL when its
+ * value is not a plain decimal, -ERANGE above INT_MAX. */
+SM_HIDDEN int sm__environ_int(const char *buf, size_t len, const char *name, int *out);
+
 /* The first entry of a comma-separated list (the *_VISIBLE_DEVICES
  * variables), blanks around it trimmed, cut to cap - 1 bytes. */
 SM_HIDDEN void sm__list_entry(const char *v, char *out, size_t cap);

@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -95,8 +97,8 @@ static void reset_env(void)
     }
 }
 
-/* MLflow's five and the ten health fields (docs/gpu.md) */
-#define GPU_SERIES 15
+/* MLflow's five, the ten health fields and the own rank's process memory (docs/gpu.md) */
+#define GPU_SERIES 16
 
 struct opened {
     void *state;
@@ -104,16 +106,22 @@ struct opened {
     int rc;
 };
 
-static struct opened open_gpu(void)
+static struct opened open_gpu_as(int all_workers)
 {
     struct opened o;
     sm_ctx ctx;
 
     memset(&o, 0, sizeof o);
     CHECK_EQ_INT(sm__ctx_init(&ctx), 0);
+    ctx.all_workers = all_workers;
     o.state = calloc(1, sm__coll_gpu.state_size);
     o.rc = sm__coll_gpu.open(o.state, &ctx, &o.res);
     return o;
+}
+
+static struct opened open_gpu(void)
+{
+    return open_gpu_as(0);
 }
 
 static void close_gpu(struct opened *o)
@@ -529,6 +537,136 @@ static void xid_reaches_tag(void)
     free(p);
 }
 
+
+/* A real process for the fake's process list: a child of this process
+ * (in its tree) or, detached, a grandchild reparented away from it; with
+ * or without RANK in its environment and the GPU node open (fd 9). */
+static pid_t spawn(int detached, const char *rank, int gpu_fd)
+{
+    int p[2];
+    pid_t pid, got = -1;
+
+    if (pipe(p) < 0)
+        return -1;
+    pid = fork();
+    if (pid == 0) {
+        pid_t g = detached ? fork() : 0;
+        if (g > 0) {
+            if (write(p[1], &g, sizeof g) != (ssize_t)sizeof g)
+                _exit(1);
+            _exit(0);
+        }
+        if (g == 0) {
+            if (!detached) {
+                pid_t me = getpid();
+                if (write(p[1], &me, sizeof me) != (ssize_t)sizeof me)
+                    _exit(1);
+            }
+            close(p[0]);
+            close(p[1]);
+            if (gpu_fd >= 0)
+                dup2(gpu_fd, 9); /* a copy without O_CLOEXEC, as a CUDA context's */
+            if (rank)
+                setenv("RANK", rank, 1);
+            else
+                unsetenv("RANK");
+            execl("/bin/sleep", "sleep", "30", (char *)NULL);
+        }
+        _exit(127);
+    }
+    close(p[1]);
+    if (pid > 0 && read(p[0], &got, sizeof got) != (ssize_t)sizeof got)
+        got = -1;
+    close(p[0]);
+    if (pid > 0 && detached)
+        waitpid(pid, NULL, 0); /* the intermediate: its child goes to init */
+    /* the pid is written before exec: wait until the exec is done, so its
+     * environ and fds are sleep's (a bounded wait for an event, not a time) */
+    for (int i = 0; got > 0 && i < 1000; i++) {
+        char path[64], comm[32] = "";
+        int fd;
+        ssize_t n = -1;
+        snprintf(path, sizeof path, "/proc/%d/comm", (int)got);
+        fd = open(path, O_RDONLY);
+        if (fd >= 0) {
+            n = read(fd, comm, sizeof comm - 1);
+            close(fd);
+        }
+        if (n > 0 && strncmp(comm, "sleep\n", 6) == 0)
+            break;
+        usleep(10000);
+    }
+    return got;
+}
+
+/* Who holds GPU 0's memory: NVML (the fake) names this process and its
+ * child (rank 0's tree), a detached process of rank 3, one of no rank, one
+ * that has no GPU open (a host pid that numbers another process here) and
+ * a pid that exists nowhere.  Under all_workers with 4 local ranks, the
+ * series of ranks 0..3 and the tag at the peak say each holder's share. */
+static void who_holds_memory(void)
+{
+    sm_points *p = calloc(1, sizeof *p);
+    sm_tags *t = calloc(1, sizeof *t);
+    char dev[300], procs[300], msg[300] = "";
+    pid_t own_child, rank3, unranked, nofd;
+    struct opened o;
+    const char *v;
+    int gpu_fd;
+
+    reset_env();
+    setenv("RANK", "0", 1);
+    setenv("LOCAL_RANK", "0", 1);
+    setenv("WORLD_SIZE", "4", 1);
+    setenv("LOCAL_WORLD_SIZE", "4", 1);
+    snprintf(dev, sizeof dev, "%s/dev/nvidia0", sysroot);
+    gpu_fd = open(dev, O_RDONLY | O_CLOEXEC); /* only where spawn() dup2s it */
+    CHECK(gpu_fd >= 0);
+    own_child = spawn(0, NULL, gpu_fd);
+    rank3 = spawn(1, "3", gpu_fd);
+    unranked = spawn(1, NULL, gpu_fd);
+    nofd = spawn(1, "2", -1);
+    CHECK(own_child > 0 && rank3 > 0 && unranked > 0 && nofd > 0);
+    snprintf(procs, sizeof procs, "%d:1000000000,%d:500000000,%d:512000000,%d:100000000,"
+             "%d:7000000,4000000:30000000000", (int)getpid(), (int)own_child, (int)rank3,
+             (int)unranked, (int)nofd);
+    setenv("FAKE_NVML_PROCS_0", procs, 1);
+    o = open_gpu_as(1);
+    CHECK_EQ_INT(o.rc, 0);
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    CHECK_EQ_INT(p->n, GPU_SERIES + 3); /* ranks 1..3 beside the own */
+    for (size_t i = 0; i < p->n; i++) {
+        const sm_point *pt = &p->v[i];
+        if (strcmp(pt->key, "gpu_0_process_memory_megabytes") != 0)
+            continue;
+        CHECK_NEAR(pt->value, pt->rank == SM_RANK_OWN ? 1500.0 : pt->rank == 3 ? 512.0 : 0.0,
+                   1e-9);
+        CHECK(pt->rank == SM_RANK_OWN || (pt->rank >= 1 && pt->rank <= 3));
+    }
+    sm__coll_gpu.tags(o.state, SM_TAGS_WINDOW, t);
+    v = tag_of(t, "gpu_memory_at_peak");
+    CHECK_EQ_STR(v ? v : "(none)", "gpu0 used_mb=21474.8 own_mb=1500.0 rank3_mb=512.0 "
+                                   "unranked_mb=100.0 foreign_mb=30007.0");
+    t->n = 0; /* the same peak: not shipped again */
+    p->n = 0;
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    sm__coll_gpu.tags(o.state, SM_TAGS_WINDOW, t);
+    CHECK(tag_of(t, "gpu_memory_at_peak") == NULL);
+    close_gpu(&o);
+    close(gpu_fd);
+    kill(own_child, SIGKILL);
+    waitpid(own_child, NULL, 0);
+    kill(rank3, SIGKILL);
+    kill(unranked, SIGKILL);
+    kill(nofd, SIGKILL);
+    unsetenv("RANK");
+    unsetenv("LOCAL_RANK");
+    unsetenv("WORLD_SIZE");
+    unsetenv("LOCAL_WORLD_SIZE");
+    free(t);
+    free(p);
+}
+
 int main(void)
 {
     const char *dir = getenv("SM_FAKE_NVML_DIR");
@@ -569,6 +707,11 @@ int main(void)
     mkdir(path, 0755);
     snprintf(path, sizeof path, "%s/dev/nvidia0", sysroot);
     close(open(path, O_WRONLY | O_CREAT, 0600));
+    /* the real /proc: who_holds_memory's processes are real ones */
+    snprintf(path, sizeof path, "%s/proc", sysroot);
+    if (symlink("/proc", path) < 0)
+        return 1;
+    snprintf(path, sizeof path, "%s/dev/nvidia0", sysroot);
     setenv("SCOPEMETER_SYSROOT", sysroot, 1);
     setenv("SCOPEMETER_NVML_LIBRARY", fake_path, 1);
 
@@ -581,9 +724,12 @@ int main(void)
     per_field_degrade();
     old_driver();
     xid_reaches_tag();
+    who_holds_memory();
 
     unlink(path);
     unlink(errfile);
+    snprintf(path, sizeof path, "%s/proc", sysroot);
+    unlink(path);
     snprintf(path, sizeof path, "%s/dev", sysroot);
     rmdir(path);
     rmdir(sysroot);

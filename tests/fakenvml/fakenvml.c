@@ -35,9 +35,12 @@
  *   FAKE_NVML_XID_i=a,b,...        Xid errors pending at init, delivered one per
  *                                  nvmlEventSetWait_v2; fake_nvml_raise_xid(i, code)
  *                                  raises one later (an in-process test)
+ *   FAKE_NVML_PROCS_i=pid:bytes,...  nvmlDeviceGetComputeRunningProcesses_v3's list
+ *                                  (pids as the driver gives them: the tests name real
+ *                                  processes of their own and pids that exist nowhere)
  *   FAKE_NVML_FAIL_PCIE_RX_i=rc, _PCIE_TX_i  that field's own nvmlReturn
  *   FAKE_NVML_FAIL_<CALL>_i=rc     CALL one of HANDLE MEM MEMV2 UTIL POWER LIMIT UUID
- *                                  TEMP CLOCK REASONS FIELDS ECC REMAP RETIRED EVENTS
+ *                                  TEMP CLOCK REASONS FIELDS ECC REMAP RETIRED EVENTS PROCS
  *                                  (EVENTS: nvmlDeviceRegisterEvents)
  *   FAKE_NVML_FAIL_TIMES_i=n       the scripted failures of device i stop after n
  *                                  (a transient error that recovers)
@@ -91,11 +94,12 @@ _Static_assert(sizeof(struct mem_v2) == 40, "nvmlMemory_v2_t is 40 bytes on LP64
 /* the calls before C_UUID count as the queries of FAKE_NVML_LOST_AFTER_i */
 enum call {
     C_HANDLE, C_MEM, C_MEMV2, C_UTIL, C_POWER, C_LIMIT, C_UUID,
-    C_TEMP, C_CLOCK, C_REASONS, C_FIELDS, C_ECC, C_REMAP, C_RETIRED, C_EVENTS, C_N
+    C_TEMP, C_CLOCK, C_REASONS, C_FIELDS, C_ECC, C_REMAP, C_RETIRED, C_EVENTS, C_PROCS, C_N
 };
 static const char *const call_name[C_N] = {"HANDLE", "MEM",    "MEMV2",   "UTIL",  "POWER",
                                            "LIMIT",  "UUID",   "TEMP",    "CLOCK", "REASONS",
-                                           "FIELDS", "ECC",    "REMAP",   "RETIRED", "EVENTS"};
+                                           "FIELDS", "ECC",    "REMAP",   "RETIRED", "EVENTS",
+                                           "PROCS"};
 
 /* A scripted sequence: one value per call; cycling or with its last repeating. */
 #define SEQ_MAX 64
@@ -123,6 +127,8 @@ struct dev {
     struct seq reasons, pcie[2], ecc[2], remap, retired;
     int field_fail[2];
     struct seq xid;      /* pending Xid codes; at: delivered so far */
+    int nproc;
+    struct { unsigned int pid; unsigned long long bytes; } proc[16];
 };
 
 static int refs;
@@ -226,6 +232,16 @@ static void configure(void)
         seq_parse(&d->xid, env_i("FAKE_NVML_XID", i, -1), ~0ull, 0);
         d->field_fail[0] = (int)num("FAKE_NVML_FAIL_PCIE_RX", i, 0);
         d->field_fail[1] = (int)num("FAKE_NVML_FAIL_PCIE_TX", i, 0);
+        d->nproc = 0;
+        for (v = env_i("FAKE_NVML_PROCS", i, -1); v && *v && d->nproc < 16;) {
+            char *end;
+            d->proc[d->nproc].pid = (unsigned int)strtoul(v, &end, 10);
+            d->proc[d->nproc].bytes = *end == ':' ? strtoull(end + 1, &end, 10) : 0;
+            d->nproc++;
+            if (*end != ',')
+                break;
+            v = end + 1;
+        }
         d->nmig = (int)num("FAKE_NVML_MIG", i, 0);
         if (d->nmig > MAX_MIG)
             d->nmig = MAX_MIG;
@@ -523,6 +539,38 @@ API nvml_rc nvmlDeviceGetRetiredPages(void *h, int cause, unsigned int *count,
     rc = *count < have ? E_INSUFFICIENT_SIZE : OK;
     *count = have;
     return rc;
+}
+
+/* nvmlProcessInfo_v2_t (the nvmlProcessInfo_t of _v3) as NVIDIA's header lays it out */
+struct procinfo {
+    unsigned int pid;
+    unsigned long long used;
+    unsigned int gi, ci;
+};
+_Static_assert(sizeof(struct procinfo) == 24, "nvmlProcessInfo_v2_t is 24 bytes on LP64");
+
+API nvml_rc nvmlDeviceGetComputeRunningProcesses_v3(void *h, unsigned int *count,
+                                                     struct procinfo *infos)
+{
+    struct dev *d = NULL;
+    nvml_rc rc;
+
+    if (!count || (*count && !infos))
+        return E_INVALID_ARGUMENT;
+    rc = query(h, C_PROCS, &d);
+    if (rc != OK)
+        return rc;
+    if (*count < (unsigned int)d->nproc) {
+        *count = (unsigned int)d->nproc;
+        return E_INSUFFICIENT_SIZE;
+    }
+    for (int j = 0; j < d->nproc; j++) {
+        infos[j].pid = d->proc[j].pid;
+        infos[j].used = d->proc[j].bytes;
+        infos[j].gi = infos[j].ci = 0xFFFFFFFFu;
+    }
+    *count = (unsigned int)d->nproc;
+    return OK;
 }
 
 /* nvmlEventData_t as NVIDIA's header lays it out */

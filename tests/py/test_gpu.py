@@ -26,7 +26,7 @@ def used(i):
 def health(i):
     """The health fields with the fake's defaults (fakenvml.c): 60 + i °C, SM
     clock 1980 - i MHz, memory clock 2619 MHz, no clock-event reason, fixed
-    PCIe counters (0 MB since open), no ECC error."""
+    PCIe counters (0 MB since open), no ECC error, no process."""
     return {
         f"gpu_{i}_temperature_celsius": 60.0 + i,
         f"gpu_{i}_sm_clock_megahertz": 1980.0 - i,
@@ -38,6 +38,8 @@ def health(i):
         f"gpu_{i}_pcie_transmit_megabytes": 0.0,
         f"gpu_{i}_ecc_errors_corrected": 0.0,
         f"gpu_{i}_ecc_errors_uncorrected": 0.0,
+        # the fake lists no process by default
+        f"gpu_{i}_process_memory_megabytes": 0.0,
     }
 
 
@@ -379,7 +381,7 @@ def test_same_drop_on_many_devices_is_one_clause(machine, lib, probe_json):
     assert_status(out, "nvml 550.54.15, 8 devices")
     assert ("gpu: gpu_{0,1,2,3,4,5,6,7}_power_usage_* dropped: nvmlDeviceGetPowerUsage says "
             "fake NVML: Not Supported" in out["notes"])
-    assert len(gpu_series(out)) == 8 * (15 - 2)
+    assert len(gpu_series(out)) == 8 * (16 - 2)
 
 
 def test_memory_v2_version_mismatch_falls_back_to_v1(machine, lib, probe_json):
@@ -542,7 +544,7 @@ def test_plan_counts_what_probe_emits_with_gpus(machine, lib, probe_json):
     limits = any(s["scope"] == "container" for s in out["series"])
     plan = scopemeter.plan(workers=1, gpus_per_worker=3, container_limits=limits)
     assert plan["series_per_collector"] == len(out["series"])
-    assert plan["gpu_series_per_collector"] == len(gpu_series(out)) == 3 * 15
+    assert plan["gpu_series_per_collector"] == len(gpu_series(out)) == 3 * 16
     assert plan["node_series_per_collector"] == sum(
         s["scope"] in ("node", "rootfs") for s in out["series"])
 
