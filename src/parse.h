@@ -94,6 +94,11 @@ typedef int (*sm_visible_match)(const char *entry, void *arg);
 SM_HIDDEN void sm__visible_walk(const char *list, sm_visible_match match, void *arg, char *chosen,
                                size_t n, char *stop, size_t stoplen);
 
+/* ---- amdgpu files (parse_gpu.c) ------------------------------------------------ */
+/* pp_dpm_sclk, pp_dpm_mclk: the MHz of the level marked current ("*").
+ * -ENOENT when no line is marked, -EINVAL on a line of another shape. */
+SM_HIDDEN int sm__parse_pp_dpm(const char *buf, size_t len, uint64_t *mhz);
+
 /* ---- cgroup files (parse_cgroup.c) -------------------------------------------
  * Iterators: *pos starts at 0; each call returns 1 with the next entry, 0 at
  * the end, -EINVAL on a malformed line (*pos is then left at that line).
