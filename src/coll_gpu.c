@@ -1395,14 +1395,19 @@ static void tag_mem_peak(struct gpu *g, int phase, sm_tags *out)
         if (!(d->want & BIT(M_PROC_MEM)) || h->used <= 0)
             continue;
         rose |= d->peak_shipped == 0 || h->used >= d->peak_shipped + step;
-        sm__line_add(val, sizeof val, "%sgpu%u used_mb=%.1f own_mb=%.1f", val[0] ? "; " : "",
-                     d->index, h->used, h->own);
+        /* used_mb always, the holders only where non-zero: eight GPUs fit */
+        sm__line_add(val, sizeof val, "%sgpu%u used_mb=%.1f", val[0] ? "; " : "", d->index,
+                     h->used);
+        if (h->own > 0)
+            sm__line_add(val, sizeof val, " own_mb=%.1f", h->own);
         for (int j = 0; j < h->nr; j++)
             sm__line_add(val, sizeof val, " rank%d_mb=%.1f", h->r[j].rank, h->r[j].mb);
         if (h->other > 0)
             sm__line_add(val, sizeof val, " other_ranks_mb=%.1f", h->other);
-        sm__line_add(val, sizeof val, " unranked_mb=%.1f foreign_mb=%.1f", h->unranked,
-                     h->foreign);
+        if (h->unranked > 0)
+            sm__line_add(val, sizeof val, " unranked_mb=%.1f", h->unranked);
+        if (h->foreign > 0)
+            sm__line_add(val, sizeof val, " foreign_mb=%.1f", h->foreign);
     }
     if (!val[0] || phase == SM_TAGS_START || (phase == SM_TAGS_WINDOW && !rose))
         return;

@@ -548,3 +548,48 @@ def test_plan_counts_what_probe_emits_with_gpus(machine, lib, probe_json):
     assert plan["node_series_per_collector"] == sum(
         s["scope"] in ("node", "rootfs") for s in out["series"])
 
+
+
+# ---- events and holders reach the run (a real scopemeter run, a real server) ------------
+
+def test_xid_and_holders_reach_the_run_before_stop(scopemeter_bin, mlflow_server, machine, lib):
+    """An Xid the driver raises (pending at the fake's init), a remapped row
+    and a process this container cannot see reach the run's tags with a
+    window, not only at stop: the recorder is SIGKILLed once they are there,
+    so no end tag was ever sent (docs/series.md, gpu_events)."""
+    import signal
+    import subprocess
+    import time
+    from mlflow.tracking import MlflowClient
+    from conftest import clean_env
+
+    root = machine.dev_nodes("nvidia0")
+    env = clean_env(MLFLOW_TRACKING_URI=mlflow_server, SCOPEMETER_SYSROOT=root,
+                    SCOPEMETER_NVML_LIBRARY=lib["full"], FAKE_NVML_XID_0="79",
+                    FAKE_NVML_REMAP_0="0,1,1,0", FAKE_NVML_PROCS_0="4000000:2000000000")
+    p = subprocess.Popen([scopemeter_bin, "run", "--interval", "0.5", "--", "sleep", "60"],
+                         env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        run_id = None
+        while run_id is None:
+            line = p.stderr.readline()
+            assert line, "scopemeter run ended before creating its run"
+            if "created run " in line:
+                run_id = line.split("created run ")[1].split()[0]
+        client = MlflowClient(tracking_uri=str(mlflow_server))
+        tags = {}
+        for _ in range(600):  # until the first windows are in (bounded: 60 s)
+            tags = client.get_run(run_id).data.tags
+            if "scopemeter.rank0.gpu_events" in tags and \
+                    "scopemeter.rank0.gpu_memory_at_peak" in tags:
+                break
+            time.sleep(0.1)
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait(timeout=30)
+    ev = tags.get("scopemeter.rank0.gpu_events", "")
+    assert ev.startswith("gpu0 xid=79 at=20") and ev.endswith(
+        "Z xids=1 codes=79 remapped_uncorrected=1 remap_pending=1"), ev
+    # pid 4000000 exists nowhere here: foreign; the GPU's used memory at its peak
+    assert tags["scopemeter.rank0.gpu_memory_at_peak"] == \
+        f"gpu0 used_mb={round(used(0) / 1e6, 1)} foreign_mb=2000.0"
