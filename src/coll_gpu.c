@@ -138,7 +138,7 @@ const char *const *sm__gpu_keys(unsigned int i)
  */
 enum pclass { P_OWN, P_RANK, P_UNRANKED, P_FOREIGN };
 #define PCACHE 128
-#define PROC_LIST 64       /* processes read per GPU and sample */
+#define PROC_LIST 256      /* processes read per GPU and sample (6 KB of stack) */
 #define PROC_RANKS_MAX 64  /* ranks a collector records (coll_proc's trees) */
 #define PROC_POINTS_MAX 512
 #define PEAK_RANKS 8       /* other ranks named in gpu_memory_at_peak */
@@ -881,9 +881,9 @@ static int query_procs(struct gpu *g, struct gpu_dev *d, struct procs *pr, sm_po
     if (!wants(d, Q_PROCS))
         return 0;
     memset(info, 0, sizeof info);
+    /* INSUFFICIENT_SIZE (more than PROC_LIST processes: the list is not
+     * filled) is judged as any transient error: skipped, one line a streak */
     rc = g->f.processes(d->h, &count, info);
-    if (rc == SM_NVML_ERROR_INSUFFICIENT_SIZE)
-        rc = SM_NVML_SUCCESS, count = PROC_LIST; /* more than 64: the first 64 are counted */
     if (!got(g, d, rc, Q_PROCS, "nvmlDeviceGetComputeRunningProcesses_v3", at_open, msg, msglen,
              skipped))
         return 0;
@@ -893,8 +893,8 @@ static int query_procs(struct gpu *g, struct gpu_dev *d, struct procs *pr, sm_po
     for (unsigned int i = 0; i < count && i < PROC_LIST; i++) {
         double mb;
         int rank = -1, cls;
-        if (info[i].usedGpuMemory == ~0ull)
-            continue; /* NVML_VALUE_NOT_AVAILABLE */
+        if (info[i].usedGpuMemory == ~0ull || info[i].pid == 0)
+            continue; /* NVML_VALUE_NOT_AVAILABLE; no process */
         mb = (double)info[i].usedGpuMemory / 1e6;
         cls = pid_class(pr, (int)info[i].pid, &rank);
         if (cls == P_OWN) {
