@@ -295,6 +295,16 @@ def test_cuda_visible_devices_mig_maps_to_parent(machine, lib, probe_json):
     out = probe_json(sysroot=root, env={
         **env, "CUDA_VISIBLE_DEVICES": "MIG-GPU-f4ce0000-0000-4000-8000-000000000000/1/0"})
     assert_values(gpu_series(out), expected(0))
+    # a MIG-enabled board that says NOT_SUPPORTED to ECC and remapped rows (as
+    # nvmlDeviceGetRemappedRows documents under MIG): those two go, the rest stays
+    out = probe_json(sysroot=root, env={**env, "CUDA_VISIBLE_DEVICES": "MIG-f4ce0001-0001",
+                                        "FAKE_NVML_FAIL_ECC_1": "3",
+                                        "FAKE_NVML_FAIL_REMAP_1": "3"})
+    want = expected(1)
+    del want["gpu_1_ecc_errors_corrected"], want["gpu_1_ecc_errors_uncorrected"]
+    assert_values(gpu_series(out), want)
+    assert any("gpu_1_ecc_errors_* dropped: nvmlDeviceGetTotalEccErrors says fake NVML: "
+               "Not Supported" in n for n in out["notes"])
 
 
 # ---- metrics dropped, devices lost ----------------------------------------------
