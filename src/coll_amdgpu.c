@@ -9,8 +9,14 @@
  *                                   power1_input: newer SMU firmware), µW / 10^6
  *   gpu_i_power_usage_percentage    100 · power / power1_cap, the cap read every
  *                                   sample (rocm-smi --setpoweroverdrive changes it)
+ *   gpu_i_temperature_celsius       hwmon temp1_input ("edge"; else temp2_input,
+ *                                   "junction", on parts without an edge sensor),
+ *                                   millidegrees / 1000
+ *   gpu_i_sm_clock_megahertz        device/pp_dpm_sclk, the level marked current
+ *   gpu_i_memory_clock_megahertz    device/pp_dpm_mclk, likewise
  * (Documentation/gpu/amdgpu/driver-misc.rst, thermal.rst: gpu_busy_percent,
- * mem_info_vram_*, hwmon power1_average/power1_cap in microWatts.)
+ * mem_info_vram_*, hwmon power1_average/power1_cap in microWatts, temp*_input
+ * in millidegrees Celsius, pp_dpm_* "the current level is marked with a *".)
  *
  * Which GPUs (docs/gpu.md):
  *   1. The /dev/dri/renderD<N> nodes that exist (through the sysroot): the
@@ -48,9 +54,11 @@
 
 #define AMD_MAX 64 /* render nodes considered; keys beyond gpu_63 do not exist */
 
-enum { F_BUSY, F_VRAM_USED, F_POWER, F_CAP, F_N };
+enum { F_BUSY, F_VRAM_USED, F_POWER, F_CAP, F_TEMP, F_SCLK, F_MCLK, F_N };
 static const char *const f_label[F_N] = {"utilization_percentage", "memory_usage_*",
-                                         "power_usage_*", "power_usage_percentage"};
+                                         "power_usage_*",          "power_usage_percentage",
+                                         "temperature_celsius",    "sm_clock_megahertz",
+                                         "memory_clock_megahertz"};
 
 struct amd_dev {
     unsigned render;        /* N of renderD<N> */
@@ -69,7 +77,7 @@ struct amd_dev {
 struct amdgpu {
     size_t n;
     struct amd_dev dev[AMD_MAX];
-    char buf[64];
+    char buf[512]; /* a pp_dpm_* file lists every level */
 };
 
 /* ---- small helpers ---------------------------------------------------------- */
@@ -304,11 +312,26 @@ static void open_dev(const sm_ctx *ctx, struct amd_dev *d, int drop[F_N], int *n
     }
     snprintf(d->src[F_VRAM_USED], sizeof d->src[F_VRAM_USED], "%s/mem_info_vram_used, "
              "mem_info_vram_total", base);
+    for (int f = F_SCLK; f <= F_MCLK; f++) {
+        const char *name = f == F_SCLK ? "pp_dpm_sclk" : "pp_dpm_mclk";
+        snprintf(abs, sizeof abs, "%s/%s", base, name);
+        open_file(ctx, d, f, abs, drop);
+        snprintf(d->src[f], sizeof d->src[f], "%s/%s", base, name);
+    }
 
     if (!find_hwmon(ctx, d, hw, sizeof hw)) {
         *no_hwmon = 1;
-        drop[F_POWER] = drop[F_CAP] = ENOENT;
+        drop[F_POWER] = drop[F_CAP] = drop[F_TEMP] = ENOENT;
     } else {
+        snprintf(abs, sizeof abs, "%s/temp1_input", hw);
+        open_file(ctx, d, F_TEMP, abs, drop);
+        sm__line(d->src[F_TEMP], sizeof d->src[F_TEMP], "%s/temp1_input", hw);
+        if (d->fd[F_TEMP] < 0) { /* no edge sensor (MI300): the junction's */
+            drop[F_TEMP] = 0;
+            snprintf(abs, sizeof abs, "%s/temp2_input", hw);
+            open_file(ctx, d, F_TEMP, abs, drop);
+            sm__line(d->src[F_TEMP], sizeof d->src[F_TEMP], "%s/temp2_input", hw);
+        }
         d->power_file = "power1_average";
         snprintf(abs, sizeof abs, "%s/%s", hw, d->power_file);
         open_file(ctx, d, F_POWER, abs, drop);
@@ -501,6 +524,25 @@ static int amd_sample(void *state, sm_points *out, char *msg, size_t msglen)
                 bad = d->power_file, bad_rc = rc;
             }
         }
+        if (d->fd[F_TEMP] >= 0) {
+            if ((rc = sample_file(g, d->fd[F_TEMP], &v)) == 0)
+                sm__emit(out, d->key[5], (double)v / 1000.0, "celsius", d->src[F_TEMP],
+                        SM_AGG_MEAN);
+            else
+                bad = "temp*_input", bad_rc = rc;
+        }
+        for (int f = F_SCLK; f <= F_MCLK; f++) {
+            ssize_t n;
+            if (d->fd[f] < 0)
+                continue;
+            n = sm__pread_all(d->fd[f], g->buf, sizeof g->buf);
+            rc = n < 0 ? (int)n : sm__parse_pp_dpm(g->buf, (size_t)n, &v);
+            if (rc == 0)
+                sm__emit(out, d->key[f == F_SCLK ? 6 : 7], (double)v, "MHz", d->src[f],
+                        SM_AGG_MEAN);
+            else
+                bad = f == F_SCLK ? "pp_dpm_sclk" : "pp_dpm_mclk", bad_rc = rc;
+        }
         if (bad && !d->failing) {
             sm__log(SM_WARN, "amdgpu: GPU %u (card%u): cannot read %s: %s; its values are "
                    "skipped until it recovers", d->index, d->card, bad, strerror(-bad_rc));
@@ -515,9 +557,9 @@ static int amd_sample(void *state, sm_points *out, char *msg, size_t msglen)
 
 const sm_collector_ops sm__coll_amdgpu = {
     .name = "amdgpu",
-    /* 5 per device, as NVIDIA's; not counted again by sm__collectors_series
-     * (a GPU is either vendor's: plan's gpus_per_worker counts both) */
-    .series_per_device = 5,
+    /* 8 per device, fewer than NVIDIA's; a GPU is counted once, by the row
+     * that counts devices, in sm__collectors_series (plan's gpus_per_worker counts both) */
+    .series_per_device = 8,
     .status_tag = "gpu",
     .gpu = true,
     .counts_devices = false,

@@ -1,5 +1,10 @@
 /*
- * coll_gpu.c — gpu_<i>_* series (docs/design.md §1) from NVML, loaded at run time.
+ * coll_gpu.c — gpu_<i>_* series (docs/design.md §1) from NVML, loaded at run time:
+ * MLflow's five, the ten health fields (temperature, clocks, clock-event
+ * reasons, PCIe and ECC counters) and the gpu_events tag (Xid errors from an
+ * event set polled with a zero timeout, remapped rows, retired pages;
+ * docs/gpu.md).  It must never wait inside the driver: a sample's calls all
+ * return at once.
  *
  * Why dlopen: the engine links libc, pthreads and libdl only, so the same
  * build runs on CPU workers and on GPU nodes; NVML (libnvidia-ml.so.1) is
@@ -32,6 +37,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include <unistd.h>
 
 #include "internal.h"
 #include "parse.h"
@@ -40,19 +48,47 @@
 #define GPU_MAX 64 /* more than any host carries (8-16 on the largest nodes); NVML indices
                       * beyond it are not logged */
 
-enum metric { M_MEM_PCT, M_MEM_MB, M_UTIL, M_POWER_W, M_POWER_PCT, M_COUNT };
+enum metric {
+    M_MEM_PCT, M_MEM_MB, M_UTIL, M_POWER_W, M_POWER_PCT,  /* MLflow's five */
+    M_TEMP, M_SM_CLOCK, M_MEM_CLOCK, M_THR, M_THR_POWER, M_THR_THERMAL,
+    M_PCIE_RX, M_PCIE_TX, M_ECC_CORR, M_ECC_UNCORR,
+    M_PROC_MEM, /* per recorded rank (sm__emit_rank), the own rank counted here */
+    M_COUNT
+};
 
 #define BIT(m) (1u << (m))
 #define MEM_BITS (BIT(M_MEM_PCT) | BIT(M_MEM_MB))
 #define POWER_BITS (BIT(M_POWER_W) | BIT(M_POWER_PCT))
+#define THR_BITS (BIT(M_THR) | BIT(M_THR_POWER) | BIT(M_THR_THERMAL))
+#define PCIE_BITS (BIT(M_PCIE_RX) | BIT(M_PCIE_TX))
+#define ECC_BITS (BIT(M_ECC_CORR) | BIT(M_ECC_UNCORR))
 #define ALL_BITS (BIT(M_COUNT) - 1u)
 
 /* The NVML queries of one sample and the metrics each one feeds. */
-enum query { Q_MEM, Q_UTIL, Q_POWER, Q_LIMIT, Q_COUNT };
-static const unsigned int q_mask[Q_COUNT] = {MEM_BITS, BIT(M_UTIL), POWER_BITS,
-                                             BIT(M_POWER_PCT)};
-static const char *const q_label[Q_COUNT] = {"memory_usage_*", "utilization_percentage",
-                                             "power_usage_*", "power_usage_percentage"};
+enum query {
+    Q_MEM, Q_UTIL, Q_POWER, Q_LIMIT, Q_TEMP, Q_SM_CLOCK, Q_MEM_CLOCK, Q_REASONS,
+    Q_PCIE_RX, Q_PCIE_TX, Q_ECC, Q_PROCS, Q_COUNT
+};
+static const unsigned int q_mask[Q_COUNT] = {
+    MEM_BITS,        BIT(M_UTIL),      POWER_BITS,       BIT(M_POWER_PCT),
+    BIT(M_TEMP),     BIT(M_SM_CLOCK),  BIT(M_MEM_CLOCK), THR_BITS,
+    BIT(M_PCIE_RX),  BIT(M_PCIE_TX),   ECC_BITS,         BIT(M_PROC_MEM)};
+static const char *const q_label[Q_COUNT] = {
+    "memory_usage_*",         "utilization_percentage",    "power_usage_*",
+    "power_usage_percentage", "temperature_celsius",       "sm_clock_megahertz",
+    "memory_clock_megahertz", "throttled_*",               "pcie_receive_megabytes",
+    "pcie_transmit_megabytes", "ecc_errors_*",              "process_memory_megabytes"};
+
+/*
+ * Clock-event reasons (NVML's nvmlClocksEventReason*, docs/gpu.md): the
+ * clocks are "held down" for any reason but an idle GPU and the user's own
+ * application-clock setting; power and thermal are the two that matter most.
+ * HW_SLOWDOWN (the board's slowdown signal: power brake or temperature, the
+ * driver cannot tell which) counts in the total only.
+ */
+#define THR_ANY (~(SM_NVML_REASON_GPU_IDLE | SM_NVML_REASON_APPLICATIONS_CLOCKS_SETTING))
+#define THR_POWER (SM_NVML_REASON_SW_POWER_CAP | SM_NVML_REASON_HW_POWER_BRAKE_SLOWDOWN)
+#define THR_THERMAL (SM_NVML_REASON_SW_THERMAL_SLOWDOWN | SM_NVML_REASON_HW_THERMAL_SLOWDOWN)
 
 /*
  * The upstream keys, as MLflow's GPUMonitor writes them: gpu_<i>_<suffix>,
@@ -63,7 +99,12 @@ static const char *const q_label[Q_COUNT] = {"memory_usage_*", "utilization_perc
 #define GPU_KEYS(i)                                                                         \
     {"gpu_" #i "_memory_usage_percentage", "gpu_" #i "_memory_usage_megabytes",             \
      "gpu_" #i "_utilization_percentage",  "gpu_" #i "_power_usage_watts",                  \
-     "gpu_" #i "_power_usage_percentage"}
+     "gpu_" #i "_power_usage_percentage",  "gpu_" #i "_temperature_celsius",                   \
+     "gpu_" #i "_sm_clock_megahertz",      "gpu_" #i "_memory_clock_megahertz",                \
+     "gpu_" #i "_throttled_percentage",    "gpu_" #i "_throttled_power_percentage",            \
+     "gpu_" #i "_throttled_thermal_percentage", "gpu_" #i "_pcie_receive_megabytes",           \
+     "gpu_" #i "_pcie_transmit_megabytes", "gpu_" #i "_ecc_errors_corrected",                  \
+     "gpu_" #i "_ecc_errors_uncorrected",  "gpu_" #i "_process_memory_megabytes"}
 #define GPU_KEYS10(t)                                                                       \
     GPU_KEYS(t##0), GPU_KEYS(t##1), GPU_KEYS(t##2), GPU_KEYS(t##3), GPU_KEYS(t##4),         \
         GPU_KEYS(t##5), GPU_KEYS(t##6), GPU_KEYS(t##7), GPU_KEYS(t##8), GPU_KEYS(t##9)
@@ -74,14 +115,53 @@ static const char *const gpu_keys[GPU_MAX][M_COUNT] = {
     GPU_KEYS(60), GPU_KEYS(61), GPU_KEYS(62), GPU_KEYS(63),
 };
 _Static_assert(sizeof gpu_keys / sizeof gpu_keys[0] == GPU_MAX, "one key row per index");
-_Static_assert(GPU_MAX * M_COUNT + 16 <= SM_POINTS_MAX,
+_Static_assert(GPU_MAX * (M_COUNT - 1) + 512 /* PROC_POINTS_MAX */ + 19 + 64 * 3 <=
+                   SM_POINTS_MAX,
                "a sample of every GPU and the other collectors fits sm_points");
-static const char *const unit[M_COUNT] = {"percent", "MB", "percent", "W", "percent"};
+static const char *const unit[M_COUNT] = {"percent", "MB",      "percent", "W",       "percent",
+                                          "celsius", "MHz",     "MHz",     "percent", "percent",
+                                          "percent", "MB",      "MB",      "errors",  "errors",
+                                          "MB"};
 
 const char *const *sm__gpu_keys(unsigned int i)
 {
     return i < GPU_MAX ? gpu_keys[i] : NULL;
 }
+
+/*
+ * Who holds a GPU's memory (docs/gpu.md): the processes NVML lists per GPU,
+ * each put in one class.  NVML's pids are the driver's, i.e. the host's; a
+ * pid is this container's only when /proc (through the sysroot) shows it
+ * AND it has a GPU device open there (every CUDA context holds
+ * /dev/nvidiactl and /dev/nvidiaN), so a host pid that happens to number
+ * another process here is not taken for it.
+ */
+enum pclass { P_OWN, P_RANK, P_UNRANKED, P_FOREIGN };
+#define PCACHE 128
+#define PROC_LIST 256      /* processes read per GPU and sample (6 KB of stack) */
+#define PROC_RANKS_MAX 64  /* ranks a collector records (coll_proc's trees) */
+#define PROC_POINTS_MAX 512
+#define PEAK_RANKS 8       /* other ranks named in gpu_memory_at_peak */
+
+struct pcache_entry {
+    int pid, cls, rank;
+    uint64_t start;        /* /proc/PID/stat starttime: a reused pid is another process */
+    unsigned int seen;     /* the sample that last asked */
+};
+
+struct held {               /* one GPU's memory by class, MB */
+    double used, own, unranked, foreign, other;
+    int nr;
+    struct { int rank; double mb; } r[PEAK_RANKS];
+};
+
+struct procs {
+    sm_ctx ctx;            /* the sysroot, for /proc and /dev */
+    int self_pid, own_rank, rank0, nranks; /* recorded ranks rank0 .. rank0+nranks-1 */
+    unsigned int sample;
+    struct pcache_entry cache[PCACHE];
+    char env[65536];       /* /proc/PID/environ, read when a new pid appears */
+};
 
 struct gpu_dev {
     sm_nvml_device h;
@@ -94,6 +174,22 @@ struct gpu_dev {
     sm_nvml_return open_drop[Q_COUNT];   /* at open: why a query was dropped, 0 none */
     const char *open_call[Q_COUNT];
     const char *const *key; /* gpu_keys[index] */
+    unsigned int based;     /* BIT(metric) of a cumulative series whose start value is known */
+    /* cumulative series: the counter's last value, the sum of its deltas
+     * since open (a counter that went back restarted: its value is new) */
+    unsigned long long pcie_last[2], pcie_sum[2]; /* [0] receive, [1] transmit: bytes */
+    unsigned long long ecc_open[2];               /* [0] corrected, [1] uncorrected */
+    /* events and memory health (the gpu_events tag) */
+    unsigned int xid_last, xids, ncodes;
+    unsigned int codes[8];       /* distinct Xid codes, in order of first sight */
+    long long xid_at;            /* wall-clock s of the last Xid's arrival */
+    int remap_ok, retired_ok;    /* the call answered at open */
+    unsigned int remap[4];       /* corrected rows, uncorrected rows, pending, failure */
+    unsigned int retired[2];     /* pages: multiple single-bit, double-bit */
+    double used_mb;              /* memory used at this sample (the memory series' value) */
+    struct held peak;            /* by class at the highest used memory */
+    double peak_shipped;         /* used MB of the peak last shipped; 0 none */
+    double total_mb;
 };
 
 struct nvml_api {
@@ -112,6 +208,19 @@ struct nvml_api {
     sm_nvml_dev_string_fn uuid;
     sm_nvml_uint_fn mig_count;
     sm_nvml_mig_handle_fn mig_handle;
+    sm_nvml_temperature_fn temperature;
+    sm_nvml_clock_fn clock;
+    sm_nvml_reasons_fn reasons;
+    const char *reasons_call; /* the name resolved: Event (R535+) or Throttle */
+    sm_nvml_fields_fn fields;
+    sm_nvml_ecc_fn ecc;
+    sm_nvml_remapped_fn remapped;
+    sm_nvml_retired_fn retired;
+    sm_nvml_event_set_create_fn event_set_create;
+    sm_nvml_register_events_fn register_events;
+    sm_nvml_event_wait_fn event_wait;
+    sm_nvml_event_set_free_fn event_set_free;
+    sm_nvml_processes_fn processes;
 };
 
 struct gpu {
@@ -120,7 +229,17 @@ struct gpu {
     unsigned int n_nvml; /* devices NVML enumerates */
     size_t n;
     struct gpu_dev dev[GPU_MAX];
+    sm_nvml_event_set events;  /* Xid events of every device; NULL: none */
+    int events_failing;        /* the last poll failed; its line was said */
+    char shipped[sizeof ((sm_tag *)0)->value]; /* gpu_events as last shipped */
+    char shipped_news[sizeof ((sm_tag *)0)->value]; /* the same without the repeat counts */
+    double t_open, t_shipped;  /* monotonic s */
+    struct procs procs;
 };
+
+static int query_procs(struct gpu *g, struct gpu_dev *d, struct procs *pr, sm_points *out,
+                       int at_open, char *msg, size_t msglen, int *skipped);
+static void tag_mem_peak(struct gpu *g, int phase, sm_tags *out);
 
 /* ---- small helpers --------------------------------------------------------- */
 
@@ -446,9 +565,154 @@ static int judge(const struct gpu *g, struct gpu_dev *d, sm_nvml_return rc, enum
     }
 }
 
+/* judge() for a query of the health fields; counts a transient failure. */
+static int got(const struct gpu *g, struct gpu_dev *d, sm_nvml_return rc, enum query q,
+               const char *call, int at_open, char *msg, size_t msglen, int *skipped)
+{
+    if (judge(g, d, rc, q, call, at_open, msg, msglen))
+        return 1;
+    *skipped += classify(rc) == V_SKIP;
+    return 0;
+}
+
+static int wants(const struct gpu_dev *d, enum query q)
+{
+    return !d->lost && (d->want & q_mask[q]);
+}
+
+/* A counter field's value; the PCIe counters are unsigned 64-bit (the
+ * header's valueType says so; narrower types are widened). */
+static sm_nvml_return field_u64(const sm_nvml_field_value *f, unsigned long long *v)
+{
+    if (f->nvmlReturn != SM_NVML_SUCCESS)
+        return f->nvmlReturn;
+    switch (f->valueType) {
+    case SM_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG:
+        *v = f->value.ullVal;
+        return SM_NVML_SUCCESS;
+    case SM_NVML_VALUE_TYPE_UNSIGNED_LONG:
+        *v = f->value.ulVal;
+        return SM_NVML_SUCCESS;
+    case SM_NVML_VALUE_TYPE_UNSIGNED_INT:
+        *v = f->value.uiVal;
+        return SM_NVML_SUCCESS;
+    default:
+        return SM_NVML_ERROR_UNKNOWN; /* not a counter: skipped, said once per streak */
+    }
+}
+
+/* A cumulative series since open: the first value read is the start. */
+static double since_open(struct gpu_dev *d, enum metric m, unsigned long long *start,
+                         unsigned long long v)
+{
+    if (!(d->based & BIT(m))) {
+        *start = v;
+        d->based |= BIT(m);
+    }
+    /* below its start: the driver reloaded and restarted it; all of it is new */
+    return (double)(v >= *start ? v - *start : v);
+}
+
+static const char *const src_temp = "nvmlDeviceGetTemperature(NVML_TEMPERATURE_GPU)";
+static const char *const src_clock[2] = {"nvmlDeviceGetClockInfo(NVML_CLOCK_SM)",
+                                         "nvmlDeviceGetClockInfo(NVML_CLOCK_MEM)"};
+static const char *const src_pcie[2] = {
+    "nvmlDeviceGetFieldValues(NVML_FI_DEV_PCIE_COUNT_RX_BYTES)",
+    "nvmlDeviceGetFieldValues(NVML_FI_DEV_PCIE_COUNT_TX_BYTES)"};
+static const char *const src_ecc[2] = {
+    "nvmlDeviceGetTotalEccErrors(NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_VOLATILE_ECC)",
+    "nvmlDeviceGetTotalEccErrors(NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC)"};
+
+/* The health fields of one device (docs/gpu.md "Series"): temperature,
+ * clocks, clock-event reasons, PCIe and ECC counters.  As query_device. */
+static int query_health(const struct gpu *g, struct gpu_dev *d, sm_points *out, int at_open,
+                        char *msg, size_t msglen)
+{
+    int skipped = 0;
+
+    if (wants(d, Q_TEMP)) {
+        unsigned int t = 0;
+        sm_nvml_return rc = g->f.temperature(d->h, SM_NVML_TEMPERATURE_GPU, &t);
+        if (got(g, d, rc, Q_TEMP, "nvmlDeviceGetTemperature", at_open, msg, msglen, &skipped) &&
+            out)
+            sm__emit(out, d->key[M_TEMP], (double)t, unit[M_TEMP], src_temp, SM_AGG_MEAN);
+    }
+    for (int k = 0; k < 2; k++) {
+        enum query q = k ? Q_MEM_CLOCK : Q_SM_CLOCK;
+        enum metric m = k ? M_MEM_CLOCK : M_SM_CLOCK;
+        unsigned int mhz = 0;
+        sm_nvml_return rc;
+        if (!wants(d, q))
+            continue;
+        rc = g->f.clock(d->h, k ? SM_NVML_CLOCK_MEM : SM_NVML_CLOCK_SM, &mhz);
+        if (got(g, d, rc, q, "nvmlDeviceGetClockInfo", at_open, msg, msglen, &skipped) && out)
+            sm__emit(out, d->key[m], (double)mhz, unit[m], src_clock[k], SM_AGG_MEAN);
+    }
+    if (wants(d, Q_REASONS)) {
+        unsigned long long r = 0;
+        sm_nvml_return rc = g->f.reasons(d->h, &r);
+        /* sampled: each sample says 100 or 0, the window's mean is the share
+         * of its samples in which the reason was active (docs/gpu.md) */
+        if (got(g, d, rc, Q_REASONS, g->f.reasons_call, at_open, msg, msglen, &skipped) && out) {
+            sm__emit(out, d->key[M_THR], (r & THR_ANY) ? 100.0 : 0.0, unit[M_THR],
+                    g->f.reasons_call, SM_AGG_MEAN);
+            sm__emit(out, d->key[M_THR_POWER], (r & THR_POWER) ? 100.0 : 0.0,
+                    unit[M_THR_POWER], g->f.reasons_call, SM_AGG_MEAN);
+            sm__emit(out, d->key[M_THR_THERMAL], (r & THR_THERMAL) ? 100.0 : 0.0,
+                    unit[M_THR_THERMAL], g->f.reasons_call, SM_AGG_MEAN);
+        }
+    }
+    if (wants(d, Q_PCIE_RX) || wants(d, Q_PCIE_TX)) {
+        sm_nvml_field_value fv[2];
+        sm_nvml_return rc;
+        memset(fv, 0, sizeof fv);
+        fv[0].fieldId = SM_NVML_FI_DEV_PCIE_COUNT_RX_BYTES;
+        fv[1].fieldId = SM_NVML_FI_DEV_PCIE_COUNT_TX_BYTES;
+        rc = g->f.fields(d->h, 2, fv);
+        for (int k = 0; k < 2; k++) {
+            enum query q = k ? Q_PCIE_TX : Q_PCIE_RX;
+            enum metric m = k ? M_PCIE_TX : M_PCIE_RX;
+            unsigned long long v = 0;
+            sm_nvml_return frc = rc != SM_NVML_SUCCESS ? rc : field_u64(&fv[k], &v);
+            if (!wants(d, q) ||
+                !got(g, d, frc, q, "nvmlDeviceGetFieldValues", at_open, msg, msglen, &skipped))
+                continue;
+            /* the counters may wrap (the header says so, not at what width):
+             * summed delta by delta, a counter that went back is restarted */
+            if (!(d->based & BIT(m)))
+                d->pcie_last[k] = v;
+            d->based |= BIT(m);
+            d->pcie_sum[k] += v >= d->pcie_last[k] ? v - d->pcie_last[k] : v;
+            d->pcie_last[k] = v;
+            if (out)
+                sm__emit(out, d->key[m], (double)d->pcie_sum[k] / 1e6, unit[m], src_pcie[k],
+                        SM_AGG_LAST);
+        }
+    }
+    /* one query for both (a board without ECC, or ECC off, says NOT_SUPPORTED
+     * to both): the line says it once */
+    for (int k = 0; k < 2 && wants(d, Q_ECC); k++) {
+        enum query q = Q_ECC;
+        enum metric m = k ? M_ECC_UNCORR : M_ECC_CORR;
+        unsigned long long c = 0;
+        sm_nvml_return rc;
+        rc = g->f.ecc(d->h,
+                      k ? SM_NVML_MEMORY_ERROR_TYPE_UNCORRECTED : SM_NVML_MEMORY_ERROR_TYPE_CORRECTED,
+                      SM_NVML_VOLATILE_ECC, &c);
+        if (!got(g, d, rc, q, "nvmlDeviceGetTotalEccErrors", at_open, msg, msglen, &skipped))
+            continue;
+        {
+            double n = since_open(d, m, &d->ecc_open[k], c);
+            if (out)
+                sm__emit(out, d->key[m], n, unit[m], src_ecc[k], SM_AGG_LAST);
+        }
+    }
+    return skipped;
+}
+
 /* Queries every metric once; rc verdicts are those of judge().  Emits into
  * out when non-NULL.  Returns the number of transient failures. */
-static int query_device(const struct gpu *g, struct gpu_dev *d, sm_points *out, int at_open,
+static int query_device(struct gpu *g, struct gpu_dev *d, sm_points *out, int at_open,
                         char *msg, size_t msglen)
 {
     int skipped = 0;
@@ -463,6 +727,8 @@ static int query_device(const struct gpu *g, struct gpu_dev *d, sm_points *out, 
             if (out)
                 sm__emit(out, d->key[M_MEM_MB], (double)used / 1e6, unit[M_MEM_MB],
                         d->mem_source, SM_AGG_MEAN);
+            d->used_mb = (double)used / 1e6;
+            d->total_mb = (double)total / 1e6;
         } else {
             skipped += classify(rc) == V_SKIP;
         }
@@ -504,7 +770,168 @@ static int query_device(const struct gpu *g, struct gpu_dev *d, sm_points *out, 
             skipped += classify(rc) == V_SKIP;
         }
     }
+    skipped += query_health(g, d, out, at_open, msg, msglen);
+    if (g->f.processes)
+        query_procs(g, d, &g->procs, out, at_open, msg, msglen, &skipped);
     return skipped;
+}
+
+/* 1 when /proc/PID/fd holds a link to a GPU device node (through the
+ * sysroot): the process has a CUDA context here.  Only when a pid is new. */
+static int has_gpu_open(const struct procs *pr, int pid)
+{
+    char dev[SM_PATH_MAX], path[64], link[SM_PATH_MAX], full[SM_PATH_MAX];
+    size_t dl;
+
+    if (sm__path(&pr->ctx, "/dev/nvidia", dev, sizeof dev) < 0)
+        return 0;
+    dl = strlen(dev);
+    /* the fds a CUDA context opens come early; 1024 bounds the cost of a miss */
+    for (int fd = 0; fd < 1024; fd++) {
+        ssize_t n;
+        snprintf(path, sizeof path, "/proc/%d/fd/%d", pid, fd);
+        if (sm__path(&pr->ctx, path, full, sizeof full) < 0)
+            return 0;
+        n = readlink(full, link, sizeof link - 1);
+        if (n < 0) {
+            if (errno == ENOENT)
+                continue;
+            return 0; /* EACCES: not ours to see */
+        }
+        link[n] = '\0';
+        if ((size_t)n > dl && strncmp(link, dev, dl) == 0)
+            return 1; /* /dev/nvidia0, /dev/nvidiactl, /dev/nvidia-uvm */
+    }
+    return 0;
+}
+
+/* The class of an NVML pid (and its rank for P_RANK), cached by pid and
+ * start time.  Own: this process or a descendant (the ppid chain reaches
+ * self); a rank: another process whose environment says RANK. */
+static int pid_class(struct procs *pr, int pid, int *rank)
+{
+    char path[64], buf[1024];
+    struct pcache_entry *e = NULL, *old = &pr->cache[0];
+    sm_pid_stat st;
+    ssize_t n;
+
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    n = pid > 0 ? sm__read_file(&pr->ctx, path, buf, sizeof buf) : -EINVAL;
+    if (n < 0 || sm__parse_pid_stat(buf, (size_t)n, &st) != 0)
+        return P_FOREIGN; /* not in this pid namespace: another container, the host */
+    for (int i = 0; i < PCACHE; i++) {
+        struct pcache_entry *c = &pr->cache[i];
+        if (c->pid == pid && c->start == st.starttime) {
+            e = c;
+            break;
+        }
+        if (c->seen < old->seen)
+            old = c;
+    }
+    if (!e) {
+        int cls = P_FOREIGN, r = -1, p = pid;
+        if (has_gpu_open(pr, pid)) {
+            cls = P_UNRANKED;
+            for (int depth = 0; depth < 64 && p > 1; depth++) {
+                sm_pid_stat a;
+                if (p == pr->self_pid) {
+                    cls = P_OWN;
+                    break;
+                }
+                snprintf(path, sizeof path, "/proc/%d/stat", p);
+                n = sm__read_file(&pr->ctx, path, buf, sizeof buf);
+                if (n < 0 || sm__parse_pid_stat(buf, (size_t)n, &a) != 0)
+                    break;
+                p = a.ppid;
+            }
+            if (cls != P_OWN) {
+                int fd;
+                snprintf(path, sizeof path, "/proc/%d/environ", pid);
+                fd = sm__open(&pr->ctx, path);
+                if (fd >= 0) {
+                    n = pread(fd, pr->env, sizeof pr->env, 0); /* a cut read keeps its start */
+                    close(fd);
+                    if (n > 0 && sm__environ_int(pr->env, (size_t)n, "RANK", &r) == 0)
+                        cls = r == pr->own_rank ? P_OWN : P_RANK;
+                }
+            }
+        }
+        e = old;
+        e->pid = pid;
+        e->start = st.starttime;
+        e->cls = cls;
+        e->rank = r;
+    }
+    e->seen = pr->sample;
+    *rank = e->rank;
+    return e->cls;
+}
+
+/* Reads GPU d's processes into h (MB by class) and emits its per-rank
+ * series.  Returns 1 when the value was used. */
+static int query_procs(struct gpu *g, struct gpu_dev *d, struct procs *pr, sm_points *out,
+                       int at_open, char *msg, size_t msglen, int *skipped)
+{
+    sm_nvml_process_info info[PROC_LIST];
+    unsigned int count = PROC_LIST;
+    struct held h;
+    double by_rank[PROC_RANKS_MAX];
+    sm_nvml_return rc;
+
+    if (!wants(d, Q_PROCS))
+        return 0;
+    memset(info, 0, sizeof info);
+    /* INSUFFICIENT_SIZE (more than PROC_LIST processes: the list is not
+     * filled) is judged as any transient error: skipped, one line a streak */
+    rc = g->f.processes(d->h, &count, info);
+    if (!got(g, d, rc, Q_PROCS, "nvmlDeviceGetComputeRunningProcesses_v3", at_open, msg, msglen,
+             skipped))
+        return 0;
+    memset(&h, 0, sizeof h);
+    memset(by_rank, 0, sizeof by_rank);
+    h.used = d->used_mb;
+    for (unsigned int i = 0; i < count && i < PROC_LIST; i++) {
+        double mb;
+        int rank = -1, cls;
+        if (info[i].usedGpuMemory == ~0ull || info[i].pid == 0)
+            continue; /* NVML_VALUE_NOT_AVAILABLE; no process */
+        mb = (double)info[i].usedGpuMemory / 1e6;
+        cls = pid_class(pr, (int)info[i].pid, &rank);
+        if (cls == P_OWN) {
+            h.own += mb;
+            rank = pr->own_rank;
+        } else if (cls == P_UNRANKED) {
+            h.unranked += mb;
+        } else if (cls == P_FOREIGN) {
+            h.foreign += mb;
+        } else {
+            int j = 0;
+            while (j < h.nr && h.r[j].rank != rank)
+                j++;
+            if (j < h.nr || h.nr < PEAK_RANKS) {
+                h.r[j].rank = rank;
+                h.r[j].mb += mb;
+                h.nr += j == h.nr;
+            } else {
+                h.other += mb; /* more ranks than the tag names */
+            }
+        }
+        if (rank >= pr->rank0 && rank < pr->rank0 + pr->nranks)
+            by_rank[rank - pr->rank0] += mb;
+    }
+    if (out)
+        for (int r = 0; r < pr->nranks; r++) {
+            int rk = pr->rank0 + r;
+            if (rk == pr->own_rank)
+                sm__emit(out, d->key[M_PROC_MEM], by_rank[r], unit[M_PROC_MEM],
+                        "nvmlDeviceGetComputeRunningProcesses_v3", SM_AGG_MEAN);
+            else
+                sm__emit_rank(out, rk, d->key[M_PROC_MEM], by_rank[r], unit[M_PROC_MEM],
+                             "nvmlDeviceGetComputeRunningProcesses_v3", SM_AGG_MEAN);
+        }
+    if (!at_open && h.used >= d->peak.used && h.used > 0)
+        d->peak = h;
+    return 1;
 }
 
 /* Dropped metrics found at open, one clause per (query, reason) with the
@@ -544,11 +971,63 @@ static void say_drops(const struct gpu *g, char *buf, size_t cap)
 
 static void unload(struct gpu *g, int initialized)
 {
+    if (g->events)
+        g->f.event_set_free(g->events);
+    g->events = NULL;
     if (initialized)
         g->f.shutdown();
     if (g->lib)
         dlclose(g->lib);
     g->lib = NULL;
+}
+
+/* The health fields' entry points (an older driver lacks some): one clause
+ * names every missing one; docs/gpu.md maps each to the series it feeds. */
+static unsigned int resolve_health(struct gpu *g, char *msg, size_t msglen)
+{
+    struct {
+        const char *name;
+        void *fnp;
+        unsigned int bits;
+    } const opt[] = {
+        {"nvmlDeviceGetTemperature", &g->f.temperature, BIT(M_TEMP)},
+        {"nvmlDeviceGetClockInfo", &g->f.clock, BIT(M_SM_CLOCK) | BIT(M_MEM_CLOCK)},
+        {"nvmlDeviceGetFieldValues", &g->f.fields, PCIE_BITS},
+        {"nvmlDeviceGetTotalEccErrors", &g->f.ecc, ECC_BITS},
+        {"nvmlDeviceGetRemappedRows", &g->f.remapped, 0},
+        {"nvmlDeviceGetRetiredPages", &g->f.retired, 0},
+        {"nvmlDeviceGetComputeRunningProcesses_v3", &g->f.processes, BIT(M_PROC_MEM)},
+    };
+    char missing[256] = "";
+    unsigned int drop = 0;
+
+    /* the R535 name first, then the name of the drivers before it (same
+     * signature and bits) */
+    g->f.reasons_call = "nvmlDeviceGetCurrentClocksEventReasons";
+    if (resolve(g->lib, g->f.reasons_call, &g->f.reasons) < 0) {
+        g->f.reasons_call = "nvmlDeviceGetCurrentClocksThrottleReasons";
+        if (resolve(g->lib, g->f.reasons_call, &g->f.reasons) < 0) {
+            drop |= THR_BITS;
+            sm__line_add(missing, sizeof missing, "%snvmlDeviceGetCurrentClocksEventReasons",
+                         missing[0] ? ", " : "");
+        }
+    }
+    for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++)
+        if (resolve(g->lib, opt[i].name, opt[i].fnp) < 0) {
+            drop |= opt[i].bits;
+            sm__line_add(missing, sizeof missing, "%s%s", missing[0] ? ", " : "", opt[i].name);
+        }
+    /* the four event calls come and go together: named as one */
+    if ((resolve(g->lib, "nvmlEventSetCreate", &g->f.event_set_create) |
+         resolve(g->lib, "nvmlDeviceRegisterEvents", &g->f.register_events) |
+         resolve(g->lib, "nvmlEventSetWait_v2", &g->f.event_wait) |
+         resolve(g->lib, "nvmlEventSetFree", &g->f.event_set_free)) < 0)
+        sm__line_add(missing, sizeof missing, "%sthe nvmlEventSet calls (no Xid events)",
+                     missing[0] ? ", " : "");
+    if (missing[0])
+        sm__line_join(msg, msglen, "NVML lacks %s: the gpu_* series and events they give are "
+                      "absent", missing);
+    return drop;
 }
 
 /* Optional entry points: a missing one drops its metrics on every device. */
@@ -582,7 +1061,7 @@ static unsigned int resolve_optional(struct gpu *g, char *msg, size_t msglen)
         sm__line_join(msg, msglen,
             "NVML lacks nvmlDeviceGetEnforcedPowerLimit: gpu_*_power_usage_percentage dropped");
     }
-    return drop;
+    return drop | resolve_health(g, msg, msglen);
 }
 
 /* Open, step 1: load NVML, resolve its entry points, init it, count its
@@ -670,6 +1149,273 @@ static void open_devices(struct gpu *g, const unsigned int *sel, size_t nsel, un
     say_drops(g, devnote, devcap);
 }
 
+/* ---- events and memory health: the gpu_events tag --------------------------- */
+
+/*
+ * Xid errors through one event set for every device (docs/gpu.md "Events"):
+ * polled with a zero timeout from the sampling thread, so no thread of ours
+ * waits in the driver and a sample never blocks on it.  A device that
+ * cannot register (NOT_SUPPORTED on some boards, MIG without privilege)
+ * only lacks its events, said in the open line.
+ */
+static void events_open(struct gpu *g, char *note, size_t cap)
+{
+    sm_nvml_return rc;
+    size_t registered = 0;
+
+    if (!g->f.event_set_create || !g->f.register_events || !g->f.event_wait ||
+        !g->f.event_set_free)
+        return; /* the missing entry point was named already */
+    rc = g->f.event_set_create(&g->events);
+    if (rc != SM_NVML_SUCCESS) {
+        g->events = NULL;
+        sm__line_join(note, cap, "no Xid events: nvmlEventSetCreate says %s", nvml_text(g, rc));
+        return;
+    }
+    for (size_t i = 0; i < g->n; i++) {
+        rc = g->f.register_events(g->dev[i].h, SM_NVML_EVENT_TYPE_XID_CRITICAL_ERROR, g->events);
+        if (rc == SM_NVML_SUCCESS)
+            registered++;
+        else
+            sm__line_join(note, cap, "no Xid events of GPU %u: nvmlDeviceRegisterEvents says %s",
+                          g->dev[i].index, nvml_text(g, rc));
+    }
+    if (!registered) {
+        g->f.event_set_free(g->events);
+        g->events = NULL;
+    }
+}
+
+/* What arrived since the last poll; at most a bounded number per sample,
+ * the rest is there at the next. */
+static void events_poll(struct gpu *g)
+{
+    for (int n = 0; g->events && n < 64; n++) {
+        sm_nvml_event_data ev;
+        sm_nvml_return rc;
+
+        memset(&ev, 0, sizeof ev);
+        rc = g->f.event_wait(g->events, &ev, 0);
+        if (rc == SM_NVML_ERROR_TIMEOUT)
+            break; /* nothing (more) pending */
+        if (rc != SM_NVML_SUCCESS) {
+            if (!g->events_failing)
+                sm__log(SM_WARN, "gpu: nvmlEventSetWait_v2 failed: %s; Xid events are missed "
+                        "until it answers again", nvml_text(g, rc));
+            g->events_failing = 1;
+            break;
+        }
+        g->events_failing = 0;
+        if (!(ev.eventType & SM_NVML_EVENT_TYPE_XID_CRITICAL_ERROR))
+            continue;
+        for (size_t i = 0; i < g->n; i++) {
+            struct gpu_dev *d = &g->dev[i];
+            unsigned int code = (unsigned int)ev.eventData, seen = 0;
+            if (d->h != ev.device)
+                continue;
+            d->xid_last = code;
+            d->xids++;
+            d->xid_at = (long long)sm__now_ms() / 1000;
+            for (unsigned int j = 0; j < d->ncodes; j++)
+                seen |= d->codes[j] == code;
+            if (!seen && d->ncodes < sizeof d->codes / sizeof d->codes[0])
+                d->codes[d->ncodes++] = code;
+            sm__log(SM_WARN, "gpu: GPU %u: Xid %u (docs/gpu.md says what it means)", d->index,
+                    code);
+        }
+    }
+}
+
+/* Remapped rows and retired pages: lifetime facts of the board, read once
+ * per window (they change rarely; reading them per sample would cost for
+ * nothing).  A NOT_SUPPORTED at open (MIG, boards before Ampere for rows,
+ * Ampere and later for pages) leaves that part out. */
+static void health_read(struct gpu *g, int at_open)
+{
+    for (size_t i = 0; i < g->n; i++) {
+        struct gpu_dev *d = &g->dev[i];
+        unsigned long long addr[64];
+        unsigned int v[4];
+
+        if (d->lost)
+            continue;
+        if (g->f.remapped && (at_open || d->remap_ok)) {
+            sm_nvml_return rc = g->f.remapped(d->h, &v[0], &v[1], &v[2], &v[3]);
+            if (rc == SM_NVML_SUCCESS)
+                memcpy(d->remap, v, sizeof d->remap);
+            if (at_open)
+                d->remap_ok = rc == SM_NVML_SUCCESS;
+        }
+        if (g->f.retired && (at_open || d->retired_ok)) {
+            int ok = 1;
+            for (int c = 0; c < 2; c++) {
+                unsigned int count = sizeof addr / sizeof addr[0];
+                sm_nvml_return rc = g->f.retired(
+                    d->h, c ? SM_NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR
+                            : SM_NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS,
+                    &count, addr);
+                /* INSUFFICIENT_SIZE: more pages than the buffer, count says how many */
+                if (rc == SM_NVML_SUCCESS || rc == SM_NVML_ERROR_INSUFFICIENT_SIZE)
+                    d->retired[c] = count;
+                else
+                    ok = 0;
+            }
+            if (at_open)
+                d->retired_ok = ok;
+        }
+    }
+}
+
+/* scopemeter.rankN.gpu_events (docs/series.md gives the grammar): one
+ * clause per GPU with anything to say, only its non-zero items.  news: only
+ * what is news (which codes, the board's rows and pages), not the last
+ * Xid's time and the count, which a storm of one Xid moves every window. */
+static void events_format(const struct gpu *g, int news, char *val, size_t cap)
+{
+    val[0] = '\0';
+    for (size_t i = 0; i < g->n; i++) {
+        const struct gpu_dev *d = &g->dev[i];
+        char c[256] = "";
+
+        if (d->xids) {
+            char at[32] = "";
+            time_t t = (time_t)d->xid_at;
+            struct tm tm;
+            if (gmtime_r(&t, &tm))
+                strftime(at, sizeof at, "%Y-%m-%dT%H:%M:%SZ", &tm);
+            if (!news)
+                sm__line_add(c, sizeof c, " xid=%u at=%s xids=%u", d->xid_last, at, d->xids);
+            sm__line_add(c, sizeof c, " codes=");
+            for (unsigned int j = 0; j < d->ncodes; j++)
+                sm__line_add(c, sizeof c, "%s%u", j ? "," : "", d->codes[j]);
+        }
+        if (d->remap_ok) {
+            if (d->remap[0])
+                sm__line_add(c, sizeof c, " remapped_corrected=%u", d->remap[0]);
+            if (d->remap[1])
+                sm__line_add(c, sizeof c, " remapped_uncorrected=%u", d->remap[1]);
+            if (d->remap[2])
+                sm__line_add(c, sizeof c, " remap_pending=1");
+            if (d->remap[3])
+                sm__line_add(c, sizeof c, " remap_failure=1");
+        }
+        if (d->retired_ok) {
+            if (d->retired[0])
+                sm__line_add(c, sizeof c, " retired_pages_sbe=%u", d->retired[0]);
+            if (d->retired[1])
+                sm__line_add(c, sizeof c, " retired_pages_dbe=%u", d->retired[1]);
+        }
+        if (c[0])
+            sm__line_add(val, cap, "%sgpu%u%s", val[0] ? "; " : "", d->index, c);
+    }
+}
+
+static void gpu_tags(void *state, int phase, sm_tags *out)
+{
+    struct gpu *g = state;
+    char val[sizeof g->shipped], news[sizeof g->shipped];
+    double now = sm__now_mono();
+
+    tag_mem_peak(g, phase, out);
+    if (phase != SM_TAGS_START)
+        health_read(g, 0);
+    events_format(g, 0, val, sizeof val);
+    events_format(g, 1, news, sizeof news);
+    if (!val[0])
+        return;
+    /* at start and end whenever there is something; in a window a new code
+     * or a change of rows and pages at once, a repeat of known codes at most
+     * every (time since open)/128, so the distinct texts of a run stay
+     * bounded (docs/design.md §9, as memory_events) */
+    if (phase == SM_TAGS_WINDOW &&
+        (strcmp(val, g->shipped) == 0 ||
+         (strcmp(news, g->shipped_news) == 0 && now - g->t_shipped < (now - g->t_open) / 128.0)))
+        return;
+    sm__tag_add(out, "gpu_events", "%s", val);
+    memcpy(g->shipped, val, sizeof val);
+    memcpy(g->shipped_news, news, sizeof news);
+    g->t_shipped = now;
+}
+
+/* The pid of /proc/self through the sysroot (a fake /proc links it to its
+ * root, as for coll_proc.c), the rank and the sysroot. */
+static void procs_open(struct procs *pr, const sm_ctx *ctx)
+{
+    char path[SM_PATH_MAX], link[64];
+    ssize_t n;
+
+    pr->ctx = *ctx;
+    pr->ctx.rec_key = NULL; /* not kept beyond open */
+    pr->own_rank = ctx->id.rank >= 0 ? ctx->id.rank : 0;
+    pr->rank0 = pr->own_rank;
+    pr->nranks = 1;
+    pr->self_pid = -1;
+    if (sm__path(ctx, "/proc/self", path, sizeof path) == 0 &&
+        (n = readlink(path, link, sizeof link - 1)) > 0) {
+        link[n] = '\0';
+        pr->self_pid = atoi(link);
+    }
+}
+
+/* The ranks whose gpu_i_process_memory_megabytes this collector records:
+ * its own; under all_workers the pod's (local rank 0's collector records
+ * R .. R+LOCAL_WORLD_SIZE-1, as coll_proc.c's trees), bounded so that a
+ * sample's points fit. */
+static void procs_ranks(struct gpu *g, const sm_ctx *ctx, char *note, size_t cap)
+{
+    struct procs *pr = &g->procs;
+    int want = 1, fit;
+
+    if (!g->f.processes || g->n == 0)
+        return;
+    if (ctx->all_workers && ctx->id.local_rank == 0 && ctx->id.local_world_size > 1 &&
+        !ctx->id.invalid[0])
+        want = ctx->id.local_world_size < PROC_RANKS_MAX ? ctx->id.local_world_size
+                                                         : PROC_RANKS_MAX;
+    fit = PROC_POINTS_MAX / (int)g->n;
+    pr->nranks = want < fit ? want : fit;
+    if (pr->nranks < want)
+        sm__line_join(note, cap, "gpu_*_process_memory_megabytes recorded for ranks %d..%d of "
+                      "%d (at most %d points a sample)", pr->rank0, pr->rank0 + pr->nranks - 1,
+                      pr->rank0 + want - 1, PROC_POINTS_MAX);
+}
+
+/* scopemeter.rankN.gpu_memory_at_peak (docs/series.md): each GPU's memory
+ * by holder at its highest sampled use; shipped when a peak rose by
+ * max(1 MB, 0.1 % of the GPU's memory), so a run has ~1000 texts at most. */
+static void tag_mem_peak(struct gpu *g, int phase, sm_tags *out)
+{
+    char val[sizeof ((sm_tag *)0)->value] = "";
+    int rose = 0;
+
+    for (size_t i = 0; i < g->n; i++) {
+        struct gpu_dev *d = &g->dev[i];
+        const struct held *h = &d->peak;
+        double step = d->total_mb / 1000.0 > 1.0 ? d->total_mb / 1000.0 : 1.0;
+        if (!(d->want & BIT(M_PROC_MEM)) || h->used <= 0)
+            continue;
+        rose |= d->peak_shipped == 0 || h->used >= d->peak_shipped + step;
+        /* used_mb always, the holders only where non-zero: eight GPUs fit */
+        sm__line_add(val, sizeof val, "%sgpu%u used_mb=%.1f", val[0] ? "; " : "", d->index,
+                     h->used);
+        if (h->own > 0)
+            sm__line_add(val, sizeof val, " own_mb=%.1f", h->own);
+        for (int j = 0; j < h->nr; j++)
+            sm__line_add(val, sizeof val, " rank%d_mb=%.1f", h->r[j].rank, h->r[j].mb);
+        if (h->other > 0)
+            sm__line_add(val, sizeof val, " other_ranks_mb=%.1f", h->other);
+        if (h->unranked > 0)
+            sm__line_add(val, sizeof val, " unranked_mb=%.1f", h->unranked);
+        if (h->foreign > 0)
+            sm__line_add(val, sizeof val, " foreign_mb=%.1f", h->foreign);
+    }
+    if (!val[0] || phase == SM_TAGS_START || (phase == SM_TAGS_WINDOW && !rose))
+        return;
+    sm__tag_add(out, "gpu_memory_at_peak", "%s", val);
+    for (size_t i = 0; i < g->n; i++)
+        g->dev[i].peak_shipped = g->dev[i].peak.used;
+}
+
 static int gpu_open(void *state, const sm_ctx *ctx, sm_opened *res)
 {
     struct gpu *g = state;
@@ -725,6 +1471,7 @@ static int gpu_open(void *state, const sm_ctx *ctx, sm_opened *res)
         unload(g, initialized);
         return SM_ABSENT;
     }
+    procs_open(&g->procs, ctx);
     open_devices(g, sel, nsel, drop, devnote, sizeof devnote);
     if (g->n == 0) {
         sm__line(res->msg, sizeof res->msg, "no usable GPU although /dev/%s exists: %s", node,
@@ -733,6 +1480,10 @@ static int gpu_open(void *state, const sm_ctx *ctx, sm_opened *res)
         rc = -ENODEV;
         goto fail;
     }
+    g->t_open = sm__now_mono();
+    procs_ranks(g, ctx, devnote, sizeof devnote);
+    events_open(g, devnote, sizeof devnote);
+    health_read(g, 1);
     sm__line(res->status, sizeof res->status, "nvml %s, %zu device%s", driver, g->n,
             g->n == 1 ? "" : "s");
     /* an AMD GPU beside these takes the indices after NVML's (coll_amdgpu.c) */
@@ -761,6 +1512,8 @@ static int gpu_sample(void *state, sm_points *out, char *msg, size_t msglen)
 
     (void)msg;
     (void)msglen;
+    events_poll(g);
+    g->procs.sample++;
     for (size_t i = 0; i < g->n; i++) {
         struct gpu_dev *d = &g->dev[i];
         size_t mark = out->n;
@@ -790,12 +1543,13 @@ static void gpu_close(void *state)
 
 const sm_collector_ops sm__coll_gpu = {
     .name = "gpu",
-    .series_per_device = 5, /* per GPU: memory %, memory MB, utilization, power W, power % */
+    .series_per_device = M_COUNT, /* per GPU: MLflow's five and the ten health fields */
     .status_tag = "gpu",
     .gpu = true,
     .counts_devices = true,
     .state_size = sizeof(struct gpu),
     .open = gpu_open,
     .sample = gpu_sample,
+    .tags = gpu_tags,
     .close = gpu_close,
 };

@@ -61,7 +61,7 @@
 #define SCAN_MAX 32768     /* (pid, ppid) pairs of the fallback's /proc scan */
 #define SIB_MAX 63         /* other local ranks of one pod */
 #define TREES_MAX (1 + SIB_MAX)
-_Static_assert(16 + 64 * 5 + TREES_MAX * 3 <= SM_POINTS_MAX,
+_Static_assert(19 + 64 * 15 + 512 + TREES_MAX * 3 <= SM_POINTS_MAX,
                "SM_POINTS_MAX holds every GPU's and every tree's points");
 
 struct tree {

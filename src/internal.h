@@ -225,9 +225,10 @@ typedef struct sm_point {
 } sm_point;
 #define SM_RANK_OWN (-1)
 
-/* every series of one sample: 19 + 5 per GPU, up to 64 GPUs (coll_gpu.c asserts
- * it), + 3 per process tree, the own and up to 63 siblings' (coll_proc.c): 531 */
-#define SM_POINTS_MAX 640
+/* every series of one sample: 19 + 15 per GPU, up to 64 GPUs, + at most 512
+ * gpu_*_process_memory_megabytes (coll_gpu.c asserts it), + 3 per process
+ * tree, the own and up to 63 siblings' (coll_proc.c): 1683 */
+#define SM_POINTS_MAX 1792
 typedef struct sm_points {
     size_t n;
     size_t nonfinite;   /* values skipped because NaN/inf is not JSON */
@@ -320,8 +321,9 @@ extern const sm_collector_ops sm__coll_container;
 extern const sm_collector_ops sm__coll_gpu;
 extern const sm_collector_ops sm__coll_io;
 extern const sm_collector_ops sm__coll_amdgpu;
-/* coll_gpu.c: the five gpu_<i>_* keys of index i (< 64), static storage, in
- * the order memory %, memory MB, utilization, power W, power % */
+/* coll_gpu.c: the gpu_<i>_* keys of index i (< 64), static storage, first
+ * MLflow's five in the order memory %, memory MB, utilization, power W,
+ * power %, then NVML's health fields (coll_gpu.c's enum metric) */
 SM_HIDDEN const char *const *sm__gpu_keys(unsigned int i);
 extern const sm_collector_ops sm__coll_proc;
 

@@ -93,4 +93,114 @@ typedef sm_nvml_return (*sm_nvml_dev_string_fn)(sm_nvml_device, char *, unsigned
 typedef sm_nvml_return (*sm_nvml_mig_handle_fn)(sm_nvml_device, unsigned int, sm_nvml_device *);
                                                   /* nvmlDeviceGetMigDeviceHandleByIndex */
 
+/* ---- health fields (docs/gpu.md "Series"): enums are int-sized ------------ */
+
+/* nvmlTemperatureSensors_t */
+#define SM_NVML_TEMPERATURE_GPU 0
+/* nvmlClockType_t */
+#define SM_NVML_CLOCK_SM 1
+#define SM_NVML_CLOCK_MEM 2
+/* nvmlMemoryErrorType_t, nvmlEccCounterType_t */
+#define SM_NVML_MEMORY_ERROR_TYPE_CORRECTED 0
+#define SM_NVML_MEMORY_ERROR_TYPE_UNCORRECTED 1
+#define SM_NVML_VOLATILE_ECC 0
+/* nvmlPageRetirementCause_t */
+#define SM_NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS 0
+#define SM_NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR 1
+
+/* nvmlClocksEventReason* (formerly nvmlClocksThrottleReason*, same bits) */
+#define SM_NVML_REASON_GPU_IDLE 0x1ull
+#define SM_NVML_REASON_APPLICATIONS_CLOCKS_SETTING 0x2ull
+#define SM_NVML_REASON_SW_POWER_CAP 0x4ull
+#define SM_NVML_REASON_HW_SLOWDOWN 0x8ull
+#define SM_NVML_REASON_SYNC_BOOST 0x10ull
+#define SM_NVML_REASON_SW_THERMAL_SLOWDOWN 0x20ull
+#define SM_NVML_REASON_HW_THERMAL_SLOWDOWN 0x40ull
+#define SM_NVML_REASON_HW_POWER_BRAKE_SLOWDOWN 0x80ull
+
+/* nvmlFieldValue_t and the two field ids of the PCIe byte counters
+ * (NVML_FI_DEV_PCIE_COUNT_TX_BYTES / _RX_BYTES; the counters may wrap). */
+#define SM_NVML_FI_DEV_PCIE_COUNT_TX_BYTES 197
+#define SM_NVML_FI_DEV_PCIE_COUNT_RX_BYTES 198
+#define SM_NVML_VALUE_TYPE_UNSIGNED_INT 1
+#define SM_NVML_VALUE_TYPE_UNSIGNED_LONG 2
+#define SM_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG 3
+typedef union sm_nvml_value {
+    double dVal;
+    int siVal;
+    unsigned int uiVal;
+    unsigned long ulVal;
+    unsigned long long ullVal;
+    signed long long sllVal;
+    unsigned short usVal;
+} sm_nvml_value;
+typedef struct sm_nvml_field_value {
+    unsigned int fieldId;
+    unsigned int scopeId;
+    long long timestamp;   /* µs since 1970 */
+    long long latencyUsec;
+    int valueType;         /* nvmlValueType_t */
+    sm_nvml_return nvmlReturn;
+    sm_nvml_value value;
+} sm_nvml_field_value;
+_Static_assert(sizeof(sm_nvml_field_value) == 40 &&
+                   __builtin_offsetof(sm_nvml_field_value, value) == 32,
+               "nvmlFieldValue_t: two words, two 64-bit words, two words, the union");
+
+/* nvmlProcessInfo_v2_t (= nvmlProcessInfo_t of nvmlDeviceGetComputeRunningProcesses_v3):
+ * the pid is the host's (NVML reads the driver). */
+typedef struct sm_nvml_process_info {
+    unsigned int pid;
+    unsigned long long usedGpuMemory; /* bytes; NVML_VALUE_NOT_AVAILABLE (~0) when unknown */
+    unsigned int gpuInstanceId;       /* 0xFFFFFFFF without MIG */
+    unsigned int computeInstanceId;
+} sm_nvml_process_info;
+_Static_assert(sizeof(sm_nvml_process_info) == 24 &&
+                   __builtin_offsetof(sm_nvml_process_info, usedGpuMemory) == 8 &&
+                   __builtin_offsetof(sm_nvml_process_info, computeInstanceId) == 20,
+               "nvmlProcessInfo_v2_t: pid, padding, 64-bit memory, two instance ids");
+
+/* Events: nvmlEventSet_t is an opaque pointer; nvmlEventData_t as
+ * nvmlEventSetWait_v2 fills it (eventData is the Xid for an Xid event). */
+typedef struct sm_nvml_event_set_st *sm_nvml_event_set;
+#define SM_NVML_EVENT_TYPE_XID_CRITICAL_ERROR 0x8ull /* nvmlEventTypeXidCriticalError */
+typedef struct sm_nvml_event_data {
+    sm_nvml_device device;
+    unsigned long long eventType;
+    unsigned long long eventData;
+    unsigned int gpuInstanceId;
+    unsigned int computeInstanceId;
+} sm_nvml_event_data;
+_Static_assert(sizeof(sm_nvml_event_data) == 32 &&
+                   __builtin_offsetof(sm_nvml_event_data, eventData) == 16,
+               "nvmlEventData_t: the device pointer, two 64-bit words, two words");
+
+typedef sm_nvml_return (*sm_nvml_temperature_fn)(sm_nvml_device, int, unsigned int *);
+                                                            /* nvmlDeviceGetTemperature */
+typedef sm_nvml_return (*sm_nvml_clock_fn)(sm_nvml_device, int, unsigned int *);
+                                                            /* nvmlDeviceGetClockInfo */
+typedef sm_nvml_return (*sm_nvml_reasons_fn)(sm_nvml_device, unsigned long long *);
+        /* nvmlDeviceGetCurrentClocksEventReasons, nvmlDeviceGetCurrentClocksThrottleReasons */
+typedef sm_nvml_return (*sm_nvml_fields_fn)(sm_nvml_device, int, sm_nvml_field_value *);
+                                                            /* nvmlDeviceGetFieldValues */
+typedef sm_nvml_return (*sm_nvml_ecc_fn)(sm_nvml_device, int, int, unsigned long long *);
+                                                            /* nvmlDeviceGetTotalEccErrors */
+typedef sm_nvml_return (*sm_nvml_remapped_fn)(sm_nvml_device, unsigned int *, unsigned int *,
+                                              unsigned int *, unsigned int *);
+                                                            /* nvmlDeviceGetRemappedRows */
+typedef sm_nvml_return (*sm_nvml_retired_fn)(sm_nvml_device, int, unsigned int *,
+                                             unsigned long long *);
+                                                            /* nvmlDeviceGetRetiredPages */
+typedef sm_nvml_return (*sm_nvml_processes_fn)(sm_nvml_device, unsigned int *,
+                                               sm_nvml_process_info *);
+                                              /* nvmlDeviceGetComputeRunningProcesses_v3 */
+typedef sm_nvml_return (*sm_nvml_event_set_create_fn)(sm_nvml_event_set *);
+                                                            /* nvmlEventSetCreate */
+typedef sm_nvml_return (*sm_nvml_register_events_fn)(sm_nvml_device, unsigned long long,
+                                                     sm_nvml_event_set);
+                                                            /* nvmlDeviceRegisterEvents */
+typedef sm_nvml_return (*sm_nvml_event_wait_fn)(sm_nvml_event_set, sm_nvml_event_data *,
+                                                unsigned int);  /* nvmlEventSetWait_v2 */
+typedef sm_nvml_return (*sm_nvml_event_set_free_fn)(sm_nvml_event_set); /* nvmlEventSetFree */
+
 #endif /* SM_NVML_H */

@@ -74,6 +74,13 @@ SM_HIDDEN int sm__parse_kb(const char *buf, size_t len, const char *key, uint64_
  * INT_MAX or 0. */
 SM_HIDDEN int sm__pid_list_next(const char *buf, size_t len, size_t *pos, int *pid);
 
+/* /proc/PID/environ (proc(5)): the environment the process was started
+ * with, "NAME=value" entries each ending in a NUL (the last one may lack
+ * it when the read was cut).  A variable that holds a decimal number (the
+ * launchers' RANK): 0 with *out, -ENOENT when absent, -EINVAL when its
+ * value is not a plain decimal, -ERANGE above INT_MAX. */
+SM_HIDDEN int sm__environ_int(const char *buf, size_t len, const char *name, int *out);
+
 /* The first entry of a comma-separated list (the *_VISIBLE_DEVICES
  * variables), blanks around it trimmed, cut to cap - 1 bytes. */
 SM_HIDDEN void sm__list_entry(const char *v, char *out, size_t cap);
@@ -86,6 +93,11 @@ SM_HIDDEN void sm__list_entry(const char *v, char *out, size_t cap);
 typedef int (*sm_visible_match)(const char *entry, void *arg);
 SM_HIDDEN void sm__visible_walk(const char *list, sm_visible_match match, void *arg, char *chosen,
                                size_t n, char *stop, size_t stoplen);
+
+/* ---- amdgpu files (parse_gpu.c) ------------------------------------------------ */
+/* pp_dpm_sclk, pp_dpm_mclk: the MHz of the level marked current ("*").
+ * -ENOENT when no line is marked, -EINVAL on a line of another shape. */
+SM_HIDDEN int sm__parse_pp_dpm(const char *buf, size_t len, uint64_t *mhz);
 
 /* ---- cgroup files (parse_cgroup.c) -------------------------------------------
  * Iterators: *pos starts at 0; each call returns 1 with the next entry, 0 at

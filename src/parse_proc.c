@@ -9,6 +9,7 @@
  * are fs/proc/array.c, fs/proc/task_mmu.c and Documentation/filesystems/proc.rst.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -347,6 +348,32 @@ int sm__parse_kb(const char *buf, size_t len, const char *key, uint64_t *kb)
             return 0;
         }
         p = eol < end ? eol + 1 : end;
+    }
+    return -ENOENT;
+}
+
+int sm__environ_int(const char *buf, size_t len, const char *name, int *out)
+{
+    const char *p = buf, *end = buf + len;
+    size_t nl = strlen(name);
+
+    while (p < end) {
+        const char *nul = memchr(p, '\0', (size_t)(end - p));
+        const char *e = nul ? nul : end;
+        if (nl > 0 && (size_t)(e - p) > nl && memcmp(p, name, nl) == 0 && p[nl] == '=') {
+            const char *q = p + nl + 1;
+            uint64_t v;
+            int rc = q < e ? sm__scan_u64(&q, e, &v) : -EINVAL;
+            if (rc < 0)
+                return rc;
+            if (q != e)
+                return -EINVAL;
+            if (v > INT_MAX)
+                return -ERANGE;
+            *out = (int)v;
+            return 0;
+        }
+        p = e < end ? e + 1 : end;
     }
     return -ENOENT;
 }

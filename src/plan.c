@@ -118,7 +118,7 @@ static int out_of(double v, const sm_num_spec *spec, char *err, size_t errlen)
 static int compute(const sm_plan_input *in, sm_plan *out, char *err, size_t errlen)
 {
     char dummy[1];
-    int pods, nodes, per_pod, gpus, samples, node_hosts, node_scope;
+    int pods, nodes, per_pod, gpus, samples, node_hosts, node_scope, sib_gpu;
     double interval, period;
 
     if (!err || errlen == 0) {
@@ -187,6 +187,12 @@ static int compute(const sm_plan_input *in, sm_plan *out, char *err, size_t errl
                                     sm__collectors_series(0, in->container_limits, NULL);
     out->container_series_per_collector = out->series_per_collector -
                                           sm__collectors_series(out->gpus_per_collector, 0, NULL);
+    /* with all_workers the pod's collector also records, per GPU, the memory
+     * each other local rank's processes hold on it (gpu_i_process_memory_
+     * megabytes/rankN, coll_gpu.c); they share the own rank's sections */
+    sib_gpu = in->all_workers ? out->gpus_per_collector * (per_pod - 1) : 0;
+    out->series_per_collector += sib_gpu;
+    out->gpu_series_per_collector += sib_gpu;
     /* every recorded rank's process tree: rank 0's by default; with
      * all_workers each pod's collector records its own and its local
      * siblings' trees, so every worker's (docs/design.md §9) */
@@ -200,7 +206,7 @@ static int compute(const sm_plan_input *in, sm_plan *out, char *err, size_t errl
      * with a collector).  Every node hosts at least one pod, so with
      * all_workers every node has a collector; by default only rank 0's. */
     node_hosts = out->collectors < nodes ? out->collectors : nodes;
-    out->sections = node_scope * node_hosts + (out->series_per_collector - node_scope) +
+    out->sections = node_scope * node_hosts + (out->series_per_collector - sib_gpu - node_scope) +
                     sm__process_series(); /* process_*: one section per key, every rank in it */
 
     out->rows_per_hour = out->series * 3600.0 / period;

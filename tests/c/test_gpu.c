@@ -11,21 +11,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "internal.h"
 
-static const char *fake_vars[] = {
-    "FAKE_NVML_DEVICES",    "FAKE_NVML_LOST_AFTER_1", "FAKE_NVML_FAIL_UTIL_0",
-    "FAKE_NVML_FAIL_TIMES_0", "FAKE_NVML_FAIL_MEMV2_0", "CUDA_VISIBLE_DEVICES",
-    "FAKE_NVML_INIT_FAIL",  "FAKE_NVML_COUNT_FAIL",   "FAKE_NVML_LOST_AFTER_0",
-};
+extern char **environ;
 
 static char sysroot[256];
-static char fake_path[1024];
+static char fake_path[1024], minimal_path[1024];
 static int (*init_refs)(void);
+static void (*raise_xid)(int, unsigned int);
 
 /* stderr of the collector, captured to a file per step */
 static int saved_stderr = -1;
@@ -80,11 +79,26 @@ static double value(const sm_points *p, const char *key)
     return pt ? pt->value : -1.0;
 }
 
+/* every FAKE_NVML_* and CUDA_VISIBLE_DEVICES unset: the fake's defaults */
 static void reset_env(void)
 {
-    for (size_t i = 0; i < sizeof fake_vars / sizeof fake_vars[0]; i++)
-        unsetenv(fake_vars[i]);
+    char name[128];
+
+    unsetenv("CUDA_VISIBLE_DEVICES");
+    for (size_t i = 0; environ[i];) {
+        size_t n = strcspn(environ[i], "=");
+        if (strncmp(environ[i], "FAKE_NVML_", 10) == 0 && n < sizeof name) {
+            memcpy(name, environ[i], n);
+            name[n] = '\0';
+            unsetenv(name);
+            continue; /* environ shifted */
+        }
+        i++;
+    }
 }
+
+/* MLflow's five, the ten health fields and the own rank's process memory (docs/gpu.md) */
+#define GPU_SERIES 16
 
 struct opened {
     void *state;
@@ -92,16 +106,22 @@ struct opened {
     int rc;
 };
 
-static struct opened open_gpu(void)
+static struct opened open_gpu_as(int all_workers)
 {
     struct opened o;
     sm_ctx ctx;
 
     memset(&o, 0, sizeof o);
     CHECK_EQ_INT(sm__ctx_init(&ctx), 0);
+    ctx.all_workers = all_workers;
     o.state = calloc(1, sm__coll_gpu.state_size);
     o.rc = sm__coll_gpu.open(o.state, &ctx, &o.res);
     return o;
+}
+
+static struct opened open_gpu(void)
+{
+    return open_gpu_as(0);
 }
 
 static void close_gpu(struct opened *o)
@@ -131,7 +151,7 @@ static void lost_mid_run(void)
     CHECK_EQ_STR(o.res.msg, "");
 
     CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
-    CHECK_EQ_INT(p->n, 10);
+    CHECK_EQ_INT(p->n, 2 * GPU_SERIES);
     CHECK_NEAR(value(p, "gpu_0_memory_usage_percentage"), 25.0, 1e-9);
     CHECK_NEAR(value(p, "gpu_0_memory_usage_megabytes"), 21474.83648, 1e-9);
     CHECK_NEAR(value(p, "gpu_0_utilization_percentage"), 40.0, 1e-9);
@@ -153,7 +173,7 @@ static void lost_mid_run(void)
     capture_begin();
     CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
     err = capture_end();
-    CHECK_EQ_INT(p->n, 5);
+    CHECK_EQ_INT(p->n, GPU_SERIES);
     CHECK(find(p, "gpu_1_memory_usage_megabytes") == NULL);
     CHECK_NEAR(value(p, "gpu_0_utilization_percentage"), 40.0, 1e-9);
     CHECK_EQ_INT(count_lines(err), 1);
@@ -165,7 +185,7 @@ static void lost_mid_run(void)
     capture_begin();
     CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
     err = capture_end();
-    CHECK_EQ_INT(p->n, 5);
+    CHECK_EQ_INT(p->n, GPU_SERIES);
     CHECK_EQ_STR(err, "");
     close_gpu(&o);
     free(p);
@@ -188,7 +208,7 @@ static void lost_at_open(void)
     CHECK(strstr(o.res.msg, "GPU 1 lost (nvmlDeviceGetMemoryInfo_v2: fake NVML: GPU is lost): "
                             "gpu_1_* dropped") != NULL);
     CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
-    CHECK_EQ_INT(p->n, 5);
+    CHECK_EQ_INT(p->n, GPU_SERIES);
     CHECK(find(p, "gpu_1_utilization_percentage") == NULL);
     close_gpu(&o);
     free(p);
@@ -213,7 +233,7 @@ static void transient_then_recovered(void)
     capture_begin();
     CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
     err = capture_end();
-    CHECK_EQ_INT(p->n, 4);
+    CHECK_EQ_INT(p->n, GPU_SERIES - 1);
     CHECK(find(p, "gpu_0_utilization_percentage") == NULL);
     CHECK_EQ_INT(count_lines(err), 1);
     CHECK(strstr(err, "nvmlDeviceGetUtilizationRates failed: fake NVML: Unknown Error") != NULL);
@@ -222,7 +242,7 @@ static void transient_then_recovered(void)
     capture_begin();
     CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
     err = capture_end();
-    CHECK_EQ_INT(p->n, 5);
+    CHECK_EQ_INT(p->n, GPU_SERIES);
     CHECK_NEAR(value(p, "gpu_0_utilization_percentage"), 40.0, 1e-9);
     CHECK_EQ_STR(err, "scopemeter: gpu: GPU 0 recovered\n");
     close_gpu(&o);
@@ -307,6 +327,346 @@ static void three_lines(void)
     unsetenv("FAKE_NVML_LOST_AFTER_0");
 }
 
+
+static const char *source(const sm_points *p, const char *key)
+{
+    const sm_point *pt = find(p, key);
+    return pt ? pt->source : "(absent)";
+}
+
+/* The health fields equal what the fake returned, sample by sample: the
+ * clock-event reasons as a known pattern (the window's mean is the share of
+ * its samples), the cumulative PCIe counter through a restart, ECC since
+ * open. */
+static void health_values(void)
+{
+    static const double thr[4] = {0, 100, 0, 100}, pwr[4] = {0, 0, 0, 100},
+                        therm[4] = {0, 100, 0, 0}, rx[4] = {500, 1000, 1100, 1100},
+                        corr[4] = {0, 2, 2, 2};
+    sm_points *p = calloc(1, sizeof *p);
+    double sum[3] = {0, 0, 0};
+    struct opened o;
+    char msg[300] = "";
+
+    reset_env();
+    setenv("FAKE_NVML_DEVICES", "2", 1);
+    setenv("FAKE_NVML_TEMP_0", "71", 1);
+    setenv("FAKE_NVML_SM_CLOCK_0", "1410", 1);
+    setenv("FAKE_NVML_MEM_CLOCK_0", "1593", 1);
+    /* open reads the first (0x4); the samples then 0, HW thermal, idle, SW power cap */
+    setenv("FAKE_NVML_REASONS_0", "0x4,0,0x40,0x1", 1);
+    setenv("FAKE_NVML_PCIE_RX_0", "1000000000,1500000000,2000000000,100000000", 1);
+    setenv("FAKE_NVML_ECC_CORR_0", "3,3,5", 1);
+    setenv("FAKE_NVML_ECC_UNCORR_0", "0,1", 1);
+    o = open_gpu();
+    CHECK_EQ_INT(o.rc, 0);
+    CHECK_EQ_STR(o.res.msg, "");
+    for (int k = 0; k < 4; k++) {
+        p->n = 0;
+        CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+        CHECK_EQ_INT(p->n, 2 * GPU_SERIES);
+        CHECK_NEAR(value(p, "gpu_0_temperature_celsius"), 71.0, 0);
+        CHECK_NEAR(value(p, "gpu_0_sm_clock_megahertz"), 1410.0, 0);
+        CHECK_NEAR(value(p, "gpu_0_memory_clock_megahertz"), 1593.0, 0);
+        CHECK_NEAR(value(p, "gpu_0_throttled_percentage"), thr[k], 0);
+        CHECK_NEAR(value(p, "gpu_0_throttled_power_percentage"), pwr[k], 0);
+        CHECK_NEAR(value(p, "gpu_0_throttled_thermal_percentage"), therm[k], 0);
+        CHECK_NEAR(value(p, "gpu_0_pcie_receive_megabytes"), rx[k], 1e-9);
+        CHECK_NEAR(value(p, "gpu_0_pcie_transmit_megabytes"), 0.0, 0); /* fixed counter */
+        CHECK_NEAR(value(p, "gpu_0_ecc_errors_corrected"), corr[k], 0);
+        CHECK_NEAR(value(p, "gpu_0_ecc_errors_uncorrected"), 1.0, 0);
+        /* device 1: the fake's defaults */
+        CHECK_NEAR(value(p, "gpu_1_temperature_celsius"), 61.0, 0);
+        CHECK_NEAR(value(p, "gpu_1_sm_clock_megahertz"), 1979.0, 0);
+        CHECK_NEAR(value(p, "gpu_1_throttled_percentage"), 0.0, 0);
+        CHECK_NEAR(value(p, "gpu_1_pcie_receive_megabytes"), 0.0, 0);
+        sum[0] += value(p, "gpu_0_throttled_percentage");
+        sum[1] += value(p, "gpu_0_throttled_power_percentage");
+        sum[2] += value(p, "gpu_0_throttled_thermal_percentage");
+    }
+    /* the window of these four samples: throttled half of it, a quarter each */
+    CHECK_NEAR(sum[0] / 4, 50.0, 0);
+    CHECK_NEAR(sum[1] / 4, 25.0, 0);
+    CHECK_NEAR(sum[2] / 4, 25.0, 0);
+    CHECK_EQ_STR(source(p, "gpu_0_throttled_percentage"), "nvmlDeviceGetCurrentClocksEventReasons");
+    CHECK_EQ_STR(source(p, "gpu_0_pcie_receive_megabytes"),
+                 "nvmlDeviceGetFieldValues(NVML_FI_DEV_PCIE_COUNT_RX_BYTES)");
+    CHECK_EQ_STR(find(p, "gpu_0_temperature_celsius")->unit, "celsius");
+    CHECK_EQ_STR(find(p, "gpu_0_sm_clock_megahertz")->unit, "MHz");
+    CHECK_EQ_INT(find(p, "gpu_0_pcie_receive_megabytes")->agg, SM_AGG_LAST);
+    CHECK_EQ_INT(find(p, "gpu_0_ecc_errors_corrected")->agg, SM_AGG_LAST);
+    CHECK_EQ_INT(find(p, "gpu_0_throttled_percentage")->agg, SM_AGG_MEAN);
+    close_gpu(&o);
+    free(p);
+}
+
+/* NOT_SUPPORTED drops that one series of that device, grouped in the open
+ * line; a field of nvmlDeviceGetFieldValues fails on its own. */
+static void per_field_degrade(void)
+{
+    sm_points *p = calloc(1, sizeof *p);
+    struct opened o;
+    char msg[300] = "";
+
+    reset_env();
+    setenv("FAKE_NVML_DEVICES", "2", 1);
+    setenv("FAKE_NVML_FAIL_TEMP_0", "3", 1);
+    setenv("FAKE_NVML_FAIL_ECC_0", "3", 1);
+    setenv("FAKE_NVML_FAIL_PCIE_RX_1", "3", 1);
+    o = open_gpu();
+    CHECK_EQ_INT(o.rc, 0);
+    CHECK(strstr(o.res.msg, "gpu_0_temperature_celsius dropped: nvmlDeviceGetTemperature says "
+                            "fake NVML: Not Supported") != NULL);
+    CHECK(strstr(o.res.msg, "gpu_1_pcie_receive_megabytes dropped: nvmlDeviceGetFieldValues "
+                            "says fake NVML: Not Supported") != NULL);
+    CHECK(strstr(o.res.msg, "gpu_0_ecc_errors_* dropped: nvmlDeviceGetTotalEccErrors says fake "
+                            "NVML: Not Supported") != NULL);
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    CHECK_EQ_INT(p->n, 2 * GPU_SERIES - 4);
+    CHECK(find(p, "gpu_0_temperature_celsius") == NULL);
+    CHECK(find(p, "gpu_0_ecc_errors_corrected") == NULL);
+    CHECK(find(p, "gpu_1_pcie_receive_megabytes") == NULL);
+    CHECK(find(p, "gpu_1_temperature_celsius") != NULL);
+    CHECK(find(p, "gpu_1_pcie_transmit_megabytes") != NULL);
+    CHECK(find(p, "gpu_0_sm_clock_megahertz") != NULL);
+    close_gpu(&o);
+    free(p);
+}
+
+/* An old driver: no health entry point but the pre-R535 reasons call, which
+ * is used; the open line names what is missing. */
+static void old_driver(void)
+{
+    sm_points *p = calloc(1, sizeof *p);
+    struct opened o;
+    char msg[300] = "";
+
+    reset_env();
+    setenv("SCOPEMETER_NVML_LIBRARY", minimal_path, 1);
+    setenv("FAKE_NVML_REASONS_0", "0x20", 1);
+    o = open_gpu();
+    CHECK_EQ_INT(o.rc, 0);
+    CHECK(strstr(o.res.msg, "NVML lacks nvmlDeviceGetTemperature, nvmlDeviceGetClockInfo, "
+                            "nvmlDeviceGetFieldValues, nvmlDeviceGetTotalEccErrors") != NULL);
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    CHECK_EQ_INT(p->n, 6); /* memory 2, power W, the three throttled */
+    CHECK_EQ_STR(source(p, "gpu_0_throttled_thermal_percentage"),
+                 "nvmlDeviceGetCurrentClocksThrottleReasons");
+    CHECK_NEAR(value(p, "gpu_0_throttled_thermal_percentage"), 100.0, 0);
+    CHECK_NEAR(value(p, "gpu_0_throttled_power_percentage"), 0.0, 0);
+    sm__coll_gpu.close(o.state);
+    free(o.state);
+    setenv("SCOPEMETER_NVML_LIBRARY", fake_path, 1);
+    free(p);
+}
+
+static const char *tag_of(const sm_tags *t, const char *key)
+{
+    for (size_t i = 0; i < t->n; i++)
+        if (strcmp(t->v[i].key, key) == 0)
+            return t->v[i].value;
+    return NULL;
+}
+
+/* An Xid the driver raises reaches the gpu_events tag at the next window
+ * (the sample polls the event set); unchanged, a window ships nothing;
+ * remapped rows and retired pages are there from the start. */
+static void xid_reaches_tag(void)
+{
+    sm_points *p = calloc(1, sizeof *p);
+    sm_tags *t = calloc(1, sizeof *t);
+    struct opened o;
+    const char *err, *v;
+    char msg[300] = "";
+
+    reset_env();
+    setenv("FAKE_NVML_DEVICES", "3", 1);
+    setenv("FAKE_NVML_XID_0", "13", 1);
+    setenv("FAKE_NVML_REMAP_1", "0,2,1,0", 1);
+    setenv("FAKE_NVML_RETIRED_1", "0,3", 1);
+    setenv("FAKE_NVML_FAIL_EVENTS_2", "3", 1);
+    o = open_gpu();
+    CHECK_EQ_INT(o.rc, 0);
+    CHECK(strstr(o.res.msg, "no Xid events of GPU 2: nvmlDeviceRegisterEvents says fake NVML: "
+                            "Not Supported") != NULL);
+    sm__coll_gpu.tags(o.state, SM_TAGS_START, t);
+    CHECK_EQ_STR(tag_of(t, "gpu_events"),
+                 "gpu1 remapped_uncorrected=2 remap_pending=1 retired_pages_dbe=3");
+
+    raise_xid(0, 79);
+    raise_xid(2, 48); /* GPU 2 did not register: never delivered */
+    capture_begin();
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    err = capture_end();
+    CHECK_EQ_INT(p->n, 3 * GPU_SERIES); /* events take no series */
+    CHECK(strstr(err, "gpu: GPU 0: Xid 13") != NULL && strstr(err, "gpu: GPU 0: Xid 79") != NULL);
+    CHECK_EQ_INT(count_lines(err), 2);
+    t->n = 0;
+    sm__coll_gpu.tags(o.state, SM_TAGS_WINDOW, t);
+    v = tag_of(t, "gpu_events");
+    CHECK(v && strncmp(v, "gpu0 xid=79 at=20", 17) == 0);
+    CHECK(v && strstr(v, "Z xids=2 codes=13,79; gpu1 remapped_uncorrected=2") != NULL);
+
+    t->n = 0; /* nothing new: nothing shipped */
+    p->n = 0;
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    sm__coll_gpu.tags(o.state, SM_TAGS_WINDOW, t);
+    CHECK(tag_of(t, "gpu_events") == NULL);
+
+    /* a new code is news at once (a repeat of a known one is spaced in time:
+     * docs/gpu.md; the end tag always has the count) */
+    raise_xid(0, 31);
+    p->n = 0;
+    capture_begin();
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    capture_end();
+    sm__coll_gpu.tags(o.state, SM_TAGS_WINDOW, t);
+    v = tag_of(t, "gpu_events");
+    CHECK(v && strncmp(v, "gpu0 xid=31 at=", 15) == 0 && strstr(v, " xids=3 codes=13,79,31;"));
+    raise_xid(0, 79);
+    p->n = 0;
+    capture_begin();
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    capture_end();
+    t->n = 0;
+    sm__coll_gpu.tags(o.state, SM_TAGS_END, t);
+    v = tag_of(t, "gpu_events");
+    CHECK(v && strstr(v, "gpu0 xid=79 at=") && strstr(v, " xids=4 codes=13,79,31;"));
+    close_gpu(&o);
+    free(t);
+    free(p);
+}
+
+
+/* A real process for the fake's process list: a child of this process
+ * (in its tree) or, detached, a grandchild reparented away from it; with
+ * or without RANK in its environment and the GPU node open (fd 9). */
+static pid_t spawn(int detached, const char *rank, int gpu_fd)
+{
+    int p[2];
+    pid_t pid, got = -1;
+
+    if (pipe(p) < 0)
+        return -1;
+    pid = fork();
+    if (pid == 0) {
+        pid_t g = detached ? fork() : 0;
+        if (g > 0) {
+            if (write(p[1], &g, sizeof g) != (ssize_t)sizeof g)
+                _exit(1);
+            _exit(0);
+        }
+        if (g == 0) {
+            if (!detached) {
+                pid_t me = getpid();
+                if (write(p[1], &me, sizeof me) != (ssize_t)sizeof me)
+                    _exit(1);
+            }
+            close(p[0]);
+            close(p[1]);
+            if (gpu_fd >= 0)
+                dup2(gpu_fd, 9); /* a copy without O_CLOEXEC, as a CUDA context's */
+            if (rank)
+                setenv("RANK", rank, 1);
+            else
+                unsetenv("RANK");
+            execl("/bin/sleep", "sleep", "30", (char *)NULL);
+        }
+        _exit(127);
+    }
+    close(p[1]);
+    if (pid > 0 && read(p[0], &got, sizeof got) != (ssize_t)sizeof got)
+        got = -1;
+    close(p[0]);
+    if (pid > 0 && detached)
+        waitpid(pid, NULL, 0); /* the intermediate: its child goes to init */
+    /* the pid is written before exec: wait until the exec is done, so its
+     * environ and fds are sleep's (a bounded wait for an event, not a time) */
+    for (int i = 0; got > 0 && i < 1000; i++) {
+        char path[64], comm[32] = "";
+        int fd;
+        ssize_t n = -1;
+        snprintf(path, sizeof path, "/proc/%d/comm", (int)got);
+        fd = open(path, O_RDONLY);
+        if (fd >= 0) {
+            n = read(fd, comm, sizeof comm - 1);
+            close(fd);
+        }
+        if (n > 0 && strncmp(comm, "sleep\n", 6) == 0)
+            break;
+        usleep(10000);
+    }
+    return got;
+}
+
+/* Who holds GPU 0's memory: NVML (the fake) names this process and its
+ * child (rank 0's tree), a detached process of rank 3, one of no rank, one
+ * that has no GPU open (a host pid that numbers another process here) and
+ * a pid that exists nowhere.  Under all_workers with 4 local ranks, the
+ * series of ranks 0..3 and the tag at the peak say each holder's share. */
+static void who_holds_memory(void)
+{
+    sm_points *p = calloc(1, sizeof *p);
+    sm_tags *t = calloc(1, sizeof *t);
+    char dev[300], procs[300], msg[300] = "";
+    pid_t own_child, rank3, unranked, nofd;
+    struct opened o;
+    const char *v;
+    int gpu_fd;
+
+    reset_env();
+    setenv("RANK", "0", 1);
+    setenv("LOCAL_RANK", "0", 1);
+    setenv("WORLD_SIZE", "4", 1);
+    setenv("LOCAL_WORLD_SIZE", "4", 1);
+    snprintf(dev, sizeof dev, "%s/dev/nvidia0", sysroot);
+    gpu_fd = open(dev, O_RDONLY | O_CLOEXEC); /* only where spawn() dup2s it */
+    CHECK(gpu_fd >= 0);
+    own_child = spawn(0, NULL, gpu_fd);
+    rank3 = spawn(1, "3", gpu_fd);
+    unranked = spawn(1, NULL, gpu_fd);
+    nofd = spawn(1, "2", -1);
+    CHECK(own_child > 0 && rank3 > 0 && unranked > 0 && nofd > 0);
+    snprintf(procs, sizeof procs, "%d:1000000000,%d:500000000,%d:512000000,%d:100000000,"
+             "%d:7000000,4000000:30000000000", (int)getpid(), (int)own_child, (int)rank3,
+             (int)unranked, (int)nofd);
+    setenv("FAKE_NVML_PROCS_0", procs, 1);
+    o = open_gpu_as(1);
+    CHECK_EQ_INT(o.rc, 0);
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    CHECK_EQ_INT(p->n, GPU_SERIES + 3); /* ranks 1..3 beside the own */
+    for (size_t i = 0; i < p->n; i++) {
+        const sm_point *pt = &p->v[i];
+        if (strcmp(pt->key, "gpu_0_process_memory_megabytes") != 0)
+            continue;
+        CHECK_NEAR(pt->value, pt->rank == SM_RANK_OWN ? 1500.0 : pt->rank == 3 ? 512.0 : 0.0,
+                   1e-9);
+        CHECK(pt->rank == SM_RANK_OWN || (pt->rank >= 1 && pt->rank <= 3));
+    }
+    sm__coll_gpu.tags(o.state, SM_TAGS_WINDOW, t);
+    v = tag_of(t, "gpu_memory_at_peak");
+    CHECK_EQ_STR(v ? v : "(none)", "gpu0 used_mb=21474.8 own_mb=1500.0 rank3_mb=512.0 "
+                                   "unranked_mb=100.0 foreign_mb=30007.0");
+    t->n = 0; /* the same peak: not shipped again */
+    p->n = 0;
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    sm__coll_gpu.tags(o.state, SM_TAGS_WINDOW, t);
+    CHECK(tag_of(t, "gpu_memory_at_peak") == NULL);
+    close_gpu(&o);
+    close(gpu_fd);
+    kill(own_child, SIGKILL);
+    waitpid(own_child, NULL, 0);
+    kill(rank3, SIGKILL);
+    kill(unranked, SIGKILL);
+    kill(nofd, SIGKILL);
+    unsetenv("RANK");
+    unsetenv("LOCAL_RANK");
+    unsetenv("WORLD_SIZE");
+    unsetenv("LOCAL_WORLD_SIZE");
+    free(t);
+    free(p);
+}
+
 int main(void)
 {
     const char *dir = getenv("SM_FAKE_NVML_DIR");
@@ -329,10 +689,15 @@ int main(void)
         void *sym = dlsym(fake, "fake_nvml_init_refs");
         memcpy(&init_refs, &sym, sizeof sym);
     }
-    if (!init_refs) {
-        fprintf(stderr, "fake_nvml_init_refs missing\n");
+    {
+        void *sym = dlsym(fake, "fake_nvml_raise_xid");
+        memcpy(&raise_xid, &sym, sizeof sym);
+    }
+    if (!init_refs || !raise_xid) {
+        fprintf(stderr, "fake_nvml_init_refs or fake_nvml_raise_xid missing\n");
         return 1;
     }
+    snprintf(minimal_path, sizeof minimal_path, "%s/libnvidia-ml-minimal.so", dir);
 
     snprintf(sysroot, sizeof sysroot, "/tmp/sm-test-gpu-XXXXXX");
     if (!mkdtemp(sysroot))
@@ -342,6 +707,11 @@ int main(void)
     mkdir(path, 0755);
     snprintf(path, sizeof path, "%s/dev/nvidia0", sysroot);
     close(open(path, O_WRONLY | O_CREAT, 0600));
+    /* the real /proc: who_holds_memory's processes are real ones */
+    snprintf(path, sizeof path, "%s/proc", sysroot);
+    if (symlink("/proc", path) < 0)
+        return 1;
+    snprintf(path, sizeof path, "%s/dev/nvidia0", sysroot);
     setenv("SCOPEMETER_SYSROOT", sysroot, 1);
     setenv("SCOPEMETER_NVML_LIBRARY", fake_path, 1);
 
@@ -350,9 +720,16 @@ int main(void)
     transient_then_recovered();
     memory_v1_fallback();
     three_lines();
+    health_values();
+    per_field_degrade();
+    old_driver();
+    xid_reaches_tag();
+    who_holds_memory();
 
     unlink(path);
     unlink(errfile);
+    snprintf(path, sizeof path, "%s/proc", sysroot);
+    unlink(path);
     snprintf(path, sizeof path, "%s/dev", sysroot);
     rmdir(path);
     rmdir(sysroot);

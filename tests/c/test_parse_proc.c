@@ -237,5 +237,29 @@ int main(void)
         sm__visible_walk("", match_digit, NULL, chosen, 4, stop, sizeof stop);
         CHECK(!chosen[0] && !chosen[1] && !chosen[2] && !chosen[3]);
     }
+    /* /proc/PID/environ: NUL-separated, the last entry possibly cut */
+    {
+        int r = -1;
+        CHECK_EQ_INT(sm__environ_int(S("PATH=/bin\0RANK=3\0LOCAL_RANK=1\0"), "RANK", &r), 0);
+        CHECK_EQ_INT(r, 3);
+        CHECK_EQ_INT(sm__environ_int(S("LOCAL_RANK=1\0XRANK=2\0"), "RANK", &r), -ENOENT);
+        CHECK_EQ_INT(sm__environ_int(S("A=b\0RANK=7"), "RANK", &r), 0); /* cut read */
+        CHECK_EQ_INT(r, 7);
+        CHECK_EQ_INT(sm__environ_int(S("RANK=\0"), "RANK", &r), -EINVAL);
+        CHECK_EQ_INT(sm__environ_int(S("RANK=3x\0"), "RANK", &r), -EINVAL);
+        CHECK_EQ_INT(sm__environ_int(S("RANK=2147483648\0"), "RANK", &r), -ERANGE);
+        CHECK_EQ_INT(sm__environ_int(S(""), "RANK", &r), -ENOENT);
+    }
+    /* amdgpu pp_dpm_sclk / pp_dpm_mclk: the level marked current */
+    CHECK_EQ_INT(sm__parse_pp_dpm(S("0: 500Mhz\n1: 800Mhz *\n2: 1700Mhz\n"), &v), 0);
+    CHECK_EQ_INT(v, 800);
+    CHECK_EQ_INT(sm__parse_pp_dpm(S("S: 19Mhz *\n0: 96Mhz\n"), &v), 0); /* deep sleep */
+    CHECK_EQ_INT(v, 19);
+    CHECK_EQ_INT(sm__parse_pp_dpm(S("0: 96Mhz\n1: 456Mhz\n"), &v), -ENOENT);
+    CHECK_EQ_INT(sm__parse_pp_dpm(S("0: 96MHz *"), &v), 0);
+    CHECK_EQ_INT(v, 96);
+    CHECK_EQ_INT(sm__parse_pp_dpm(S("0: 96Ghz *\n"), &v), -EINVAL);
+    CHECK_EQ_INT(sm__parse_pp_dpm(S("garbage\n"), &v), -EINVAL);
+
     return CHECK_DONE();
 }

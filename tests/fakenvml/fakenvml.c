@@ -22,7 +22,26 @@
  *   FAKE_NVML_UTIL_i               percent (default 40 + i)
  *   FAKE_NVML_POWER_i              mW (default 150000 + 1000 i)
  *   FAKE_NVML_LIMIT_i              enforced limit, mW (default 300000)
+ *   FAKE_NVML_TEMP_i               °C (default 60 + i)
+ *   FAKE_NVML_SM_CLOCK_i           MHz (default 1980 - i), FAKE_NVML_MEM_CLOCK_i (2619)
+ *   FAKE_NVML_REASONS_i=a,b,...    clock-event reason masks (0x.. or decimal), one per
+ *                                  call, cycling: a known pattern (default 0)
+ *   FAKE_NVML_PCIE_RX_i, _TX_i     the byte counters' values, one per call, the last
+ *                                  repeating (defaults: 1e9 + i, 2e9 + i, fixed)
+ *   FAKE_NVML_ECC_CORR_i, _UNCORR_i  volatile ECC counts, one per call, the last
+ *                                  repeating (default 0)
+ *   FAKE_NVML_REMAP_i=c,u,p,f      nvmlDeviceGetRemappedRows (default 0,0,0,0)
+ *   FAKE_NVML_RETIRED_i=s,d        retired pages by cause (default 0,0)
+ *   FAKE_NVML_XID_i=a,b,...        Xid errors pending at init, delivered one per
+ *                                  nvmlEventSetWait_v2; fake_nvml_raise_xid(i, code)
+ *                                  raises one later (an in-process test)
+ *   FAKE_NVML_PROCS_i=pid:bytes,...  nvmlDeviceGetComputeRunningProcesses_v3's list
+ *                                  (pids as the driver gives them: the tests name real
+ *                                  processes of their own and pids that exist nowhere)
+ *   FAKE_NVML_FAIL_PCIE_RX_i=rc, _PCIE_TX_i  that field's own nvmlReturn
  *   FAKE_NVML_FAIL_<CALL>_i=rc     CALL one of HANDLE MEM MEMV2 UTIL POWER LIMIT UUID
+ *                                  TEMP CLOCK REASONS FIELDS ECC REMAP RETIRED EVENTS PROCS
+ *                                  (EVENTS: nvmlDeviceRegisterEvents)
  *   FAKE_NVML_FAIL_TIMES_i=n       the scripted failures of device i stop after n
  *                                  (a transient error that recovers)
  *   FAKE_NVML_LOST_AFTER_i=n       after n successful queries of device i (MEM,
@@ -35,7 +54,8 @@
  * Built twice: the full library, and with -DFAKE_NVML_MINIMAL, an old or
  * stripped NVML without nvmlDeviceGetMemoryInfo_v2, nvmlDeviceGetUtilizationRates,
  * nvmlDeviceGetEnforcedPowerLimit, nvmlSystemGetDriverVersion, nvmlDeviceGetUUID
- * and the MIG calls.  fake_nvml_init_refs() lets an in-process test check
+ * the MIG calls and every health-field and event entry point but the old
+ * nvmlDeviceGetCurrentClocksThrottleReasons.  fake_nvml_init_refs() lets an in-process test check
  * that every nvmlInit_v2 was matched by nvmlShutdown.
  */
 #include <stdio.h>
@@ -71,9 +91,22 @@ _Static_assert(sizeof(struct mem_v2) == 40, "nvmlMemory_v2_t is 40 bytes on LP64
 #define MAX_DEV 16
 #define MAX_MIG 7
 
-enum call { C_HANDLE, C_MEM, C_MEMV2, C_UTIL, C_POWER, C_LIMIT, C_UUID, C_N };
-static const char *const call_name[C_N] = {"HANDLE", "MEM",   "MEMV2", "UTIL",
-                                           "POWER",  "LIMIT", "UUID"};
+/* the calls before C_UUID count as the queries of FAKE_NVML_LOST_AFTER_i */
+enum call {
+    C_HANDLE, C_MEM, C_MEMV2, C_UTIL, C_POWER, C_LIMIT, C_UUID,
+    C_TEMP, C_CLOCK, C_REASONS, C_FIELDS, C_ECC, C_REMAP, C_RETIRED, C_EVENTS, C_PROCS, C_N
+};
+static const char *const call_name[C_N] = {"HANDLE", "MEM",    "MEMV2",   "UTIL",  "POWER",
+                                           "LIMIT",  "UUID",   "TEMP",    "CLOCK", "REASONS",
+                                           "FIELDS", "ECC",    "REMAP",   "RETIRED", "EVENTS",
+                                           "PROCS"};
+
+/* A scripted sequence: one value per call; cycling or with its last repeating. */
+#define SEQ_MAX 64
+struct seq {
+    unsigned long long v[SEQ_MAX];
+    int n, at, cycle;
+};
 
 struct mig {
     int dev;
@@ -90,6 +123,12 @@ struct dev {
     long queries;
     int nmig;
     struct mig mig[MAX_MIG];
+    unsigned int temp, sm_clock, mem_clock;
+    struct seq reasons, pcie[2], ecc[2], remap, retired;
+    int field_fail[2];
+    struct seq xid;      /* pending Xid codes; at: delivered so far */
+    int nproc;
+    struct { unsigned int pid; unsigned long long bytes; } proc[16];
 };
 
 static int refs;
@@ -115,6 +154,35 @@ static unsigned long long num(const char *name, int i, unsigned long long def)
 {
     const char *v = env_i(name, i, -1);
     return v && *v ? strtoull(v, NULL, 10) : def;
+}
+
+static void seq_parse(struct seq *q, const char *v, unsigned long long dflt, int cycle)
+{
+    char *end;
+
+    memset(q, 0, sizeof *q);
+    q->cycle = cycle;
+    while (v && *v && q->n < SEQ_MAX) {
+        q->v[q->n++] = strtoull(v, &end, 0);
+        if (*end != ',')
+            break;
+        v = end + 1;
+    }
+    if (q->n == 0 && dflt != ~0ull)
+        q->v[q->n++] = dflt;
+}
+
+static unsigned long long seq_next(struct seq *q)
+{
+    unsigned long long v;
+
+    if (q->n == 0)
+        return 0;
+    v = q->v[q->at < q->n ? q->at : q->n - 1];
+    q->at++;
+    if (q->cycle && q->at >= q->n)
+        q->at = 0;
+    return v;
 }
 
 static void configure(void)
@@ -151,6 +219,29 @@ static void configure(void)
         d->fail_times = v && *v ? strtol(v, NULL, 10) : -1;
         v = env_i("FAKE_NVML_LOST_AFTER", i, -1);
         d->lost_after = v && *v ? strtol(v, NULL, 10) : -1;
+        d->temp = (unsigned int)num("FAKE_NVML_TEMP", i, 60u + (unsigned)i);
+        d->sm_clock = (unsigned int)num("FAKE_NVML_SM_CLOCK", i, 1980u - (unsigned)i);
+        d->mem_clock = (unsigned int)num("FAKE_NVML_MEM_CLOCK", i, 2619u);
+        seq_parse(&d->reasons, env_i("FAKE_NVML_REASONS", i, -1), 0, 1);
+        seq_parse(&d->pcie[0], env_i("FAKE_NVML_PCIE_RX", i, -1), 1000000000ull + (unsigned)i, 0);
+        seq_parse(&d->pcie[1], env_i("FAKE_NVML_PCIE_TX", i, -1), 2000000000ull + (unsigned)i, 0);
+        seq_parse(&d->ecc[0], env_i("FAKE_NVML_ECC_CORR", i, -1), 0, 0);
+        seq_parse(&d->ecc[1], env_i("FAKE_NVML_ECC_UNCORR", i, -1), 0, 0);
+        seq_parse(&d->remap, env_i("FAKE_NVML_REMAP", i, -1), ~0ull, 0);
+        seq_parse(&d->retired, env_i("FAKE_NVML_RETIRED", i, -1), ~0ull, 0);
+        seq_parse(&d->xid, env_i("FAKE_NVML_XID", i, -1), ~0ull, 0);
+        d->field_fail[0] = (int)num("FAKE_NVML_FAIL_PCIE_RX", i, 0);
+        d->field_fail[1] = (int)num("FAKE_NVML_FAIL_PCIE_TX", i, 0);
+        d->nproc = 0;
+        for (v = env_i("FAKE_NVML_PROCS", i, -1); v && *v && d->nproc < 16;) {
+            char *end;
+            d->proc[d->nproc].pid = (unsigned int)strtoul(v, &end, 10);
+            d->proc[d->nproc].bytes = *end == ':' ? strtoull(end + 1, &end, 10) : 0;
+            d->nproc++;
+            if (*end != ',')
+                break;
+            v = end + 1;
+        }
         d->nmig = (int)num("FAKE_NVML_MIG", i, 0);
         if (d->nmig > MAX_MIG)
             d->nmig = MAX_MIG;
@@ -180,6 +271,14 @@ static int is_lost(const struct dev *d)
     return d->lost_after >= 0 && d->queries >= d->lost_after;
 }
 
+/* The calls after C_UUID do not count: the sample that made the n-th
+ * counted query still gets its health fields, the next finds the GPU lost. */
+static int is_lost_for(const struct dev *d, enum call c)
+{
+    return c < C_UUID || d->lost_after == 0 ? is_lost(d)
+                                            : d->lost_after >= 0 && d->queries > d->lost_after;
+}
+
 /* Common prologue of a device query: state, handle, scripted failure. */
 static nvml_rc query(void *h, enum call c, struct dev **out)
 {
@@ -190,14 +289,14 @@ static nvml_rc query(void *h, enum call c, struct dev **out)
     d = dev_of(h);
     if (!d)
         return E_INVALID_ARGUMENT;
-    if (is_lost(d))
+    if (is_lost_for(d, c))
         return E_GPU_IS_LOST;
     if (d->fail[c] && d->fail_times != 0) {
         if (d->fail_times > 0)
             d->fail_times--;
         return d->fail[c];
     }
-    if (c != C_UUID)
+    if (c < C_UUID)
         __atomic_fetch_add(&d->queries, 1, __ATOMIC_RELAXED);
     *out = d;
     return OK;
@@ -293,7 +392,267 @@ API nvml_rc nvmlDeviceGetPowerUsage(void *h, unsigned int *mw)
     return OK;
 }
 
+/* ---- the health fields ---------------------------------------------------- */
+
+/* nvmlDeviceGetCurrentClocksThrottleReasons: the drivers before R535 export
+ * only this name, so the minimal library (an old driver) has it too. */
+API nvml_rc nvmlDeviceGetCurrentClocksThrottleReasons(void *h, unsigned long long *r)
+{
+    struct dev *d = NULL;
+    nvml_rc rc = r ? query(h, C_REASONS, &d) : E_INVALID_ARGUMENT;
+
+    if (rc != OK)
+        return rc;
+    *r = seq_next(&d->reasons);
+    return OK;
+}
+
 #ifndef FAKE_NVML_MINIMAL
+API nvml_rc nvmlDeviceGetCurrentClocksEventReasons(void *h, unsigned long long *r)
+{
+    return nvmlDeviceGetCurrentClocksThrottleReasons(h, r);
+}
+
+API nvml_rc nvmlDeviceGetTemperature(void *h, int sensor, unsigned int *t)
+{
+    struct dev *d = NULL;
+    nvml_rc rc;
+
+    if (!t || sensor != 0) /* NVML_TEMPERATURE_GPU is the only sensor there is */
+        return E_INVALID_ARGUMENT;
+    rc = query(h, C_TEMP, &d);
+    if (rc != OK)
+        return rc;
+    *t = d->temp;
+    return OK;
+}
+
+API nvml_rc nvmlDeviceGetClockInfo(void *h, int type, unsigned int *mhz)
+{
+    struct dev *d = NULL;
+    nvml_rc rc;
+
+    /* NVML_CLOCK_GRAPHICS 0, SM 1, MEM 2, VIDEO 3 */
+    if (!mhz || type < 0 || type > 3)
+        return E_INVALID_ARGUMENT;
+    rc = query(h, C_CLOCK, &d);
+    if (rc != OK)
+        return rc;
+    *mhz = type == 2 ? d->mem_clock : d->sm_clock;
+    return OK;
+}
+
+/* nvmlFieldValue_t as NVIDIA's header lays it out (LP64) */
+union fvalue {
+    double d;
+    int si;
+    unsigned int ui;
+    unsigned long ul;
+    unsigned long long ull;
+    signed long long sll;
+    unsigned short us;
+};
+struct field {
+    unsigned int id, scope;
+    long long timestamp, latency;
+    int type;
+    nvml_rc ret;
+    union fvalue value;
+};
+_Static_assert(sizeof(struct field) == 40, "nvmlFieldValue_t is 40 bytes on LP64");
+
+API nvml_rc nvmlDeviceGetFieldValues(void *h, int count, struct field *f)
+{
+    struct dev *d = NULL;
+    nvml_rc rc;
+
+    if (!f || count <= 0)
+        return E_INVALID_ARGUMENT;
+    rc = query(h, C_FIELDS, &d);
+    if (rc != OK)
+        return rc;
+    for (int i = 0; i < count; i++) {
+        /* NVML_FI_DEV_PCIE_COUNT_TX_BYTES 197, _RX_BYTES 198 */
+        int k = f[i].id == 198 ? 0 : f[i].id == 197 ? 1 : -1;
+        f[i].timestamp = 0;
+        f[i].latency = 0;
+        if (k < 0) {
+            f[i].ret = E_NOT_SUPPORTED;
+            continue;
+        }
+        f[i].ret = d->field_fail[k];
+        if (f[i].ret)
+            continue;
+        f[i].type = 3; /* NVML_VALUE_TYPE_UNSIGNED_LONG_LONG */
+        f[i].value.ull = seq_next(&d->pcie[k]);
+    }
+    return OK;
+}
+
+API nvml_rc nvmlDeviceGetTotalEccErrors(void *h, int type, int counter, unsigned long long *n)
+{
+    struct dev *d = NULL;
+    nvml_rc rc;
+
+    if (!n || type < 0 || type > 1 || counter < 0 || counter > 1)
+        return E_INVALID_ARGUMENT;
+    rc = query(h, C_ECC, &d);
+    if (rc != OK)
+        return rc;
+    *n = counter == 0 ? seq_next(&d->ecc[type]) : 0; /* VOLATILE; the aggregate is not faked */
+    return OK;
+}
+
+API nvml_rc nvmlDeviceGetRemappedRows(void *h, unsigned int *corr, unsigned int *unc,
+                                      unsigned int *pending, unsigned int *failure)
+{
+    struct dev *d = NULL;
+    nvml_rc rc;
+
+    if (!corr || !unc || !pending || !failure)
+        return E_INVALID_ARGUMENT;
+    rc = query(h, C_REMAP, &d);
+    if (rc != OK)
+        return rc;
+    *corr = (unsigned int)d->remap.v[0];
+    *unc = (unsigned int)d->remap.v[1];
+    *pending = (unsigned int)d->remap.v[2];
+    *failure = (unsigned int)d->remap.v[3];
+    return OK;
+}
+
+API nvml_rc nvmlDeviceGetRetiredPages(void *h, int cause, unsigned int *count,
+                                      unsigned long long *addresses)
+{
+    struct dev *d = NULL;
+    unsigned int have;
+    nvml_rc rc;
+
+    if (!count || cause < 0 || cause > 1 || (*count && !addresses))
+        return E_INVALID_ARGUMENT;
+    rc = query(h, C_RETIRED, &d);
+    if (rc != OK)
+        return rc;
+    have = (unsigned int)d->retired.v[cause];
+    for (unsigned int j = 0; j < have && j < *count; j++)
+        addresses[j] = 0x1000ull * (j + 1);
+    rc = *count < have ? E_INSUFFICIENT_SIZE : OK;
+    *count = have;
+    return rc;
+}
+
+/* nvmlProcessInfo_v2_t (the nvmlProcessInfo_t of _v3) as NVIDIA's header lays it out */
+struct procinfo {
+    unsigned int pid;
+    unsigned long long used;
+    unsigned int gi, ci;
+};
+_Static_assert(sizeof(struct procinfo) == 24, "nvmlProcessInfo_v2_t is 24 bytes on LP64");
+
+API nvml_rc nvmlDeviceGetComputeRunningProcesses_v3(void *h, unsigned int *count,
+                                                     struct procinfo *infos)
+{
+    struct dev *d = NULL;
+    nvml_rc rc;
+
+    if (!count || (*count && !infos))
+        return E_INVALID_ARGUMENT;
+    rc = query(h, C_PROCS, &d);
+    if (rc != OK)
+        return rc;
+    if (*count < (unsigned int)d->nproc) {
+        *count = (unsigned int)d->nproc;
+        return E_INSUFFICIENT_SIZE;
+    }
+    for (int j = 0; j < d->nproc; j++) {
+        infos[j].pid = d->proc[j].pid;
+        infos[j].used = d->proc[j].bytes;
+        infos[j].gi = infos[j].ci = 0xFFFFFFFFu;
+    }
+    *count = (unsigned int)d->nproc;
+    return OK;
+}
+
+/* nvmlEventData_t as NVIDIA's header lays it out */
+struct event {
+    void *device;
+    unsigned long long type, data;
+    unsigned int gi, ci;
+};
+_Static_assert(sizeof(struct event) == 32, "nvmlEventData_t is 32 bytes on LP64");
+
+/* One event set at a time is enough for the collector; its address is the handle. */
+static struct {
+    int live;
+    unsigned int registered; /* bit per device */
+} evset;
+
+API nvml_rc nvmlEventSetCreate(void **set)
+{
+    if (refs <= 0)
+        return E_UNINITIALIZED;
+    if (!set)
+        return E_INVALID_ARGUMENT;
+    evset.live = 1;
+    evset.registered = 0;
+    *set = &evset;
+    return OK;
+}
+
+API nvml_rc nvmlDeviceRegisterEvents(void *h, unsigned long long types, void *set)
+{
+    struct dev *d = NULL;
+    nvml_rc rc;
+
+    if (set != &evset || !evset.live || !(types & 0x8)) /* nvmlEventTypeXidCriticalError */
+        return E_INVALID_ARGUMENT;
+    rc = query(h, C_EVENTS, &d);
+    if (rc != OK)
+        return rc;
+    evset.registered |= 1u << (d - devs);
+    return OK;
+}
+
+API void fake_nvml_raise_xid(int i, unsigned int code)
+{
+    struct seq *q;
+
+    if (i < 0 || i >= MAX_DEV)
+        return;
+    q = &devs[i].xid;
+    if (q->n < SEQ_MAX)
+        q->v[q->n++] = code;
+}
+
+API nvml_rc nvmlEventSetWait_v2(void *set, struct event *ev, unsigned int timeout_ms)
+{
+    (void)timeout_ms; /* the fake never waits: what is pending is delivered, else TIMEOUT */
+    if (refs <= 0)
+        return E_UNINITIALIZED;
+    if (set != &evset || !evset.live || !ev)
+        return E_INVALID_ARGUMENT;
+    for (unsigned int i = 0; i < ndev; i++) {
+        struct seq *q = &devs[i].xid;
+        if (!(evset.registered & (1u << i)) || q->at >= q->n)
+            continue;
+        memset(ev, 0, sizeof *ev);
+        ev->device = &devs[i];
+        ev->type = 0x8;
+        ev->data = q->v[q->at++];
+        ev->gi = ev->ci = 0xFFFFFFFFu;
+        return OK;
+    }
+    return 10; /* NVML_ERROR_TIMEOUT */
+}
+
+API nvml_rc nvmlEventSetFree(void *set)
+{
+    if (set != &evset || !evset.live)
+        return E_INVALID_ARGUMENT;
+    evset.live = 0;
+    return OK;
+}
+
 API nvml_rc nvmlDeviceGetMemoryInfo_v2(void *h, struct mem_v2 *m)
 {
     struct dev *d = NULL;

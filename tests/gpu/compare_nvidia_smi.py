@@ -3,14 +3,21 @@
 GPU collector reads through NVML with what nvidia-smi prints.
 
     python3 tests/gpu/compare_nvidia_smi.py [--bin build/cli/scopemeter] [--rounds 3]
+                                            [--torch-mb 1024]
 
 No CI machine has a GPU: the tests use a fake libnvidia-ml (tests/fakenvml).
 This script is the check against the real library.  It runs
 `scopemeter probe --json` and, right after it,
 
     nvidia-smi --query-gpu=index,memory.used,memory.total,utilization.gpu,
-               power.draw,power.limit,enforced.power.limit,driver_version
+               power.draw,power.limit,enforced.power.limit,driver_version,
+               temperature.gpu,clocks.sm,clocks.mem,clocks_event_reasons.active,
+               ecc.errors.corrected.volatile.total,ecc.errors.uncorrected.volatile.total
                --format=csv,noheader,nounits
+    nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits
+
+(drivers before R535 call the reasons clocks_throttle_reasons.active: asked when the
+new name is refused)
 
 and compares per GPU (i = NVML index = nvidia-smi index):
 
@@ -20,6 +27,23 @@ and compares per GPU (i = NVML index = nvidia-smi index):
   gpu_i_power_usage_watts        vs power.draw                     within 10 % or 5 W
   gpu_i_power_usage_percentage   vs 100 * power.draw / enforced    within 10 % or 2 points
   driver in the gpu status       vs driver_version                 equal
+  gpu_i_temperature_celsius      vs temperature.gpu                within 3 °C
+  gpu_i_sm_clock_megahertz       vs clocks.sm                      within 10 % or 100 MHz
+  gpu_i_memory_clock_megahertz   vs clocks.mem                     within 5 %
+  gpu_i_throttled_percentage     vs clocks_event_reasons.active    100 iff a bit other than
+                                    (and _power_, _thermal_)       idle (0x1) and application
+                                                                   clocks (0x2) is set; the
+                                                                   power / thermal bits alike
+  gpu_i_ecc_errors_*             ecc.errors.*.volatile.total       informational: ours count
+                                                                   since recording started (0 in
+                                                                   a probe), nvidia-smi's since
+                                                                   the driver loaded
+  gpu_i_process_memory_megabytes vs --query-compute-apps           with --torch-mb M: a torch
+                                    used_memory of the torch pid   process (RANK=0, as the
+                                                                   probe) holds M MiB on cuda:0;
+                                                                   ours within 2 % of nvidia-smi's
+                                                                   for that pid, and >= M MiB
+  gpu_i_pcie_*_megabytes         (no nvidia-smi counter)           printed only
 
 Utilization and power move between the two reads: run it on an idle GPU or
 under a steady load, and use --rounds to see the spread.  Exit status 0 when
@@ -36,18 +60,66 @@ import sys
 MIB = 1048576 / 1e6  # MiB in MB
 
 
+BASE = ["index", "memory.used", "memory.total", "utilization.gpu", "power.draw",
+        "power.limit", "enforced.power.limit", "driver_version", "temperature.gpu",
+        "clocks.sm", "clocks.mem", "REASONS", "ecc.errors.corrected.volatile.total",
+        "ecc.errors.uncorrected.volatile.total"]
+REASONS = ("clocks_event_reasons.active", "clocks_throttle_reasons.active")
+# nvmlClocksEventReason* bits (NVIDIA's nvml.h), as src/coll_gpu.c groups them
+THR_NOT = 0x1 | 0x2        # GpuIdle, ApplicationsClocksSetting
+THR_POWER = 0x4 | 0x80     # SwPowerCap, HwPowerBrakeSlowdown
+THR_THERMAL = 0x20 | 0x40  # SwThermalSlowdown, HwThermalSlowdown
+
+
 def smi():
-    fields = ["index", "memory.used", "memory.total", "utilization.gpu", "power.draw",
-              "power.limit", "enforced.power.limit", "driver_version"]
-    out = subprocess.run(["nvidia-smi", "--query-gpu=" + ",".join(fields),
-                          "--format=csv,noheader,nounits"],
-                         capture_output=True, text=True, check=True).stdout
+    for name in REASONS:
+        fields = [name if f == "REASONS" else f for f in BASE]
+        p = subprocess.run(["nvidia-smi", "--query-gpu=" + ",".join(fields),
+                            "--format=csv,noheader,nounits"], capture_output=True, text=True)
+        if p.returncode == 0:
+            break
+    else:
+        p.check_returncode()
     rows = {}
-    for line in out.strip().splitlines():
+    for line in p.stdout.strip().splitlines():
         vals = [v.strip() for v in line.split(",")]
-        row = dict(zip(fields, vals))
+        row = dict(zip(BASE, vals))
         rows[int(row["index"])] = row
     return rows
+
+
+def smi_apps():
+    """pid -> used MiB of every compute process, as nvidia-smi lists them."""
+    out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
+                          "--format=csv,noheader,nounits"],
+                         capture_output=True, text=True, check=True).stdout
+    apps = {}
+    for line in out.strip().splitlines():
+        pid, mem = [v.strip() for v in line.split(",")][:2]
+        if num(mem) is not None:
+            apps[int(pid)] = apps.get(int(pid), 0.0) + num(mem)
+    return apps
+
+
+TORCH = r"""
+import sys, time, torch
+x = torch.empty(int(sys.argv[1]) * 1048576, dtype=torch.uint8, device="cuda:0")
+torch.cuda.synchronize()
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def start_torch(mib):
+    """A CUDA process holding mib MiB on cuda:0 with RANK=0 (so the probe,
+    also RANK=0, takes it as its own rank's: docs/gpu.md)."""
+    env = dict(os.environ, RANK="0")
+    p = subprocess.Popen([sys.executable, "-c", TORCH, str(mib)], env=env,
+                         stdout=subprocess.PIPE, text=True)
+    if p.stdout.readline().strip() != "ready":
+        p.kill()
+        sys.exit("the torch process did not allocate its memory on cuda:0")
+    return p
 
 
 def num(v):
@@ -58,12 +130,20 @@ def num(v):
 
 
 def probe(binary):
+    env = dict(os.environ, RANK="0")
     p = subprocess.run([binary, "probe", "--json", "--interval", "1"],
-                       capture_output=True, text=True, check=True)
+                       capture_output=True, text=True, check=True, env=env)
     return json.loads(p.stdout)
 
 
-def compare(out, rows):
+def reasons(v):
+    try:
+        return int(v, 16)
+    except (TypeError, ValueError):
+        return None
+
+
+def compare(out, rows, apps=None, torch_pid=None, torch_mib=0):
     ok = True
     series = {s["upstream"]: s["raw"] for s in out["series"] if s["scope"] == "gpu"}
     status = out["gpu"]
@@ -119,6 +199,34 @@ def compare(out, rows):
               series.get(f"gpu_{i}_power_usage_percentage"),
               100.0 * draw / limit if draw is not None and limit else None,
               lambda a, b: abs(a - b) <= max(2.0, 0.10 * b))
+        check(f"gpu_{i}_temperature_celsius", series.get(f"gpu_{i}_temperature_celsius"),
+              num(r["temperature.gpu"]), lambda a, b: abs(a - b) <= 3)
+        check(f"gpu_{i}_sm_clock_megahertz", series.get(f"gpu_{i}_sm_clock_megahertz"),
+              num(r["clocks.sm"]), lambda a, b: abs(a - b) <= max(100.0, 0.10 * b))
+        check(f"gpu_{i}_memory_clock_megahertz", series.get(f"gpu_{i}_memory_clock_megahertz"),
+              num(r["clocks.mem"]), lambda a, b: abs(a - b) <= 0.05 * b)
+        bits = reasons(r["REASONS"])
+        for name, mask in (("", ~THR_NOT), ("_power", THR_POWER), ("_thermal", THR_THERMAL)):
+            check(f"gpu_{i}_throttled{name}_percentage",
+                  series.get(f"gpu_{i}_throttled{name}_percentage"),
+                  None if bits is None else (100.0 if bits & mask else 0.0),
+                  lambda a, b: a == b)
+        for kind in ("corrected", "uncorrected"):
+            ours = series.get(f"gpu_{i}_ecc_errors_{kind}")
+            print(f"{'gpu_%d_ecc_errors_%s' % (i, kind):40} "
+                  f"{'-' if ours is None else '%.0f' % ours:>12} "
+                  f"{r['ecc.errors.%s.volatile.total' % kind]:>12}  "
+                  "informational (since start / since the driver loaded)")
+        for d in ("receive", "transmit"):
+            ours = series.get(f"gpu_{i}_pcie_{d}_megabytes")
+            print(f"{'gpu_%d_pcie_%s_megabytes' % (i, d):40} "
+                  f"{'-' if ours is None else '%.2f' % ours:>12} {'-':>12}  printed only")
+        if i == 0 and torch_pid is not None:
+            theirs = apps.get(torch_pid) if apps else None
+            mb = series.get("gpu_0_process_memory_megabytes")
+            check("gpu_0_process_memory_megabytes", mb,
+                  theirs * MIB if theirs is not None else None,
+                  lambda a, b: abs(a - b) <= 0.02 * b and a >= torch_mib * MIB)
     return ok
 
 
@@ -126,15 +234,24 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin", default=os.environ.get("SCOPEMETER_BIN", "build/cli/scopemeter"))
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--torch-mb", type=int, default=0,
+                    help="MiB a torch process holds on cuda:0 for the process-memory check")
     args = ap.parse_args()
     if not shutil.which("nvidia-smi"):
         print("nvidia-smi not found: run this on a machine with an NVIDIA driver", file=sys.stderr)
         return 2
     ok = True
-    for n in range(args.rounds):
-        print(f"\n== round {n + 1}")
-        out = probe(args.bin)
-        ok = compare(out, smi()) and ok
+    holder = start_torch(args.torch_mb) if args.torch_mb > 0 else None
+    try:
+        for n in range(args.rounds):
+            print(f"\n== round {n + 1}")
+            out = probe(args.bin)
+            ok = compare(out, smi(), smi_apps() if holder else None,
+                         holder.pid if holder else None, args.torch_mb) and ok
+    finally:
+        if holder:
+            holder.kill()
+            holder.wait()
     print("\nresult:", "agree" if ok else "DISAGREE")
     return 0 if ok else 1
 

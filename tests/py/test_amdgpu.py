@@ -10,7 +10,8 @@
   the AMD indices after NVML's, one gpu tag for both;
 - an oracle we did not write: Debian's rocm-smi (AMD's own tool, through
   librocm_smi64) reads the same tree, bind-mounted over /sys in a private
-  mount namespace; busy %, VRAM used, power and power cap must agree.
+  mount namespace; busy %, VRAM used, power, power cap, the edge temperature and
+  the current SCLK / MCLK levels must agree.
 """
 import importlib.machinery
 import importlib.util
@@ -45,15 +46,19 @@ def amd_series(out):
 
 
 def expected(i, card, power=True):
-    """The five series of card (a generator dict) as gpu_<i>."""
+    """The series of card (a generator dict) as gpu_<i>: MLflow's five, the
+    temperature (with hwmon, like power) and the two current clock levels."""
     want = {
         f"gpu_{i}_utilization_percentage": float(card["busy"]),
         f"gpu_{i}_memory_usage_megabytes": card["used"] / 1e6,
         f"gpu_{i}_memory_usage_percentage": 100.0 * card["used"] / card["total"],
+        f"gpu_{i}_sm_clock_megahertz": float(card["sclk"]),
+        f"gpu_{i}_memory_clock_megahertz": float(card["mclk"]),
     }
     if power:
         want[f"gpu_{i}_power_usage_watts"] = card["uw"] / 1e6
         want[f"gpu_{i}_power_usage_percentage"] = 100.0 * card["uw"] / card["cap"]
+        want[f"gpu_{i}_temperature_celsius"] = card["temp"] / 1000.0
     return want
 
 
@@ -131,13 +136,15 @@ def test_visible_devices_select_none(probe_json, var, value):
 
 
 def test_card_without_hwmon(probe_json):
-    """MI300 without a hwmon directory: its power series are dropped with one
-    line; the other card reports power1_input (SMU 13), not power1_average."""
+    """MI300 without a hwmon directory: its power and temperature series are
+    dropped, said in one line; the other card reports power1_input (SMU 13),
+    not power1_average."""
     out = probe_json(sysroot=fx("amd-no-hwmon"))
     check(out, {**expected(0, G.MI300_NO_HWMON, power=False), **expected(1, G.RDNA3_INPUT)})
     assert amd_series(out)["gpu_1_power_usage_watts"]["source"].endswith("/power1_input")
     assert amd_note(out) == ("amdgpu: renderD128=card0 as gpu_0, renderD129=card1 as gpu_1; "
-                             "gpu_0_power_usage_* dropped: no hwmon directory")
+                             "gpu_0_power_usage_* dropped: no hwmon directory; "
+                             "gpu_0_temperature_celsius dropped: no hwmon directory")
 
 
 def test_nvidia_card_in_drm_is_skipped(probe_json):
@@ -203,7 +210,8 @@ def rocm_smi_json(root):
     """rocm-smi with root/sys as /sys (and a private /dev/shm for its lock
     files), in a mount namespace of its own: the host's mounts are untouched."""
     script = (f"mount --bind {root}/sys /sys && mount -t tmpfs tmpfs /dev/shm && "
-              "exec rocm-smi --showuse --showmeminfo vram --showpower --showmaxpower --json")
+              "exec rocm-smi --showuse --showmeminfo vram --showpower --showmaxpower "
+              "--showtemp --showclocks --json")
     p = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script],
                        capture_output=True, text=True, timeout=120, env=clean_env())
     start = p.stdout.find("{")
@@ -239,3 +247,10 @@ def test_rocm_smi_agrees(tmp_path, probe_json):
         assert ours[f"gpu_{i}_power_usage_watts"]["raw"] == pytest.approx(watts, abs=0.05)
         assert ours[f"gpu_{i}_power_usage_percentage"]["raw"] == pytest.approx(
             100.0 * watts / cap, rel=1e-3)
+        # the edge sensor and the current clock levels ("(1700Mhz)")
+        assert ours[f"gpu_{i}_temperature_celsius"]["raw"] == float(
+            s["Temperature (Sensor edge) (C)"])
+        for ours_key, smi_key in (("sm_clock", "sclk clock speed:"),
+                                  ("memory_clock", "mclk clock speed:")):
+            assert ours[f"gpu_{i}_{ours_key}_megahertz"]["raw"] == float(
+                s[smi_key].strip("()").lower().removesuffix("mhz"))

@@ -23,7 +23,28 @@ def used(i):
     return 21474836480 + 1000000000 * i
 
 
-def expected(i, mem_used=None, total=TOTAL, util=None, mw=None, limit_mw=300000):
+def health(i):
+    """The health fields with the fake's defaults (fakenvml.c): 60 + i °C, SM
+    clock 1980 - i MHz, memory clock 2619 MHz, no clock-event reason, fixed
+    PCIe counters (0 MB since open), no ECC error, no process."""
+    return {
+        f"gpu_{i}_temperature_celsius": 60.0 + i,
+        f"gpu_{i}_sm_clock_megahertz": 1980.0 - i,
+        f"gpu_{i}_memory_clock_megahertz": 2619.0,
+        f"gpu_{i}_throttled_percentage": 0.0,
+        f"gpu_{i}_throttled_power_percentage": 0.0,
+        f"gpu_{i}_throttled_thermal_percentage": 0.0,
+        f"gpu_{i}_pcie_receive_megabytes": 0.0,
+        f"gpu_{i}_pcie_transmit_megabytes": 0.0,
+        f"gpu_{i}_ecc_errors_corrected": 0.0,
+        f"gpu_{i}_ecc_errors_uncorrected": 0.0,
+        # the fake lists no process by default
+        f"gpu_{i}_process_memory_megabytes": 0.0,
+    }
+
+
+def expected(i, mem_used=None, total=TOTAL, util=None, mw=None, limit_mw=300000,
+             with_health=True):
     mem_used = used(i) if mem_used is None else mem_used
     util = 40 + i if util is None else util
     mw = 150000 + 1000 * i if mw is None else mw
@@ -33,6 +54,7 @@ def expected(i, mem_used=None, total=TOTAL, util=None, mw=None, limit_mw=300000)
         f"gpu_{i}_utilization_percentage": float(util),
         f"gpu_{i}_power_usage_watts": mw / 1000.0,
         f"gpu_{i}_power_usage_percentage": 100.0 * mw / limit_mw,
+        **(health(i) if with_health else {}),
     }
 
 
@@ -273,6 +295,16 @@ def test_cuda_visible_devices_mig_maps_to_parent(machine, lib, probe_json):
     out = probe_json(sysroot=root, env={
         **env, "CUDA_VISIBLE_DEVICES": "MIG-GPU-f4ce0000-0000-4000-8000-000000000000/1/0"})
     assert_values(gpu_series(out), expected(0))
+    # a MIG-enabled board that says NOT_SUPPORTED to ECC and remapped rows (as
+    # nvmlDeviceGetRemappedRows documents under MIG): those two go, the rest stays
+    out = probe_json(sysroot=root, env={**env, "CUDA_VISIBLE_DEVICES": "MIG-f4ce0001-0001",
+                                        "FAKE_NVML_FAIL_ECC_1": "3",
+                                        "FAKE_NVML_FAIL_REMAP_1": "3"})
+    want = expected(1)
+    del want["gpu_1_ecc_errors_corrected"], want["gpu_1_ecc_errors_uncorrected"]
+    assert_values(gpu_series(out), want)
+    assert any("gpu_1_ecc_errors_* dropped: nvmlDeviceGetTotalEccErrors says fake NVML: "
+               "Not Supported" in n for n in out["notes"])
 
 
 # ---- metrics dropped, devices lost ----------------------------------------------
@@ -289,11 +321,18 @@ def test_missing_optional_symbols_drop_their_metrics(machine, lib, probe_json):
         "gpu_0_memory_usage_percentage": 100.0 * v1_used / TOTAL,
         "gpu_0_memory_usage_megabytes": v1_used / 1e6,
         "gpu_0_power_usage_watts": 150.0,
+        # an old driver's name of the clock-event reasons (before R535)
+        "gpu_0_throttled_percentage": 0.0,
+        "gpu_0_throttled_power_percentage": 0.0,
+        "gpu_0_throttled_thermal_percentage": 0.0,
     })
+    assert s["gpu_0_throttled_percentage"]["source"] == "nvmlDeviceGetCurrentClocksThrottleReasons"
     assert s["gpu_0_memory_usage_megabytes"]["source"] == "nvmlDeviceGetMemoryInfo"
-    assert ("gpu: NVML lacks nvmlDeviceGetUtilizationRates: gpu_*_utilization_percentage dropped; "
-            "NVML lacks nvmlDeviceGetEnforcedPowerLimit: gpu_*_power_usage_percentage dropped"
-            in out["notes"])
+    (note,) = [n for n in out["notes"] if n.startswith("gpu: ")]
+    assert note.startswith(
+        "gpu: NVML lacks nvmlDeviceGetUtilizationRates: gpu_*_utilization_percentage dropped; "
+        "NVML lacks nvmlDeviceGetEnforcedPowerLimit: gpu_*_power_usage_percentage dropped; "
+        "NVML lacks nvmlDeviceGetTemperature, nvmlDeviceGetClockInfo, ")
 
 
 def test_minimal_nvml_cannot_match_uuids(machine, lib, probe_json):
@@ -303,7 +342,10 @@ def test_minimal_nvml_cannot_match_uuids(machine, lib, probe_json):
                                         "CUDA_VISIBLE_DEVICES": "1,GPU-f4ce0000"})
     assert sorted(gpu_series(out)) == ["gpu_1_memory_usage_megabytes",
                                        "gpu_1_memory_usage_percentage",
-                                       "gpu_1_power_usage_watts"]
+                                       "gpu_1_power_usage_watts",
+                                       "gpu_1_throttled_percentage",
+                                       "gpu_1_throttled_power_percentage",
+                                       "gpu_1_throttled_thermal_percentage"]
     # the selection comes first; the line is at most 319 characters, a cut marked "..."
     (note,) = [n for n in out["notes"] if n.startswith("gpu: ")]
     assert note.startswith(
@@ -349,7 +391,7 @@ def test_same_drop_on_many_devices_is_one_clause(machine, lib, probe_json):
     assert_status(out, "nvml 550.54.15, 8 devices")
     assert ("gpu: gpu_{0,1,2,3,4,5,6,7}_power_usage_* dropped: nvmlDeviceGetPowerUsage says "
             "fake NVML: Not Supported" in out["notes"])
-    assert len(gpu_series(out)) == 8 * 3
+    assert len(gpu_series(out)) == 8 * (16 - 2)
 
 
 def test_memory_v2_version_mismatch_falls_back_to_v1(machine, lib, probe_json):
@@ -512,7 +554,52 @@ def test_plan_counts_what_probe_emits_with_gpus(machine, lib, probe_json):
     limits = any(s["scope"] == "container" for s in out["series"])
     plan = scopemeter.plan(workers=1, gpus_per_worker=3, container_limits=limits)
     assert plan["series_per_collector"] == len(out["series"])
-    assert plan["gpu_series_per_collector"] == len(gpu_series(out)) == 15
+    assert plan["gpu_series_per_collector"] == len(gpu_series(out)) == 3 * 16
     assert plan["node_series_per_collector"] == sum(
         s["scope"] in ("node", "rootfs") for s in out["series"])
 
+
+
+# ---- events and holders reach the run (a real scopemeter run, a real server) ------------
+
+def test_xid_and_holders_reach_the_run_before_stop(scopemeter_bin, mlflow_server, machine, lib):
+    """An Xid the driver raises (pending at the fake's init), a remapped row
+    and a process this container cannot see reach the run's tags with a
+    window, not only at stop: the recorder is SIGKILLed once they are there,
+    so no end tag was ever sent (docs/series.md, gpu_events)."""
+    import signal
+    import subprocess
+    import time
+    from mlflow.tracking import MlflowClient
+    from conftest import clean_env
+
+    root = machine.dev_nodes("nvidia0")
+    env = clean_env(MLFLOW_TRACKING_URI=mlflow_server, SCOPEMETER_SYSROOT=root,
+                    SCOPEMETER_NVML_LIBRARY=lib["full"], FAKE_NVML_XID_0="79",
+                    FAKE_NVML_REMAP_0="0,1,1,0", FAKE_NVML_PROCS_0="4000000:2000000000")
+    p = subprocess.Popen([scopemeter_bin, "run", "--interval", "0.5", "--", "sleep", "60"],
+                         env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        run_id = None
+        while run_id is None:
+            line = p.stderr.readline()
+            assert line, "scopemeter run ended before creating its run"
+            if "created run " in line:
+                run_id = line.split("created run ")[1].split()[0]
+        client = MlflowClient(tracking_uri=str(mlflow_server))
+        tags = {}
+        for _ in range(600):  # until the first windows are in (bounded: 60 s)
+            tags = client.get_run(run_id).data.tags
+            if "scopemeter.rank0.gpu_events" in tags and \
+                    "scopemeter.rank0.gpu_memory_at_peak" in tags:
+                break
+            time.sleep(0.1)
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait(timeout=30)
+    ev = tags.get("scopemeter.rank0.gpu_events", "")
+    assert ev.startswith("gpu0 xid=79 at=20") and ev.endswith(
+        "Z xids=1 codes=79 remapped_uncorrected=1 remap_pending=1"), ev
+    # pid 4000000 exists nowhere here: foreign; the GPU's used memory at its peak
+    assert tags["scopemeter.rank0.gpu_memory_at_peak"] == \
+        f"gpu0 used_mb={round(used(0) / 1e6, 1)} foreign_mb=2000.0"

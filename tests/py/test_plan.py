@@ -95,14 +95,17 @@ def expected(workers, per_pod=1, nodes=None, gpus=0, all_workers=False, interval
         interval = period / samples
     # the pod's local rank 0 logs every GPU of the pod: per_pod x gpus
     per, tier = per_collector(gpus * per_pod, limits)
+    # with all_workers the pod's collector also records, per GPU, the memory
+    # each other local rank holds on it (docs/gpu.md); in the own's sections
+    sib = gpus * per_pod * (per_pod - 1) if all_workers else 0
     # docs/design.md §9: 3 process_* series per recorded rank (every worker
     # with all_workers, by its pod's collector), one UI section per key
     ranks = workers if all_workers else 1
-    series = n * per + 3 * ranks
+    series = n * (per + sib) + 3 * ranks
     sections = tier * min(nodes, n) + (per - tier) + 3
     rows_h = series * 3600 / period
     return dict(collectors=n, interval_s=interval, samples=samples, period_s=period,
-                series_per_collector=per, series=series, charts=series, sections=sections,
+                series_per_collector=per + sib, series=series, charts=series, sections=sections,
                 rows_per_hour=rows_h, bytes_per_day=rows_h * 24 * 433, ranks_recorded=ranks,
                 process_series=3 * ranks)
 
@@ -112,15 +115,15 @@ CASES = [
     # the reference run of docs/plan.md: 8 GPU workers, 2 per node on 4 nodes, all workers
     (["--workers", "8", "--nodes", "4", "--gpus-per-worker", "1", "--all-workers"],
      dict(workers=8, nodes=4, gpus=1, all_workers=True),
-     dict(series=216, charts=216, sections=45, interval_s=20.0, collectors=8)),
-    # 16 workers on 4 nodes (docs/plan.md): 432 series (and charts)
+     dict(series=304, charts=304, sections=56, interval_s=20.0, collectors=8)),
+    # 16 workers on 4 nodes (docs/plan.md): 608 series (and charts)
     (["--workers", "16", "--nodes", "4", "--gpus-per-worker", "1", "--all-workers"],
      dict(workers=16, nodes=4, gpus=1, all_workers=True),
-     dict(series=432, charts=432, sections=45, interval_s=40.0, collectors=16)),
+     dict(series=608, charts=608, sections=56, interval_s=40.0, collectors=16)),
     # same job, default: rank 0 only
     (["--workers", "8", "--nodes", "4", "--gpus-per-worker", "1"],
      dict(workers=8, nodes=4, gpus=1),
-     dict(series=27, sections=27, collectors=1, interval_s=10.0, rows_per_hour=9720)),
+     dict(series=38, sections=38, collectors=1, interval_s=10.0, rows_per_hour=13680)),
     # CPU workers, 2 ranks in one pod: the pod's local rank 0 collects 19 pod
     # series (not 38), and both ranks' process trees (6)
     (["--workers", "2", "--workers-per-pod", "2", "--all-workers"],
@@ -130,14 +133,14 @@ CASES = [
     (["--workers", "2", "--nodes", "1", "--all-workers"],
      dict(workers=2, nodes=1, all_workers=True),
      dict(series=44, sections=22)),
-    # uneven spread: 8 pods on 3 nodes (3/2/3): 6 x 3 + 18 + 3
+    # uneven spread: 8 pods on 3 nodes (3/2/3): 6 x 3 + 29 + 3
     (["--workers", "8", "--nodes", "3", "--gpus-per-worker", "1", "--all-workers"],
      dict(workers=8, nodes=3, gpus=1, all_workers=True),
-     dict(sections=39)),
+     dict(sections=50)),
     # nodes unknown: one per pod assumed (the most sections)
     (["--workers", "8", "--gpus-per-worker", "1", "--all-workers"],
      dict(workers=8, gpus=1, all_workers=True),
-     dict(sections=6 * 8 + 18 + 3)),
+     dict(sections=6 * 8 + 29 + 3)),
     # 32 pods: period >= 80 s, samples kept, interval raised
     (["--workers", "32", "--all-workers", "--samples", "2", "--interval", "5"],
      dict(workers=32, all_workers=True, samples=2, interval=5.0),
@@ -158,11 +161,12 @@ CASES = [
     (["--workers", "16", "--workers-per-pod", "4", "--all-workers", "--interval", "1"],
      dict(workers=16, per_pod=4, all_workers=True, interval=1.0),
      dict(collectors=4, interval_s=1.0)),
-    # no container limits, 8 workers of 1 GPU in one pod: its collector logs 8 GPUs
+    # no container limits, 8 workers of 1 GPU in one pod: its collector logs 8 GPUs,
+    # 16 series each and the 7 other ranks' process memory on each
     (["--workers", "8", "--workers-per-pod", "8", "--gpus-per-worker", "1",
       "--no-container-limits", "--all-workers"],
      dict(workers=8, per_pod=8, gpus=1, limits=False, all_workers=True),
-     dict(series_per_collector=48, series=48 + 24, gpus_per_collector=8)),
+     dict(series_per_collector=8 + 8 * 16 + 8 * 7, series=192 + 24, gpus_per_collector=8)),
 ]
 
 
@@ -185,21 +189,21 @@ def test_plan_text_reference_example(scopemeter_bin):
     lines = {line.split()[0]: line for line in out.splitlines() if line.strip()}
     assert "8 (all workers" in lines["collectors"]
     assert "20 s x 1 sample" in lines["interval"] and "write-load cap" in lines["interval"]
-    assert "24 per collector (6 with the node tier" in lines["series"]
+    assert "35 per collector (6 with the node tier" in lines["series"]
     assert "+ 24 process tree series (3 per rank, 8 ranks" in out
-    assert "216 in total" in out
-    assert lines["charts"].split()[1] == "216"
-    assert lines["sections"].split()[1] == "45"
-    assert "6 x 4 nodes = 24; other series: 21" in lines["sections"]
-    assert lines["rows/hour"].split()[1] == "38880"
-    # 38880 rows/h x 24 x 433 bytes = 404.0 MB
-    assert "404.0 MB" in lines["bytes/day"] and "433 bytes per row" in lines["bytes/day"]
+    assert "304 in total" in out
+    assert lines["charts"].split()[1] == "304"
+    assert lines["sections"].split()[1] == "56"
+    assert "6 x 4 nodes = 24; other series: 32" in lines["sections"]
+    assert lines["rows/hour"].split()[1] == "54720"
+    # 54720 rows/h x 24 x 433 bytes = 568.7 MB
+    assert "568.7 MB" in lines["bytes/day"] and "433 bytes per row" in lines["bytes/day"]
 
 
 def test_plan_text_one_worker_shows_all_workers_cost(scopemeter_bin):
     out = plan(scopemeter_bin, "--workers", "16", "--nodes", "4", "--gpus-per-worker", "1").stdout
     assert "rank 0 only" in out
-    assert "with --all-workers: 16 collectors, 432 series and charts, 45 sections" in out
+    assert "with --all-workers: 16 collectors, 608 series and charts, 56 sections" in out
 
 
 def test_plan_assumed_nodes_said(scopemeter_bin):
