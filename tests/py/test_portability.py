@@ -22,6 +22,7 @@ Tier `portability` (pytest.ini); CI runs it.
 import glob
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -300,3 +301,39 @@ def test_c_api_installs_and_links(root, tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     assert p.stdout.startswith(f"header {version} ") and f"library {version} " in p.stdout, p.stdout
     assert "run-id-ok 1 0 plan 0 1 sized 1" in p.stdout, p.stdout
+
+
+@pytest.mark.timeout(BUILD_BOUND)
+def test_c_suite_with_the_wheels_toolchain(root):
+    """Every C unit test (collectors on fixture trees, cgroups, the NVML and
+    amdgpu fakes, the REST sink, the ABI programs) built with the wheel's
+    toolchain and static libraries of this arch, and run: natively for
+    amd64, under qemu-user with the root's loader and libraries for arm64.
+    What the portability tier's other tests show of the shipped binaries,
+    this shows of the engine's every part."""
+    deb, path = root
+    target = f"{ARCH[deb]}-linux-gnu.2.17"
+    tc = sh([os.path.join(ROOT_DIR, "scripts", "toolchain"), target], 600).stdout.strip()
+    build = os.path.join(ROOT_DIR, f"build-ctest-{target}")
+    env = dict(os.environ)
+    cross = ["--cross-file", os.path.join(tc, "cross.ini")]
+    if deb != HOST:
+        wrap = os.path.join(ROOT_DIR, f"build-ctest-{target}.ini")
+        with open(wrap, "w") as f:
+            f.write(f"[binaries]\nexe_wrapper = ['{QEMU}', '-L', '{path}']\n")
+        cross += ["--cross-file", wrap]
+        # the test programs that start others (the ABI check's, the CLI's
+        # children) reach qemu through binfmt_misc, which finds the loader here
+        env["QEMU_LD_PREFIX"] = path
+    if not os.path.isfile(os.path.join(build, "build.ninja")):
+        shutil.rmtree(build, ignore_errors=True)
+        sh(["meson", "setup", build, *cross, f"-Ddeps=.deps/{target}/prefix",
+            "-Dbundled_deps=enabled", "-Dpython=disabled"], 600, cwd=ROOT_DIR)
+    sh(["meson", "compile", "-C", build], 1200)
+    p = subprocess.run(["meson", "test", "-C", build, "--print-errorlogs",
+                        "--timeout-multiplier", "4"], capture_output=True, text=True,
+                       timeout=1500, env=env)
+    assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-2000:]
+    assert re.search(r"^Fail:\s+0\s*$", p.stdout, re.M), p.stdout[-3000:]
+    ok = int(re.search(r"^Ok:\s+(\d+)", p.stdout, re.M).group(1))
+    assert ok >= 17, p.stdout[-3000:]
