@@ -17,7 +17,8 @@
  *   4. fork/exec CMD with MLFLOW_RUN_ID/MLFLOW_TRACKING_URI exported and
  *      MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING removed, in a process group of
  *      its own; forward INT, TERM, HUP, QUIT, USR1, USR2 to that group until
- *      it exits (below: why every signal reaches CMD exactly once);
+ *      it exits (below: why every signal reaches CMD exactly once); be the
+ *      subreaper of CMD's tree (reaped() below);
  *   5. stop the monitor (bounded), mark a run this process owns FINISHED,
  *      FAILED or KILLED, exit with CMD's status (128+N for signal N).
  */
@@ -425,20 +426,23 @@ static pid_t spawn(char **cmd, char **env, struct run_state *st, const sigset_t 
 /* 1 when the child is gone (*status set), else 0.  ECHILD: it was reaped
  * without us (SIGCHLD ignored or SA_NOCLDWAIT after all — cmd_run resets
  * both, so only if something else in this process undid that): its status
- * is lost, which is said, and counts as a failure.  As PID 1 of a container
- * every orphan is ours to reap: any child is waited for, CMD's status kept.
- * A CMD stopped from the terminal stops us too (the comment above forward). */
+ * is lost, which is said, and counts as a failure.  We are the subreaper of
+ * CMD's tree (PR_SET_CHILD_SUBREAPER, cmd_run; as PID 1 of a container every
+ * orphan is ours anyway): an orphan of the tree is reparented to us, stays in
+ * the process tree the monitor records (docs/design.md §9) and is reaped
+ * here; any child is waited for, CMD's status kept.  A CMD stopped from the
+ * terminal stops us too (the comment above forward). */
 static int reaped(struct run_state *st, pid_t child, int *status, int flags)
 {
-    pid_t w, which = getpid() == 1 ? -1 : child;
+    pid_t w;
     int ws;
 
     for (;;) {
-        while ((w = waitpid(which, &ws, flags | WUNTRACED)) < 0 && errno == EINTR)
+        while ((w = waitpid(-1, &ws, flags | WUNTRACED)) < 0 && errno == EINTR)
             ;
         if (w <= 0 || w == child)
             break;
-        /* an orphan reaped as init; look for more */
+        /* an orphan of CMD's tree reaped (or stopped); look for more */
     }
     if (w == child && WIFSTOPPED(ws)) {
         int sig = WSTOPSIG(ws);
@@ -708,6 +712,15 @@ static int run_cmd(struct run_state *st, const struct run_opts *o, const sigset_
         return 125;
     }
     *status = wait_child(st, child, forwarded_term);
+    /* Orphans of CMD's tree still running when CMD exits are left running,
+     * not signalled and not waited for (docs/cli.md, Signals): CMD's exit
+     * ends the job for scopemeter as for a shell, and what CMD left behind
+     * on purpose (a server started with nohup) goes on as it would without
+     * scopemeter; when scopemeter exits they are reparented on, to the next
+     * subreaper or init.  Those already dead are reaped now, so the last
+     * sample does not count zombies. */
+    while (waitpid(-1, NULL, WNOHANG) > 0)
+        ;
     if (exec_errno) {
         fprintf(stderr, "scopemeter: cannot run %s: %s\n", o->cmd[0], strerror(exec_errno));
         return exec_errno == ENOENT ? 127 : 126;
@@ -761,6 +774,10 @@ int cmd_run(int argc, char **argv)
         sm_monitor_free(m);
         return 125;
     }
+    /* the subreaper of CMD's tree (reaped()); not inherited by CMD (prctl(2)) */
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+        fprintf(stderr, "scopemeter: warning: PR_SET_CHILD_SUBREAPER: %s; orphans of CMD's tree "
+                "leave the recorded process tree\n", strerror(errno));
     if ((rc = sm_identity_read_env(&st.id)) < 0)
         /* a malformed RANK must not pass for rank 0 (docs/design.md §4):
          * no run, no monitor; CMD runs as usual */
