@@ -34,6 +34,7 @@
 
 #include <jansson.h>
 
+#include "number.h"
 #include "scopemeter_mlflow.h"
 #include "sink.h"
 
@@ -60,8 +61,9 @@ typedef struct jsink {
 static int add_line(jsink *s, const sm_record *r)
 {
     json_t *o;
-    char *line;
+    char *line, digits[32];
     size_t n;
+    int prec = 17;
 
     if (r->kind == SM_RECORD_METRIC)
         o = json_pack("{s:s, s:s, s:f, s:I, s:I}", "kind", "metric", "key", r->key, "value",
@@ -70,7 +72,10 @@ static int add_line(jsink *s, const sm_record *r)
     else
         o = json_pack("{s:s, s:s, s:s, s:I}", "kind", "tag", "key", r->key, "value", r->text,
                       "timestamp", (json_int_t)r->timestamp_ms);
-    line = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    /* the shortest decimal that reads back (12.3, not 12.300000000000001) */
+    if (r->kind == SM_RECORD_METRIC)
+        prec = sm__num_shortest(digits, sizeof digits, r->value);
+    line = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(prec)) : NULL;
     json_decref(o);
     if (!line)
         return -EINVAL;

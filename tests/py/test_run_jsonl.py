@@ -1,9 +1,13 @@
-"""`scopemeter run --jsonl` on a full disk (docs/cli.md, Without a tracking
-server; issue 33 item 3): a real 64 KiB tmpfs mounted in a temporary directory
-with 4 KiB left.  The file must hold whole lines only (every line parses), the
-one warning is said once, and "N records written" is the number of lines on
-disk.  On main the file ended in a cut line and the count was short (29 said,
-35 whole lines).  The mount is removed in a finally block.
+"""The JSONL file of `scopemeter run --jsonl` (docs/cli.md, Without a tracking
+server), issue 33:
+
+- item 3, a full disk: a real 64 KiB tmpfs mounted in a temporary directory
+  with 4 KiB left.  The file must hold whole lines only (every line parses),
+  the one warning is said once, and "N records written" is the number of lines
+  on disk.  On main the file ended in a cut line and the count was short (29
+  said, 35 whole lines).  The mount is removed in a finally block;
+- item 10, its numbers: every value is the shortest decimal that reads back
+  (Python's repr is that), 12.3 and not 12.300000000000001.
 """
 import json
 import re
@@ -42,3 +46,16 @@ def test_full_disk_leaves_whole_lines_and_counts_them(scopemeter_bin, tmp_path):
         json.loads(line)
     assert int(said.group(1)) == len(lines), (said.group(0), len(lines))
     assert 0 < len(lines) < 100                  # the disk really filled
+
+
+@pytest.mark.timeout(60)
+def test_values_are_the_shortest_decimal_that_reads_back(scopemeter_bin, tmp_path):
+    out = tmp_path / "p.jsonl"
+    p = subprocess.run([scopemeter_bin, "run", "--jsonl", str(out), "--interval", "0.2", "--",
+                        "sleep", "1"], env=clean_env(), capture_output=True, text=True,
+                       timeout=40)
+    assert p.returncode == 0, p.stderr
+    texts = re.findall(r'"value":(-?[0-9][0-9.eE+-]*)', out.read_text())
+    assert texts and any("." in t and not t.endswith(".0") for t in texts), texts
+    for t in texts:
+        assert t == repr(float(t)), (t, repr(float(t)))
