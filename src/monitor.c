@@ -916,7 +916,7 @@ int sm_monitor_stop(sm_monitor *m)
      * here; a queue's binding reports with sm_monitor_report().  Read under
      * mu: a thread left behind may still be finishing. */
     if (m->sink->ops->counts) {
-        sm_sink_counts c;
+        sm_sink_counts c = {0}; /* a sink sets what it knows (to_file: only the JSONL one) */
         m->sink->ops->counts(m->sink, &c);
         pthread_mutex_lock(&m->mu);
         sm__log_summary(m->step, m->points_logged, m->tags_logged, &c);

@@ -193,10 +193,12 @@ static void j_counts(sm_sink *base, sm_sink_counts *out)
     jsink *s = base->impl;
 
     memset(out, 0, sizeof *out);
+    out->to_file = 1; /* written to a file, not delivered to a store */
     out->delivered = atomic_load(&s->written);
     out->overflow = sm__ring_dropped(&s->ring);
     out->undelivered = atomic_load(&s->failed) + sm__ring_len(&s->ring);
-    sm__log(SM_INFO, "%llu records written to %s", (unsigned long long)out->delivered, s->path);
+    sm__log(SM_INFO, "%llu record%s written to %s", (unsigned long long)out->delivered,
+           out->delivered == 1 ? "" : "s", s->path);
 }
 
 static void j_close(sm_sink *base)

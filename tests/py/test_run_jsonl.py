@@ -7,7 +7,8 @@ server), issue 33:
   on disk.  On main the file ended in a cut line and the count was short (29
   said, 35 whole lines).  The mount is removed in a finally block;
 - item 10, its numbers: every value is the shortest decimal that reads back
-  (Python's repr is that), 12.3 and not 12.300000000000001.
+  (Python's repr is that), 12.3 and not 12.300000000000001;
+- item 12, the closing line: "logged 1 window", and "written" for a file.
 """
 import json
 import re
@@ -59,3 +60,19 @@ def test_values_are_the_shortest_decimal_that_reads_back(scopemeter_bin, tmp_pat
     assert texts and any("." in t and not t.endswith(".0") for t in texts), texts
     for t in texts:
         assert t == repr(float(t)), (t, repr(float(t)))
+
+
+@pytest.mark.timeout(60)
+def test_closing_line_of_one_window_into_a_file(scopemeter_bin, tmp_path):
+    """issue 33 item 12: "logged 1 window", and a file's records are written, not
+    delivered."""
+    out = tmp_path / "p.jsonl"
+    p = subprocess.run([scopemeter_bin, "run", "--jsonl", str(out), "--interval", "10", "--",
+                        "true"], env=clean_env(), capture_output=True, text=True, timeout=40)
+    assert p.returncode == 0, p.stderr
+    lines = len(out.read_text().splitlines())
+    closing = [ln for ln in p.stderr.splitlines() if "logged " in ln]
+    assert len(closing) == 1, p.stderr
+    assert re.search(rf"logged 1 window \(\d+ points, \d+ tags\): {lines} written, 0 dropped "
+                     r"\(buffer full\), 0 refused, 0 not written at stop", closing[0]), closing[0]
+    assert "delivered" not in closing[0] and f"{lines} records written to" in p.stderr

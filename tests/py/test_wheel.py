@@ -37,7 +37,7 @@ MINORS = ["3.9", "3.10", "3.11", "3.12", "3.13"]
 # What a manylinux wheel may need from the system (PEP 600: glibc's own libraries).
 GLIBC_LIBS = {"libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2", "librt.so.1",
               "ld-linux-x86-64.so.2"}
-CLOSING = re.compile(r"logged (\d+) windows \((\d+) points, (\d+) tags\): (\d+) delivered, "
+CLOSING = re.compile(r"logged (\d+) windows? \((\d+) points?, (\d+) tags?\): (\d+) delivered, "
                      r"(\d+) dropped \(buffer full\), (\d+) refused, (\d+) undelivered at stop")
 
 
