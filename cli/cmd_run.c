@@ -102,8 +102,8 @@ static void usage(FILE *f)
             "  --samples K          samples averaged per logged point (default 1)\n"
             "  --stop-timeout S     bound on stopping and flushing after CMD exits (default 30)\n"
             "  --startup-timeout S  bound on talking to the server before CMD starts (default 15)\n"
-            "  --buffer-points N    points kept while the server is unreachable (default: one\n"
-            "                       hour of points; the oldest go first)\n"
+            "  --buffer-points N    points kept while the server is unreachable, 256 to\n"
+            "                       100000000 (default: one hour of points; the oldest go first)\n"
             "  --jsonl PATH         where points go when there is no http(s) tracking URI\n"
             "                       or no run (default ./scopemeter-rankN-PID.jsonl)\n"
             "\n"
@@ -123,7 +123,8 @@ static int parse(int argc, char **argv, struct run_opts *o)
         {"--samples", CLI_INT, &o->samples, 1, SM_SAMPLES_MAX, 0, NULL, 0},
         {"--stop-timeout", CLI_SECONDS, &o->stop_timeout, 0, SM_STOP_TIMEOUT_MAX, 0, NULL, 0},
         {"--startup-timeout", CLI_SECONDS, &o->startup_timeout, 0.1, 86400, 0, NULL, 0},
-        {"--buffer-points", CLI_INT, &o->buffer_points, 1, 100000000, 0, NULL, 0},
+        {"--buffer-points", CLI_INT, &o->buffer_points, SM_BUFFER_POINTS_MIN,
+         SM_BUFFER_POINTS_MAX, 0, NULL, 0},
     };
 
     memset(o, 0, sizeof *o);
