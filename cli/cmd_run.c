@@ -18,7 +18,8 @@
  *      MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING removed, in a process group of
  *      its own; forward INT, TERM, HUP, QUIT, USR1, USR2 to that group until
  *      it exits (below: why every signal reaches CMD exactly once); be the
- *      subreaper of CMD's tree (reaped() below);
+ *      subreaper of CMD's tree (reaped() below); in an interactive run keep a
+ *      sentinel in CMD's group that sees the terminal's Ctrl-C (watch_group);
  *   5. stop the monitor (bounded), mark a run this process owns FINISHED,
  *      FAILED or KILLED, exit with CMD's status (128+N for signal N).
  */
@@ -71,6 +72,9 @@ struct run_state {
     struct sigaction old_chld, old_pipe; /* the dispositions we were given, CMD's */
     int tty;                   /* our controlling terminal, or -1 */
     int tty_lent;              /* CMD's group is the terminal's foreground group */
+    pid_t sentinel;            /* the sentinel in CMD's group (watch_group), or 0 */
+    int sentinel_fd;           /* where it says what the group got, or -1 */
+    int group_sig;             /* a terminating signal CMD's group got (Ctrl-C), or 0 */
 
     /* JSONL fallback (the monitor's JSONL sink writes it) */
     char jsonl_path[4096];
@@ -443,6 +447,8 @@ static int reaped(struct run_state *st, pid_t child, int *status, int flags)
             ;
         if (w <= 0 || w == child)
             break;
+        if (w == st->sentinel && !WIFSTOPPED(ws))
+            st->sentinel = 0; /* reaped: end_sentinel must not signal its pid */
         /* an orphan of CMD's tree reaped (or stopped); look for more */
     }
     if (w == child && WIFSTOPPED(ws)) {
@@ -471,6 +477,93 @@ static int reaped(struct run_state *st, pid_t child, int *status, int flags)
     return 0;
 }
 
+/*
+ * A Ctrl-C reaches the terminal's foreground group, CMD's, and not us (the
+ * comment above forward), so a CMD that handles SIGINT and exits 1 —
+ * torchrun does — read as FAILED although the user killed the job.  To see
+ * what the foreground group gets, an interactive run (the terminal lent to
+ * CMD) has a sentinel in it: a forked child that joins CMD's group and only
+ * waits on the signalfd it inherits (the forwarded signals, blocked), says the
+ * first terminating one it gets over a pipe and exits.  Any terminating
+ * signal CMD's group got — the terminal's, or a kill of the group — then marks
+ * a failed CMD KILLED (run_status_of).  It ignores SIGTSTP (Ctrl-Z stops CMD
+ * and us, reaped()), dies with us (PR_SET_PDEATHSIG), and is one more process
+ * in the recorded tree while CMD runs (docs/design.md §9).  Async-signal-safe
+ * calls only after the fork: other threads existed.
+ */
+static void watch_group(struct run_state *st, pid_t child)
+{
+    struct sigaction ign = {.sa_handler = SIG_IGN};
+    int p[2];
+    pid_t pid, parent = getpid();
+
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return; /* no sentinel: a Ctrl-C then reads as CMD's exit says */
+    pid = fork();
+    if (pid == 0) {
+        struct signalfd_siginfo si;
+        close(p[0]);
+        sigemptyset(&ign.sa_mask);
+        sigaction(SIGTSTP, &ign, NULL);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent || setpgid(0, child) < 0)
+            _exit(0); /* we died, or CMD left its group: nothing to watch */
+        for (;;) {
+            ssize_t n = read(st->sfd, &si, sizeof si);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n != (ssize_t)sizeof si)
+                _exit(0);
+            if (terminating((int)si.ssi_signo)) {
+                int sig = (int)si.ssi_signo;
+                if (write(p[1], &sig, sizeof sig) < 0)
+                    _exit(1);
+                _exit(0);
+            }
+        }
+    }
+    close(p[1]);
+    if (pid < 0) {
+        close(p[0]);
+        return;
+    }
+    st->sentinel = pid;
+    st->sentinel_fd = p[0];
+}
+
+/* What the sentinel said, once it has said it; then its pipe is closed. */
+static void read_sentinel(struct run_state *st)
+{
+    int sig = 0;
+    ssize_t n;
+
+    do
+        n = read(st->sentinel_fd, &sig, sizeof sig);
+    while (n < 0 && errno == EINTR);
+    if (n == (ssize_t)sizeof sig && terminating(sig))
+        st->group_sig = sig;
+    close(st->sentinel_fd);
+    st->sentinel_fd = -1;
+}
+
+/* After CMD: the sentinel goes, and what it said before is read. */
+static void end_sentinel(struct run_state *st)
+{
+    struct pollfd p = {.fd = st->sentinel_fd, .events = POLLIN};
+
+    if (st->sentinel_fd >= 0 && poll(&p, 1, 0) == 1)
+        read_sentinel(st);
+    if (st->sentinel > 0) {
+        kill(st->sentinel, SIGKILL);
+        while (waitpid(st->sentinel, NULL, 0) < 0 && errno == EINTR)
+            ;
+        st->sentinel = 0;
+    }
+    if (st->sentinel_fd >= 0)
+        close(st->sentinel_fd);
+    st->sentinel_fd = -1;
+}
+
 /* Waits for the child, forwarding signals.  Returns the wait status;
  * *forwarded_term is set when a terminating signal was passed on. */
 static int wait_child(struct run_state *st, pid_t child, int *forwarded_term)
@@ -483,8 +576,18 @@ static int wait_child(struct run_state *st, pid_t child, int *forwarded_term)
     }
     for (;;) {
         struct signalfd_siginfo si;
-        ssize_t n = read(st->sfd, &si, sizeof si);
+        struct pollfd p[2] = {{.fd = st->sfd, .events = POLLIN},
+                              {.fd = st->sentinel_fd, .events = POLLIN}};
+        ssize_t n;
 
+        if (poll(p, st->sentinel_fd >= 0 ? 2 : 1, -1) < 0 && errno == EINTR)
+            continue;
+        if (st->sentinel_fd >= 0 && p[1].revents) {
+            read_sentinel(st); /* said, or gone: the pipe is closed either way */
+            if (!p[0].revents)
+                continue;
+        }
+        n = read(st->sfd, &si, sizeof si);
         if (n != (ssize_t)sizeof si) {
             if (n < 0 && errno == EINTR)
                 continue;
@@ -712,7 +815,12 @@ static int run_cmd(struct run_state *st, const struct run_opts *o, const sigset_
         *status = 125 << 8;
         return 125;
     }
+    if (st->tty_lent)
+        watch_group(st, child);
     *status = wait_child(st, child, forwarded_term);
+    end_sentinel(st);
+    if (st->group_sig)
+        *forwarded_term = 1; /* the group was signalled to end: the job was killed */
     /* Orphans of CMD's tree still running when CMD exits are left running,
      * not signalled and not waited for (docs/cli.md, Signals): CMD's exit
      * ends the job for scopemeter as for a shell, and what CMD left behind
@@ -768,6 +876,7 @@ int cmd_run(int argc, char **argv)
     }
     memset(&st, 0, sizeof st);
     st.sfd = -1;
+    st.sentinel_fd = -1;
     st.tty = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC); /* -1: none (ENXIO) */
     if (!(m = new_monitor(&o)))
         return 125;
