@@ -9,8 +9,9 @@
  *                                        a page shared by forked children
  *                                        counts once in total; read within
  *                                        a CPU budget and only when the
- *                                        estimate between reads (resident
- *                                        pages × the last Pss/resident) may
+ *                                        estimate between reads (the last
+ *                                        read moved by resident pages and
+ *                                        page faults, MEM_ESTIMATE) may
  *                                        be wrong: the processes changed,
  *                                        resident moved or copy-on-write
  *                                        may have unshared > max(2 % of
@@ -90,8 +91,8 @@ struct tree {
  * cost T of CPU (at least MEM_SLOW: below that, every sample reads), the next
  * waits until T / MEM_BUDGET has passed.  The samples in between estimate the
  * tree's Pss from what /proc/PID/stat already gives for the CPU series, each
- * process's resident pages (field 24), scaled by the last read's Pss/resident
- * ratio: no extra read, no gap in the series.  0.09 % keeps the whole monitor
+ * process's resident pages (field 24) and page faults (fields 10, 12), moved
+ * from the last read (MEM_ESTIMATE): no extra read, no gap in the series.  0.09 % keeps the whole monitor
  * within issue 20's 0.1 % of one core at the 10 s default with a 4 GB tree
  * (bench/README.md table 9).  Docs: design.md §9. */
 #define MEM_BUDGET 0.0009
@@ -121,7 +122,7 @@ struct tree {
 #define MEM_MOVE_REL 0.02
 #define MEM_MOVE_KB 4096
 #define MEM_MAX_AGE 300.0
-/* Unsharing a copy-on-write page is a write fault in the process that
+/* MEM_UNSHARE: unsharing a copy-on-write page is a write fault in the process that
  * writes (mm/memory.c do_wp_page → wp_page_copy; a shared transparent huge
  * page is split first and one 4 kB page copied, mm/huge_memory.c
  * do_huge_pmd_wp_page), counted in its minflt (/proc/PID/stat field 10,
@@ -129,8 +130,8 @@ struct tree {
  * to the tree's Pss and nothing to its resident pages.  So between reads the
  * estimate adds the faults resident pages do not explain — Δfaults × page −
  * the resident growth, at most what the last read said unsharing could still
- * add (Σ Anonymous − Pss_Anon of smaps_rollup, kernel >= 5.10; before it
- * resident − Pss) — and, beyond max(2 % of Pss, 4 MB) of those, reads the
+ * add (Σ Anonymous − Pss_Anon of smaps_rollup, Documentation/ABI/testing/
+ * procfs-smaps_rollup; a kernel without Pss_Anon: resident − Pss) — and, beyond max(2 % of Pss, 4 MB) of those, reads the
  * tree again at the sooner MEM_BUDGET_CHANGE spacing.  Faults that are not
  * unsharing (pages mapped, touched and unmapped between two samples: a
  * DataLoader's batches in shared memory) look the same: the estimate is then
@@ -388,8 +389,9 @@ static int proc_kb(struct proc_state *s, int pid, uint64_t *kb, uint64_t *room)
         return 0;
     }
     /* what unsharing can add (MEM_UNSHARE): anonymous pages counted whole
-     * in Anonymous and shared in Pss_Anon; a kernel without Pss_Anon
-     * (< 5.10) leaves room UINT64_MAX, the caller then takes resident − Pss */
+     * in Anonymous and shared in Pss_Anon; a kernel without Pss_Anon (older
+     * than the split of Pss) leaves room UINT64_MAX, the caller then takes
+     * resident − Pss */
     if (s->rollup && (sm__parse_kb(s->buf, (size_t)n, "Anonymous:", &anon) < 0 ||
                       sm__parse_kb(s->buf, (size_t)n, "Pss_Anon:", &pss_anon) < 0))
         *room = UINT64_MAX;
