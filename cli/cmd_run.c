@@ -17,7 +17,9 @@
  *   4. fork/exec CMD with MLFLOW_RUN_ID/MLFLOW_TRACKING_URI exported and
  *      MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING removed, in a process group of
  *      its own; forward INT, TERM, HUP, QUIT, USR1, USR2 to that group until
- *      it exits (below: why every signal reaches CMD exactly once);
+ *      it exits (below: why every signal reaches CMD exactly once); be the
+ *      subreaper of CMD's tree (reaped() below); in an interactive run keep a
+ *      sentinel in CMD's group that sees the terminal's Ctrl-C (watch_group);
  *   5. stop the monitor (bounded), mark a run this process owns FINISHED,
  *      FAILED or KILLED, exit with CMD's status (128+N for signal N).
  */
@@ -71,6 +73,9 @@ struct run_state {
     struct sigaction old_chld, old_pipe; /* the dispositions we were given, CMD's */
     int tty;                   /* our controlling terminal, or -1 */
     int tty_lent;              /* CMD's group is the terminal's foreground group */
+    pid_t sentinel;            /* the sentinel in CMD's group (watch_group), or 0 */
+    int sentinel_fd;           /* where it says what the group got, or -1 */
+    int group_sig;             /* a terminating signal CMD's group got (Ctrl-C), or 0 */
 
     /* JSONL fallback (the monitor's JSONL sink writes it) */
     char jsonl_path[4096];
@@ -102,8 +107,8 @@ static void usage(FILE *f)
             "  --samples K          samples averaged per logged point (default 1)\n"
             "  --stop-timeout S     bound on stopping and flushing after CMD exits (default 30)\n"
             "  --startup-timeout S  bound on talking to the server before CMD starts (default 15)\n"
-            "  --buffer-points N    points kept while the server is unreachable (default: one\n"
-            "                       hour of points; the oldest go first)\n"
+            "  --buffer-points N    points kept while the server is unreachable, 256 to\n"
+            "                       100000000 (default: one hour of points; the oldest go first)\n"
             "  --jsonl PATH         where points go when there is no http(s) tracking URI\n"
             "                       or no run (default ./scopemeter-rankN-PID.jsonl)\n"
             "\n"
@@ -123,7 +128,8 @@ static int parse(int argc, char **argv, struct run_opts *o)
         {"--samples", CLI_INT, &o->samples, 1, SM_SAMPLES_MAX, 0, NULL, 0},
         {"--stop-timeout", CLI_SECONDS, &o->stop_timeout, 0, SM_STOP_TIMEOUT_MAX, 0, NULL, 0},
         {"--startup-timeout", CLI_SECONDS, &o->startup_timeout, 0.1, 86400, 0, NULL, 0},
-        {"--buffer-points", CLI_INT, &o->buffer_points, 1, 100000000, 0, NULL, 0},
+        {"--buffer-points", CLI_INT, &o->buffer_points, SM_BUFFER_POINTS_MIN,
+         SM_BUFFER_POINTS_MAX, 0, NULL, 0},
     };
 
     memset(o, 0, sizeof *o);
@@ -427,20 +433,25 @@ static pid_t spawn(char **cmd, char **env, struct run_state *st, const sigset_t 
 /* 1 when the child is gone (*status set), else 0.  ECHILD: it was reaped
  * without us (SIGCHLD ignored or SA_NOCLDWAIT after all — cmd_run resets
  * both, so only if something else in this process undid that): its status
- * is lost, which is said, and counts as a failure.  As PID 1 of a container
- * every orphan is ours to reap: any child is waited for, CMD's status kept.
- * A CMD stopped from the terminal stops us too (the comment above forward). */
+ * is lost, which is said, and counts as a failure.  We are the subreaper of
+ * CMD's tree (PR_SET_CHILD_SUBREAPER, cmd_run; as PID 1 of a container every
+ * orphan is ours anyway): an orphan of the tree is reparented to us, stays in
+ * the process tree the monitor records (docs/design.md §9) and is reaped
+ * here; any child is waited for, CMD's status kept.  A CMD stopped from the
+ * terminal stops us too (the comment above forward). */
 static int reaped(struct run_state *st, pid_t child, int *status, int flags)
 {
-    pid_t w, which = getpid() == 1 ? -1 : child;
+    pid_t w;
     int ws;
 
     for (;;) {
-        while ((w = waitpid(which, &ws, flags | WUNTRACED)) < 0 && errno == EINTR)
+        while ((w = waitpid(-1, &ws, flags | WUNTRACED)) < 0 && errno == EINTR)
             ;
         if (w <= 0 || w == child)
             break;
-        /* an orphan reaped as init; look for more */
+        if (w == st->sentinel && !WIFSTOPPED(ws))
+            st->sentinel = 0; /* reaped: end_sentinel must not signal its pid */
+        /* an orphan of CMD's tree reaped (or stopped); look for more */
     }
     if (w == child && WIFSTOPPED(ws)) {
         int sig = WSTOPSIG(ws);
@@ -468,6 +479,93 @@ static int reaped(struct run_state *st, pid_t child, int *status, int flags)
     return 0;
 }
 
+/*
+ * A Ctrl-C reaches the terminal's foreground group, CMD's, and not us (the
+ * comment above forward), so a CMD that handles SIGINT and exits 1 —
+ * torchrun does — read as FAILED although the user killed the job.  To see
+ * what the foreground group gets, an interactive run (the terminal lent to
+ * CMD) has a sentinel in it: a forked child that joins CMD's group and only
+ * waits on the signalfd it inherits (the forwarded signals, blocked), says the
+ * first terminating one it gets over a pipe and exits.  Any terminating
+ * signal CMD's group got — the terminal's, or a kill of the group — then marks
+ * a failed CMD KILLED (run_status_of).  It ignores SIGTSTP (Ctrl-Z stops CMD
+ * and us, reaped()), dies with us (PR_SET_PDEATHSIG), and is one more process
+ * in the recorded tree while CMD runs (docs/design.md §9).  Async-signal-safe
+ * calls only after the fork: other threads existed.
+ */
+static void watch_group(struct run_state *st, pid_t child)
+{
+    struct sigaction ign = {.sa_handler = SIG_IGN};
+    int p[2];
+    pid_t pid, parent = getpid();
+
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return; /* no sentinel: a Ctrl-C then reads as CMD's exit says */
+    pid = fork();
+    if (pid == 0) {
+        struct signalfd_siginfo si;
+        close(p[0]);
+        sigemptyset(&ign.sa_mask);
+        sigaction(SIGTSTP, &ign, NULL);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent || setpgid(0, child) < 0)
+            _exit(0); /* we died, or CMD left its group: nothing to watch */
+        for (;;) {
+            ssize_t n = read(st->sfd, &si, sizeof si);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n != (ssize_t)sizeof si)
+                _exit(0);
+            if (terminating((int)si.ssi_signo)) {
+                int sig = (int)si.ssi_signo;
+                if (write(p[1], &sig, sizeof sig) < 0)
+                    _exit(1);
+                _exit(0);
+            }
+        }
+    }
+    close(p[1]);
+    if (pid < 0) {
+        close(p[0]);
+        return;
+    }
+    st->sentinel = pid;
+    st->sentinel_fd = p[0];
+}
+
+/* What the sentinel said, once it has said it; then its pipe is closed. */
+static void read_sentinel(struct run_state *st)
+{
+    int sig = 0;
+    ssize_t n;
+
+    do
+        n = read(st->sentinel_fd, &sig, sizeof sig);
+    while (n < 0 && errno == EINTR);
+    if (n == (ssize_t)sizeof sig && terminating(sig))
+        st->group_sig = sig;
+    close(st->sentinel_fd);
+    st->sentinel_fd = -1;
+}
+
+/* After CMD: the sentinel goes, and what it said before is read. */
+static void end_sentinel(struct run_state *st)
+{
+    struct pollfd p = {.fd = st->sentinel_fd, .events = POLLIN};
+
+    if (st->sentinel_fd >= 0 && poll(&p, 1, 0) == 1)
+        read_sentinel(st);
+    if (st->sentinel > 0) {
+        kill(st->sentinel, SIGKILL);
+        while (waitpid(st->sentinel, NULL, 0) < 0 && errno == EINTR)
+            ;
+        st->sentinel = 0;
+    }
+    if (st->sentinel_fd >= 0)
+        close(st->sentinel_fd);
+    st->sentinel_fd = -1;
+}
+
 /* Waits for the child, forwarding signals.  Returns the wait status;
  * *forwarded_term is set when a terminating signal was passed on. */
 static int wait_child(struct run_state *st, pid_t child, int *forwarded_term)
@@ -480,8 +578,18 @@ static int wait_child(struct run_state *st, pid_t child, int *forwarded_term)
     }
     for (;;) {
         struct signalfd_siginfo si;
-        ssize_t n = read(st->sfd, &si, sizeof si);
+        struct pollfd p[2] = {{.fd = st->sfd, .events = POLLIN},
+                              {.fd = st->sentinel_fd, .events = POLLIN}};
+        ssize_t n;
 
+        if (poll(p, st->sentinel_fd >= 0 ? 2 : 1, -1) < 0 && errno == EINTR)
+            continue;
+        if (st->sentinel_fd >= 0 && p[1].revents) {
+            read_sentinel(st); /* said, or gone: the pipe is closed either way */
+            if (!p[0].revents)
+                continue;
+        }
+        n = read(st->sfd, &si, sizeof si);
         if (n != (ssize_t)sizeof si) {
             if (n < 0 && errno == EINTR)
                 continue;
@@ -709,7 +817,21 @@ static int run_cmd(struct run_state *st, const struct run_opts *o, const sigset_
         *status = 125 << 8;
         return 125;
     }
+    if (st->tty_lent)
+        watch_group(st, child);
     *status = wait_child(st, child, forwarded_term);
+    end_sentinel(st);
+    if (st->group_sig)
+        *forwarded_term = 1; /* the group was signalled to end: the job was killed */
+    /* Orphans of CMD's tree still running when CMD exits are left running,
+     * not signalled and not waited for (docs/cli.md, Signals): CMD's exit
+     * ends the job for scopemeter as for a shell, and what CMD left behind
+     * on purpose (a server started with nohup) goes on as it would without
+     * scopemeter; when scopemeter exits they are reparented on, to the next
+     * subreaper or init.  Those already dead are reaped now, so the last
+     * sample does not count zombies. */
+    while (waitpid(-1, NULL, WNOHANG) > 0)
+        ;
     if (exec_errno) {
         fprintf(stderr, "scopemeter: cannot run %s: %s\n", o->cmd[0], strerror(exec_errno));
         return exec_errno == ENOENT ? 127 : 126;
@@ -756,6 +878,7 @@ int cmd_run(int argc, char **argv)
     }
     memset(&st, 0, sizeof st);
     st.sfd = -1;
+    st.sentinel_fd = -1;
     st.tty = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC); /* -1: none (ENXIO) */
     if (!(m = new_monitor(&o)))
         return 125;
@@ -763,6 +886,10 @@ int cmd_run(int argc, char **argv)
         sm_monitor_free(m);
         return 125;
     }
+    /* the subreaper of CMD's tree (reaped()); not inherited by CMD (prctl(2)) */
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+        fprintf(stderr, "scopemeter: warning: PR_SET_CHILD_SUBREAPER: %s; orphans of CMD's tree "
+                "leave the recorded process tree\n", strerror(errno));
     if ((rc = sm_identity_read_env(&st.id)) < 0)
         /* a malformed RANK must not pass for rank 0 (docs/design.md §4):
          * no run, no monitor; CMD runs as usual */

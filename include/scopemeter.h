@@ -107,6 +107,11 @@ SM_EXTERN const char *sm_strerror(int code);
 #define SM_INTERVAL_MAX 86400.0     /* s */
 #define SM_INTERVAL_DEFAULT 10.0    /* s, as MLflow's monitor */
 #define SM_SAMPLES_MAX 100000
+/* an explicit buffer (sm_monitor_set_buffer_points, --buffer-points): below
+ * 256 points an outage of a few windows already drops; the top is 2.4 GB of
+ * 24-byte entries */
+#define SM_BUFFER_POINTS_MIN 256
+#define SM_BUFFER_POINTS_MAX 100000000
 #define SM_STOP_TIMEOUT_MAX 86400.0 /* s */
 #define SM_STOP_TIMEOUT_DEFAULT 30.0 /* s */
 #define SM_GPUS_MAX 64              /* GPUs one process may see */
@@ -277,8 +282,9 @@ SM_EXTERN int sm_monitor_set_all_workers(sm_monitor *m, int on);
  * settings it may also be set after start, from the thread that then stops
  * (not during a stop). */
 SM_EXTERN int sm_monitor_set_stop_timeout(sm_monitor *m, double seconds);
-/* Points kept while the server is unreachable; (size_t)SM_DEFAULT or 0:
- * one hour's worth. */
+/* Points kept while the server is unreachable, SM_BUFFER_POINTS_MIN..
+ * SM_BUFFER_POINTS_MAX (-EINVAL outside); (size_t)SM_DEFAULT or 0: one
+ * hour's worth. */
 SM_EXTERN int sm_monitor_set_buffer_points(sm_monitor *m, size_t points);
 /* Pull sink for bindings: records wait in the monitor's bounded queue. */
 SM_EXTERN int sm_monitor_use_queue(sm_monitor *m);

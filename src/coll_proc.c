@@ -9,14 +9,16 @@
  *                                        a page shared by forked children
  *                                        counts once in total; read within
  *                                        a CPU budget and only when the
- *                                        estimate between reads (resident
- *                                        pages × the last Pss/resident) may
+ *                                        estimate between reads (the last
+ *                                        read moved by resident pages and
+ *                                        page faults, MEM_ESTIMATE) may
  *                                        be wrong: the processes changed,
- *                                        resident moved > max(2 % of Pss,
- *                                        4 MB), or 300 s passed (MEM_BUDGET,
- *                                        MEM_MOVE_REL below); never a
- *                                        smaps_rollup read per sample of a
- *                                        steady tree
+ *                                        resident moved or copy-on-write
+ *                                        may have unshared > max(2 % of
+ *                                        Pss, 4 MB), or 300 s passed
+ *                                        (MEM_BUDGET, MEM_MOVE_REL below);
+ *                                        never a smaps_rollup read per
+ *                                        sample of a steady tree
  *   process_cpu_utilization_percentage   100 * Δticks / CLK_TCK / Δwall, 100 =
  *                                        one core; ticks = utime + stime +
  *                                        cutime + cstime summed over the live
@@ -78,6 +80,8 @@ struct tree {
     double mem_t;          /* when the last read was (monotonic s); 0: none yet */
     uint64_t mem_rss_kb;   /* the tree's resident kB at the last read */
     uint64_t mem_kb;       /* the tree's Pss kB the last read gave */
+    uint64_t mem_flt;      /* the tree's page faults (minflt + majflt) at the last read */
+    uint64_t mem_room_kb;  /* what unsharing can still add to Pss (MEM_UNSHARE) */
 };
 
 /* Reading smaps_rollup walks the page tables of every mapping under the
@@ -87,8 +91,8 @@ struct tree {
  * cost T of CPU (at least MEM_SLOW: below that, every sample reads), the next
  * waits until T / MEM_BUDGET has passed.  The samples in between estimate the
  * tree's Pss from what /proc/PID/stat already gives for the CPU series, each
- * process's resident pages (field 24), scaled by the last read's Pss/resident
- * ratio: no extra read, no gap in the series.  0.09 % keeps the whole monitor
+ * process's resident pages (field 24) and page faults (fields 10, 12), moved
+ * from the last read (MEM_ESTIMATE): no extra read, no gap in the series.  0.09 % keeps the whole monitor
  * within issue 20's 0.1 % of one core at the 10 s default with a 4 GB tree
  * (bench/README.md table 9).  Docs: design.md §9. */
 #define MEM_BUDGET 0.0009
@@ -109,13 +113,41 @@ struct tree {
  *     MEM_MOVE_REL of the last Pss (the error a reader of the series can
  *     ignore), and at least MEM_MOVE_KB (an interpreter's allocator breathes
  *     by a few MB in a steady loop; below that the error is < 4 MB anyway);
- *   - what resident pages cannot see: copy-on-write breaking in forked
- *     children (a shared page becomes two private ones, resident unchanged,
- *     Pss up: DataLoader workers touching the dataset's refcounts), another
- *     process mapping the same file pages.  Slow drifts: MEM_MAX_AGE. */
+ *   - copy-on-write breaking in forked children (a shared page becomes two
+ *     private ones, resident unchanged, Pss up: DataLoader workers writing
+ *     the parent's tensors or touching its objects' refcounts): resident
+ *     pages cannot see it, the tree's page faults can (MEM_UNSHARE);
+ *   - another process mapping the same file pages.  Slow drifts:
+ *     MEM_MAX_AGE. */
 #define MEM_MOVE_REL 0.02
 #define MEM_MOVE_KB 4096
 #define MEM_MAX_AGE 300.0
+/* MEM_UNSHARE: unsharing a copy-on-write page is a write fault in the process that
+ * writes (mm/memory.c do_wp_page → wp_page_copy; a shared transparent huge
+ * page is split first and one 4 kB page copied, mm/huge_memory.c
+ * do_huge_pmd_wp_page), counted in its minflt (/proc/PID/stat field 10,
+ * summed over its threads: fs/proc/array.c do_task_stat).  Each adds one page
+ * to the tree's Pss and nothing to its resident pages.  So between reads the
+ * estimate adds the faults resident pages do not explain — Δfaults × page −
+ * the resident growth, at most what the last read said unsharing could still
+ * add (Σ Anonymous − Pss_Anon of smaps_rollup, Documentation/ABI/testing/
+ * procfs-smaps_rollup; a kernel without Pss_Anon: resident − Pss) — and, beyond max(2 % of Pss, 4 MB) of those, reads the
+ * tree again at the sooner MEM_BUDGET_CHANGE spacing.  Faults that are not
+ * unsharing (pages mapped, touched and unmapped between two samples: a
+ * DataLoader's batches in shared memory) look the same: the estimate is then
+ * high by at most that room until the read corrects it.  No syscall is
+ * added: the faults are in the stat line read anyway, the two kB lines in
+ * the smaps_rollup text read anyway. */
+/* MEM_ESTIMATE: between reads the tree's Pss is the last read's, plus the
+ * resident growth counted whole (new resident pages are mostly memory the
+ * tree allocated and touched: private, each a whole page of Pss; scaling them
+ * by the last ratio made a 128 MB allocation after a fork read as 32 MB),
+ * minus the resident shrink scaled by the last Pss/resident (what is freed is
+ * as shared as the tree was), plus the unsharing above.  Exact to the page for
+ * allocations and copy-on-write within the tree; a move it gets wrong (pages
+ * shared with a process outside the tree mapped, private pages of a shared
+ * tree freed, faults that were not unsharing) is wrong by at most that move,
+ * and one beyond max(2 % of Pss, 4 MB) is read again (MEM_MOVE_REL). */
 
 /* The cost of a read is this thread's CPU time (the page-table walk runs in
  * the kernel on our behalf), not wall time: on a loaded node a preempted read
@@ -309,21 +341,40 @@ static void walk(struct proc_state *s, int root, int *scanned)
                 add(s, s->scan[j].pid);
 }
 
+/* The error a reader of the series can ignore (MEM_MOVE_REL), in kB. */
+static double mem_slack(const struct tree *t)
+{
+    double limit = MEM_MOVE_REL * (double)t->mem_kb;
+
+    return limit > MEM_MOVE_KB ? limit : MEM_MOVE_KB;
+}
+
 /* The estimate of tree t may be wrong (see MEM_MOVE_REL): read it again. */
 static int mem_stale(const struct proc_state *s, const struct tree *t, uint64_t rss_kb,
                      double now)
 {
     uint64_t move = rss_kb > t->mem_rss_kb ? rss_kb - t->mem_rss_kb : t->mem_rss_kb - rss_kb;
-    double limit = MEM_MOVE_REL * (double)t->mem_kb;
 
-    return s->n != t->mem_n || (double)move > (limit > MEM_MOVE_KB ? limit : MEM_MOVE_KB) ||
-           now - t->mem_t >= MEM_MAX_AGE;
+    return s->n != t->mem_n || (double)move > mem_slack(t) || now - t->mem_t >= MEM_MAX_AGE;
+}
+
+/* The kB copy-on-write may have unshared since the last read (MEM_UNSHARE):
+ * the faults the resident growth does not explain, within the room. */
+static uint64_t mem_unshared(const struct proc_state *s, const struct tree *t, uint64_t rss_kb,
+                             uint64_t flt)
+{
+    uint64_t f = flt > t->mem_flt ? (flt - t->mem_flt) * s->page_kb : 0;
+    uint64_t grew = rss_kb > t->mem_rss_kb ? rss_kb - t->mem_rss_kb : 0;
+
+    f = f > grew ? f - grew : 0;
+    return f < t->mem_room_kb ? f : t->mem_room_kb;
 }
 
 /* One process's memory in kB: Pss, or VmRSS without smaps_rollup.  -errno
  * when unreadable (gone: ENOENT/ESRCH; another user's: EACCES). */
-static int proc_kb(struct proc_state *s, int pid, uint64_t *kb)
+static int proc_kb(struct proc_state *s, int pid, uint64_t *kb, uint64_t *room)
 {
+    uint64_t anon, pss_anon;
     char abs[64];
     ssize_t n;
 
@@ -332,10 +383,20 @@ static int proc_kb(struct proc_state *s, int pid, uint64_t *kb)
     if (n < 0)
         return (int)n;
     /* a kernel thread or a zombie has no mm: an empty file, nothing resident */
+    *room = 0;
     if (n == 0) {
         *kb = 0;
         return 0;
     }
+    /* what unsharing can add (MEM_UNSHARE): anonymous pages counted whole
+     * in Anonymous and shared in Pss_Anon; a kernel without Pss_Anon (older
+     * than the split of Pss) leaves room UINT64_MAX, the caller then takes
+     * resident − Pss */
+    if (s->rollup && (sm__parse_kb(s->buf, (size_t)n, "Anonymous:", &anon) < 0 ||
+                      sm__parse_kb(s->buf, (size_t)n, "Pss_Anon:", &pss_anon) < 0))
+        *room = UINT64_MAX;
+    else if (s->rollup)
+        *room = anon > pss_anon ? anon - pss_anon : 0;
     n = sm__parse_kb(s->buf, (size_t)n, s->rollup ? "Pss:" : "VmRSS:", kb);
     if (n == -ENOENT && !s->rollup) { /* status of a zombie: no VmRSS line */
         *kb = 0;
@@ -347,12 +408,14 @@ static int proc_kb(struct proc_state *s, int pid, uint64_t *kb)
 /* Sums over the walked tree from each process's stat: the processes still
  * alive, their CPU ticks and their resident pages (what the memory estimate
  * and its staleness test need, read every sample anyway). */
-static void sum_tree(struct proc_state *s, int *count, uint64_t *ticks, uint64_t *rss_kb)
+static void sum_tree(struct proc_state *s, int *count, uint64_t *ticks, uint64_t *rss_kb,
+                     uint64_t *flt)
 {
     int live = 0;
 
     *ticks = 0;
     *rss_kb = 0;
+    *flt = 0;
     for (int i = 0; i < s->n; i++) {
         sm_pid_stat st;
 
@@ -361,6 +424,7 @@ static void sum_tree(struct proc_state *s, int *count, uint64_t *ticks, uint64_t
         live++;
         *ticks += st.utime + st.stime + st.cutime + st.cstime;
         *rss_kb += st.rss_pages * s->page_kb;
+        *flt += st.minflt + st.majflt;
     }
     *count = live;
 }
@@ -368,17 +432,19 @@ static void sum_tree(struct proc_state *s, int *count, uint64_t *ticks, uint64_t
 /* The tree's memory read (Pss, or VmRSS without smaps_rollup).  *mem_ok is 0
  * when no process's memory could be read; the first unreadable one is said
  * once. */
-static void sum_mem(struct proc_state *s, uint64_t *kb, int *mem_ok)
+static void sum_mem(struct proc_state *s, uint64_t *kb, uint64_t *room, int *mem_ok)
 {
     int mem_n = 0;
 
     *kb = 0;
+    *room = 0;
     for (int i = 0; i < s->n; i++) {
-        uint64_t k;
-        int rc = proc_kb(s, s->list[i], &k);
+        uint64_t k, r = 0;
+        int rc = proc_kb(s, s->list[i], &k, &r);
 
         if (rc == 0) {
             *kb += k;
+            *room = r == UINT64_MAX || *room == UINT64_MAX ? UINT64_MAX : *room + r;
             mem_n++;
         } else if (rc != -ENOENT && rc != -ESRCH && !s->mem_said) {
             sm__log(SM_WARN, "process_memory_megabytes: cannot read %s of pid %d (%s); that "
@@ -424,7 +490,7 @@ static int proc_open(void *state, const sm_ctx *ctx, sm_opened *res)
     char path[SM_PATH_MAX], link[32], abs[96];
     ssize_t n;
     int root, scanned = 0, count;
-    uint64_t ticks, rss_kb;
+    uint64_t ticks, rss_kb, flt;
 
     snprintf(s->sysroot, sizeof s->sysroot, "%s", ctx->sysroot);
     s->tck = sysconf(_SC_CLK_TCK);
@@ -462,7 +528,7 @@ static int proc_open(void *state, const sm_ctx *ctx, sm_opened *res)
 
     /* the first delta's base */
     walk(s, root, &scanned);
-    sum_tree(s, &count, &ticks, &rss_kb);
+    sum_tree(s, &count, &ticks, &rss_kb, &flt);
     s->trees[0].ticks = ticks;
     if (count == 0) {
         sm__line(res->msg, sizeof res->msg, "process_*: cannot read %s/proc/%d/stat; the "
@@ -505,7 +571,7 @@ static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)
     for (int i = 0; i < s->ntrees; i++) {
         struct tree *t = &s->trees[i];
         int count, mem_ok, cpu_ok, read_mem;
-        uint64_t ticks, kb, rss_kb;
+        uint64_t ticks, kb, rss_kb, flt, room, unshared = 0;
         double now, cpu = 0, mb, cost = 0;
 
         if (t->rank != SM_RANK_OWN)
@@ -516,26 +582,37 @@ static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)
             continue;
         }
         walk(s, t->pid, &scanned);
-        sum_tree(s, &count, &ticks, &rss_kb);
+        sum_tree(s, &count, &ticks, &rss_kb, &flt);
         now = sm__now_mono();
+        if (s->rollup && t->mem_t > 0)
+            unshared = mem_unshared(s, t, rss_kb, flt);
         read_mem = !s->rollup || baseline || t->mem_t <= 0 || /* VmRSS: as cheap as stat */
                    (now >= t->mem_next && mem_stale(s, t, rss_kb, now)) ||
-                   (s->n != t->mem_n && now >= t->mem_next_fast);
+                   ((s->n != t->mem_n || (double)unshared > mem_slack(t)) &&
+                    now >= t->mem_next_fast);
         kb = 0;
         mem_ok = 0;
         if (read_mem) {
             cost = thread_cpu_s();
-            sum_mem(s, &kb, &mem_ok);
+            sum_mem(s, &kb, &room, &mem_ok);
             cost = thread_cpu_s() - cost;
             t->mem_n = s->n;
             t->mem_t = now;
             t->mem_rss_kb = rss_kb;
             t->mem_kb = kb;
+            t->mem_flt = flt;
+            t->mem_room_kb = room != UINT64_MAX ? room : rss_kb > kb ? rss_kb - kb : 0;
         }
         if (s->rollup && read_mem && mem_ok && rss_kb > 0) {
             t->pss_per_rss = (double)kb / (double)rss_kb;
         } else if (s->rollup && !read_mem && t->pss_per_rss > 0 && rss_kb > 0) {
-            kb = (uint64_t)((double)rss_kb * t->pss_per_rss); /* the estimate (above) */
+            /* the estimate (MEM_ESTIMATE); Pss is never above resident */
+            double est = (double)t->mem_kb + (double)unshared;
+            if (rss_kb >= t->mem_rss_kb)
+                est += (double)(rss_kb - t->mem_rss_kb);
+            else
+                est -= (double)(t->mem_rss_kb - rss_kb) * t->pss_per_rss;
+            kb = est <= 0 ? 0 : est >= (double)rss_kb ? rss_kb : (uint64_t)est;
             mem_ok = 1;
         }
         if (read_mem && s->rollup && cost >= MEM_SLOW) {

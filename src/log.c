@@ -130,11 +130,13 @@ void sm__log_summary(int64_t windows, uint64_t points, uint64_t tags, const sm_s
                "first)", (unsigned long long)lost);
     /* The process's own account, one line: a reader checks it against the
      * run (tests/soak counts every rank's points against it). */
-    sm__log(SM_INFO, "logged %lld windows (%llu points, %llu tags): %llu delivered, %llu dropped "
-           "(buffer full), %llu refused, %llu undelivered at stop", (long long)windows,
-           (unsigned long long)points, (unsigned long long)tags,
-           (unsigned long long)c->delivered, (unsigned long long)c->overflow,
-           (unsigned long long)c->refused, (unsigned long long)c->undelivered);
+    sm__log(SM_INFO, "logged %lld window%s (%llu point%s, %llu tag%s): %llu %s, %llu dropped "
+           "(buffer full), %llu refused, %llu %s at stop", (long long)windows,
+           windows == 1 ? "" : "s", (unsigned long long)points, points == 1 ? "" : "s",
+           (unsigned long long)tags, tags == 1 ? "" : "s", (unsigned long long)c->delivered,
+           c->to_file ? "written" : "delivered", (unsigned long long)c->overflow,
+           (unsigned long long)c->refused, (unsigned long long)c->undelivered,
+           c->to_file ? "not written" : "undelivered");
 }
 
 /* ---- building a "why" line ---------------------------------------------------

@@ -57,7 +57,7 @@
  * are touched only as records arrive).  See docs/monitor.md. */
 #define BUFFER_MIN 4096
 #define BUFFER_MAX 131072
-#define BUFFER_FLOOR 256        /* smallest buffer an explicit setting gets */
+#define BUFFER_FLOOR SM_BUFFER_POINTS_MIN /* smallest buffer an explicit setting gets */
 /* Tags a monitor pushes at most at once: node + collectors' start/end tags +
  * interval/samples/collectors + skipped. */
 #define TAGS_MAX (SM_TAGS_MAX + 8)
@@ -204,7 +204,11 @@ int sm_monitor_set_buffer_points(sm_monitor *m, size_t points)
         return -EINVAL;
     if (m->state != ST_NEW)
         return -EBUSY;
-    m->buffer_points = points == (size_t)SM_DEFAULT ? 0 : points; /* 0: the default */
+    if (points == (size_t)SM_DEFAULT)
+        points = 0; /* 0: the default */
+    if (points && (points < SM_BUFFER_POINTS_MIN || points > SM_BUFFER_POINTS_MAX))
+        return -EINVAL; /* the one bound (scopemeter.h), never a silent floor */
+    m->buffer_points = points;
     return 0;
 }
 
@@ -597,7 +601,7 @@ static size_t buffer_records(const sm_monitor *m)
     double per_hour, want;
 
     if (m->buffer_points)
-        return m->buffer_points < BUFFER_FLOOR ? BUFFER_FLOOR : m->buffer_points;
+        return m->buffer_points; /* within the bound: the setter refuses others */
     /* windows an hour, rounded up: ceil(x) as -floor(-x), no libm (number.h) */
     per_hour = (double)(m->nslots + SM_TAGS_MAX) *
                -sm__floor(-3600.0 / (m->interval * m->samples)) + 2 * TAGS_MAX;
@@ -918,7 +922,7 @@ int sm_monitor_stop(sm_monitor *m)
      * here; a queue's binding reports with sm_monitor_report().  Read under
      * mu: a thread left behind may still be finishing. */
     if (m->sink->ops->counts) {
-        sm_sink_counts c;
+        sm_sink_counts c = {0}; /* a sink sets what it knows (to_file: only the JSONL one) */
         m->sink->ops->counts(m->sink, &c);
         pthread_mutex_lock(&m->mu);
         sm__log_summary(m->step, m->points_logged, m->tags_logged, &c);

@@ -57,6 +57,7 @@ SM_HIDDEN int sm__scan_u64(const char **p, const char *end, uint64_t *out);
 typedef struct sm_pid_stat {
     int pid, ppid;
     char state;
+    uint64_t minflt, majflt;               /* fields 10, 12: the page faults it took */
     uint64_t utime, stime, cutime, cstime; /* fields 14-17 */
     uint64_t starttime;                    /* field 22: ticks after boot */
     uint64_t rss_pages;                    /* field 24 (0 when the line stops before it) */

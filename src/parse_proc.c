@@ -317,6 +317,8 @@ int sm__parse_pid_stat(const char *buf, size_t len, sm_pid_stat *out)
     if (f[4] > 0x7fffffff)
         return -ERANGE;
     out->ppid = (int)f[4];
+    out->minflt = f[10];
+    out->majflt = f[12];
     out->utime = f[14];
     out->stime = f[15];
     out->cutime = f[16];

@@ -81,6 +81,7 @@ typedef struct sm_sink sm_sink;
  * delivered + overflow + refused + undelivered (+ non-finite values skipped)
  * is everything pushed. */
 typedef struct sm_sink_counts {
+    int to_file;           /* a file: its records are "written", else "delivered" */
     uint64_t delivered;    /* the store took them */
     uint64_t overflow;     /* dropped because the buffer was full (oldest first) */
     uint64_t refused;      /* the store said no (4xx); not retried */

@@ -9,11 +9,18 @@
  *   {"kind": "tag", "key": ..., "value": "...", "timestamp": ms}
  *
  * As the REST sink, the sampling thread only pushes into a bounded ring
- * (sink.h); the writer sleeps until a window arrives, writes it and flushes
- * the stdio buffer once per window.  A write that fails (disk full, EIO) is
- * said once; the records from there on count as undelivered.  jansson
- * encodes: values are finite (the monitor skips NaN/inf), keys and texts
- * may need escaping.
+ * (sink.h); the writer sleeps until a window arrives and writes its lines
+ * with write(2) on the descriptor, no stdio buffer between.  The file only
+ * ever holds whole lines, and "N records written" counts the lines on disk
+ * (docs/cli.md, Without a tracking server): a write that fails or comes back
+ * short (a full disk: ENOSPC, EIO) is said once, the file is cut back with
+ * ftruncate(2) to the end of its last whole line — a reader never meets a cut
+ * line — the records whose lines were whole count as written, the rest and
+ * every record from there on as undelivered.  (A file system that reports a
+ * full disk only at writeback, after write(2) succeeded, is beyond this: the
+ * tmpfs, ext4 and xfs in front of such a run reserve at write.)  jansson
+ * encodes: values are finite (the monitor skips NaN/inf), keys and texts may
+ * need escaping.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +34,7 @@
 
 #include <jansson.h>
 
+#include "number.h"
 #include "scopemeter_mlflow.h"
 #include "sink.h"
 
@@ -35,7 +43,11 @@
 typedef struct jsink {
     sm_sink base;
     sm_ring ring;
-    FILE *f;
+    int fd;
+    off_t end;                /* the file's size: its last whole line ends here */
+    char *buf;                /* one window's lines */
+    size_t len, cap;
+    size_t ends[BATCH];       /* where each line of buf ends */
     char path[4096];
     pthread_t thread;
     int thread_started;
@@ -44,11 +56,14 @@ typedef struct jsink {
     sm_entry batch[BATCH];
 } jsink;
 
-static int write_record(jsink *s, const sm_record *r)
+/* Appends r's line to the window's buffer: 0, -EINVAL (invalid UTF-8 in
+ * a tag value: counted as failed) or -ENOMEM. */
+static int add_line(jsink *s, const sm_record *r)
 {
     json_t *o;
-    char *line;
-    int rc = 0;
+    char *line, digits[32];
+    size_t n;
+    int prec = 17;
 
     if (r->kind == SM_RECORD_METRIC)
         o = json_pack("{s:s, s:s, s:f, s:I, s:I}", "kind", "metric", "key", r->key, "value",
@@ -57,14 +72,64 @@ static int write_record(jsink *s, const sm_record *r)
     else
         o = json_pack("{s:s, s:s, s:s, s:I}", "kind", "tag", "key", r->key, "value", r->text,
                       "timestamp", (json_int_t)r->timestamp_ms);
-    line = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    /* the shortest decimal that reads back (12.3, not 12.300000000000001) */
+    if (r->kind == SM_RECORD_METRIC)
+        prec = sm__num_shortest(digits, sizeof digits, r->value);
+    line = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(prec)) : NULL;
     json_decref(o);
     if (!line)
-        return -EINVAL; /* invalid UTF-8 in a tag value: counted as failed */
-    if (fprintf(s->f, "%s\n", line) < 0)
-        rc = errno ? -errno : -EIO;
+        return -EINVAL;
+    n = strlen(line) + 1;
+    if (s->len + n > s->cap) {
+        size_t cap = (s->len + n) * 2;
+        char *b = realloc(s->buf, cap);
+        if (!b) {
+            free(line);
+            return -ENOMEM;
+        }
+        s->buf = b;
+        s->cap = cap;
+    }
+    memcpy(s->buf + s->len, line, n - 1);
+    s->buf[s->len + n - 1] = '\n';
+    s->len += n;
     free(line);
-    return rc;
+    return 0;
+}
+
+/* Writes the window's nlines lines; the number now whole on disk.  On a
+ * failed or short write the file is cut back to its last whole line and the
+ * first error is said (see the top). */
+static size_t write_lines(jsink *s, size_t nlines)
+{
+    size_t done = 0, whole = 0;
+    int e = 0;
+
+    while (done < s->len) {
+        ssize_t w = write(s->fd, s->buf + done, s->len - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            e = w < 0 ? errno : ENOSPC; /* write(2) returns 0 only when nothing fits */
+            break;
+        }
+        done += (size_t)w;
+    }
+    while (whole < nlines && s->ends[whole] <= done)
+        whole++;
+    if (e) {
+        off_t keep = s->end + (off_t)(whole ? s->ends[whole - 1] : 0);
+        s->write_errno = e;
+        sm__log(SM_WARN, "cannot write %s: %s; points from here on are not kept", s->path,
+               strerror(e));
+        if (done > (whole ? s->ends[whole - 1] : 0) && ftruncate(s->fd, keep) < 0)
+            sm__log(SM_WARN, "cannot cut %s back to its last whole line: %s; its last line is "
+                   "incomplete", s->path, strerror(errno));
+        s->end = keep;
+    } else {
+        s->end += (off_t)done;
+    }
+    return whole;
 }
 
 static void *write_main(void *arg)
@@ -74,35 +139,22 @@ static void *write_main(void *arg)
 
     while ((n = sm__ring_peek(&s->ring, s->batch, BATCH, -1)) != -EPIPE) {
         sm_record r;
-        uint64_t ok = 0, bad = 0;
+        size_t nlines = 0, whole = 0;
 
         if (n <= 0)
             continue;
-        for (int i = 0; i < n; i++) {
-            int rc = -EIO;
+        s->len = 0;
+        for (int i = 0; i < n && !s->write_errno; i++) {
             sm__ring_expand(&s->ring, &s->batch[i], &r);
-            if (!s->write_errno)
-                rc = write_record(s, &r);
-            if (rc == 0)
-                ok++;
-            else
-                bad++;
-            if (rc < 0 && rc != -EINVAL && !s->write_errno) {
-                s->write_errno = -rc;
-                sm__log(SM_WARN, "cannot write %s: %s; points from here on are not kept",
-                       s->path, strerror(-rc));
-            }
+            if (add_line(s, &r) == 0) /* else not encoded: counted as failed */
+                s->ends[nlines++] = s->len;
         }
-        if (!s->write_errno && fflush(s->f) != 0) {
-            s->write_errno = errno ? errno : EIO;
-            sm__log(SM_WARN, "cannot write %s: %s; points from here on are not kept", s->path,
-                   strerror(s->write_errno));
-            bad += ok; /* buffered, never reached the file */
-            ok = 0;
-        }
+        if (!s->write_errno && nlines > 0)
+            whole = write_lines(s, nlines);
         sm__ring_consume(&s->ring, (size_t)n);
-        atomic_fetch_add(&s->written, ok);
-        atomic_fetch_add(&s->failed, bad);
+        atomic_fetch_add(&s->written, whole);
+        /* not encoded, not whole on disk, or after a failure */
+        atomic_fetch_add(&s->failed, (uint64_t)n - whole);
     }
     return NULL;
 }
@@ -141,10 +193,12 @@ static void j_counts(sm_sink *base, sm_sink_counts *out)
     jsink *s = base->impl;
 
     memset(out, 0, sizeof *out);
+    out->to_file = 1; /* written to a file, not delivered to a store */
     out->delivered = atomic_load(&s->written);
     out->overflow = sm__ring_dropped(&s->ring);
     out->undelivered = atomic_load(&s->failed) + sm__ring_len(&s->ring);
-    sm__log(SM_INFO, "%llu records written to %s", (unsigned long long)out->delivered, s->path);
+    sm__log(SM_INFO, "%llu record%s written to %s", (unsigned long long)out->delivered,
+           out->delivered == 1 ? "" : "s", s->path);
 }
 
 static void j_close(sm_sink *base)
@@ -152,9 +206,10 @@ static void j_close(sm_sink *base)
     jsink *s = base->impl;
 
     j_flush(base, 0);
-    if (s->f && fclose(s->f) != 0 && !s->write_errno)
+    if (s->fd >= 0 && close(s->fd) != 0 && !s->write_errno)
         sm__log(SM_WARN, "closing %s: %s", s->path, strerror(errno));
     sm__ring_destroy(&s->ring);
+    free(s->buf);
     free(s);
 }
 
@@ -171,12 +226,13 @@ static int sm__sink_jsonl_new(const sm_sink_config *cfg, char *err, size_t errle
 {
     jsink *s;
     sigset_t all, old;
-    int fd, rc;
+    int rc;
 
     *out = NULL;
     s = calloc(1, sizeof *s);
     if (!s)
         return -ENOMEM;
+    s->fd = -1;
     s->base.ops = &jsonl_ops;
     s->base.impl = s;
     snprintf(s->path, sizeof s->path, "%s", cfg->target);
@@ -186,12 +242,10 @@ static int sm__sink_jsonl_new(const sm_sink_config *cfg, char *err, size_t errle
         free(s);
         return rc;
     }
-    fd = open(s->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0 || !(s->f = fdopen(fd, "a"))) {
+    s->fd = open(s->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (s->fd < 0 || (s->end = lseek(s->fd, 0, SEEK_END)) < 0) {
         rc = -errno;
         snprintf(err, errlen, "cannot open %s: %s", s->path, strerror(errno));
-        if (fd >= 0)
-            close(fd);
         goto fail;
     }
     /* the writer takes no signals: they belong to the application's threads */

@@ -468,6 +468,11 @@ static void test_config(void)
         CHECK_EQ_INT(sm_monitor_set_samples(m, SM_DEFAULT), 0);
         CHECK_EQ_INT(sm_monitor_set_interval(m, SM_DEFAULT), 0);
         CHECK_EQ_INT(sm_monitor_set_buffer_points(m, (size_t)SM_DEFAULT), 0);
+        /* one bound, the CLI's too (issue 33 item 9): never a silent floor */
+        CHECK_EQ_INT(sm_monitor_set_buffer_points(m, 10), -EINVAL);
+        CHECK_EQ_INT(sm_monitor_set_buffer_points(m, SM_BUFFER_POINTS_MAX + 1), -EINVAL);
+        CHECK_EQ_INT(sm_monitor_set_buffer_points(m, SM_BUFFER_POINTS_MIN), 0);
+        CHECK_EQ_INT(sm_monitor_set_buffer_points(m, 0), 0);
         sm_monitor_free(m);
     }
 }

@@ -237,8 +237,27 @@ static void test_floor(void)
     CHECK(isnan(sm__floor(NAN)));
 }
 
+/* sm__num_shortest: the shortest decimal that reads back (the exact limit
+ * tags, the JSONL file's values) */
+static void test_shortest(void)
+{
+    static const struct { double v; const char *text; int prec; } cases[] = {
+        {2412.3, "2412.3", 5}, {25.7, "25.7", 3}, {100, "100", 3}, {2.5, "2.5", 2},
+        {0, "0", 1}, {-0.1, "-0.1", 1}, {1.0 / 3, "0.3333333333333333", 16},
+        {1e-7, "9.9999999999999995e-08", 17},
+    };
+    char out[32];
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        CHECK_EQ_INT(sm__num_shortest(out, sizeof out, cases[i].v), cases[i].prec);
+        CHECK_EQ_STR(out, cases[i].text);
+        CHECK(strtod(out, NULL) == cases[i].v);
+    }
+}
+
 int main(void)
 {
+    test_shortest();
     test_floor();
     test_grammar();
     test_bounds();

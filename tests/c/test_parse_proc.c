@@ -120,7 +120,7 @@ int main(void)
 
     /* /proc/PID/stat: fields after the LAST ')' (comm may hold ") (") */
     {
-        const char st[] = "4242 (evil) (x y) R 17 4242 4242 0 -1 4194560 100 0 0 0 "
+        const char st[] = "4242 (evil) (x y) R 17 4242 4242 0 -1 4194560 100 9 3 9 "
                           "1234 56 7 8 20 0 3 0 98765 1000 50 18446744073709551615\n";
         const char kthread[] = "2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 1 0 0 20 0 1 0 "
                                "10\n"; /* exactly 22 fields (older kernels end early) */
@@ -129,6 +129,8 @@ int main(void)
         CHECK_EQ_INT(ps.pid, 4242);
         CHECK_EQ_INT(ps.ppid, 17);
         CHECK_EQ_INT(ps.state, 'R');
+        CHECK_EQ_INT(ps.minflt, 100); /* fields 10 and 12; 11 and 13 are the children's */
+        CHECK_EQ_INT(ps.majflt, 3);
         CHECK_EQ_INT(ps.utime, 1234);
         CHECK_EQ_INT(ps.stime, 56);
         CHECK_EQ_INT(ps.cutime, 7);

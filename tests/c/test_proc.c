@@ -53,15 +53,17 @@ static void rm(const char *rel)
 static int rss_pages = 50;
 
 /* "pid (comm) S ppid ..." with utime/stime/cutime/cstime and starttime */
+static int minflt = 100; /* field 10 of every stat_file */
+
 static void stat_file(int pid, const char *comm, int ppid, int ut, int st, int cut, int cst)
 {
     char rel[64], text[512];
 
     snprintf(rel, sizeof rel, "/proc/%d/stat", pid);
     snprintf(text, sizeof text,
-             "%d (%s) S %d %d %d 0 -1 4194560 100 0 0 0 %d %d %d %d 20 0 3 0 %d 100000 %d "
+             "%d (%s) S %d %d %d 0 -1 4194560 %d 0 0 0 %d %d %d %d 20 0 3 0 %d 100000 %d "
              "18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n",
-             pid, comm, ppid, pid, pid, ut, st, cut, cst, 5000 + pid, rss_pages);
+             pid, comm, ppid, pid, pid, minflt, ut, st, cut, cst, 5000 + pid, rss_pages);
     put(rel, text);
 }
 
@@ -315,9 +317,12 @@ static void test_peak_window(void)
 }
 
 /* Pss is read again only when the estimate may be wrong (coll_proc.c,
- * MEM_MOVE_REL; design.md §9): a steady tree is estimated from its resident
- * pages, so a Pss change its resident pages do not show stays unseen; a
- * resident move of 1 % is not enough; a tree grown by 20 % is read. */
+ * MEM_MOVE_REL, MEM_ESTIMATE, MEM_UNSHARE; design.md §9): a steady tree is
+ * estimated, so a Pss change neither its resident pages nor its faults show
+ * stays unseen; a resident move of 1 % is not enough (the growth counted
+ * whole); faults that resident pages do not explain (copy-on-write) raise the
+ * estimate page for page, and past 4 MB the tree is read; a tree grown by
+ * 20 % is read. */
 static void test_read_when_stale(void)
 {
     char cmd[600];
@@ -347,15 +352,30 @@ static void test_read_when_stale(void)
     /* resident +656 kB (below the 4 MB floor and 2 % of Pss): still the estimate */
     rss_pages = 16384 + 164;
     stat_file(100, "python3", 1, 500, 200, 30, 20);
-    est = 100000.0 / (3 * 65536) * (3 * 65536 + 164 * 4) * 1024 / 1e6;
+    est = (100000.0 + 164 * 4) * 1024 / 1e6;
     CHECK_EQ_INT(sample(s, &r), 0);
     CHECK_NEAR(value(&r, "process_memory_megabytes"), est, 1e-3);
+    /* 2 MB of write faults, resident flat (children unsharing): estimated */
+    rss_pages = 16384;
+    minflt = 100 + 512;
+    stat_file(101, "evil) (x", 100, 40, 10, 0, 0);
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK_NEAR(value(&r, "process_memory_megabytes"), (100000.0 + 512 * 4) * 1024 / 1e6, 1e-3);
+    /* 8 MB of them: past the 4 MB floor, read (the drift above shows up) */
+    minflt = 100 + 2048;
+    stat_file(101, "evil) (x", 100, 40, 10, 0, 0);
+    rollup(101, 28192, 65536);
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK_NEAR(value(&r, "process_memory_megabytes"), (61000 + 28192 + 20000) * 1024 / 1e6,
+               1e-9);
+    minflt = 100;
+    stat_file(101, "evil) (x", 100, 40, 10, 0, 0);
     /* the tree grows by 20 % (process 100 touched 39 MB of its own): read */
     rss_pages = 16384 + 9830;
     stat_file(100, "python3", 1, 500, 200, 30, 20);
     rollup(100, 61000 + 9830 * 4, 65536 + 9830 * 4);
     CHECK_EQ_INT(sample(s, &r), 0);
-    CHECK_NEAR(value(&r, "process_memory_megabytes"), (61000 + 9830 * 4 + 40000) * 1024 / 1e6,
+    CHECK_NEAR(value(&r, "process_memory_megabytes"), (61000 + 9830 * 4 + 48192) * 1024 / 1e6,
                1e-9);
     close_coll(s);
     rss_pages = 50;

@@ -114,7 +114,7 @@ def scenario(proxy, child):
     child.wait_line("reachable again", after=n)
 
 
-CLOSING = re.compile(r"logged (\d+) windows \((\d+) points, (\d+) tags\): (\d+) delivered, "
+CLOSING = re.compile(r"logged (\d+) windows? \((\d+) points?, (\d+) tags?\): (\d+) delivered, "
                      r"(\d+) dropped \(buffer full\), (\d+) refused, (\d+) undelivered at stop")
 
 

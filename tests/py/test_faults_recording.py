@@ -41,7 +41,7 @@ from pyfront_util import disk_here
 from runread import assert_steps_contiguous, get_run, histories, new_run, rest
 
 LOG_BATCH = "runs/log-batch"
-SUMMARY = re.compile(r"logged (\d+) windows \((\d+) points, (\d+) tags\): (\d+) delivered, "
+SUMMARY = re.compile(r"logged (\d+) windows? \((\d+) points?, (\d+) tags?\): (\d+) delivered, "
                      r"(\d+) dropped \(buffer full\), (\d+) refused, (\d+) undelivered at stop")
 
 

@@ -30,7 +30,7 @@ from pyfront_util import python_env
 from runread import histories, new_run, rest, run_cli, sm_lines
 
 LOG_BATCH = "runs/log-batch"
-CLOSING = re.compile(r"logged (\d+) windows \((\d+) points, (\d+) tags\): (\d+) delivered, "
+CLOSING = re.compile(r"logged (\d+) windows? \((\d+) points?, (\d+) tags?\): (\d+) delivered, "
                      r"(\d+) dropped \(buffer full\), (\d+) refused, (\d+) undelivered at stop")
 
 # The front's job: attach to MLFLOW_RUN_ID, record for `seconds`, stop.

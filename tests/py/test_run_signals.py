@@ -4,6 +4,7 @@ Signals; cli/cmd_run.c): sent to scopemeter, to its process group (GNU
 Ctrl-Z and `fg` in an interactive shell, driven through tmux); as PID 1 of a
 PID namespace it still forwards and reaps orphans.  No tracking server: the
 points go to a JSONL file in the test's directory, signals are the subject."""
+import contextlib
 import os
 import shutil
 import signal
@@ -14,6 +15,7 @@ import time
 import pytest
 
 from conftest import clean_env, is_root
+from runread import get_run
 
 # CMD: prints one line per signal it receives; exits 0 on the first SIGTERM
 # after a "checkpoint" of argv[2] seconds (a second SIGTERM would print a
@@ -182,15 +184,13 @@ def test_as_pid_1_it_forwards_and_reaps_orphans(scopemeter_bin, handler, tmp_pat
     assert p.returncode == 0, err
 
 
-@pytest.mark.timeout(90)
-@pytest.mark.skipif(not shutil.which("tmux"), reason="tmux not installed")
-def test_terminal_ctrl_c_ctrl_z_and_fg(scopemeter_bin, handler, tmp_path):
-    sock = str(tmp_path / "tmux.sock")
-    out = tmp_path / "out.txt"
-    tmux = ["tmux", "-S", sock]
-    env = clean_env(PS1="$ ")
+@contextlib.contextmanager
+def terminal(tmp_path, **env):
+    """An interactive bash in a tmux pane: (keys, screen)."""
+    tmux = ["tmux", "-S", str(tmp_path / "tmux.sock")]
     subprocess.run(tmux + ["new-session", "-d", "-x", "200", "-y", "50", "bash", "--norc",
-                           "--noprofile", "-i"], env=env, check=True, timeout=20)
+                           "--noprofile", "-i"], env=clean_env(PS1="$ ", **env), check=True,
+                   timeout=20)
     try:
         def keys(*k):
             subprocess.run(tmux + ["send-keys", "-t", "0"] + list(k), check=True, timeout=20)
@@ -199,16 +199,30 @@ def test_terminal_ctrl_c_ctrl_z_and_fg(scopemeter_bin, handler, tmp_path):
             return subprocess.run(tmux + ["capture-pane", "-p", "-t", "0"], capture_output=True,
                                   text=True, timeout=20).stdout
 
+        yield keys, screen
+    finally:
+        subprocess.run(tmux + ["kill-server"], timeout=20)
+
+
+def on_screen(screen, text, timeout=20):
+    deadline = time.monotonic() + timeout
+    while text not in screen() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert text in screen(), screen()
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.skipif(not shutil.which("tmux"), reason="tmux not installed")
+def test_terminal_ctrl_c_ctrl_z_and_fg(scopemeter_bin, handler, tmp_path):
+    out = tmp_path / "out.txt"
+    with terminal(tmp_path) as (keys, screen):
         keys(f"cd {tmp_path} && {scopemeter_bin} run -- {sys.executable} {handler} 8 "
              f"> {out} 2>err.txt; echo exit=$?", "Enter")
         wait_for(out, "ready")
         keys("C-c")
         wait_for(out, "got SIGINT")
         keys("C-z")
-        deadline = time.monotonic() + 20
-        while "Stopped" not in screen() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert "Stopped" in screen(), screen()
+        on_screen(screen, "Stopped")
         # the whole job is stopped: CMD too
         cmd_pid = out.read_text().split()[1]
         assert open(f"/proc/{cmd_pid}/stat").read().rsplit(")", 1)[1].split()[0] == "T"
@@ -218,13 +232,49 @@ def test_terminal_ctrl_c_ctrl_z_and_fg(scopemeter_bin, handler, tmp_path):
         assert got(out.read_text()) == ["got SIGINT"], out.read_text()
         # after the job, the shell has its terminal back and reads commands
         keys("echo back-$((40+2))", "Enter")
-        deadline = time.monotonic() + 20
-        while "back-42" not in screen() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert "back-42" in screen(), screen()
-    finally:
-        subprocess.run(tmux + ["kill-server"], timeout=20)
+        on_screen(screen, "back-42")
 
+
+# A CMD that ends with exit 1 on SIGINT, as torchrun does (each rank raises
+# KeyboardInterrupt, the agent exits 1); under torchrun, the rank itself.
+EXIT1_ON_INT = """
+import os, signal, sys, time
+def h(sig, frame):
+    print("got", signal.Signals(sig).name, flush=True)
+    sys.exit(1)
+signal.signal(signal.SIGINT, h)
+print("ready", os.environ["MLFLOW_RUN_ID"], flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.skipif(not shutil.which("tmux"), reason="tmux not installed")
+@pytest.mark.parametrize("launcher", ["python", pytest.param("torchrun",
+                                                             marks=pytest.mark.launchers)])
+def test_terminal_ctrl_c_marks_the_run_killed(scopemeter_bin, mlflow_server, tmp_path, launcher):
+    """issue 33 item 4: the terminal signals CMD's group, not scopemeter; CMD
+    exits 1 on the SIGINT (torchrun: 1 rank of the script above).  The user
+    killed the job: KILLED, not FAILED; the exit status stays CMD's (1)."""
+    cmd = tmp_path / "exit1.py"
+    cmd.write_text(EXIT1_ON_INT)
+    out = tmp_path / "out.txt"
+    head = f"{sys.executable}"
+    if launcher == "torchrun":
+        pytest.importorskip("torch.distributed.run")
+        head += " -m torch.distributed.run --standalone --nproc-per-node 1"
+    with terminal(tmp_path, MLFLOW_TRACKING_URI=mlflow_server, OMP_NUM_THREADS="1") as (
+            keys, screen):
+        keys(f"cd {tmp_path} && {scopemeter_bin} run --interval 0.5 -- {head} {cmd} "
+             f"> {out} 2>err.txt; echo ex''it=$?", "Enter")   # the typed line is not it
+        wait_for(out, "ready", timeout=120)
+        keys("C-c")
+        on_screen(screen, "exit=", timeout=90)
+        shown = screen()
+    err = (tmp_path / "err.txt").read_text()
+    assert "exit=1" in shown and "got SIGINT" in out.read_text(), (shown, err)
+    status = get_run(mlflow_server, out.read_text().split()[1])["info"]["status"]
+    assert status == "KILLED", (status, err[-3000:])
 
 @pytest.mark.launchers
 @pytest.mark.timeout(300)

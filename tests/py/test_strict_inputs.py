@@ -153,6 +153,10 @@ def test_mistyped_command_makes_no_run(scopemeter_bin, mlflow_server, tmp_path):
     (["run", "--startup-timeout", "0", "--", "true"], "--startup-timeout must be"),
     (["run", "--interval=abc", "--", "true"], "got 'abc'"),
     (["run", "--all-workers=1", "--", "true"], "--all-workers takes no value"),
+    # one bound in the parser, the docs and the message (issue 33 item 9)
+    (["run", "--buffer-points", "10", "--", "true"],
+     "--buffer-points must be a whole number between 256 and 100000000, got '10'"),
+    (["run", "--buffer-points", "0", "--", "true"], "between 256 and 100000000, got '0'"),
     (["plan", "--workers", "2", "--all-workers", "--one-worker"], "exclude each other"),
     (["plan", "--workers", "2", "--gpus-per-worker", "-1"], "between 0 and 64"),
     (["plan", "--workers=2", "--workers=3"], "--workers given twice"),

@@ -340,7 +340,7 @@ def killed(oom_lines):
 
 
 def closing(err):
-    m = re.search(r"logged (\d+) windows", err)
+    m = re.search(r"logged (\d+) windows?", err)
     return int(m.group(1)) if m else None
 
 

@@ -45,7 +45,7 @@ GLIBC_LIBS = {"libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2", "librt.
 ARCHES = ["x86_64", "aarch64"]
 # manylinux2014 is glibc 2.17 (PEP 599): the newest symbol version a file may need
 GLIBC_MAX = (2, 17)
-CLOSING = re.compile(r"logged (\d+) windows \((\d+) points, (\d+) tags\): (\d+) delivered, "
+CLOSING = re.compile(r"logged (\d+) windows? \((\d+) points?, (\d+) tags?\): (\d+) delivered, "
                      r"(\d+) dropped \(buffer full\), (\d+) refused, (\d+) undelivered at stop")
 
 
