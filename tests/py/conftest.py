@@ -336,3 +336,30 @@ def is_root():
 
 def have(cmd):
     return shutil.which(cmd) is not None
+
+
+# The wheels' arches (scripts/build-wheel builds one per entry).
+ARCHES = ["x86_64", "aarch64"]
+
+
+@pytest.fixture(scope="session")
+def wheels(tmp_path_factory):
+    """scripts/build-wheel, once: {arch: (wheel path, the build's stderr with
+    every wheel's `auditwheel show`)}."""
+    p = subprocess.run([os.path.join(ROOT, "scripts", "build-wheel")], capture_output=True,
+                       text=True, timeout=2400, cwd=ROOT)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-4000:]
+    out = {}
+    top = tmp_path_factory.mktemp("wheel")
+    for line in p.stdout.strip().splitlines():
+        if not line.endswith(".whl"):
+            continue
+        path = os.path.join(ROOT, line)
+        assert os.path.isfile(path), p.stdout
+        arch = next(a for a in ARCHES if line.endswith(f"_{a}.whl"))
+        # a copy: another session's build-wheel may replace dist/ meanwhile
+        dst = top / os.path.basename(path)
+        shutil.copy(path, dst)
+        out[arch] = (str(dst), p.stderr)
+    assert sorted(out) == sorted(ARCHES), p.stdout
+    return out

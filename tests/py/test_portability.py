@@ -33,7 +33,7 @@ from conftest import clean_env, is_root
 from faultproxy import FaultProxy
 from pyfront_util import Pod, cgroups_usable, new_run, read_run, system_keys
 from test_rest_faults import pki  # noqa: F401  (fixture: the harness's CA and server certificate)
-from test_wheel import CLOSING, wheels  # noqa: F401  (fixture: both wheels, built once)
+from test_wheel import CLOSING
 
 pytestmark = [pytest.mark.portability, pytest.mark.wheel]
 # Each test's bound holds the root's first build when it is the first to ask
@@ -46,7 +46,7 @@ ROOT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fil
 ROOTS = os.environ.get("SCOPEMETER_ROOTS") or "/var/cache/scopemeter/roots"
 SUITE = "bullseye"
 MIRROR = "http://deb.debian.org/debian"
-# Debian's arch names -> the wheels' (test_wheel.ARCHES)
+# Debian's arch names -> the wheels' (conftest.ARCHES)
 ARCH = {"amd64": "x86_64", "arm64": "aarch64"}
 HOST = {"x86_64": "amd64", "aarch64": "arm64"}[os.uname().machine]
 QEMU = "/usr/bin/qemu-aarch64-static"
@@ -126,7 +126,7 @@ def build_root(deb_arch):
 
 
 @pytest.fixture(scope="session", params=sorted(ARCH))
-def root(request, wheels):  # noqa: F811
+def root(request, wheels):
     """(deb arch, the root with this session's wheel of that arch installed
     in its venv, the wheel's path inside)."""
     if not is_root():

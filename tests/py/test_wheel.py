@@ -32,7 +32,7 @@ import zipfile
 
 import pytest
 
-from conftest import clean_env
+from conftest import ARCHES, clean_env
 
 pytestmark = pytest.mark.wheel
 
@@ -42,7 +42,6 @@ MINORS = ["3.9", "3.10", "3.11", "3.12", "3.13"]
 # What a manylinux wheel may need from the system (PEP 600: glibc's own libraries).
 GLIBC_LIBS = {"libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2", "librt.so.1",
               "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1"}
-ARCHES = ["x86_64", "aarch64"]
 # manylinux2014 is glibc 2.17 (PEP 599): the newest symbol version a file may need
 GLIBC_MAX = (2, 17)
 CLOSING = re.compile(r"logged (\d+) windows? \((\d+) points?, (\d+) tags?\): (\d+) delivered, "
@@ -69,29 +68,6 @@ def pyenv_pythons():
 
 
 PYTHONS = pyenv_pythons()
-
-
-@pytest.fixture(scope="session")
-def wheels(tmp_path_factory):
-    """scripts/build-wheel, once: {arch: (wheel path, the build's stderr with
-    every wheel's `auditwheel show`)}."""
-    p = subprocess.run([os.path.join(ROOT, "scripts", "build-wheel")], capture_output=True,
-                       text=True, timeout=2400, cwd=ROOT)
-    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-4000:]
-    out = {}
-    top = tmp_path_factory.mktemp("wheel")
-    for line in p.stdout.strip().splitlines():
-        if not line.endswith(".whl"):
-            continue
-        path = os.path.join(ROOT, line)
-        assert os.path.isfile(path), p.stdout
-        arch = next(a for a in ARCHES if line.endswith(f"_{a}.whl"))
-        # a copy: another session's build-wheel may replace dist/ meanwhile
-        dst = top / os.path.basename(path)
-        shutil.copy(path, dst)
-        out[arch] = (str(dst), p.stderr)
-    assert sorted(out) == sorted(ARCHES), p.stdout
-    return out
 
 
 @pytest.fixture(scope="session")
