@@ -842,19 +842,6 @@ static void tag_pressure(struct ctr *s, int window, sm_tags *out)
     ship(&s->pr_shipped, v);
 }
 
-/* The shortest decimal that strtod reads back as v exactly: 2.5 stays
- * "2.5", 1/3 is "0.3333333333333333", never the display tag's rounding;
- * 100 is "100", not "1e+02". */
-static void exact_double(char *out, size_t cap, double v)
-{
-    for (int prec = 1; prec < 17; prec++) {
-        snprintf(out, cap, "%.*g", prec, v);
-        if (!strchr(out, 'e') && strtod(out, NULL) == v)
-            return;
-    }
-    snprintf(out, cap, "%.17g", v);
-}
-
 static void ctr_tags(void *state, int phase, sm_tags *out)
 {
     struct ctr *s = state;
@@ -868,7 +855,7 @@ static void ctr_tags(void *state, int phase, sm_tags *out)
         if (s->cg.mem_limit > 0)
             sm__tag_add(out, "memory_limit_bytes", "%llu", (unsigned long long)s->cg.mem_limit);
         if (s->cg.cpu_cores > 0) {
-            exact_double(cores, sizeof cores, s->cg.cpu_cores);
+            sm__num_shortest(cores, sizeof cores, s->cg.cpu_cores);
             sm__tag_add(out, "cpu_limit_cores", "%s", cores);
         }
         if (s->cg.cpu_quota_us > 0 && s->cg.cpu_period_us > 0) {

@@ -163,3 +163,13 @@ int sm__num_check(double v, const char *got, const sm_num_spec *spec, char *err,
     }
     return rc;
 }
+
+void sm__num_shortest(char *out, size_t cap, double v)
+{
+    for (int prec = 1; prec < 17; prec++) {
+        snprintf(out, cap, "%.*g", prec, v);
+        if (!strchr(out, 'e') && strtod(out, NULL) == v)
+            return;
+    }
+    snprintf(out, cap, "%.17g", v);
+}

@@ -55,6 +55,11 @@ SM_HIDDEN int sm__num_parse(const char *text, const sm_num_spec *spec, double *o
 SM_HIDDEN int sm__num_check(double v, const char *got, const sm_num_spec *spec, char *err,
                  size_t errlen);
 
+/* The shortest decimal that strtod reads back as v exactly, for tags a
+ * program reads (scopemeter.rankN.cpu_limit_cores, the write budget): 2.5
+ * stays "2.5", 1/3 is "0.3333333333333333", 100 is "100", never "1e+02". */
+SM_HIDDEN void sm__num_shortest(char *out, size_t cap, double v);
+
 /* floor(x), exactly (-0, NaN and ±inf as they are), without libm: at -Os
  * GCC calls libm's floor/ceil/trunc instead of expanding them, and the CLI
  * does not load libm (its IFUNC resolvers made ~390 kB of it resident;
