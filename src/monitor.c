@@ -634,7 +634,7 @@ static size_t buffer_records(const sm_monitor *m)
     return (size_t)want;
 }
 
-/* Start, step 1: open the collectors and take the baseline sample, whose
+/* Start, step 2: open the collectors and take the baseline sample, whose
  * keys decide the series (its values are not logged: the first window's
  * points cover the time from here on).  0, -ENODATA after skip(), or -errno. */
 static int open_series(sm_monitor *m, char *err, size_t errlen)
@@ -703,8 +703,9 @@ static int open_series(sm_monitor *m, char *err, size_t errlen)
     return 0;
 }
 
-/* Start, step 2: the write budget's rule on the interval (docs/design.md
- * §5), from n and this collector's own series (the baseline's keys). */
+/* Start, step 1 (no budget) or 2b (a budget): the write budget's rule on the
+ * interval (docs/design.md §5), from n and this collector's own series (the
+ * baseline's keys, so after step 2; the default rule needs none). */
 static void apply_budget(sm_monitor *m)
 {
     double period = m->interval * m->samples;
@@ -897,9 +898,14 @@ int sm_monitor_start(sm_monitor *m, char *err, size_t errlen)
         return SM_NOT_COLLECTING;
     m->collectors = sm__collectors_of(m->ctx.id.world_size, m->ctx.id.local_world_size,
                                      m->all_workers);
+    /* the default rule needs no series count: applied, and said, before the
+     * collectors open, as it always was; a budget needs the baseline's */
+    if (!(m->budget > 0))
+        apply_budget(m);
     if ((rc = open_series(m, err, errlen)) < 0)
         return rc;
-    apply_budget(m);
+    if (m->budget > 0)
+        apply_budget(m);
     if ((rc = open_sink(m, err, errlen)) < 0)
         return rc;
     push_start_tags(m);
