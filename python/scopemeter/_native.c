@@ -736,6 +736,14 @@ static int dict_set(PyObject *d, const char *k, PyObject *v)
     return rc;
 }
 
+static PyObject *budget_or_none(double budget, double v)
+{
+    if (budget > 0)
+        return PyFloat_FromDouble(v);
+    Py_INCREF(Py_None);
+    return Py_None;
+}
+
 static PyObject *mod_plan(PyObject *Py_UNUSED(mod), PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"workers", "workers_per_pod", "nodes", "gpus_per_worker",
@@ -779,10 +787,11 @@ static PyObject *mod_plan(PyObject *Py_UNUSED(mod), PyObject *args, PyObject *kw
         dict_set(d, "rows_per_hour", PyFloat_FromDouble(out.rows_per_hour)) < 0 ||
         dict_set(d, "bytes_per_row", PyFloat_FromDouble(out.bytes_per_row)) < 0 ||
         dict_set(d, "bytes_per_day", PyFloat_FromDouble(out.bytes_per_day)) < 0 ||
-        dict_set(d, "write_budget", PyFloat_FromDouble(out.write_budget)) < 0 ||
+        /* None without a budget, as the CLI's JSON null */
+        dict_set(d, "write_budget", budget_or_none(out.write_budget, out.write_budget)) < 0 ||
         dict_set(d, "series_per_collector_recorded",
                  PyLong_FromLong(out.series_per_collector_recorded)) < 0 ||
-        dict_set(d, "budget_period_s", PyFloat_FromDouble(out.budget_period_s)) < 0 ||
+        dict_set(d, "budget_period_s", budget_or_none(out.write_budget, out.budget_period_s)) < 0 ||
         dict_set(d, "rows_per_s", PyFloat_FromDouble(out.rows_per_s)) < 0 ||
         dict_set(d, "server_cores", PyLong_FromLong(out.server_cores)) < 0) {
         Py_DECREF(d);

@@ -91,9 +91,9 @@ class PlanResult(TypedDict):
     rows_per_hour: float
     bytes_per_row: float
     bytes_per_day: float
-    write_budget: float
+    write_budget: Optional[float]
     series_per_collector_recorded: int
-    budget_period_s: float
+    budget_period_s: Optional[float]
     rows_per_s: float
     server_cores: int
 

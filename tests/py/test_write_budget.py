@@ -250,7 +250,7 @@ def test_python_plan_write_budget_matches_the_cli(scopemeter_bin):
     for k, v in py.items():
         assert cli[k] == pytest.approx(v), (k, cli[k], v)
     assert py["period_s"] == rule_period(256, 27, 100, 10)
-    assert scopemeter.plan(workers=256, all_workers=True)["write_budget"] == 0
+    assert scopemeter.plan(workers=256, all_workers=True)["write_budget"] is None
     for bad in (0, -3, float("nan")):
         with pytest.raises(ValueError, match="write"):
             scopemeter.plan(workers=8, write_budget=bad)
