@@ -10,10 +10,10 @@ int cmd_plan(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_report(int argc, char **argv); /* execs python -m scopemeter report */
 
-enum cli_kind { CLI_FLAG, CLI_INT, CLI_SECONDS, CLI_STRING };
+enum cli_kind { CLI_FLAG, CLI_INT, CLI_SECONDS, CLI_NUMBER, CLI_STRING };
 
 /* One option: --name, its kind, where the value goes (int * for FLAG and
- * INT, double * for SECONDS, const char ** for STRING), inclusive bounds for
+ * INT, double * for SECONDS and NUMBER, const char ** for STRING), inclusive bounds for
  * numbers, the value a FLAG stores, and a group: two options of one group
  * given together are a usage error (--run-id/--experiment). */
 struct cli_opt {

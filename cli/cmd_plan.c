@@ -1,13 +1,14 @@
 /*
  * cmd_plan.c — `scopemeter plan`: the preflight (docs/design.md §8).  Before a
  * user turns on every worker they see what it costs: collectors, the
- * effective interval after the write-load cap, series (= charts, MLflow draws
+ * effective interval after the write budget's rule, series (= charts, MLflow draws
  * one per series), UI sections, rows per hour and bytes per day.  The
  * numbers come from sm_plan_estimate(); docs/plan.md derives them.
  *
  *   scopemeter plan --workers W [--workers-per-pod P] [--nodes N]
  *                   [--gpus-per-worker G] [--interval S] [--samples K]
- *                   [--all-workers | --one-worker] [--no-container-limits] [--json]
+ *                   [--all-workers | --one-worker] [--no-container-limits]
+ *                   [--write-budget R] [--json]
  */
 #include <math.h>
 #include <stdio.h>
@@ -24,7 +25,8 @@ static void plan_usage(FILE *f)
     fprintf(f,
             "usage: scopemeter plan --workers W [--workers-per-pod P] [--nodes N]\n"
             "                       [--gpus-per-worker G] [--interval S] [--samples K]\n"
-            "                       [--all-workers | --one-worker] [--no-container-limits] [--json]\n"
+            "                       [--all-workers | --one-worker] [--no-container-limits]\n"
+            "                       [--write-budget R] [--json]\n"
             "\n"
             "What recording system metrics costs for a job, before it runs:\n"
             "  --workers W            processes in the job (world size)\n"
@@ -38,6 +40,9 @@ static void plan_usage(FILE *f)
             "  --all-workers          every pod's local rank 0 collects\n"
             "  --one-worker           only rank 0 collects (the default)\n"
             "  --no-container-limits  pods have no cgroup limit: no container_* series\n"
+            "  --write-budget R       rows/s the tracking server takes from the job, all\n"
+            "                         collectors together: the period that fits it, and the\n"
+            "                         server it needs (default: four collectors at 10 s)\n"
             "  --json                 one JSON object\n"
             "Assumptions and formulas: docs/plan.md.\n");
 }
@@ -97,6 +102,17 @@ static int print_json(const sm_plan_input *in, int nodes_given, const sm_plan *p
     json_object_set_new(root, "rows_per_hour", json_real(p->rows_per_hour));
     json_object_set_new(root, "bytes_per_row", json_real(p->bytes_per_row));
     json_object_set_new(root, "bytes_per_day", json_real(p->bytes_per_day));
+    json_object_set_new(root, "write_budget", p->write_budget > 0 ? json_real(p->write_budget)
+                                                                  : json_null());
+    json_object_set_new(root, "series_per_collector_recorded",
+                        json_integer(p->series_per_collector_recorded));
+    json_object_set_new(root, "budget_period_s", p->write_budget > 0
+                                                     ? json_real(p->budget_period_s)
+                                                     : json_null());
+    json_object_set_new(root, "budget_met", json_boolean(!(p->write_budget > 0) ||
+                                                         p->budget_period_s <= p->period_s));
+    json_object_set_new(root, "rows_per_s", json_real(p->rows_per_s));
+    json_object_set_new(root, "server_cores", json_integer(p->server_cores));
     s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
     json_decref(root);
     if (!s)
@@ -104,6 +120,23 @@ static int print_json(const sm_plan_input *in, int nodes_given, const sm_plan *p
     printf("%s\n", s);
     free(s);
     return 0;
+}
+
+/* Only with a budget: without one the lines are those of the default rule. */
+static void print_budget(const sm_plan *p)
+{
+    double need = p->rows_per_s > p->write_budget ? p->rows_per_s : p->write_budget;
+
+    printf("write budget %g rows/s; the job writes %.4g rows/s (%d collector%s x %d series every "
+           "%g s)\n", p->write_budget, p->rows_per_s, p->collectors, p->collectors == 1 ? "" : "s",
+           p->series_per_collector_recorded, p->period_s);
+    if (p->budget_period_s > p->period_s)
+        printf("             not met: the budget asks a period of %g s, more than the longest "
+               "(%g s, a point an hour); raise the budget or record fewer collectors\n",
+               p->budget_period_s, SM_WRITE_BUDGET_PERIOD_MAX);
+    printf("server       %d core%s for %.4g rows/s: mlflow server on PostgreSQL, one worker a "
+           "core, at half load (derived from bench table 10, not measured at capacity; "
+           "docs/rest.md)\n", p->server_cores, p->server_cores == 1 ? "" : "s", need);
 }
 
 static void print_text(const sm_plan_input *in, int nodes_given, const sm_plan *p,
@@ -125,7 +158,10 @@ static void print_text(const sm_plan_input *in, int nodes_given, const sm_plan *
            in->all_workers ? "all workers: one per pod, its local rank 0" : "rank 0 only");
     printf("interval     %g s x %d sample%s = one point per series every %g s", p->interval_s,
            p->samples, p->samples == 1 ? "" : "s", p->period_s);
-    if (p->interval_s > asked_interval)
+    if (p->interval_s > asked_interval && p->write_budget > 0)
+        printf(" (write budget: %d collector%s x %d series, raised from %g s)", p->collectors,
+               p->collectors == 1 ? "" : "s", p->series_per_collector_recorded, asked_interval);
+    else if (p->interval_s > asked_interval)
         printf(" (write-load cap: %d collectors > 4, raised from %g s)", p->collectors,
                asked_interval);
     printf("\n");
@@ -145,6 +181,8 @@ static void print_text(const sm_plan_input *in, int nodes_given, const sm_plan *
     human_bytes(p->bytes_per_day, bytes, sizeof bytes);
     printf("bytes/day    %s (at %.0f bytes per row, a measured backend; docs/plan.md)\n", bytes,
            p->bytes_per_row);
+    if (p->write_budget > 0)
+        print_budget(p);
     if (!in->all_workers && pods > 1) {
         sm_plan_input all = *in;
         sm_plan q = SM_PLAN_INIT;
@@ -176,6 +214,8 @@ int cmd_plan(int argc, char **argv)
         {"--all-workers", CLI_FLAG, &in.all_workers, 0, 0, 1, "workers", 0},
         {"--one-worker", CLI_FLAG, &one, 0, 0, 1, "workers", 0},
         {"--no-container-limits", CLI_FLAG, &in.container_limits, 0, 0, 0, NULL, 0},
+        {"--write-budget", CLI_NUMBER, &in.write_budget, SM_WRITE_BUDGET_MIN, SM_WRITE_BUDGET_MAX,
+         0, NULL, 0},
         {"--json", CLI_FLAG, &json, 0, 0, 1, NULL, 0},
     };
 

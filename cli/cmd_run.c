@@ -55,6 +55,7 @@ struct run_opts {
     int all_workers;
     double interval;
     int samples;
+    double write_budget;       /* rows/s; 0: SCOPEMETER_WRITE_BUDGET, else none */
     double stop_timeout;       /* < 0: the monitor's default */
     double startup_timeout;
     int buffer_points;         /* 0: the monitor's default (one hour) */
@@ -89,9 +90,9 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: scopemeter run [--run-id ID | --experiment NAME] [--all-workers]\n"
-            "                      [--interval S] [--samples K] [--stop-timeout S]\n"
-            "                      [--startup-timeout S] [--buffer-points N] [--jsonl PATH]\n"
-            "                      -- CMD [ARGS...]\n"
+            "                      [--interval S] [--samples K] [--write-budget R]\n"
+            "                      [--stop-timeout S] [--startup-timeout S] [--buffer-points N]\n"
+            "                      [--jsonl PATH] -- CMD [ARGS...]\n"
             "\n"
             "Records system metrics into an MLflow run while CMD runs and exits with CMD's\n"
             "status.  Tracking server: MLFLOW_TRACKING_URI (http:// or https://).  Run:\n"
@@ -105,6 +106,9 @@ static void usage(FILE *f)
             "  --all-workers        every pod's local rank 0 collects (default: rank 0 only)\n"
             "  --interval S         seconds between samples (default 10)\n"
             "  --samples K          samples averaged per logged point (default 1)\n"
+            "  --write-budget R     rows/s the tracking server takes from this job, all\n"
+            "                       collectors together (default SCOPEMETER_WRITE_BUDGET, else\n"
+            "                       four collectors' load at 10 s); the same on every node\n"
             "  --stop-timeout S     bound on stopping and flushing after CMD exits (default 30)\n"
             "  --startup-timeout S  bound on talking to the server before CMD starts (default 15)\n"
             "  --buffer-points N    points kept while the server is unreachable, 256 to\n"
@@ -126,6 +130,8 @@ static int parse(int argc, char **argv, struct run_opts *o)
         {"--all-workers", CLI_FLAG, &o->all_workers, 0, 0, 1, NULL, 0},
         {"--interval", CLI_SECONDS, &o->interval, SM_INTERVAL_MIN, SM_INTERVAL_MAX, 0, NULL, 0},
         {"--samples", CLI_INT, &o->samples, 1, SM_SAMPLES_MAX, 0, NULL, 0},
+        {"--write-budget", CLI_NUMBER, &o->write_budget, SM_WRITE_BUDGET_MIN, SM_WRITE_BUDGET_MAX,
+         0, NULL, 0},
         {"--stop-timeout", CLI_SECONDS, &o->stop_timeout, 0, SM_STOP_TIMEOUT_MAX, 0, NULL, 0},
         {"--startup-timeout", CLI_SECONDS, &o->startup_timeout, 0.1, 86400, 0, NULL, 0},
         {"--buffer-points", CLI_INT, &o->buffer_points, SM_BUFFER_POINTS_MIN,
@@ -696,9 +702,11 @@ static sm_monitor *new_monitor(const struct run_opts *o)
     }
     if ((o->interval > 0 && sm_monitor_set_interval(m, o->interval) < 0) ||
         (o->samples > 0 && sm_monitor_set_samples(m, o->samples) < 0) ||
+        (o->write_budget > 0 && sm_monitor_set_write_budget(m, o->write_budget) < 0) ||
         (o->stop_timeout >= 0 && sm_monitor_set_stop_timeout(m, o->stop_timeout) < 0)) {
         /* cannot happen after parse(): the same bounds (scopemeter.h) */
-        fprintf(stderr, "scopemeter run: --interval, --samples or --stop-timeout out of range\n");
+        fprintf(stderr, "scopemeter run: --interval, --samples, --write-budget or --stop-timeout "
+                "out of range\n");
         sm_monitor_free(m);
         return NULL;
     }

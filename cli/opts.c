@@ -30,7 +30,8 @@ static int set_value(const char *cmd, struct cli_opt *o, const char *v)
         *(const char **)o->dst = v;
         return 0;
     case CLI_INT:
-    case CLI_SECONDS: {
+    case CLI_SECONDS:
+    case CLI_NUMBER: {
         /* the one number parser and its line (src/number.h) */
         const sm_num_spec spec = {o->name, o->min, o->max, o->kind == CLI_INT,
                                   o->kind == CLI_SECONDS};

@@ -115,6 +115,14 @@ SM_EXTERN const char *sm_strerror(int code);
 #define SM_STOP_TIMEOUT_MAX 86400.0 /* s */
 #define SM_STOP_TIMEOUT_DEFAULT 30.0 /* s */
 #define SM_GPUS_MAX 64              /* GPUs one process may see */
+/* The write budget (docs/design.md §5): metric rows per second the tracking
+ * server takes from one job, all its collectors together.  Unset: the
+ * default rule (the load of four collectors at 10 s).  The period it sets is
+ * at most SM_WRITE_BUDGET_PERIOD_MAX (a point an hour); a budget that would
+ * need longer is not met, and said. */
+#define SM_WRITE_BUDGET_MIN 0.01       /* rows/s */
+#define SM_WRITE_BUDGET_MAX 10000000.0 /* rows/s */
+#define SM_WRITE_BUDGET_PERIOD_MAX 3600.0 /* s */
 /* MLflow's limits (mlflow/utils/validation.py): one log-batch request holds
  * at most this many metrics, tags, and entities in all; a key at most
  * SM_MLFLOW_KEY_MAX characters. */
@@ -278,6 +286,11 @@ SM_EXTERN sm_monitor *sm_monitor_new(void);
 SM_EXTERN int sm_monitor_set_interval(sm_monitor *m, double seconds);
 SM_EXTERN int sm_monitor_set_samples(sm_monitor *m, int samples);
 SM_EXTERN int sm_monitor_set_all_workers(sm_monitor *m, int on);
+/* The job's write budget in rows/s, SM_WRITE_BUDGET_MIN..MAX (docs/design.md
+ * §5); SM_DEFAULT: SCOPEMETER_WRITE_BUDGET, else none (the default rule).
+ * Every collector of a job must be given the same budget: each computes its
+ * period alone from it, the collectors n and its own series. */
+SM_EXTERN int sm_monitor_set_write_budget(sm_monitor *m, double rows_per_s);
 /* Stop bound, 0..86400 s (0: do not wait), SM_DEFAULT: 30; unlike the other
  * settings it may also be set after start, from the thread that then stops
  * (not during a stop). */
@@ -314,10 +327,13 @@ SM_EXTERN int sm_monitor_start(sm_monitor *m, char *err, size_t errlen);
 SM_EXTERN int sm_monitor_stop(sm_monitor *m);
 SM_EXTERN void sm_monitor_free(sm_monitor *m);
 
-/* Effective values after the write-load cap (valid after start). */
+/* Effective values after the write budget's rule (valid after start). */
 SM_EXTERN double sm_monitor_interval(const sm_monitor *m);
 SM_EXTERN int sm_monitor_samples(const sm_monitor *m);
 SM_EXTERN int sm_monitor_collectors(const sm_monitor *m);
+/* The budget in force in rows/s (setter, else SCOPEMETER_WRITE_BUDGET), 0
+ * when none (the default rule); valid after start. */
+SM_EXTERN double sm_monitor_write_budget(const sm_monitor *m);
 /* Points dropped because the buffer overflowed (oldest first). */
 SM_EXTERN uint64_t sm_monitor_dropped(const sm_monitor *m);
 
@@ -375,9 +391,11 @@ typedef struct sm_plan_input {
     double interval_s;      /* SM_INTERVAL_MIN..SM_INTERVAL_MAX; default 10 */
     int samples;            /* 1..SM_SAMPLES_MAX; default 1 */
     int container_limits;   /* 1 when pods have a cgroup limit (container_* exist); default 1 */
+    /* appended in 0.2 (a caller's older size leaves it at its default) */
+    double write_budget;    /* rows/s, SM_WRITE_BUDGET_MIN..MAX; default: none, the default rule */
 } sm_plan_input;
 #define SM_PLAN_INPUT_INIT {sizeof(sm_plan_input), SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, \
-                            SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, SM_DEFAULT}
+                            SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, SM_DEFAULT}
 
 typedef struct sm_plan {
     size_t size;              /* SM_PLAN_INIT: sizeof(sm_plan) */
@@ -402,8 +420,15 @@ typedef struct sm_plan {
      * in series, charts, sections and rows */
     int ranks_recorded;
     int process_series;
+    /* the write budget (docs/design.md §5), appended in 0.2 */
+    double write_budget;      /* rows/s in force; 0: none (the default rule) */
+    double budget_period_s;   /* the period the budget asks (> period_s: not met); 0: none */
+    double rows_per_s;        /* series / period_s: what the server receives */
+    int series_per_collector_recorded; /* the rule's series: a collector's own + its ranks' process_* */
+    int server_cores;         /* server cores for max(budget, rows/s): docs/rest.md's sizing table */
 } sm_plan;
-#define SM_PLAN_INIT {sizeof(sm_plan), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+#define SM_PLAN_INIT {sizeof(sm_plan), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
+                      0, 0, 0, 0, 0}
 
 /* The preflight: reads in (in->size bytes), writes out (out->size bytes).
  * 0, or -EINVAL with the bound in err (a size below this header's, the

@@ -196,7 +196,11 @@ SM_HIDDEN void sm__note(sm_notes *notes, int level, const char *fmt, ...)
 
 /* ---- plan.c: docs/design.md §4-§5, shared by the monitor and sm_plan_estimate -------- */
 SM_HIDDEN int sm__collectors_of(int world_size, int local_world_size, int all_workers);
-SM_HIDDEN double sm__capped_interval(int collectors, double interval, int samples);
+/* The write budget's rule (docs/design.md §5): the effective interval; budget
+ * <= 0 is none (the default rule); *need_s (may be NULL) the period a set
+ * budget asks, 0 when none. */
+SM_HIDDEN double sm__budget_interval(int collectors, int series, double interval, int samples,
+                                     double budget, double *need_s);
 
 /* ---- reclock.c: one recorder per rank and run (docs/design.md §9) -------- */
 /* "scopemeter/<key>/rank<N>" (a key over 64 bytes becomes "#" + its hash). */

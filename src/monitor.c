@@ -59,7 +59,7 @@
 #define BUFFER_MAX 131072
 #define BUFFER_FLOOR SM_BUFFER_POINTS_MIN /* smallest buffer an explicit setting gets */
 /* Tags a monitor pushes at most at once: node + collectors' start/end tags +
- * interval/samples/collectors + skipped. */
+ * interval/samples/collectors/write budget + skipped. */
 #define TAGS_MAX (SM_TAGS_MAX + 8)
 
 enum { ST_NEW = 0, ST_RUNNING, ST_STOPPED, ST_NOT_COLLECTING, ST_FAILED };
@@ -77,6 +77,7 @@ struct sm_monitor {
     /* configuration (before start) */
     double cfg_interval;   /* <= 0: environment, then default */
     int cfg_samples;
+    double cfg_budget;     /* rows/s; <= 0: SCOPEMETER_WRITE_BUDGET, then none */
     int all_workers;
     double stop_timeout;
     size_t buffer_points;  /* 0: one hour */
@@ -93,6 +94,7 @@ struct sm_monitor {
     double interval;
     int samples;
     int collectors;
+    double budget;         /* the write budget in force, 0: none (the default rule) */
     pid_t pid;
     sm_ctx ctx;
     sm_collset set;
@@ -175,6 +177,22 @@ int sm_monitor_set_samples(sm_monitor *m, int samples)
     if (samples > MAX_SAMPLES)
         return -EINVAL;
     m->cfg_samples = samples > 0 ? samples : 0;
+    return 0;
+}
+
+int sm_monitor_set_write_budget(sm_monitor *m, double rows_per_s)
+{
+    if (!m)
+        return -EINVAL;
+    if (m->state != ST_NEW)
+        return -EBUSY;
+    if (rows_per_s == SM_DEFAULT) {
+        m->cfg_budget = 0;
+        return 0;
+    }
+    if (!(rows_per_s >= SM_WRITE_BUDGET_MIN && rows_per_s <= SM_WRITE_BUDGET_MAX))
+        return -EINVAL; /* 0, negative, NaN: the surfaces said the line */
+    m->cfg_budget = rows_per_s;
     return 0;
 }
 
@@ -345,6 +363,17 @@ static void resolve_config(sm_monitor *m)
         m->samples = (int)v;
     if (m->samples <= 0)
         m->samples = DEFAULT_SAMPLES;
+
+    /* a per-job number: the launcher exports it to every rank alike */
+    m->budget = m->cfg_budget;
+    if (!(m->budget > 0)) {
+        const sm_num_spec spec = {"SCOPEMETER_WRITE_BUDGET", SM_WRITE_BUDGET_MIN,
+                                  SM_WRITE_BUDGET_MAX, 0, 0};
+        if (sm__env_number(spec.name, &spec, &v, "ignored (no write budget: the default rule)",
+                           NULL) <= 0)
+            v = 0;
+        m->budget = v;
+    }
 }
 
 /* ---- records ------------------------------------------------------------------ */
@@ -609,23 +638,6 @@ static size_t buffer_records(const sm_monitor *m)
     return (size_t)want;
 }
 
-/* Start, step 1: the write-load cap on the interval (docs/design.md §5). */
-static void apply_cap(sm_monitor *m)
-{
-    double period = m->interval * m->samples;
-    double capped;
-
-    m->collectors = sm__collectors_of(m->ctx.id.world_size, m->ctx.id.local_world_size,
-                                     m->all_workers);
-    capped = sm__capped_interval(m->collectors, m->interval, m->samples);
-    if (capped != m->interval) {
-        sm__log(SM_INFO, "write-load cap: %d collectors > 4, logging period raised from %g s to "
-               "%g s (interval %g s -> %g s x %d sample%s)", m->collectors, period,
-               capped * m->samples, m->interval, capped, m->samples, m->samples == 1 ? "" : "s");
-        m->interval = capped;
-    }
-}
-
 /* Start, step 2: open the collectors and take the baseline sample, whose
  * keys decide the series (its values are not logged: the first window's
  * points cover the time from here on).  0, -ENODATA after skip(), or -errno. */
@@ -695,6 +707,35 @@ static int open_series(sm_monitor *m, char *err, size_t errlen)
     return 0;
 }
 
+/* Start, step 1 (no budget) or 2b (a budget): the write budget's rule on the
+ * interval (docs/design.md §5), from n and this collector's own series (the
+ * baseline's keys, so after step 2; the default rule needs none). */
+static void apply_budget(sm_monitor *m)
+{
+    double period = m->interval * m->samples;
+    double need, iv;
+
+    iv = sm__budget_interval(m->collectors, (int)m->nslots, m->interval, m->samples, m->budget,
+                             &need);
+    if (m->budget > 0 && need > SM_WRITE_BUDGET_PERIOD_MAX && need > period)
+        sm__log(SM_WARN, "write budget %g rows/s cannot be met: %d collector%s x %zu series "
+               "need a period of %g s; logging every %g s (at most %g s: a point an hour), "
+               "%.4g rows/s; raise the budget (scopemeter plan --write-budget says the server it "
+               "needs) or record fewer collectors", m->budget, m->collectors,
+               m->collectors == 1 ? "" : "s", m->nslots, need, iv * m->samples,
+               SM_WRITE_BUDGET_PERIOD_MAX, m->collectors * (double)m->nslots / (iv * m->samples));
+    if (iv != m->interval && m->budget > 0)
+        sm__log(SM_INFO, "write budget %g rows/s: %d collector%s x %zu series, logging period "
+               "raised from %g s to %g s (interval %g s -> %g s x %d sample%s)", m->budget,
+               m->collectors, m->collectors == 1 ? "" : "s", m->nslots, period,
+               iv * m->samples, m->interval, iv, m->samples, m->samples == 1 ? "" : "s");
+    else if (iv != m->interval)
+        sm__log(SM_INFO, "write-load cap: %d collectors > 4, logging period raised from %g s to "
+               "%g s (interval %g s -> %g s x %d sample%s)", m->collectors, period,
+               iv * m->samples, m->interval, iv, m->samples, m->samples == 1 ? "" : "s");
+    m->interval = iv;
+}
+
 /* Start, step 3: the sink (the queue, or the factory's: REST, JSONL). */
 static int open_sink(sm_monitor *m, char *err, size_t errlen)
 {
@@ -723,9 +764,9 @@ static int open_sink(sm_monitor *m, char *err, size_t errlen)
 static void push_start_tags(sm_monitor *m)
 {
     sm_tags start_tags = {0};
-    char v_interval[32], v_samples[32], v_collectors[32], node_key[64];
+    char v_interval[32], v_samples[32], v_collectors[32], v_budget[32], node_key[64];
     char node[SM_SHOWN_MAX(sizeof m->ctx.id.node)];
-    const char *extra[9];
+    const char *extra[11];
     int pt = 0;
 
     sm__collset_tags(&m->set, SM_TAGS_START, &start_tags);
@@ -742,6 +783,11 @@ static void push_start_tags(sm_monitor *m)
     extra[pt++] = v_samples;
     extra[pt++] = "scopemeter.collectors";
     extra[pt++] = v_collectors;
+    if (m->budget > 0) { /* unset: the tags of the default rule, as before the budget */
+        sm__num_shortest(v_budget, sizeof v_budget, m->budget);
+        extra[pt++] = "scopemeter.write_budget_rows_per_s";
+        extra[pt++] = v_budget;
+    }
     extra[pt] = NULL;
     push_tags(m, &start_tags, extra);
     if (!m->ctx.id.node[0] && m->ctx.id.world_size > 1)
@@ -856,14 +902,28 @@ int sm_monitor_start(sm_monitor *m, char *err, size_t errlen)
     }
     if (m->ctx.rec_key && lock_rank(m, err, errlen) != 0)
         return SM_NOT_COLLECTING;
-    apply_cap(m);
-    if ((rc = open_series(m, err, errlen)) < 0 || (rc = open_sink(m, err, errlen)) < 0)
+    m->collectors = sm__collectors_of(m->ctx.id.world_size, m->ctx.id.local_world_size,
+                                     m->all_workers);
+    /* the default rule needs no series count: applied, and said, before the
+     * collectors open, as it always was; a budget needs the baseline's */
+    if (!(m->budget > 0))
+        apply_budget(m);
+    if ((rc = open_series(m, err, errlen)) < 0)
+        return rc;
+    if (m->budget > 0)
+        apply_budget(m);
+    if ((rc = open_sink(m, err, errlen)) < 0)
         return rc;
     push_start_tags(m);
     if ((rc = start_thread(m, err, errlen)) < 0)
         return rc;
-    sm__log(SM_INFO, "collecting %zu series every %g s (%d collector%s)", m->nslots,
-           m->interval * m->samples, m->collectors, m->collectors == 1 ? "" : "s");
+    if (m->budget > 0)
+        sm__log(SM_INFO, "collecting %zu series every %g s (%d collector%s, write budget %g "
+               "rows/s)", m->nslots, m->interval * m->samples, m->collectors,
+               m->collectors == 1 ? "" : "s", m->budget);
+    else
+        sm__log(SM_INFO, "collecting %zu series every %g s (%d collector%s)", m->nslots,
+               m->interval * m->samples, m->collectors, m->collectors == 1 ? "" : "s");
     return 0;
 }
 
@@ -1002,6 +1062,11 @@ int sm_monitor_samples(const sm_monitor *m)
 int sm_monitor_collectors(const sm_monitor *m)
 {
     return m ? m->collectors : 0;
+}
+
+double sm_monitor_write_budget(const sm_monitor *m)
+{
+    return m ? m->budget : 0;
 }
 
 uint64_t sm_monitor_dropped(const sm_monitor *m)

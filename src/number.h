@@ -56,9 +56,10 @@ SM_HIDDEN int sm__num_check(double v, const char *got, const sm_num_spec *spec, 
                  size_t errlen);
 
 /* The shortest decimal that strtod reads back as v exactly, into out (the
- * exact limit tags, docs/design.md §3; the JSONL file's values, docs/cli.md):
+ * exact limit tags and the write budget tag, docs/design.md §3; the JSONL
+ * file's values, docs/cli.md):
  * 2.5 stays "2.5", 1/3 is "0.3333333333333333", 2412.3 is "2412.3", not
- * "2412.3000000000002"; 100 is "100", not "1e+02" (an exponent only at 17
+ * "2412.3000000000002"; 100 is "100", not "1e+02" (an exponent only at 17 
  * digits).  Returns the %g precision it took (1..17), for a writer that
  * formats v itself with that precision (jansson's JSON_REAL_PRECISION). */
 SM_HIDDEN int sm__num_shortest(char *out, size_t cap, double v);

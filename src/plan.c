@@ -2,8 +2,8 @@
  * plan.c — sm_plan_estimate: the preflight (docs/design.md §8).  Turning on
  * every worker multiplies series, charts and rows; a user should see those
  * numbers before deciding, not in a log line after.  Everything here
- * is arithmetic on the rules the monitor applies (collectors, write-load
- * cap, series per collector, how MLflow's UI groups keys); docs/plan.md
+ * is arithmetic on the rules the monitor applies (collectors, the write
+ * budget's rule, series per collector, how MLflow's UI groups keys); docs/plan.md
  * derives each number.
  */
 #include <errno.h>
@@ -67,17 +67,52 @@ int sm_collects(const sm_identity *id, int all_workers, char *why, size_t whylen
     return 0;
 }
 
-/* The write-load cap: with more than four collectors the logging period
- * (interval x samples) is at least 10 x ceil(n/4) s; a longer period is kept.
- * Raises the interval, keeps the samples. */
-double sm__capped_interval(int collectors, double interval, int samples)
+/* The write budget's rule (docs/design.md §5): the logging period
+ * (interval x samples) that keeps the job's rows within the budget, computed
+ * by each collector alone from n and its own series (the same budget in
+ * every collector's environment gives every collector the same answer).
+ * Raises the interval, keeps the samples; a longer user period is kept.
+ *   unset (budget <= 0): the default budget, four collectors at 10 s:
+ *     with n > 4 the period is at least 10 x ceil(n/4) s (the seed's rule,
+ *     exactly; tests/c/test_budget.c holds it against the formula);
+ *   set: at least n x series / budget, rounded up to 0.01 s so the tags and
+ *     lines say it exactly, and at most SM_WRITE_BUDGET_PERIOD_MAX (a point
+ *     an hour: a longer one would leave a run almost no points); *need_s is
+ *     the period the budget asks, so a caller sees when it cannot be met. */
+double sm__budget_interval(int collectors, int series, double interval, int samples,
+                           double budget, double *need_s)
 {
-    double min_period;
+    double min_period, need;
 
-    if (collectors <= 4 || samples < 1)
+    if (need_s)
+        *need_s = 0;
+    if (samples < 1)
         return interval;
-    min_period = 10.0 * ceil_div(collectors, 4);
+    if (!(budget > 0)) {
+        if (collectors <= 4)
+            return interval;
+        min_period = 10.0 * ceil_div(collectors, 4);
+    } else {
+        /* ceil(x) as -floor(-x): the CLI loads no libm (number.h) */
+        need = -sm__floor(-((double)collectors * series * 100.0 / budget)) / 100.0;
+        if (need_s)
+            *need_s = need;
+        min_period = need < SM_WRITE_BUDGET_PERIOD_MAX ? need : SM_WRITE_BUDGET_PERIOD_MAX;
+    }
     return interval * samples < min_period ? min_period / samples : interval;
+}
+
+/* The server a job's rows need (docs/rest.md, "Sizing"): cores of an mlflow
+ * server on PostgreSQL (its workers and postgres together) at half load, from
+ * bench table 10's worst row: a window of 11 rows cost 40 ms of server CPU
+ * (about 270 rows/s a core).  Derived, not measured at capacity. */
+#define ROWS_PER_S_PER_CORE 270.0
+#define SIZING_LOAD 0.5
+
+static int server_cores(double rows_per_s)
+{
+    double c = -sm__floor(-(rows_per_s / (ROWS_PER_S_PER_CORE * SIZING_LOAD)));
+    return c < 1 ? 1 : c > 1e6 ? 1000000 : (int)c;
 }
 
 /* The first sized layouts (scopemeter.h: a caller's size below them is
@@ -169,12 +204,12 @@ static int compute(const sm_plan_input *in, sm_plan *out, char *err, size_t errl
     if (out_of(samples, &(sm_num_spec){"samples", 1, SM_SAMPLES_MAX, 1, 0}, err, errlen))
         return -EINVAL;
 
+    if (in->write_budget != SM_DEFAULT &&
+        out_of(in->write_budget, &(sm_num_spec){"write budget", SM_WRITE_BUDGET_MIN,
+                                                SM_WRITE_BUDGET_MAX, 0, 0}, err, errlen))
+        return -EINVAL;
+    out->write_budget = in->write_budget == SM_DEFAULT ? 0 : in->write_budget;
     out->collectors = sm__collectors_of(in->workers, per_pod, in->all_workers);
-    interval = sm__capped_interval(out->collectors, interval, samples);
-    period = interval * samples;
-    out->interval_s = interval;
-    out->samples = samples;
-    out->period_s = period;
 
     /* The collecting rank (a pod's local rank 0) logs every GPU of its
      * container: under torchrun and Ray the pod's workers share one container
@@ -199,6 +234,16 @@ static int compute(const sm_plan_input *in, sm_plan *out, char *err, size_t errl
     out->ranks_recorded = in->all_workers ? in->workers : 1;
     out->process_series = out->ranks_recorded * sm__process_series();
     out->series = out->collectors * out->series_per_collector + out->process_series;
+    /* what one collector counts at start, its pod's process trees included
+     * (the largest pod: n x this bounds the job's series) */
+    out->series_per_collector_recorded = out->series_per_collector +
+        (in->all_workers ? per_pod : 1) * sm__process_series();
+    interval = sm__budget_interval(out->collectors, out->series_per_collector_recorded, interval,
+                                   samples, out->write_budget, &out->budget_period_s);
+    period = interval * samples;
+    out->interval_s = interval;
+    out->samples = samples;
+    out->period_s = period;
     out->charts = out->series; /* MLflow draws one chart per series */
 
     /* MLflow's UI groups a key by all but its last '/' segment.  node_* and
@@ -210,6 +255,9 @@ static int compute(const sm_plan_input *in, sm_plan *out, char *err, size_t errl
                     sm__process_series(); /* process_*: one section per key, every rank in it */
 
     out->rows_per_hour = out->series * 3600.0 / period;
+    out->rows_per_s = out->series / period;
+    out->server_cores = server_cores(out->rows_per_s > out->write_budget ? out->rows_per_s
+                                                                         : out->write_budget);
     out->bytes_per_row = BYTES_PER_ROW;
     out->bytes_per_day = out->rows_per_hour * 24.0 * BYTES_PER_ROW;
     return 0;

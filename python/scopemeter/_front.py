@@ -754,7 +754,8 @@ def _stop_session(s: _Session, timeout: float) -> None:
 
 
 def enable_system_metrics(all_workers: bool = False, interval: Optional[float] = None,
-                          samples: Optional[int] = None) -> bool:
+                          samples: Optional[int] = None,
+                          write_budget: Optional[float] = None) -> bool:
     """Records system metrics of this process into the active MLflow run.
 
     Call it right after the run is opened (``mlflow.start_run()``), before data
@@ -763,10 +764,16 @@ def enable_system_metrics(all_workers: bool = False, interval: Optional[float] =
 
     all_workers: False (default) -> only global rank 0 collects; True -> one
         process per pod collects (the pod's local rank 0).  With more than four
-        collectors the logging period is raised to 10 x ceil(n/4) s.
+        collectors the logging period is raised to 10 x ceil(n/4) s, unless a
+        write budget is given.
     interval, samples: seconds between samples and samples per logged point
         (default: SCOPEMETER_INTERVAL / SCOPEMETER_SAMPLES, else MLflow's
         MLFLOW_SYSTEM_METRICS_* variables, else 10 s x 1).
+    write_budget: rows per second the tracking server takes from the whole
+        job, all collectors together (default: SCOPEMETER_WRITE_BUDGET, else
+        none: the load of four collectors at 10 s).  The period becomes the
+        smallest that keeps the job within it, never below interval x samples
+        (docs/design.md §5); pass every rank the same value.
 
     Returns True when this process records, False otherwise.  Raises only
     TypeError, for an argument of the wrong type (a str interval, a bool
@@ -778,20 +785,25 @@ def enable_system_metrics(all_workers: bool = False, interval: Optional[float] =
     _require_flag("enable_system_metrics", "all_workers", all_workers)
     _require_number("enable_system_metrics", "interval", interval)
     _require_number("enable_system_metrics", "samples", samples, whole=True)
+    _require_number("enable_system_metrics", "write_budget", write_budget)
     try:
-        return _enable(bool(all_workers), interval, samples)
+        return _enable(bool(all_workers), interval, samples, write_budget)
     except Exception as e:
         _log(f"system metrics not recorded: {type(e).__name__}: {_short(e)}; training goes on",
              warn=True)
         return False
 
 
-def _enable(all_workers: bool, interval: Optional[float], samples: Optional[int]) -> bool:
+def _enable(all_workers: bool, interval: Optional[float], samples: Optional[int],
+            write_budget: Optional[float]) -> bool:
     global _current
     called_ms = int(time.time() * 1000)
     try:
         interval_s = _number("interval", interval, integer=False)
         n_samples = _number("samples", samples, integer=True)
+        # None: the engine's (SCOPEMETER_WRITE_BUDGET, else the default rule)
+        budget = 0.0 if write_budget is None else _native.parse_number(
+            write_budget, "write_budget", _native.WRITE_BUDGET_MIN, _native.WRITE_BUDGET_MAX)
     except ValueError as e:
         _log(f"enable_system_metrics(): {e}; system metrics not recorded", warn=True)
         return False
@@ -850,7 +862,7 @@ def _enable(all_workers: bool, interval: Optional[float], samples: Optional[int]
             mon = _native.Monitor(interval=interval_s, samples=n_samples,
                                   all_workers=all_workers, stop_timeout=STOP_TIMEOUT,
                                   tracking_uri=uri, run_id=run_id, headers=extra,
-                                  recording_key=run_id)
+                                  recording_key=run_id, write_budget=budget)
         else:
             if extra:
                 _log(extra)
@@ -861,7 +873,8 @@ def _enable(all_workers: bool, interval: Optional[float], samples: Optional[int]
                 return False
             mon = _native.Monitor(interval=interval_s, samples=n_samples,
                                   all_workers=all_workers, stop_timeout=STOP_TIMEOUT,
-                                  recording_key=run_id, delivery=delivery)
+                                  recording_key=run_id, delivery=delivery,
+                                  write_budget=budget)
         s = _Session(run_id, uri, mon, "starting", delivery)
         s.rest = path == "rest"
         s.enabled_ms = called_ms
@@ -914,13 +927,17 @@ def disable_system_metrics(timeout: Optional[float] = STOP_TIMEOUT) -> None:
 def plan(workers: Optional[int] = 1, workers_per_pod: Optional[int] = 1,
          nodes: Optional[int] = None, gpus_per_worker: Optional[int] = 0,
          all_workers: bool = False, interval: Optional[float] = None,
-         samples: Optional[int] = None, container_limits: bool = True) -> _native.PlanResult:
+         samples: Optional[int] = None, container_limits: bool = True,
+         write_budget: Optional[float] = None) -> _native.PlanResult:
     """The preflight of ``scopemeter plan``: what turning on system metrics
     costs for a job, computed by the same C function as the CLI.
 
     Returns a dict: collectors, interval_s (effective, after the write-load
     cap), samples, period_s, gpus_per_collector, series_per_collector, series, charts, sections,
-    rows_per_hour, bytes_per_row, bytes_per_day.  Raises ValueError for an
+    rows_per_hour, bytes_per_row, bytes_per_day; with write_budget (rows/s, as
+    enable_system_metrics) the period that fits it, write_budget,
+    budget_period_s (the period it asks: above period_s it cannot be met),
+    rows_per_s and server_cores (docs/rest.md's sizing table).  Raises ValueError for an
     impossible job (this is a planning tool, not the training path), and
     TypeError for an argument of the wrong type (a str, a bool where a number
     is expected).  nodes=None means one node per pod, as the CLI assumes
@@ -935,4 +952,5 @@ def plan(workers: Optional[int] = 1, workers_per_pod: Optional[int] = 1,
                         all_workers=bool(all_workers),
                         interval=_plan_arg("interval", interval, integer=False),
                         samples=_plan_arg("samples", samples),
-                        container_limits=bool(container_limits))
+                        container_limits=bool(container_limits),
+                        write_budget=_plan_arg("write_budget", write_budget, integer=False))

@@ -239,8 +239,8 @@ static int Monitor_init(PyObject *self_, PyObject *args, PyObject *kw)
     MonitorObject *self = (MonitorObject *)self_;
     static char *kwlist[] = {"interval", "samples", "all_workers", "stop_timeout",
                              "buffer_points", "tracking_uri", "run_id", "headers",
-                             "recording_key", "delivery", NULL};
-    double interval = 0, stop_timeout = 30;
+                             "recording_key", "delivery", "write_budget", NULL};
+    double interval = 0, stop_timeout = 30, write_budget = 0;
     int samples = 0, all_workers = 0;
     Py_ssize_t buffer_points = 0;
     const char *uri = NULL, *run_id = NULL, *rec_key = NULL;
@@ -248,9 +248,9 @@ static int Monitor_init(PyObject *self_, PyObject *args, PyObject *kw)
     const char **pairs = NULL;
     int rc;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|dipdnzzOzO", kwlist, &interval, &samples,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|dipdnzzOzOd", kwlist, &interval, &samples,
                                      &all_workers, &stop_timeout, &buffer_points, &uri,
-                                     &run_id, &headers, &rec_key, &delivery))
+                                     &run_id, &headers, &rec_key, &delivery, &write_budget))
         return -1;
     if (delivery != Py_None && (!PyObject_TypeCheck(delivery, (PyTypeObject *)delivery_type) ||
                                 uri)) {
@@ -282,6 +282,9 @@ static int Monitor_init(PyObject *self_, PyObject *args, PyObject *kw)
         rc = stop_timeout < 0 ? -EINVAL : sm_monitor_set_stop_timeout(self->m, stop_timeout);
     if (rc == 0 && buffer_points > 0)
         rc = sm_monitor_set_buffer_points(self->m, (size_t)buffer_points);
+    /* 0: SCOPEMETER_WRITE_BUDGET, else none (the front checked the value) */
+    if (rc == 0 && write_budget != 0)
+        rc = sm_monitor_set_write_budget(self->m, write_budget);
     /* one recorder per rank and run (docs/design.md §9): the queue path has
      * no run id of its own */
     if (rc == 0 && rec_key)
@@ -313,8 +316,9 @@ static int Monitor_init(PyObject *self_, PyObject *args, PyObject *kw)
             char msg[300];
             snprintf(msg, sizeof msg, "invalid monitor setting: interval must be between %g "
                      "and %g s, samples between 1 and %d, stop_timeout between 0 and %g s; the "
-                     "tracking URI http(s) and headers non-empty", SM_INTERVAL_MIN,
-                     SM_INTERVAL_MAX, SM_SAMPLES_MAX, SM_STOP_TIMEOUT_MAX);
+                     "tracking URI http(s) and headers non-empty; write_budget between %g and "
+                     "%g", SM_INTERVAL_MIN, SM_INTERVAL_MAX, SM_SAMPLES_MAX, SM_STOP_TIMEOUT_MAX,
+                     SM_WRITE_BUDGET_MIN, SM_WRITE_BUDGET_MAX);
             PyErr_SetString(PyExc_ValueError, msg);
         } else
             raise_errno(rc, "monitor setup", NULL);
@@ -554,6 +558,15 @@ static PyObject *Monitor_get_samples(PyObject *self_, void *Py_UNUSED(closure))
     return PyLong_FromLong(sm_monitor_samples(self->m));
 }
 
+static PyObject *Monitor_get_write_budget(PyObject *self_, void *Py_UNUSED(closure))
+{
+    MonitorObject *self = (MonitorObject *)self_;
+
+    if (check_monitor(self) < 0)
+        return NULL;
+    return PyFloat_FromDouble(sm_monitor_write_budget(self->m));
+}
+
 static PyObject *Monitor_get_collectors(PyObject *self_, void *Py_UNUSED(closure))
 {
     MonitorObject *self = (MonitorObject *)self_;
@@ -601,14 +614,18 @@ static PyGetSetDef Monitor_getset[] = {
     {"interval", Monitor_get_interval, NULL, "effective interval (s) after the write-load cap",
      NULL},
     {"samples", Monitor_get_samples, NULL, "effective samples per logging window", NULL},
-    {"collectors", Monitor_get_collectors, NULL, "collectors n used by the write-load cap", NULL},
+    {"collectors", Monitor_get_collectors, NULL, "collectors n used by the write budget's rule",
+     NULL},
+    {"write_budget", Monitor_get_write_budget, NULL, "the write budget in force, rows/s (0: none)",
+     NULL},
     {"dropped", Monitor_get_dropped, NULL, "records dropped because the queue overflowed", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyType_Slot Monitor_slots[] = {
     {Py_tp_doc, (void *)"Monitor(interval=0, samples=0, all_workers=False, stop_timeout=30, "
-                        "buffer_points=0, tracking_uri=None, run_id=None, headers=None): a "
+                        "buffer_points=0, tracking_uri=None, run_id=None, headers=None, "
+                        "recording_key=None, delivery=None, write_budget=0): a "
                         "scopemeter monitor shipping to an MLflow server over REST (uri and "
                         "run id given) or feeding a pull queue."},
     {Py_tp_new, (void *)PyType_GenericNew},
@@ -842,20 +859,29 @@ static int dict_set(PyObject *d, const char *k, PyObject *v)
     return rc;
 }
 
+static PyObject *budget_or_none(double budget, double v)
+{
+    if (budget > 0)
+        return PyFloat_FromDouble(v);
+    Py_INCREF(Py_None);
+    return Py_None;
+}
+
 static PyObject *mod_plan(PyObject *Py_UNUSED(mod), PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"workers", "workers_per_pod", "nodes", "gpus_per_worker",
-                             "all_workers", "interval", "samples", "container_limits", NULL};
+                             "all_workers", "interval", "samples", "container_limits",
+                             "write_budget", NULL};
     sm_plan_input in = SM_PLAN_INPUT_INIT;
     sm_plan out = SM_PLAN_INIT;
     char err[256] = "";
     PyObject *d;
     int rc;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|iiiipdip", kwlist, &in.workers,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|iiiipdipd", kwlist, &in.workers,
                                      &in.workers_per_pod, &in.nodes, &in.gpus_per_worker,
                                      &in.all_workers, &in.interval_s, &in.samples,
-                                     &in.container_limits))
+                                     &in.container_limits, &in.write_budget))
         return NULL;
     rc = sm_plan_estimate(&in, &out, err, sizeof err);
     if (rc < 0) {
@@ -883,7 +909,14 @@ static PyObject *mod_plan(PyObject *Py_UNUSED(mod), PyObject *args, PyObject *kw
         dict_set(d, "sections", PyLong_FromLong(out.sections)) < 0 ||
         dict_set(d, "rows_per_hour", PyFloat_FromDouble(out.rows_per_hour)) < 0 ||
         dict_set(d, "bytes_per_row", PyFloat_FromDouble(out.bytes_per_row)) < 0 ||
-        dict_set(d, "bytes_per_day", PyFloat_FromDouble(out.bytes_per_day)) < 0) {
+        dict_set(d, "bytes_per_day", PyFloat_FromDouble(out.bytes_per_day)) < 0 ||
+        /* None without a budget, as the CLI's JSON null */
+        dict_set(d, "write_budget", budget_or_none(out.write_budget, out.write_budget)) < 0 ||
+        dict_set(d, "series_per_collector_recorded",
+                 PyLong_FromLong(out.series_per_collector_recorded)) < 0 ||
+        dict_set(d, "budget_period_s", budget_or_none(out.write_budget, out.budget_period_s)) < 0 ||
+        dict_set(d, "rows_per_s", PyFloat_FromDouble(out.rows_per_s)) < 0 ||
+        dict_set(d, "server_cores", PyLong_FromLong(out.server_cores)) < 0) {
         Py_DECREF(d);
         return NULL;
     }
@@ -1229,6 +1262,8 @@ static int module_exec(PyObject *mod)
         PyModule_AddObject(mod, "CHECK_TIMEOUT",
                            PyFloat_FromDouble(SM_DELIVER_CHECK_TIMEOUT_S)) < 0 ||
         PyModule_AddIntConstant(mod, "SAMPLES_MAX", SM_SAMPLES_MAX) < 0 ||
+        PyModule_AddObject(mod, "WRITE_BUDGET_MIN", PyFloat_FromDouble(SM_WRITE_BUDGET_MIN)) < 0 ||
+        PyModule_AddObject(mod, "WRITE_BUDGET_MAX", PyFloat_FromDouble(SM_WRITE_BUDGET_MAX)) < 0 ||
         PyModule_AddIntConstant(mod, "GPUS_MAX", SM_GPUS_MAX) < 0 ||
         PyModule_AddIntConstant(mod, "PLAN_DEFAULT", SM_PLAN_DEFAULT) < 0 ||
         PyModule_AddIntConstant(mod, "PLAN_WORKERS_MAX", SM_PLAN_WORKERS_MAX) < 0 ||

@@ -18,6 +18,8 @@ STOP_TIMEOUT_MAX: float
 STOP_TIMEOUT_DEFAULT: float
 CHECK_TIMEOUT: float
 SAMPLES_MAX: int
+WRITE_BUDGET_MIN: float
+WRITE_BUDGET_MAX: float
 GPUS_MAX: int
 PLAN_DEFAULT: int
 PLAN_WORKERS_MAX: int
@@ -39,7 +41,8 @@ class Monitor:
                  tracking_uri: Optional[str] = ..., run_id: Optional[str] = ...,
                  headers: Optional[Sequence[Tuple[str, str]]] = ...,
                  recording_key: Optional[str] = ...,
-                 delivery: Optional["Delivery"] = ...) -> None: ...
+                 delivery: Optional["Delivery"] = ...,
+                 write_budget: float = ...) -> None: ...
     def start(self) -> Literal["collecting", "not collecting", "skipped"]: ...
     def drain(self, timeout: float = ..., cap: int = ...) -> Optional[list[Record]]: ...
     def stop(self, timeout: Optional[float] = ...) -> bool: ...
@@ -52,6 +55,8 @@ class Monitor:
     def samples(self) -> int: ...
     @property
     def collectors(self) -> int: ...
+    @property
+    def write_budget(self) -> float: ...
     @property
     def dropped(self) -> int: ...
 
@@ -86,6 +91,11 @@ class PlanResult(TypedDict):
     rows_per_hour: float
     bytes_per_row: float
     bytes_per_day: float
+    write_budget: Optional[float]
+    series_per_collector_recorded: int
+    budget_period_s: Optional[float]
+    rows_per_s: float
+    server_cores: int
 
 
 # series_parse(): a logged key's parts (docs/design.md §2); node is the tier
@@ -111,7 +121,8 @@ class Identity(TypedDict):
 
 def plan(workers: int = ..., workers_per_pod: int = ..., nodes: int = ...,
          gpus_per_worker: int = ..., all_workers: object = ..., interval: float = ...,
-         samples: int = ..., container_limits: object = ...) -> PlanResult: ...
+         samples: int = ..., container_limits: object = ...,
+         write_budget: float = ...) -> PlanResult: ...
 def identity() -> Identity: ...
 def series_name(upstream_key: str, rank: int, node: Optional[str] = ..., /) -> str: ...
 def series_scope(key: str, /) -> Optional[str]: ...

@@ -2,7 +2,8 @@
  * test_monitor.c — the sampling engine end to end on a fake machine
  * (tests/fixtures/monitor-basic through SCOPEMETER_SYSROOT) with the queue
  * sink: windows, steps, rounding, timestamps, start and end tags, the last
- * partial window at stop, who collects (docs/design.md §4), the write-load cap,
+ * partial window at stop, who collects (docs/design.md §4), the write-load cap
+ * and the write budget (§5),
  * configuration precedence, the skipped tag, the stop timeout and a forked
  * child's stop.  No timing thresholds: waits are for conditions, with
  * generous bounds.
@@ -34,7 +35,7 @@ static const char *const env_vars[] = {
     "PMI_RANK", "SCOPEMETER_NODE_NAME", "NODE_NAME", "SLURMD_NODENAME", "SCOPEMETER_INTERVAL",
     "SCOPEMETER_SAMPLES", "MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL",
     "MLFLOW_SYSTEM_METRICS_SAMPLES_BEFORE_LOGGING", "CUDA_VISIBLE_DEVICES",
-    "SCOPEMETER_NVML_LIBRARY", NULL};
+    "SCOPEMETER_NVML_LIBRARY", "SCOPEMETER_WRITE_BUDGET", NULL};
 
 static void reset_env(const char *sysroot)
 {
@@ -344,6 +345,15 @@ static void test_who_collects(void)
     sm_monitor_free(m); /* free stops */
 }
 
+/* Rank 0 of a job of `world` pods of one worker each. */
+static void pods_env(const char *world)
+{
+    reset_env(fixture);
+    setenv("RANK", "0", 1);
+    setenv("WORLD_SIZE", world, 1);
+    setenv("LOCAL_WORLD_SIZE", "1", 1);
+}
+
 /* docs/design.md §5: write-load cap */
 static void test_cap(void)
 {
@@ -351,10 +361,7 @@ static void test_cap(void)
     sm_monitor *m;
 
     /* 32 pods: period >= 10 * ceil(32/4) = 80 s; samples kept, interval raised */
-    reset_env(fixture);
-    setenv("RANK", "0", 1);
-    setenv("WORLD_SIZE", "32", 1);
-    setenv("LOCAL_WORLD_SIZE", "1", 1);
+    pods_env("32");
     nrecs = 0;
     m = queue_monitor(0.5, 2);
     CHECK_EQ_INT(sm_monitor_set_all_workers(m, 1), 0);
@@ -398,6 +405,93 @@ static void test_cap(void)
     CHECK_EQ_INT(sm_monitor_collectors(m), 1);
     CHECK_NEAR(sm_monitor_interval(m), 10.0, 1e-9);
     sm_monitor_free(m);
+}
+
+/* Distinct metric keys drained: the collector's own series count. */
+static int metric_keys(void)
+{
+    int n = 0;
+    for (int i = 0; i < nrecs; i++) {
+        int seen = 0;
+        if (recs[i].kind != SM_RECORD_METRIC)
+            continue;
+        for (int j = 0; j < i && !seen; j++)
+            seen = recs[j].kind == SM_RECORD_METRIC && strcmp(recs[j].key, recs[i].key) == 0;
+        n += !seen;
+    }
+    return n;
+}
+
+/* docs/design.md §5: the write budget, from the setter and the environment;
+ * the rule over n and this collector's own series, and its tag. */
+static void test_budget(void)
+{
+    char err[256], want[32];
+    double rows;
+    int series;
+    sm_monitor *m;
+
+    pods_env("64");
+    /* the setter: 64 pods at 7.5 rows/s (the seed's rule would give 160 s) */
+    nrecs = 0;
+    m = queue_monitor(0, 0);
+    CHECK_EQ_INT(sm_monitor_set_all_workers(m, 1), 0);
+    CHECK_EQ_INT(sm_monitor_set_write_budget(m, 0), -EINVAL);
+    CHECK_EQ_INT(sm_monitor_set_write_budget(m, -3), -EINVAL);
+    CHECK_EQ_INT(sm_monitor_set_write_budget(m, NAN), -EINVAL);
+    CHECK_EQ_INT(sm_monitor_set_write_budget(m, 7.5), 0);
+    CHECK_EQ_INT(sm_monitor_start(m, err, sizeof err), 0);
+    CHECK_EQ_INT(sm_monitor_set_write_budget(m, 8), -EBUSY);
+    CHECK_NEAR(sm_monitor_write_budget(m), 7.5, 0);
+    CHECK_EQ_INT(sm_monitor_stop(m), 0);
+    CHECK_EQ_INT(drain_all(m), -EPIPE);
+    series = metric_keys();
+    CHECK(series > 0);
+    rows = 64.0 * series * 100.0 / 7.5; /* ceil(rows x 100 / budget) / 100 */
+    CHECK_NEAR(sm_monitor_interval(m), ((double)(long long)rows + ((double)(long long)rows < rows))
+                                           / 100.0, 1e-12);
+    CHECK(64.0 * series / sm_monitor_interval(m) <= 7.5);
+    CHECK_EQ_STR(tag("scopemeter.write_budget_rows_per_s"), "7.5");
+    snprintf(want, sizeof want, "%g", sm_monitor_interval(m));
+    CHECK_EQ_STR(tag("scopemeter.interval_s"), want);
+    sm_monitor_free(m);
+
+    /* the environment, and the setter beats it */
+    setenv("SCOPEMETER_WRITE_BUDGET", "1000", 1);
+    nrecs = 0;
+    m = queue_monitor(0, 0);
+    CHECK_EQ_INT(sm_monitor_set_all_workers(m, 1), 0);
+    CHECK_EQ_INT(sm_monitor_start(m, err, sizeof err), 0);
+    CHECK_NEAR(sm_monitor_write_budget(m), 1000, 0);
+    CHECK_NEAR(sm_monitor_interval(m), 10, 0); /* 64 x series / 10 s is within 1000 */
+    CHECK_EQ_INT(sm_monitor_stop(m), 0);
+    CHECK_EQ_INT(drain_all(m), -EPIPE);
+    CHECK_EQ_STR(tag("scopemeter.write_budget_rows_per_s"), "1000");
+    sm_monitor_free(m);
+    m = queue_monitor(0, 0);
+    CHECK_EQ_INT(sm_monitor_set_all_workers(m, 1), 0);
+    CHECK_EQ_INT(sm_monitor_set_write_budget(m, 7.5), 0);
+    CHECK_EQ_INT(sm_monitor_start(m, err, sizeof err), 0);
+    CHECK_NEAR(sm_monitor_write_budget(m), 7.5, 0);
+    sm_monitor_free(m);
+
+    /* a bad value in the environment is ignored (one line): the default rule,
+     * and no budget tag */
+    static const char *const bad[] = {"0", "-5", "abc", "nan", "10/s", "1e3", " 5", NULL};
+    for (int i = 0; bad[i]; i++) {
+        setenv("SCOPEMETER_WRITE_BUDGET", bad[i], 1);
+        nrecs = 0;
+        m = queue_monitor(0, 0);
+        CHECK_EQ_INT(sm_monitor_set_all_workers(m, 1), 0);
+        CHECK_EQ_INT(sm_monitor_start(m, err, sizeof err), 0);
+        CHECK_NEAR(sm_monitor_write_budget(m), 0, 0);
+        CHECK_NEAR(sm_monitor_interval(m), 160, 0);
+        CHECK_EQ_INT(sm_monitor_stop(m), 0);
+        CHECK_EQ_INT(drain_all(m), -EPIPE);
+        CHECK(tag("scopemeter.write_budget_rows_per_s") == NULL);
+        sm_monitor_free(m);
+    }
+    unsetenv("SCOPEMETER_WRITE_BUDGET");
 }
 
 static void start_free(double set_interval, int set_samples, double *interval, int *samples)
@@ -904,6 +998,7 @@ int main(void)
     test_partial_window();
     test_who_collects();
     test_cap();
+    test_budget();
     test_config();
     test_errors();
     test_moving_values();
