@@ -92,12 +92,12 @@ def in_root(root, script, timeout, env=None, pod=None):
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
 
 
-def build_root(deb_arch):
+def build_root(deb_arch, suite=SUITE):
     """The cached root of deb_arch, made when missing: debootstrap (foreign
     for another arch: the second stage runs under qemu), then a venv with
     mlflow-skinny.  Made in ROOT.tmp and renamed when complete, so a run cut
     short leaves no half root that looks whole."""
-    root = os.path.join(ROOTS, f"{SUITE}-{deb_arch}")
+    root = os.path.join(ROOTS, f"{suite}-{deb_arch}")
     if os.path.isfile(os.path.join(root, ".complete")):
         return root
     os.makedirs(ROOTS, exist_ok=True)
@@ -106,7 +106,7 @@ def build_root(deb_arch):
     foreign = deb_arch != HOST
     sh(["debootstrap", "--variant=minbase", f"--arch={deb_arch}",
         "--include=python3-venv,ca-certificates"] + (["--foreign"] if foreign else []) +
-       [SUITE, tmp, MIRROR], 1800)
+       [suite, tmp, MIRROR], 1800)
     if foreign:
         shutil.copy(QEMU, tmp + QEMU)
         os.makedirs(os.path.dirname(tmp + BINFMT_INTERP), exist_ok=True)
@@ -318,7 +318,8 @@ def test_c_suite_with_the_wheels_toolchain(root):
     env = dict(os.environ)
     cross = ["--cross-file", os.path.join(tc, "cross.ini")]
     if deb != HOST:
-        wrap = os.path.join(ROOT_DIR, f"build-ctest-{target}.ini")
+        wrap = os.path.join(ROOT_DIR, f"build-ctest-{target}-qemu", "exe.ini")  # git-ignored build*/
+        os.makedirs(os.path.dirname(wrap), exist_ok=True)
         with open(wrap, "w") as f:
             f.write(f"[binaries]\nexe_wrapper = ['{QEMU}', '-L', '{path}']\n")
         cross += ["--cross-file", wrap]
@@ -337,3 +338,59 @@ def test_c_suite_with_the_wheels_toolchain(root):
     assert re.search(r"^Fail:\s+0\s*$", p.stdout, re.M), p.stdout[-3000:]
     ok = int(re.search(r"^Ok:\s+(\d+)", p.stdout, re.M).group(1))
     assert ok >= 17, p.stdout[-3000:]
+
+
+@pytest.mark.timeout(BUILD_BOUND)
+def test_front_https_through_the_systems_openssl_on_arm64(wheels, mlflow_server, pki):  # noqa: F811
+    """The other https path on arm64: a Debian 12 root (CPython 3.11, the
+    newest Debian's arm64 CPython, linked with the system's libssl.so.3),
+    where Python's ssl module has loaded an arm64 libssl.so.3 and the front
+    uses it through scopemeter-https-sys.so instead of a second OpenSSL
+    (src/mlflow/curl_api.c); verification on, the harness's CA given."""
+    binfmt_ready()
+    path = build_root("arm64", "bookworm")
+    whl = wheels["aarch64"][0]
+    shutil.copy(whl, os.path.join(path, "root", os.path.basename(whl)))
+    p = in_root(path, f"{VENV}/bin/pip install -q --disable-pip-version-check --no-index "
+                      f"--no-deps --force-reinstall /root/{os.path.basename(whl)} && python3 -V",
+                timeout=900)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert p.stdout.strip().startswith("Python 3.11."), p.stdout
+    shutil.copy(str(pki / "ca.pem"), os.path.join(path, "root", "ca.pem"))
+    px = FaultProxy(mlflow_server, tls=(str(pki / "server.pem"), str(pki / "server.key"), None))
+    try:
+        run_id = new_run(mlflow_server, "portability-bookworm-arm64")
+        res = front_in(path, px.uri, run_id, env={"MLFLOW_TRACKING_SERVER_CERT_PATH": "/root/ca.pem"})
+        assert res["libssl3"], res  # the system's arm64 libssl.so.3, loaded by Python's ssl
+        assert [os.path.basename(m) for m in res["module"]] == ["scopemeter-https-sys.so"], res
+        metrics, _ = read_run(mlflow_server, run_id)
+        assert "system/node_cpu_utilization_percentage/rank0" in metrics, sorted(metrics)
+        assert px.log("runs/log-batch"), "nothing reached the https endpoint"
+    finally:
+        px.close()
+
+
+@pytest.mark.timeout(BUILD_BOUND)
+def test_platform_bundle_in_the_root(root, mlflow_server):
+    """The platform teams' layout (README, Install) per arch: the wheel
+    unpacked with `pip install --no-deps --target DIR` (no venv, no pip
+    metadata of the image touched), the CLI run from DIR/bin and the front
+    imported from DIR on PYTHONPATH by the root's own python3."""
+    deb, path = root
+    whl = "/root/" + os.path.basename(glob.glob(os.path.join(path, "root", "scopemeter-*.whl"))[0])
+    run_id = new_run(mlflow_server, f"portability-bundle-{deb}")
+    script = (f"rm -rf /opt/bundle && {VENV}/bin/pip install -q --disable-pip-version-check "
+              f"--no-index --no-deps --target /opt/bundle {whl} && "
+              "/opt/bundle/bin/scopemeter --version && "
+              "/opt/bundle/bin/scopemeter run --interval 1 -- sleep 3 && "
+              "PYTHONPATH=/opt/bundle /usr/bin/python3 -c "
+              "'import scopemeter, sys; print(\"from\", scopemeter.__file__); "
+              "print(\"plan\", scopemeter.plan(workers=2, all_workers=True)[\"collectors\"])'")
+    p = in_root(path, script, timeout=900,
+                env={"MLFLOW_TRACKING_URI": mlflow_server, "MLFLOW_RUN_ID": run_id})
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "executable: /opt/bundle/bin/scopemeter" in p.stdout, p.stdout
+    assert "from /opt/bundle/scopemeter/__init__.py" in p.stdout, p.stdout
+    assert "plan 2" in p.stdout, p.stdout
+    w, pts, tags, delivered, overflow, refused, undelivered = closing(p.stderr)
+    assert w >= 2 and delivered == pts + tags, p.stderr
