@@ -81,7 +81,8 @@ def gpu_run(uri, sick):
         series["system/gpu_0_throttled_percentage/rank0"] = pts([0, 100, 100, 100, 100, 0])
         series["system/gpu_0_throttled_power_percentage/rank0"] = pts([0, 100, 100, 100, 100, 0])
         series["system/gpu_0_throttled_thermal_percentage/rank0"] = pts([0, 0, 0, 0, 60, 0])
-        # GPU 1: uncorrected ECC errors from the fourth window
+        # GPU 1: uncorrected ECC errors from the fourth window; another container's 30 GB
+        series["system/gpu_1_memory_usage_megabytes/rank0"] = pts([46000] * 6)
         series["system/gpu_1_ecc_errors_uncorrected/rank0"] = pts([0, 0, 0, 2, 3, 3])
         series["system/gpu_1_ecc_errors_corrected/rank0"] = pts([0, 1, 4, 9, 9, 12])
         # rank 3's process holds 512 MB on GPU 0 (its series, and the tag)
@@ -182,6 +183,43 @@ def test_a_clean_gpu_run_has_no_gpu_verdict(mlflow_server):
     assert g0["throttled_percentage"] == 0.0 and g0["ecc_errors_uncorrected"] == 0
     assert g0["events"] is None
     assert g0["memory_at_peak_megabytes"]["ranks"] == {}
+
+
+@pytest.mark.timeout(300)
+def test_several_xids_a_failed_remap_and_only_foreign_holders(mlflow_server):
+    """The other branches of the texts: several Xid codes (the last one
+    first, then the others), a code outside the table, a failed remap and
+    retired pages, and a GPU on which nothing counted as this container's
+    (where the driver gives host pids, every process reads foreign)."""
+    series = {f"system/gpu_0_{name}/rank0": pts([v] * 6) for name, v in (
+        ("memory_usage_megabytes", 9000), ("utilization_percentage", 50),
+        ("throttled_percentage", 5), ("throttled_power_percentage", 5),
+        ("throttled_thermal_percentage", 0))}
+    tags = dict(RUN_TAGS)
+    tags.update({
+        "scopemeter.rank0.node": "n1", "scopemeter.rank0.cgroup": "none: no limit",
+        "scopemeter.rank0.gpu_memory_at_peak": "gpu0 used_mb=9000.0 foreign_mb=8000.0",
+        "scopemeter.rank0.gpu_events": "gpu0 xid=13 at=2026-12-03T09:15:02Z xids=4 "
+                                       "codes=79,13,62 remap_failure=1 retired_pages_dbe=2",
+    })
+    rep = py_report(write_run(mlflow_server, series, tags), mlflow_server)
+    r0 = rank_of(rep, 0)
+    said = dict(zip(r0["verdict_codes"], r0["verdicts"]))
+    assert said["gpu_xid"] == (
+        "GPU 0: Xid 13 at 09:15:02 UTC — graphics engine exception: a kernel faulted (an "
+        "out-of-bounds access, an illegal instruction) (usually: your code); 4 Xid errors since "
+        "recording started, also Xid 79 (the GPU fell off the bus: it no longer answers over "
+        "PCIe (usually: hardware or driver, not your code)), Xid 62 (not one of the common "
+        "codes: NVIDIA's Xid catalogue says what it means)")
+    assert said["gpu_memory_repair"] == (
+        "GPU 0: a row remap failed: the board is out of spare rows (hardware: the GPU needs "
+        "replacing); pages retired: 2 for double-bit errors (the board's lifetime)")
+    assert said["gpu_foreign_memory"].startswith(
+        "another container holds 8.0 GB of GPU 0 (nothing on it was counted as this "
+        "container's: where the driver gives host pids"), said
+    # 5 % of the run throttled: under the 10 % of the verdict; no owner, no stray context
+    assert "gpu_throttled" not in said and "gpu_stray_context" not in said
+    assert gpu_of(r0, 0)["events"]["xid_codes"] == [79, 13, 62]
 
 
 def test_xid_words_have_one_source():
