@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Tuple
 
 from . import _report_values as nums
 from ._report_fetch import rank_tags
-from ._report_model import (SCHEMA, AtPeak, Gpu, RankData, RankReport, Report, Series, Tags,
-                            TreePeak)
+from ._report_model import (SCHEMA, AtPeak, Gpu, GpuAtPeak, GpuEvents, GpuHealth, RankData,
+                            RankReport, Report, Series, Tags, TreePeak)
 from ._report_values import r1
 from ._report_verdicts import PARTS, PRESSURE_WINDOW_S, rank_verdicts, run_verdicts
 
@@ -146,18 +146,83 @@ def _throttled_pct(thr: Optional[int], span: Optional[float], cpu_period_us: Opt
     return min(100.0, 100.0 * thr / max(1.0, span / cfs_s))
 
 
-def _gpus(s: Series) -> List[Gpu]:
+def _gpus(s: Series, t: Tags) -> List[Gpu]:
+    """Every GPU the rank's series or its GPU tags name, by NVML index."""
     gpus: Dict[int, Series] = {}
     for name, ser in s.items():
         m = _GPU.match(name)
         if m:
             gpus.setdefault(int(m.group(1)), {})[m.group(2)] = ser
+    at_peak = nums.gpu_clauses(t.get("gpu_memory_at_peak"))
+    events = nums.gpu_clauses(t.get("gpu_events"))
+    for i in list(at_peak) + list(events):
+        gpus.setdefault(i, {})
     return [{"index": i,
              "memory_peak_percentage": r1(nums.peak(gpus[i], "memory_usage_percentage")),
              "memory_peak_megabytes": r1(nums.peak(gpus[i], "memory_usage_megabytes")),
              "utilization_mean_percentage": r1(nums.mean(gpus[i], "utilization_percentage")),
-             "power_mean_watts": r1(nums.mean(gpus[i], "power_usage_watts"))}
+             "power_mean_watts": r1(nums.mean(gpus[i], "power_usage_watts")),
+             **gpu_health(gpus[i], at_peak.get(i), events.get(i))}
             for i in sorted(gpus)]
+
+
+# ---- a GPU's health and who held its memory (issue 34; docs/gpu.md) --------------------
+
+
+def _count(s: Series, name: str) -> Optional[int]:
+    v = nums.last(s, name)  # a count since recording started: its last value
+    return int(round(v)) if v is not None else None
+
+
+def gpu_health(s: Series, at_peak: Optional[Dict[str, str]],
+               events: Optional[Dict[str, str]]) -> GpuHealth:
+    """One GPU's throttled shares over the run (the mean of the windows'
+    shares: windows are equally long), ECC counts, this rank's processes'
+    peak on it, and the two tags' items."""
+    return {
+        "throttled_percentage": r1(nums.mean(s, "throttled_percentage")),
+        "throttled_power_percentage": r1(nums.mean(s, "throttled_power_percentage")),
+        "throttled_thermal_percentage": r1(nums.mean(s, "throttled_thermal_percentage")),
+        "ecc_errors_corrected": _count(s, "ecc_errors_corrected"),
+        "ecc_errors_uncorrected": _count(s, "ecc_errors_uncorrected"),
+        "process_memory_peak_megabytes": r1(nums.peak(s, "process_memory_megabytes")),
+        "memory_at_peak_megabytes": gpu_at_peak(at_peak) if at_peak else None,
+        "events": gpu_events(events) if events else None,
+    }
+
+
+_RANK_MB = re.compile(r"^rank(\d+)_mb$")
+
+
+def gpu_at_peak(items: Dict[str, str]) -> GpuAtPeak:
+    """A clause of gpu_memory_at_peak: an absent holder held 0 MB."""
+    def mb(key: str) -> float:
+        return nums.as_number(items.get(key), float) or 0.0
+    ranks = {m.group(1): r1(v) or 0.0 for k, v in
+             ((k, nums.as_number(v, float)) for k, v in items.items())
+             if (m := _RANK_MB.match(k)) and v is not None}
+    used = nums.as_number(items.get("used_mb"), float)
+    held = mb("own_mb") + sum(ranks.values()) + mb("other_ranks_mb") + mb("unranked_mb") + \
+        mb("foreign_mb")
+    return {"used": r1(used), "own": r1(mb("own_mb")) or 0.0, "ranks": ranks,
+            "other_ranks": r1(mb("other_ranks_mb")) or 0.0,
+            "unranked": r1(mb("unranked_mb")) or 0.0, "foreign": r1(mb("foreign_mb")) or 0.0,
+            "unattributed": r1(max(0.0, used - held)) if used is not None else None}
+
+
+def gpu_events(items: Dict[str, str]) -> GpuEvents:
+    """A clause of gpu_events: absent items are 0 (the tag writes only non-zero ones)."""
+    def n(key: str) -> int:
+        return nums.as_number(items.get(key), int) or 0
+    codes = [c for c in (nums.as_number(x, int) for x in items.get("codes", "").split(","))
+             if c is not None]
+    return {"xid": nums.as_number(items.get("xid"), int), "xid_at": items.get("at"),
+            "xids": n("xids"), "xid_codes": codes,
+            "remapped_corrected": n("remapped_corrected"),
+            "remapped_uncorrected": n("remapped_uncorrected"),
+            "remap_pending": n("remap_pending") > 0, "remap_failure": n("remap_failure") > 0,
+            "retired_pages_sbe": n("retired_pages_sbe"),
+            "retired_pages_dbe": n("retired_pages_dbe")}
 
 
 def _node(t: Tags, data: RankData, tree_only: bool, recorder_node: Optional[str]) -> str:
@@ -238,10 +303,20 @@ def _stopped_early(t: Tags, run: "Run", last: Optional[int], period_s: Optional[
 # ---- a rank, a run -------------------------------------------------------------------
 
 
+_GPU_PROC = re.compile(r"^gpu_\d+_process_memory_megabytes$")
+
+
+def sibling_series(name: str) -> bool:
+    """A series a pod's collector records under a sibling rank's own rank
+    (docs/design.md §9): its process tree, and its processes' memory on
+    each GPU of the pod (gpu_i_process_memory_megabytes, docs/gpu.md)."""
+    return name in PROCESS_SERIES or bool(_GPU_PROC.match(name))
+
+
 def is_tree_only(t: Tags, s: Series) -> bool:
     """Only process series: a sibling rank whose tree its pod's collector
     recorded; the container is the collector's, reported under its rank."""
-    return bool(s) and all(n in PROCESS_SERIES for n in s) and "cgroup" not in t
+    return bool(s) and all(sibling_series(n) for n in s) and "cgroup" not in t
 
 
 def rank_report(rank: int, data: RankData, tags: Tags, run: "Run", period_s: Optional[float],
@@ -285,7 +360,7 @@ def rank_report(rank: int, data: RankData, tags: Tags, run: "Run", period_s: Opt
         "cpu_throttled_percentage": r1(_throttled_pct(thr, rec.span_s, lim.cpu_period_us)),
         "node_cpu_mean_percentage": r1(nums.mean(s, "node_cpu_utilization_percentage")),
         "node_cpu_peak_percentage": r1(nums.peak(s, "node_cpu_utilization_percentage")),
-        "gpus": _gpus(s),
+        "gpus": _gpus(s, t),
         "network_receive_megabytes": r1(nums.last(s, "network_receive_megabytes")),
         "network_transmit_megabytes": r1(nums.last(s, "network_transmit_megabytes")),
         "points": rec.points,
@@ -332,7 +407,7 @@ def recorders(ranks: Dict[int, RankData]) -> Dict[int, Optional[int]]:
     stamps = {k: {ts for ser in d["series"].values() for ts, _, _ in ser}
               for k, d in ranks.items()}
     collectors = [k for k, d in ranks.items()
-                  if any(n not in PROCESS_SERIES for n in d["series"])]
+                  if any(not sibling_series(n) for n in d["series"])]
     out: Dict[int, Optional[int]] = {}
     for k, d in ranks.items():
         if k in collectors or not d["series"]:

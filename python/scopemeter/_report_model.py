@@ -35,13 +35,59 @@ class RankData(TypedDict):
     node_tier: Optional[str]
 
 
-class Gpu(TypedDict):
-    """One GPU of a rank (ranks[].gpus[])."""
+class GpuAtPeak(TypedDict):
+    """Who held a GPU's memory at its highest sampled use, MB
+    (ranks[].gpus[].memory_at_peak_megabytes; the tag gpu_memory_at_peak).
+    ranks: another rank's processes, by rank (as a string: a JSON key);
+    unattributed: used minus every holder (the driver's own, contexts NVML
+    does not attribute)."""
+    used: Optional[float]
+    own: float
+    ranks: Dict[str, float]
+    other_ranks: float
+    unranked: float
+    foreign: float
+    unattributed: Optional[float]
+
+
+class GpuEvents(TypedDict):
+    """A GPU's events and memory health (ranks[].gpus[].events; the tag gpu_events)."""
+    xid: Optional[int]
+    xid_at: Optional[str]
+    xids: int
+    xid_codes: List[int]
+    remapped_corrected: int
+    remapped_uncorrected: int
+    remap_pending: bool
+    remap_failure: bool
+    retired_pages_sbe: int
+    retired_pages_dbe: int
+
+
+class GpuMeasured(TypedDict):
+    """The first keys of a Gpu: MLflow's five series."""
     index: int
     memory_peak_percentage: Optional[float]
     memory_peak_megabytes: Optional[float]
     utilization_mean_percentage: Optional[float]
     power_mean_watts: Optional[float]
+
+
+class GpuHealth(TypedDict):
+    """The keys of a Gpu after the five: its health and who held its memory
+    (issue 34; null where the run lacks them)."""
+    throttled_percentage: Optional[float]
+    throttled_power_percentage: Optional[float]
+    throttled_thermal_percentage: Optional[float]
+    ecc_errors_corrected: Optional[int]
+    ecc_errors_uncorrected: Optional[int]
+    process_memory_peak_megabytes: Optional[float]
+    memory_at_peak_megabytes: Optional[GpuAtPeak]
+    events: Optional[GpuEvents]
+
+
+class Gpu(GpuMeasured, GpuHealth):
+    """One GPU of a rank (ranks[].gpus[]): the keys of GpuMeasured, then GpuHealth's."""
 
 
 class AtPeak(TypedDict):

@@ -158,6 +158,13 @@ CPU = Table(
      _col("points", 8, lambda r: str(r["points"]))),
     _itself, lambda rep: True)
 
+def _gpu_measured(g: Gpu) -> bool:
+    """A GPU with any of the five series (a sibling rank's GPU has only its
+    processes' memory; a GPU only the tags name has none)."""
+    return any(g[k] is not None for k in ("memory_peak_percentage", "memory_peak_megabytes",
+                                          "utilization_mean_percentage", "power_mean_watts"))
+
+
 GPU = Table(
     ("gpu (NVML index)",),
     (_gcol("gpu", 5, lambda g: str(g["index"])),
@@ -165,10 +172,54 @@ GPU = Table(
      _gcol("memory peak MB", 16, lambda g: cell(g["memory_peak_megabytes"])),
      _gcol("util mean %", 13, lambda g: cell(g["utilization_mean_percentage"])),
      _gcol("power mean W", 14, lambda g: cell(g["power_mean_watts"]))),
-    lambda r: r["gpus"], lambda rep: any(r["gpus"] for r in rep["ranks"]))
+    lambda r: [g for g in r["gpus"] if _gpu_measured(g)],
+    lambda rep: any(_gpu_measured(g) for r in rep["ranks"] for g in r["gpus"]))
+
+
+
+# ---- the GPU's health and who held its memory (issue 34; docs/gpu.md) ----------------------
+
+
+def _gpu_held(g: Gpu) -> bool:
+    return any(g[k] is not None for k in ("memory_at_peak_megabytes", "throttled_percentage",
+                                          "ecc_errors_uncorrected", "events"))
+
+
+def _held(g: Gpu, what: str) -> Optional[float]:
+    at = g["memory_at_peak_megabytes"]
+    if at is None:
+        return None
+    if what == "ranks":
+        return at["other_ranks"] + sum(at["ranks"].values())
+    value: Mapping[str, object] = at
+    v = value.get(what)
+    return v if isinstance(v, (int, float)) else None
+
+
+def _xids(g: Gpu) -> str:
+    ev = g["events"]
+    return ",".join(map(str, ev["xid_codes"]))[:7] or "-" if ev else "-"
+
+
+GPU_HELD = Table(
+    ("gpu at its memory peak (MB held by the rank's own processes, other ranks', unranked, "
+     "foreign: not", "this container's; unattributed: the rest), thr: clocks held down (% of "
+     "the run), ECC: uncorrected"),
+    (_gcol("gpu", 5, lambda g: str(g["index"])),
+     _gcol("used", 9, lambda g: cell(_held(g, "used"))),
+     _gcol("own", 9, lambda g: cell(_held(g, "own"))),
+     _gcol("ranks", 9, lambda g: cell(_held(g, "ranks"))),
+     _gcol("unranked", 9, lambda g: cell(_held(g, "unranked"))),
+     _gcol("foreign", 9, lambda g: cell(_held(g, "foreign"))),
+     _gcol("unattr.", 9, lambda g: cell(_held(g, "unattributed"))),
+     _gcol("thr %", 6, lambda g: cell(g["throttled_percentage"], "{:.0f}")),
+     _gcol("ecc", 5, lambda g: cell(g["ecc_errors_uncorrected"], "{:d}")),
+     _gcol("xid", 8, _xids)),
+    lambda r: [g for g in r["gpus"] if _gpu_held(g)],
+    lambda rep: any(_gpu_held(g) for r in rep["ranks"] for g in r["gpus"]))
 
 # In the order printed.
-TABLES: Tuple[Table[Any], ...] = (MEMORY, NODE, FILLED, CPU, GPU)
+TABLES: Tuple[Table[Any], ...] = (MEMORY, NODE, FILLED, CPU, GPU, GPU_HELD)
 
 
 def _grouped(rep: Report) -> Iterator[Tuple[str, List[RankReport]]]:

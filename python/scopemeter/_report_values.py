@@ -90,14 +90,7 @@ def num(tags: Tags, key: str, kind: Callable[[str], _N]) -> Optional[_N]: ...
 def num(tags: Tags, key: str, kind: Callable[[str], Any] = float) -> Any:
     """A tag as a number (float, or int with kind=int); None when absent or
     not a number."""
-    v = tags.get(key)
-    if v is None:
-        return None
-    try:
-        x = kind(v)
-    except ValueError:
-        return None
-    return x if kind is int or finite(x) else None
+    return as_number(tags.get(key), kind)
 
 
 @overload
@@ -188,3 +181,36 @@ def cgroup_limits(tag: Optional[str]) -> Tuple[Optional[float], Optional[float],
         decimals = len(text.split(".", 1)[1]) if "." in text else 0
         half = 0.5 * 10 ** -decimals * unit
     return limit, half, (float(cpu.group(1)) if cpu else None)
+
+
+_GPU_CLAUSE = re.compile(r"^gpu(\d+)$")
+
+
+def gpu_clauses(text: Optional[str]) -> Dict[int, Dict[str, str]]:
+    """{GPU index: {name: value}} of a per-GPU tag (gpu_events,
+    gpu_memory_at_peak; docs/series.md): clauses "gpu<i> name=value ..."
+    separated by "; ".  A clause without its gpu<i> head is left out; the
+    values stay text (an Xid's time, a list of codes)."""
+    out: Dict[int, Dict[str, str]] = {}
+    for clause in (text or "").split(";"):
+        words = clause.split()
+        m = _GPU_CLAUSE.match(words[0]) if words else None
+        if not m:
+            continue
+        items = out.setdefault(int(m.group(1)), {})
+        for word in words[1:]:
+            key, eq, val = word.partition("=")
+            if eq and key:
+                items[key] = val
+    return out
+
+
+def as_number(text: Optional[str], kind: Callable[[str], _N]) -> Optional[_N]:
+    """A tag item as a number; None when absent, not a number or not finite."""
+    if text is None:
+        return None
+    try:
+        x = kind(text)
+    except ValueError:
+        return None
+    return x if kind is int or finite(x) else None

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ._front import ATTACH_GRACE_S, OWN_RUN_GRACE_S
-from ._report_model import AtPeak, RankReport, RunVerdict
+from ._report_model import AtPeak, GpuAtPeak, RankReport, RunVerdict
 from ._report_values import max_of, printable, r2
 
 # Thresholds of the verdicts (docs/report.md, "Verdicts").
@@ -165,6 +165,188 @@ def _stopped_early(r: RankReport, period_s: Optional[float]) -> Optional[str]:
             "them); the end of the run, its kernel peak and OOM kills are unknown")
 
 
+# ---- the GPUs' verdicts (issue 34; docs/gpu.md) -----------------------------------------
+
+GPU_THROTTLED_PCT = 10.0      # clocks held down more than this share of the run
+
+# The common Xid codes: (what the driver's error says, whose fault it usually
+# is).  The one source of these words: docs/gpu.md's table ("Common Xid
+# codes", after NVIDIA's Xid catalogue) is checked against it
+# (tests/py/test_report_gpu.py).
+XID: Mapping[int, Tuple[str, str]] = {
+    13: ("graphics engine exception: a kernel faulted (an out-of-bounds access, an illegal "
+         "instruction)", "your code"),
+    31: ("GPU memory page fault: a kernel touched an address it does not own (an illegal "
+         "address)", "your code"),
+    43: ("the GPU stopped processing: a channel was reset after a fault of the application",
+         "your code"),
+    48: ("double-bit ECC error: memory the GPU could not correct", "hardware"),
+    63: ("a page retirement or row remap was recorded after ECC errors (the memory is being "
+         "repaired)", "hardware, informational"),
+    64: ("recording a page retirement or row remap failed", "hardware"),
+    74: ("NVLink error: a link between GPUs failed", "hardware/fabric"),
+    79: ("the GPU fell off the bus: it no longer answers over PCIe",
+         "hardware or driver, not your code"),
+    92: ("a high rate of single-bit (corrected) ECC errors", "hardware, watch"),
+    94: ("contained ECC error: uncorrectable, but only the applications using that memory "
+         "were hit; the GPU goes on after they restart", "hardware"),
+    95: ("uncontained ECC error: every application on the GPU is affected; the GPU needs a "
+         "reset", "hardware"),
+    119: ("GSP RPC timeout: the GPU's system processor (its firmware) did not answer the "
+          "driver", "driver/firmware"),
+}
+
+
+def xid_text(code: int) -> str:
+    """An Xid code in words, with whose fault it usually is."""
+    if code in XID:
+        what, usually = XID[code]
+        return f"{what} (usually: {usually})"
+    if code == 999:
+        return "NVML could not say which error (999: unknown)"
+    return "not one of the common codes: NVIDIA's Xid catalogue says what it means"
+
+
+def _clock_utc(at: Optional[str]) -> str:
+    """"2026-12-03T12:03:11Z" -> " at 12:03:11 UTC"; nothing when not that shape."""
+    if at and len(at) == 20 and at[10] == "T" and at.endswith("Z"):
+        return f" at {at[11:19]} UTC"
+    return ""
+
+
+def _gpu_xid(r: RankReport, period_s: Optional[float]) -> Optional[str]:
+    """Xid errors the driver raised (tag gpu_events): the last one in words,
+    the other codes seen after it."""
+    out: List[str] = []
+    for g in r["gpus"]:
+        ev = g["events"]
+        if ev is None or ev["xid"] is None:
+            continue
+        text = f"GPU {g['index']}: Xid {ev['xid']}{_clock_utc(ev['xid_at'])} — {xid_text(ev['xid'])}"
+        others = [c for c in ev["xid_codes"] if c != ev["xid"]]
+        if ev["xids"] > 1:
+            text += f"; {ev['xids']} Xid errors since recording started"
+        if others:
+            text += ", also " + ", ".join(f"Xid {c} ({xid_text(c)})" for c in others)
+        out.append(text)
+    return "; ".join(out) or None
+
+
+def _gpu_ecc(r: RankReport, period_s: Optional[float]) -> Optional[str]:
+    """Uncorrected ECC errors since recording started: memory the GPU could
+    not correct (corrected ones alone are not a finding: Xid 92 says when
+    their rate is high)."""
+    out: List[str] = []
+    for g in r["gpus"]:
+        n = g["ecc_errors_uncorrected"]
+        if not n:
+            continue
+        corrected = g["ecc_errors_corrected"]
+        also = f" and {corrected} corrected" if corrected else ""
+        out.append(f"GPU {g['index']}: {n} uncorrected ECC error{'s' * (n != 1)}{also} since "
+                   "recording started — memory the GPU could not correct: a hardware fault, "
+                   "not your code")
+    return "; ".join(out) or None
+
+
+def _gpu_memory_repair(r: RankReport, period_s: Optional[float]) -> Optional[str]:
+    """A row remap pending or failed, pages retired (tag gpu_events; the
+    board's lifetime facts)."""
+    out: List[str] = []
+    for g in r["gpus"]:
+        ev = g["events"]
+        if ev is None:
+            continue
+        said: List[str] = []
+        if ev["remap_failure"]:
+            said.append("a row remap failed: the board is out of spare rows (hardware: the "
+                        "GPU needs replacing)")
+        if ev["remap_pending"]:
+            said.append("a row remap waits for the next GPU reset (reset the GPU to repair "
+                        "its memory)")
+        pages = [f"{n} for {why}" for n, why in ((ev["retired_pages_dbe"], "double-bit errors"),
+                                                (ev["retired_pages_sbe"],
+                                                 "repeated single-bit errors")) if n]
+        if pages:
+            said.append("pages retired: " + ", ".join(pages))
+        if not said:
+            continue
+        rows = [f"{n} for {why}" for n, why in ((ev["remapped_uncorrected"], "uncorrectable"),
+                                               (ev["remapped_corrected"], "correctable")) if n]
+        tail = f"; rows remapped: {', '.join(rows)} errors" if rows else ""
+        out.append(f"GPU {g['index']}: " + "; ".join(said) + tail + " (the board's lifetime)")
+    return "; ".join(out) or None
+
+
+def gpu_owner(at: GpuAtPeak) -> Optional[str]:
+    """Whose GPU it is: the rank whose processes held the most of it at its
+    peak ("own" for the recording rank, else the rank's number); None when
+    no rank held any."""
+    holders = {"own": at["own"], **at["ranks"]}
+    best = max(holders.items(), key=lambda kv: kv[1])
+    return best[0] if best[1] > 0 else None
+
+
+def _who(holder: str, rank: int) -> str:
+    return f"rank {rank if holder == 'own' else holder}"
+
+
+def _gpu_stray_context(r: RankReport, period_s: Optional[float]) -> Optional[str]:
+    """Memory on a GPU held by a rank that is not the GPU's own (tag
+    gpu_memory_at_peak): a rank held at most half of what the GPU's own rank
+    held -- a context created before its device was set."""
+    out: List[str] = []
+    for g in r["gpus"]:
+        at = g["memory_at_peak_megabytes"]
+        owner = gpu_owner(at) if at else None
+        if at is None or owner is None:
+            continue
+        holders = {"own": at["own"], **at["ranks"]}
+        for who, mb in sorted(holders.items(), key=lambda kv: (-kv[1], kv[0])):
+            if who == owner or mb <= 0 or mb > 0.5 * holders[owner]:
+                continue
+            out.append(f"GPU {g['index']} ({_who(owner, r['rank'])}'s): "
+                       f"{_who(who, r['rank'])}'s process holds {size(mb, mb)} — a CUDA "
+                       "context on the wrong device (set the device before the first CUDA "
+                       "call)")
+    return "; ".join(out) or None
+
+
+def _gpu_foreign_memory(r: RankReport, period_s: Optional[float]) -> Optional[str]:
+    """Memory on the container's GPU held by processes outside its pid
+    namespace (docs/gpu.md, "Who holds the GPU's memory")."""
+    out: List[str] = []
+    for g in r["gpus"]:
+        at = g["memory_at_peak_megabytes"]
+        if at is None or at["foreign"] <= 0:
+            continue
+        text = f"another container holds {size(at['foreign'], at['foreign'])} of GPU {g['index']}"
+        if at["own"] + sum(at["ranks"].values()) + at["other_ranks"] + at["unranked"] <= 0:
+            text += (" (nothing on it was counted as this container's: where the driver gives "
+                     "host pids inside a container, every process reads foreign; docs/gpu.md)")
+        out.append(text)
+    return "; ".join(out) or None
+
+
+def _gpu_throttled(r: RankReport, period_s: Optional[float]) -> Optional[str]:
+    """Clocks held down more than GPU_THROTTLED_PCT of the run, and why
+    (the per-reason series; docs/gpu.md, "Throttled")."""
+    out: List[str] = []
+    for g in r["gpus"]:
+        total = g["throttled_percentage"]
+        if total is None or total <= GPU_THROTTLED_PCT:
+            continue
+        power = g["throttled_power_percentage"] or 0.0
+        thermal = g["throttled_thermal_percentage"] or 0.0
+        other = total - power - thermal  # reasons overlap: a lower bound of the others
+        why = [f"{name} {v:.0f} %" for name, v in (("power cap", power), ("thermal", thermal),
+                                                    ("other", other)) if v >= 0.5]
+        out.append(f"GPU {g['index']}: clocks held down {total:.0f} % of the run"
+                   + (f" ({', '.join(why)})" if why else "")
+                   + ": a slowed GPU holds the whole job back")
+    return "; ".join(out) or None
+
+
 # Most severe first: the order of docs/report.md.
 RULES: Tuple[Tuple[str, Rule], ...] = (
     ("oom_killed", _oom_killed),
@@ -172,6 +354,13 @@ RULES: Tuple[Tuple[str, Rule], ...] = (
     ("memory_cause", _memory_cause),
     ("memory_events", _memory_events),
     ("memory_pressure", _memory_pressure),
+    # the GPUs' (issue 34)
+    ("gpu_xid", _gpu_xid),
+    ("gpu_ecc", _gpu_ecc),
+    ("gpu_memory_repair", _gpu_memory_repair),
+    ("gpu_stray_context", _gpu_stray_context),
+    ("gpu_foreign_memory", _gpu_foreign_memory),
+    ("gpu_throttled", _gpu_throttled),
     ("cpu_throttled", _cpu_throttled),
     ("node_neighbours", _node_neighbours),
     ("no_limit", _no_limit),
