@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 from ._report_model import RankData, RankReport, Report, Series
 from ._report_values import printable
-from ._report_verdicts import CODES
+from ._report_scale import ordered
 
 MAX_RANKS = 8      # more rows stop being readable; the most severe ranks are drawn
 WIDTH_IN, DPI = 16.0, 100
@@ -40,14 +40,6 @@ STACK = (("container_memory_anon_megabytes", "anonymous (heaps, tensors)", "#92c
 
 def require() -> None:
     import matplotlib  # noqa: F401  (ImportError is the caller's one line)
-
-
-def _ordered(rep: Report) -> List[RankReport]:
-    """Ranks by their most severe verdict, then by memory peak %, then rank."""
-    def key(r: RankReport) -> Tuple[int, float, int]:
-        sev = min((CODES.index(c) for c in r["verdict_codes"]), default=len(CODES))
-        return (sev, -(r["container_memory_peak_percentage"] or -1.0), r["rank"])
-    return sorted(rep["ranks"], key=key)
 
 
 class _Axis:
@@ -75,7 +67,7 @@ def draw(rep: Report, ranks: Dict[int, RankData], path: Union[str, "os.PathLike[
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    chosen = _ordered(rep)[:MAX_RANKS]
+    chosen = ordered(rep["ranks"])[:MAX_RANKS]
     chosen.sort(key=lambda r: r["rank"])
     t0 = rep["start_time_ms"] or min(
         (r["recording_start_ms"] for r in chosen if r["recording_start_ms"]), default=0)
