@@ -216,3 +216,22 @@ def test_start_tags_without_a_point_say_the_recorder_died_at_once(scopemeter_bin
     p = cli_report(scopemeter_bin, bare, env=env)
     assert p.returncode == 1
     assert p.stderr == f"scopemeter: run {bare} holds no scopemeter series\n"
+
+
+@pytest.mark.timeout(300)
+def test_picture_of_many_ranks_is_heatmaps(scopemeter_bin, scale, tmp_path):
+    pytest.importorskip("matplotlib")
+    from test_report_faults import count_near, png_rgb
+    png = tmp_path / "scale.png"
+    env = report_env(MLFLOW_TRACKING_URI=scale["uri"])
+    p = cli_report(scopemeter_bin, scale["run"], "--plot", str(png), env=env)
+    assert p.returncode == 0, p.stderr
+    px = png_rgb(png)
+    assert px.shape[1] == 1600
+    # viridis' top (the OOM rank near 100 % of its limit) and its bottom
+    # (rank 17's idle GPU against the others' 96 % is mid-scale): a heatmap,
+    # not today's panels, which have neither colour
+    assert count_near(px, (253, 231, 37), 25) > 100
+    assert count_near(px, (68, 1, 84), 25) > 0 or count_near(px, (59, 82, 139), 25) > 0
+    # the outliers marked in red (today's panels have no pure red)
+    assert count_near(px, (255, 0, 0), 30) > 20
