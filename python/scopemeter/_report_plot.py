@@ -146,10 +146,21 @@ def _heat_rows(rep: Report, ranks: Dict[int, RankData], t0: float
     def cpu(r: RankReport, s: Series) -> List[Tuple[int, float]]:
         return [(ts, v) for ts, _, v in s.get("container_cpu_utilization_percentage", ())]
 
+    def node_memory(r: RankReport, s: Series) -> List[Tuple[int, float]]:
+        return [(ts, v) for ts, _, v in s.get("node_memory_usage_percentage", ())]
+
+    def node_cpu(r: RankReport, s: Series) -> List[Tuple[int, float]]:
+        return [(ts, v) for ts, _, v in s.get("node_cpu_utilization_percentage", ())]
+
     has_gpu = any(r["gpus"] for r in rep["ranks"])
-    out = [("container memory, % of its limit", "% of the limit", rows(memory)),
-           ("GPU busy, %" if has_gpu else "container CPU, % of its limit", "%",
-            rows(gpu if has_gpu else cpu))]
+    # no rank in a container with a limit (bare metal, a laptop): the node's
+    # memory and CPU are what count, as in the text's node table
+    contained = any(r["container_memory_limit_megabytes"] is not None for r in rep["ranks"])
+    out = [("container memory, % of its limit", "% of the limit", rows(memory)) if contained
+           else ("node memory, % of the node", "% of the node", rows(node_memory)),
+           ("GPU busy, %", "%", rows(gpu)) if has_gpu else
+           ("container CPU, % of its limit", "%", rows(cpu)) if contained else
+           ("node CPU, % of the node", "%", rows(node_cpu))]
     return out, span, n
 
 
@@ -185,7 +196,8 @@ def _heatmaps(rep: Report, ranks: Dict[int, RankData], path: Union[str, "os.Path
         ax = fig.add_subplot(gs[i])
         img = ax.imshow(np.ma.masked_invalid(np.array(rows, dtype=float)), aspect="auto",
                         interpolation="nearest", cmap="viridis", vmin=0,
-                        vmax=None if "CPU" in title else 100,  # CPU: % of a limit, may pass 100
+                        # a container's CPU is % of its limit, which it may pass
+                        vmax=None if title.startswith("container CPU") else 100,
                         extent=(0, span, n - 0.5, -0.5))
         ax.set_title(title, fontsize=11, loc="left")
         ax.set_ylabel("rank")
