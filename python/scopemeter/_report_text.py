@@ -313,6 +313,9 @@ def format_report(rep: Report, all_ranks: bool = False) -> str:
     More than 8 ranks: the job's summary and its outliers first, and
     the tables list the outliers and the worst ranks only, unless all_ranks
     (`--all`)."""
+    if not isinstance(all_ranks, bool):
+        raise TypeError(f"format_report(): all_ranks must be a bool, not "
+                        f"{type(all_ranks).__name__}")
     lines = _head(rep)
     n = len(rep["ranks"])
     if n > SUMMARY_ABOVE and "summary" in rep:
