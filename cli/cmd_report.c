@@ -1,5 +1,5 @@
 /*
- * cmd_report.c — `scopemeter report [RUN_ID] [--json] [--plot FILE.png]`.
+ * cmd_report.c — `scopemeter report [RUN_ID] [--json] [--all] [--plot FILE.png]`.
  *
  * Why this file is small: the report has one implementation, in Python
  * (python/scopemeter/_report.py and its _report_*.py, docs/report.md), because it reads runs

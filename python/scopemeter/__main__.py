@@ -12,7 +12,7 @@ import os
 import sys
 from typing import Optional, Sequence
 
-USAGE = ("usage: python -m scopemeter report [RUN_ID] [--json] [--plot FILE.png]\n"
+USAGE = ("usage: python -m scopemeter report [RUN_ID] [--json] [--all] [--plot FILE.png]\n"
          "       python -m scopemeter --version\n")
 
 

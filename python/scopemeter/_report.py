@@ -49,6 +49,10 @@ def _collect(run_id: Optional[str] = None, tracking_uri: Optional[str] = None
     if not ranks:
         skipped = run.data.tags.get("scopemeter.skipped")
         why = f" (scopemeter.skipped: {skipped})" if skipped else ""
+        started = _report_fetch.started_without_points(run)
+        if started is not None and not skipped:
+            raise ReportError(f"run {run_id}: recording started{started} but no point "
+                              "arrived: the recorder died at once")
         raise ReportError(f"run {run_id} holds no scopemeter series{why}")
     return run_report(run, ranks, how), ranks
 
@@ -105,11 +109,11 @@ def _require_plot() -> None:
 # ---- the command -------------------------------------------------------------------
 
 
-USAGE = "usage: scopemeter report [RUN_ID] [--json] [--plot FILE.png]"
+USAGE = "usage: scopemeter report [RUN_ID] [--json] [--all] [--plot FILE.png]"
 
 
 def main(argv: Optional[Sequence[str]] = None, prog: str = "scopemeter report") -> int:
-    """`scopemeter report [RUN_ID] [--json] [--plot FILE.png]`: 0 when the
+    """`scopemeter report [RUN_ID] [--json] [--all] [--plot FILE.png]`: 0 when the
     report was made, 1 when the run cannot be reported (or the picture not
     drawn), 2 for a usage error.  Every problem is one line on stderr."""
     import argparse
@@ -125,6 +129,9 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "scopemeter report") 
                         "scopemeter series in MLFLOW_EXPERIMENT_ID / MLFLOW_EXPERIMENT_NAME, "
                         "or in every experiment)")
     p.add_argument("--json", action="store_true", help="the report as JSON (docs/report.md)")
+    p.add_argument("--all", action="store_true", dest="all_ranks",
+                   help="list every rank in the tables (default: with more than 8 ranks, "
+                        "the outliers and the worst; the JSON always holds every rank)")
     p.add_argument("--plot", metavar="FILE.png",
                    help="also draw memory and CPU per rank over time into a PNG "
                         "(needs matplotlib: pip install 'scopemeter[report]')")
@@ -158,7 +165,8 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "scopemeter report") 
     except Exception as e:  # the store's own error (unreachable server, auth)
         _say(f"cannot read the run: {type(e).__name__}: {first_line(e)}")
         return 1
-    text = json.dumps(rep, indent=2, allow_nan=False) if args.json else format_report(rep)
+    text = (json.dumps(rep, indent=2, allow_nan=False) if args.json
+            else format_report(rep, args.all_ranks))
     closed = not _write_stdout(text + "\n")
     if args.plot:
         from . import _report_plot

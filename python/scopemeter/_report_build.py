@@ -20,6 +20,7 @@ from . import _report_values as nums
 from ._report_fetch import rank_tags
 from ._report_model import (SCHEMA, AtPeak, Gpu, GpuAtPeak, GpuEvents, GpuHealth, RankData,
                             RankReport, Report, Series, Tags, TreePeak)
+from ._report_scale import outliers, summary
 from ._report_values import r1
 from ._report_verdicts import PARTS, PRESSURE_WINDOW_S, rank_verdicts, run_verdicts
 
@@ -27,12 +28,14 @@ if TYPE_CHECKING:
     from mlflow.entities import Run
 
 _GPU = re.compile(r"^gpu_(\d+)_(.+)$")
+_GPU_UTIL = re.compile(r"^gpu_\d+_utilization_percentage$")
 
 # End tags the container collector writes at stop (docs/design.md §3).
 END_TAGS = ("oom_kill", "mem_peak_sampled_mb", "memory_peak_mb", "cpu_throttled_periods",
             "cpu_throttled_s")
 PROCESS_SERIES = ("process_count", "process_memory_megabytes",
                   "process_cpu_utilization_percentage")
+STOPPED_PERIODS = 2          # a RUNNING run whose last point is older than this many periods
 QUIET_S = 60.0                # a RUNNING run without a point for this long is not recording
 CFS_PERIOD_S = 0.1            # the kernel's default CFS period, for runs without cpu_period_us
 
@@ -390,6 +393,12 @@ def rank_report(rank: int, data: RankData, tags: Tags, run: "Run", period_s: Opt
         "cpu_pressure_stalled_s": r1(pressure.get("cpu_some_s")),
         "process_tree_peak": process_tree_peak(t, s),
         "process_cpu_mean_percentage": r1(nums.mean(s, "process_cpu_utilization_percentage")),
+        "container_memory_growth_megabytes_per_hour": r1(nums.slope_per_hour(
+            s, "container_memory_usage_megabytes")),
+        "process_memory_growth_megabytes_per_hour": r1(nums.slope_per_hour(
+            s, "process_memory_megabytes")),
+        "gpu_utilization_mean_percentage": r1(nums.mean(
+            {"u": [p for name, ser in s.items() if _GPU_UTIL.match(name) for p in ser]}, "u")),
         "recorded_by_rank": recorder,
         "process_tree_only": tree_only,
         "verdict_codes": [],
@@ -435,6 +444,23 @@ def _rank_reports(run: "Run", ranks: Dict[int, RankData], tags: Tags,
     return out
 
 
+def recording_state(status: str, ranks: List[RankReport], period_s: Optional[float],
+                    now_ms: Optional[float] = None) -> Tuple[str, Optional[float]]:
+    """(state, age of the last point in s, None for an ended run): "ended"
+    (the run is over), "running" (RUNNING, the last point at most STOPPED_PERIODS periods old) or
+    "stopped" (RUNNING, no point for longer: the recorder or the job died, or
+    the job runs on without a recorder -- never a complete recording)."""
+    last = max((r["recording_end_ms"] for r in ranks if r["recording_end_ms"] is not None),
+               default=None)
+    age = ((now_ms if now_ms is not None else time.time() * 1000) - last) / 1000 \
+        if last is not None else None
+    if status != "RUNNING":
+        return "ended", None  # the report of an ended run is the same at any time
+    if age is None or age > STOPPED_PERIODS * (period_s or 10.0):
+        return "stopped", age
+    return "running", age
+
+
 def run_report(run: "Run", ranks: Dict[int, RankData], how: str) -> Report:
     """The report of a run read by _report_fetch.read (ranks not empty),
     found by the rule `how` (found_by); every non-finite float as None."""
@@ -446,6 +472,7 @@ def run_report(run: "Run", ranks: Dict[int, RankData], how: str) -> Report:
     nodes: Dict[str, List[int]] = {}
     for r in rank_reports:
         nodes.setdefault(r["node"], []).append(r["rank"])
+    state, age = recording_state(run.info.status, rank_reports, period)
     rep: Report = {
         "schema": SCHEMA,
         "run_id": run.info.run_id,
@@ -462,8 +489,12 @@ def run_report(run: "Run", ranks: Dict[int, RankData], how: str) -> Report:
         "collectors": nums.num(tags, "scopemeter.collectors", int),
         "skipped": tags.get("scopemeter.skipped"),
         "nodes": nodes,
+        "recording": state,
+        "last_point_age_s": r1(age),
         "ranks": rank_reports,
         "verdicts": run_verdicts(rank_reports),
+        "summary": summary(rank_reports, len(nodes)),
+        "outliers": outliers(rank_reports),
     }
     safe: Report = nums.json_safe(rep)
     return safe

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 from . import _native
 from ._report_model import RankData, ReportError
-from ._report_values import finite, first_line
+from ._report_values import finite, first_line, printable
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -186,6 +186,29 @@ def read(client: "MlflowClient", run_id: str) -> Tuple["Run", Dict[int, RankData
             if m and m.group(2) == "node":
                 ranks.setdefault(int(m.group(1)), {"series": {}, "node_tier": None})
     return run, ranks
+
+
+def started_without_points(run: "Run") -> Optional[str]:
+    """For a run without a point: None when no rank tagged its start, else
+    what its start tags say of the limit (" (limit 700 MiB)", or "" without
+    one): a recorder that started and died before its first window."""
+    exact: Dict[int, str] = {}
+    shown: Dict[int, str] = {}
+    started = False
+    for key, value in run.data.tags.items():
+        m = RANK_TAG.match(key)
+        if not m:
+            continue
+        started, rank = True, int(m.group(1))
+        if m.group(2) == "memory_limit_bytes" and value.strip().isdigit() and int(value) > 0:
+            b = int(value)
+            exact[rank] = f"{b / (1 << 20):g} MiB" if b % (1 << 20) == 0 else f"{b / 1e6:.1f} MB"
+        elif m.group(2) == "cgroup" and (mem := re.search(r"\bmem=(\S+)", value)):
+            shown[rank] = re.sub(r"(\d)([KMGT]?i?B)$", r"\1 \2", mem.group(1))
+    if not started:
+        return None
+    limits = sorted({exact.get(k) or shown[k] for k in set(exact) | set(shown)})
+    return f" (limit {printable(', '.join(limits))})" if limits else ""
 
 
 def rank_tags(tags: Dict[str, str], rank: int) -> Dict[str, str]:

@@ -155,6 +155,9 @@ class RankReport(TypedDict):
     cpu_pressure_stalled_s: Optional[float]
     process_tree_peak: Optional[TreePeak]
     process_cpu_mean_percentage: Optional[float]
+    container_memory_growth_megabytes_per_hour: Optional[float]
+    process_memory_growth_megabytes_per_hour: Optional[float]
+    gpu_utilization_mean_percentage: Optional[float]
     recorded_by_rank: Optional[int]
     process_tree_only: bool
     verdict_codes: List[str]
@@ -167,6 +170,42 @@ class RunVerdict(TypedDict):
     ranks: List[int]
     node: str
     code: str
+    text: str
+
+
+class WorstRank(TypedDict):
+    """One of the job's worst ranks (summary.worst[])."""
+    rank: int
+    node: str
+    container_memory_peak_percentage: Optional[float]
+    code: Optional[str]
+    cause: Optional[str]
+
+
+class Summary(TypedDict):
+    """The job at a glance (summary): docs/report.md, "The job at scale"."""
+    ranks: int
+    nodes: int
+    ranks_with_memory_limit: int
+    ranks_peak_at_least_80_percentage: Optional[int]
+    ranks_peak_at_least_90_percentage: Optional[int]
+    oom_kills: Optional[int]
+    oom_killed_ranks: List[int]
+    memory_events: Optional[Dict[str, int]]
+    memory_event_ranks: List[int]
+    worst: List[WorstRank]
+
+
+class Outlier(TypedDict):
+    """A rank that stands apart from the job's others in one measure (outliers[])."""
+    rank: int
+    node: str
+    measure: str
+    value: float
+    median: float
+    mad: float
+    deviations: float
+    direction: str
     text: str
 
 
@@ -187,5 +226,9 @@ class Report(TypedDict):
     collectors: Optional[int]
     skipped: Optional[str]
     nodes: Dict[str, List[int]]
+    recording: str
+    last_point_age_s: Optional[float]
     ranks: List[RankReport]
     verdicts: List[RunVerdict]
+    summary: Summary
+    outliers: List[Outlier]

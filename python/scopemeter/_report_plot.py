@@ -6,7 +6,9 @@ is asked for.  It draws with matplotlib's object API and the Agg canvas, never
 pyplot, so it neither changes the backend of a program that already uses
 matplotlib nor needs a display.
 
-One row pair per rank, on one time axis (seconds since the run started):
+More than 8 ranks: heatmaps of ranks x time instead (container memory % of
+its limit; GPU busy, else CPU), ranks in order, the outliers marked.  Up to 8:
+one row pair per rank, on one time axis (seconds since the run started):
 above, the container's working set against its limit line -- stacked into
 what filled it (anonymous, shared memory, page cache, kernel) where the run
 has the composition series (docs/design.md §9) -- with the node's memory (% of
@@ -22,7 +24,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 from ._report_model import RankData, RankReport, Report, Series
 from ._report_values import printable
-from ._report_verdicts import CODES
+from ._report_scale import ordered
 
 MAX_RANKS = 8      # more rows stop being readable; the most severe ranks are drawn
 WIDTH_IN, DPI = 16.0, 100
@@ -40,14 +42,6 @@ STACK = (("container_memory_anon_megabytes", "anonymous (heaps, tensors)", "#92c
 
 def require() -> None:
     import matplotlib  # noqa: F401  (ImportError is the caller's one line)
-
-
-def _ordered(rep: Report) -> List[RankReport]:
-    """Ranks by their most severe verdict, then by memory peak %, then rank."""
-    def key(r: RankReport) -> Tuple[int, float, int]:
-        sev = min((CODES.index(c) for c in r["verdict_codes"]), default=len(CODES))
-        return (sev, -(r["container_memory_peak_percentage"] or -1.0), r["rank"])
-    return sorted(rep["ranks"], key=key)
 
 
 class _Axis:
@@ -75,7 +69,10 @@ def draw(rep: Report, ranks: Dict[int, RankData], path: Union[str, "os.PathLike[
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    chosen = _ordered(rep)[:MAX_RANKS]
+    if len(rep["ranks"]) > MAX_RANKS:
+        _heatmaps(rep, ranks, path)
+        return
+    chosen = ordered(rep["ranks"])[:MAX_RANKS]
     chosen.sort(key=lambda r: r["rank"])
     t0 = rep["start_time_ms"] or min(
         (r["recording_start_ms"] for r in chosen if r["recording_start_ms"]), default=0)
@@ -104,6 +101,118 @@ def draw(rep: Report, ranks: Dict[int, RankData], path: Union[str, "os.PathLike[
         # a single point sits inside the axes, not on their edge
         first_mem.set_xlim(0, axis.xmax * 1.08 if axis.xmax > 0 else 1.0)
         _fit_legends(fig, canvas, gs)
+    fig.savefig(path, format="png", dpi=DPI)
+
+
+HEAT_COLUMNS = 400   # time bins at most: finer than a 1600 px picture shows nothing more
+
+
+def _heat_rows(rep: Report, ranks: Dict[int, RankData], t0: float
+               ) -> Tuple[List[Tuple[str, str, List[List[float]]]], float, int]:
+    """The heatmaps' matrices (title, colorbar label, rows of bins, NaN where
+    nothing was recorded), the time span in s and the number of bins: container
+    memory % of its limit, then GPU busy where any rank has a GPU, else CPU."""
+    nan = float("nan")
+    t_end = max((ts for d in ranks.values() for ser in d["series"].values() for ts, _, _ in ser),
+                default=t0)
+    span = max((t_end - t0) / 1000.0, 1e-3)
+    period = rep["period_s"] or span / HEAT_COLUMNS
+    n = max(1, min(HEAT_COLUMNS, int(span / period) + 1))
+
+    def binned(pts: List[Tuple[int, float]]) -> List[float]:
+        sums, counts = [0.0] * n, [0] * n
+        for ts, v in pts:
+            i = min(n - 1, max(0, int((ts - t0) / 1000.0 / span * n)))
+            sums[i] += v
+            counts[i] += 1
+        return [sums[i] / counts[i] if counts[i] else nan for i in range(n)]
+
+    def rows(values: Any) -> List[List[float]]:
+        return [binned(values(r, ranks[r["rank"]]["series"])) for r in rep["ranks"]]
+
+    def memory(r: RankReport, s: Series) -> List[Tuple[int, float]]:
+        pct = s.get("container_memory_usage_percentage")
+        if pct:
+            return [(ts, v) for ts, _, v in pct]
+        lim = r["container_memory_limit_megabytes"]
+        return [(ts, 100.0 * v / lim) for ts, _, v in s.get("container_memory_usage_megabytes", ())
+                ] if lim else []
+
+    def gpu(r: RankReport, s: Series) -> List[Tuple[int, float]]:
+        return [(ts, v) for name, ser in s.items()
+                if name.startswith("gpu_") and name.endswith("_utilization_percentage")
+                for ts, _, v in ser]
+
+    def cpu(r: RankReport, s: Series) -> List[Tuple[int, float]]:
+        return [(ts, v) for ts, _, v in s.get("container_cpu_utilization_percentage", ())]
+
+    def node_memory(r: RankReport, s: Series) -> List[Tuple[int, float]]:
+        return [(ts, v) for ts, _, v in s.get("node_memory_usage_percentage", ())]
+
+    def node_cpu(r: RankReport, s: Series) -> List[Tuple[int, float]]:
+        return [(ts, v) for ts, _, v in s.get("node_cpu_utilization_percentage", ())]
+
+    has_gpu = any(r["gpus"] for r in rep["ranks"])
+    # no rank in a container with a limit (bare metal, a laptop): the node's
+    # memory and CPU are what count, as in the text's node table
+    contained = any(r["container_memory_limit_megabytes"] is not None for r in rep["ranks"])
+    out = [("container memory, % of its limit", "% of the limit", rows(memory)) if contained
+           else ("node memory, % of the node", "% of the node", rows(node_memory)),
+           ("GPU busy, %", "%", rows(gpu)) if has_gpu else
+           ("container CPU, % of its limit", "%", rows(cpu)) if contained else
+           ("node CPU, % of the node", "%", rows(node_cpu))]
+    return out, span, n
+
+
+def _heatmaps(rep: Report, ranks: Dict[int, RankData], path: Union[str, "os.PathLike[str]", Any]
+              ) -> None:
+    """More than 8 ranks: ranks x time, one heatmap per measure, ranks in
+    order top to bottom, the outliers' ranks marked in red on both sides."""
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    t0 = float(rep["start_time_ms"] or min(
+        (r["recording_start_ms"] for r in rep["ranks"] if r["recording_start_ms"]), default=0))
+    maps, span, _ = _heat_rows(rep, ranks, t0)
+    height = 2 * 4.5 + 1.5
+    fig = Figure(figsize=(WIDTH_IN, height), dpi=DPI)
+    FigureCanvasAgg(fig)
+    gs = fig.add_gridspec(len(maps), 1, hspace=0.35, left=0.07, right=0.9,
+                          top=1 - TOP_IN / height, bottom=BOTTOM_IN / height)
+    fig.suptitle(f"run {rep['run_id']}" + (f" ({printable(rep['run_name'])})"
+                                           if rep["run_name"] else "") +
+                 f": {len(rep['ranks'])} ranks x time; outliers in red", fontsize=14,
+                 y=1 - 0.15 / height, va="top")
+    flagged = {o["rank"] for o in rep["outliers"]}
+    order = [r["rank"] for r in rep["ranks"]]
+    n = len(order)
+    step = max(1, n // 16)
+    marked = {i for i, k in enumerate(order) if k in flagged}
+    # the regular ticks, but none so close to a marked one that the labels overlap
+    ticks = sorted(marked | {i for i in range(0, n, step)
+                             if all(abs(i - m) * 2 >= step for m in marked)})
+    for i, (title, label, rows) in enumerate(maps):
+        ax = fig.add_subplot(gs[i])
+        img = ax.imshow(np.ma.masked_invalid(np.array(rows, dtype=float)), aspect="auto",
+                        interpolation="nearest", cmap="viridis", vmin=0,
+                        # a container's CPU is % of its limit, which it may pass
+                        vmax=None if title.startswith("container CPU") else 100,
+                        extent=(0, span, n - 0.5, -0.5))
+        ax.set_title(title, fontsize=11, loc="left")
+        ax.set_ylabel("rank")
+        ax.set_yticks(ticks)
+        ax.set_yticklabels([str(order[t]) for t in ticks], fontsize=7)
+        for t, lab in zip(ticks, ax.get_yticklabels()):
+            if order[t] in flagged:
+                lab.set_color("red")
+                lab.set_fontweight("bold")
+                ax.annotate("\u25c0", (1.0, t), xycoords=("axes fraction", "data"),
+                            xytext=(3, 0), textcoords="offset points", color="red",
+                            va="center", fontsize=8, annotation_clip=False)
+        fig.colorbar(img, ax=ax, label=label, pad=0.03)
+        if i == len(maps) - 1:
+            ax.set_xlabel("seconds since the run started")
     fig.savefig(path, format="png", dpi=DPI)
 
 

@@ -12,16 +12,19 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import (Any, Callable, Generic, Iterator, List, Mapping, Optional, Sequence, Tuple,
-                    TypeVar)
+from typing import (AbstractSet, Any, Callable, Generic, Iterator, List, Mapping, Optional,
+                    Sequence, Tuple, TypeVar)
 
 from ._report_model import Gpu, RankReport, Report, TreePeak
+from ._report_scale import OUTLIER_DEVIATIONS, ordered, outlier_line
 from ._report_values import printable, r2
 from ._report_verdicts import span_text
 
 T = TypeVar("T")
 WIDTH = 100
 RANK_COL = 22   # "node / rank", the first column of every table
+SUMMARY_ABOVE = 8   # more ranks than this: the job's summary and its outliers come first
+ROWS = 8            # more ranks than this: the tables list the worst and the outliers
 
 
 def cell(x: Optional[float], fmt: str = "{:.1f}", none: str = "-") -> str:
@@ -222,19 +225,25 @@ GPU_HELD = Table(
 TABLES: Tuple[Table[Any], ...] = (MEMORY, NODE, FILLED, CPU, GPU, GPU_HELD)
 
 
-def _grouped(rep: Report) -> Iterator[Tuple[str, List[RankReport]]]:
+def _grouped(rep: Report, shown: Optional[AbstractSet[int]] = None
+             ) -> Iterator[Tuple[str, List[RankReport]]]:
     for node, ranks in sorted(rep["nodes"].items()):
-        yield node, [r for r in rep["ranks"] if r["rank"] in ranks]
+        rs = [r for r in rep["ranks"] if r["rank"] in ranks
+              and (shown is None or r["rank"] in shown)]
+        if rs:
+            yield node, rs
 
 
-def render(table: Table[T], rep: Report) -> List[str]:
-    """The table's lines, a blank line first; none when the report does not get it."""
+def render(table: Table[T], rep: Report, shown: Optional[AbstractSet[int]] = None
+           ) -> List[str]:
+    """The table's lines, a blank line first; none when the report does not get
+    it; shown: the ranks it lists (None: every rank)."""
     if not table.shown(rep):
         return []
     lines = ["", *table.title,
              f"{'node / rank':<{RANK_COL}}" + "".join(f"{c.head:>{c.width}}"
                                                       for c in table.columns)]
-    for node, rs in _grouped(rep):
+    for node, rs in _grouped(rep, shown):
         lines.append(printable(node)[:98])
         for r in rs:
             who = f"{'  rank ' + str(r['rank']):<{RANK_COL}}"
@@ -256,18 +265,90 @@ def _head(rep: Report) -> List[str]:
              f"{period}, {rep['collectors'] or '?'} collector{'s' * (rep['collectors'] != 1)}"]
     if rep["skipped"]:
         lines.append(f"scopemeter.skipped: {printable(rep['skipped'])}")
+    if rep.get("recording") == "stopped":
+        age = rep.get("last_point_age_s")
+        when = f" (RUNNING, the last point {age:.0f} s ago)" if age is not None else \
+            " (RUNNING, no point)"
+        lines.extend(_wrap("recording stopped: the recorder or the job died, or the job is "
+                           f"still running without a recorder{when}", WIDTH, "    "))
     return lines
 
 
-def _verdict_lines(rep: Report) -> List[str]:
+def _count(n: Optional[int]) -> str:
+    return "-" if n is None else str(n)
+
+
+def _ranks_text(ranks: List[int]) -> str:
+    return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {span_text(ranks)}"
+
+
+def _summary_lines(rep: Report) -> List[str]:
+    """The job at a glance (docs/report.md, "The job at scale"); a count no
+    rank holds the counter of is "-", never 0."""
+    s = rep["summary"]
+    kills = _count(s["oom_kills"])
+    if s["oom_killed_ranks"]:
+        kills += f" ({_ranks_text(s['oom_killed_ranks'])})"
+    ev = s["memory_events"]
+    events = ("-" if ev is None else
+              ", ".join(f"{k} {v}" for k, v in sorted(ev.items()) if v > 0) or "none")
+    if s["memory_event_ranks"]:
+        events += f" ({_ranks_text(s['memory_event_ranks'])})"
+    worst = ", ".join(f"{w['rank']} ({printable(w['node'])})" +
+                      (f" {w['container_memory_peak_percentage']:.1f} %"
+                       if w["container_memory_peak_percentage"] is not None else "")
+                      for w in s["worst"])
+    lines = [""]
+    lines += _wrap(f"job: {s['ranks']} ranks, {s['ranks_with_memory_limit']} with a container "
+                   "memory limit; memory peak >= 80 % of it: "
+                   f"{_count(s['ranks_peak_at_least_80_percentage'])}, >= 90 %: "
+                   f"{_count(s['ranks_peak_at_least_90_percentage'])}", WIDTH, "    ")
+    lines += _wrap(f"  OOM kills: {kills}; memory events: {events}", WIDTH, "    ")
+    lines += _wrap(f"  worst ranks (most severe verdict, then memory peak %): {worst}", WIDTH,
+                   "    ")
+    for w in s["worst"]:
+        if w["code"] is not None and w["cause"]:
+            lines += _wrap(f"    rank {w['rank']}: {w['cause']}", WIDTH, "        ")
+    lines += ["", f"outliers (more than {OUTLIER_DEVIATIONS:g} robust deviations from the median "
+                  "of the job's ranks)" if rep["outliers"] else
+              "outliers: none (no rank stands apart from the others)"]
+    for o in rep["outliers"]:
+        lines.extend(_wrap(outlier_line(o), WIDTH, "    "))
+    return lines
+
+
+def shown_ranks(rep: Report) -> Optional[AbstractSet[int]]:
+    """The ranks the tables list without --all: every rank up to ROWS of
+    them, else the outliers and the worst ranks with a finding (most severe
+    first; the worst by memory peak when no rank has one), ROWS at most."""
+    if len(rep["ranks"]) <= ROWS:
+        return None
+    flagged = {o["rank"] for o in rep["outliers"]}
+    worst = rep["summary"]["worst"]
+    chosen = [r["rank"] for r in ordered(rep["ranks"]) if r["rank"] in flagged]
+    chosen += [w["rank"] for w in worst if w["code"] is not None and w["rank"] not in chosen]
+    if not chosen:
+        chosen = [w["rank"] for w in worst]
+    return set(chosen[:ROWS])
+
+
+def _verdict_lines(rep: Report, shown: Optional[AbstractSet[int]] = None) -> List[str]:
     if not rep["verdicts"]:
-        return ["", "verdicts: none (no OOM kill, no limit near, no throttling, complete "
-                    "recording)"]
+        stopped = rep.get("recording") == "stopped"
+        return ["", "verdicts: none (no OOM kill, no limit near, no throttling" +
+                ("; but the recording stopped: see above)" if stopped else
+                 ", complete recording)")]
     lines = ["", "verdicts (most severe first)"]
+    left = 0
     for v in rep["verdicts"]:
         ranks = v.get("ranks") or [v["rank"]]
+        if shown is not None and not any(k in shown for k in ranks):
+            left += 1
+            continue
         who = (f"ranks {span_text(ranks)}" if len(ranks) > 1 else f"rank {ranks[0]}")
         lines.extend(_wrap(f"{who}: {v['text']}", WIDTH, "    "))
+    if left:
+        lines.append(f"... and {left} more about the other ranks (--all prints them)")
     return lines
 
 
@@ -277,10 +358,23 @@ def _wrap(text: str, width: int, indent: str) -> List[str]:
                          break_on_hyphens=False)
 
 
-def format_report(rep: Report) -> str:
+def format_report(rep: Report, all_ranks: bool = False) -> str:
     """The report as text for a terminal: every line at most 100 columns; ranks
-    grouped under their node, so the rank -> node placement reads at a glance."""
+    grouped under their node, so the rank -> node placement reads at a glance.
+    More than 8 ranks: the job's summary and its outliers first, and
+    the tables list the outliers and the worst ranks only, unless all_ranks
+    (`--all`)."""
+    if not isinstance(all_ranks, bool):
+        raise TypeError(f"format_report(): all_ranks must be a bool, not "
+                        f"{type(all_ranks).__name__}")
     lines = _head(rep)
+    n = len(rep["ranks"])
+    if n > SUMMARY_ABOVE and "summary" in rep:
+        lines += _summary_lines(rep)
+    shown = None if all_ranks else shown_ranks(rep)
     for table in TABLES:
-        lines += render(table, rep)
-    return "\n".join(lines + _verdict_lines(rep))
+        lines += render(table, rep, shown)
+    if shown is not None:
+        lines += ["", f"the tables show {len(shown)} of {n} ranks: the outliers and the worst; "
+                      "--all prints every rank"]
+    return "\n".join(lines + _verdict_lines(rep, shown))

@@ -135,6 +135,33 @@ def last(series: Series, name: str) -> Optional[float]:
     return v[-1] if v else None
 
 
+def slope_per_hour(series: Series, name: str) -> Optional[float]:
+    """The least-squares slope of a series over time, per hour (MB/h for a
+    memory series): how fast it grew over the whole recording, not only its
+    peak.  Least squares, not Theil-Sen: a run holds thousands of points per
+    rank and the pairs of Theil-Sen would be millions; the robustness that
+    matters (one rank against the others) is the outlier rule's.  None for
+    fewer than 3 points or points all at one time."""
+    pts = series.get(name, ())
+    if len(pts) < 3:
+        return None
+    t0 = pts[0][0]
+    xs = [(ts - t0) / 3.6e6 for ts, _, _ in pts]
+    ys = [v for _, _, v in pts]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx <= 0:
+        return None
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+
+
+def median(xs: List[float]) -> float:
+    """The median of a non-empty list."""
+    s = sorted(xs)
+    n = len(s)
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
 def max_of(*xs: Optional[float]) -> Optional[float]:
     present = [x for x in xs if x is not None]
     return max(present) if present else None

@@ -570,7 +570,8 @@ PERIOD_MS = 10_000
 def write_run(uri, series, tags, status="FINISHED", start_ms=1_800_000_000_000):
     """A run in the store at uri: series {key: [(step, value)]} (step s is
     logged at start + (s + 1) windows, every key of a window on one timestamp
-    as the engine logs them), tags {key: value}.  Returns the run id."""
+    as the engine logs them), tags {key: value}, ended with status (None:
+    left RUNNING).  Returns the run id."""
     from mlflow.entities import Metric, RunTag
     from mlflow.tracking import MlflowClient
     c = MlflowClient(tracking_uri=uri)
@@ -581,9 +582,12 @@ def write_run(uri, series, tags, status="FINISHED", start_ms=1_800_000_000_000):
                for key, pts in series.items() for step, v in pts]
     for i in range(0, len(metrics), 900):
         c.log_batch(run_id, metrics=metrics[i:i + 900])
-    c.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
-    c.set_terminated(run_id, status, end_time=start_ms + (len(next(iter(series.values())))
-                                                           + 2) * PERIOD_MS)
+    run_tags = [RunTag(k, str(v)) for k, v in tags.items()]
+    for i in range(0, len(run_tags), 100):  # MLflow takes 100 tags a batch
+        c.log_batch(run_id, tags=run_tags[i:i + 100])
+    if status is not None:  # None: left RUNNING, as a killed recorder leaves it
+        c.set_terminated(run_id, status, end_time=start_ms + (
+            max((len(p) for p in series.values()), default=0) + 2) * PERIOD_MS)
     return run_id
 
 

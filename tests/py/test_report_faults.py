@@ -271,8 +271,10 @@ def test_nine_ranks_without_a_limit(scopemeter_bin, store, tmp_path):
     rows = [ln.split() for ln in lines if ln.startswith("  rank 4 ")]
     assert ["4004.0", "44.0", "24.0", "24.0"] in [x[2:] for x in rows], rows
 
-    # the picture of 8 ranks: the title right above the first panel, no band
-    # of white between them; every legend inside the picture; the points drawn
+    # the picture of 9 ranks, heatmaps (more than 8): the title right above
+    # the first map, no band of white between them; nothing cut at the
+    # picture's edge; each rank's one point drawn (the node's memory and CPU:
+    # no rank has a limit)
     px = png_rgb(png)
     w = px.shape[1]
     assert w == 1600
@@ -282,8 +284,8 @@ def test_nine_ranks_without_a_limit(scopemeter_bin, store, tmp_path):
     assert frame - title < 120, (title, frame)
     assert (px[:, -4:] == 255).all(), "a legend is cut at the picture's edge"
     plot_area = px[:, 100:int(0.74 * w)]
-    for color in (TAB_BLUE, TAB_ORANGE, GREY):
-        assert count_near(plot_area, color, 10) >= 8 * 20, color
+    coloured = (plot_area.max(axis=-1) - plot_area.min(axis=-1)) > 40  # not white, grey, black
+    assert coloured.sum() >= 9 * 20 * 100, coloured.sum()
 
 
 @pytest.mark.timeout(200)
