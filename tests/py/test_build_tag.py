@@ -3,6 +3,7 @@ writes the start tag scopemeter.rankN.build (docs/series.md, "Run tags"),
 read back from a real MLflow server, from the CLI and from the Python front.
 The suite runs the development build (SCOPEMETER_BUILD); the wheel, the
 bundle and the venv CLI: tests/py/test_wheel.py."""
+import json
 import os
 import re
 import subprocess
@@ -71,3 +72,27 @@ def test_cli_over_https_tags_the_bundled_module(scopemeter_bin, mlflow_server, p
         px.close()
     f = fields(tags_of(get_run(mlflow_server, p.run_id))["scopemeter.rank0.build"])
     assert f["tls"] == "bundled" and f["install"] == "development", f
+
+
+def test_nvml_driver_in_the_build_tag(scopemeter_bin, tmp_path):
+    """With NVML loaded (the fake of tests/fakenvml, driver 550.54.15, in a
+    fake machine with /dev/nvidia0) the tag carries nvml=; the path is the
+    process's own, not the sysroot's."""
+    from test_gpu import fake_dir
+    root = tmp_path / "root"
+    for f, text in (("proc/stat", "cpu  100 0 100 1000 10 0 0 0 0 0\n"),
+                    ("proc/meminfo", "MemTotal:       16384000 kB\nMemFree:  4096000 kB\n"
+                                     "MemAvailable:    8192000 kB\n"),
+                    ("proc/self/cgroup", "0::/\n"), ("dev/nvidia0", "")):
+        os.makedirs(os.path.dirname(root / f), exist_ok=True)
+        (root / f).write_text(text)
+    out = tmp_path / "run.jsonl"
+    p = run_cli(scopemeter_bin, ["--interval", "0.2", "--jsonl", str(out), "--", "true"],
+                env={"SCOPEMETER_SYSROOT": str(root), "SCOPEMETER_NVML_LIBRARY":
+                     os.path.join(fake_dir(), "libnvidia-ml.so.1")})
+    assert p.returncode == 0, p.stderr
+    tags = {r["key"]: r["value"] for r in map(json.loads, out.read_text().splitlines())
+            if r["kind"] == "tag"}
+    assert tags["scopemeter.rank0.gpu"].startswith("nvml 550.54.15"), tags
+    f = fields(tags["scopemeter.rank0.build"])
+    assert f["nvml"] == "550.54.15" and f["path"] == os.path.realpath(scopemeter_bin), f
