@@ -22,8 +22,14 @@
  * still killable (-999, not -1000 = never), so a cgroup whose last process is
  * scopemeter always has a victim.  Lowering needs CAP_SYS_RESOURCE (the
  * kernel lets an unprivileged process only raise its value, or lower it back
- * to a minimum a privileged writer set): without it nothing changes and the
- * ranking rests on size alone, which docs/cgroup.md says.
+ * to a minimum a privileged writer set).
+ *
+ * Without it (a Kubernetes container: no CAP_SYS_RESOURCE) the other side
+ * moves instead: any process may raise its own value, so CMD gets, between
+ * fork and exec, its value plus enough thousandths of the limit to outweigh
+ * scopemeter's own size (twice its resident size at the start, at least
+ * 8 MiB); CMD's tree inherits it (proc(5)).  A process of CMD, however
+ * small, then outranks scopemeter; one line says so at start.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -32,15 +38,21 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cgroup.h"
 #include "number.h"
 #include "oom_guard.h"
+#include "parse.h"
 
 #define ADJ_PATH "/proc/self/oom_score_adj"
 #define GUARD_ADJ (-999)
+#define ADJ_MAX 1000
+/* the least the raise outweighs: above the CLI's resident size measured over
+ * https (4.61 MB, bench/README.md) with room for NVML's pages */
+#define FLOOR_BYTES (8u << 20)
 
-/* the value to give back, formatted before fork (the child only writes) */
-static char orig_text[16];
-static size_t orig_len;
+/* CMD's value, formatted before fork (the child only writes) */
+static char cmd_text[16];
+static size_t cmd_len;
 
 static int read_adj(int *adj)
 {
@@ -83,12 +95,57 @@ static int write_adj(const char *text, size_t len)
     return rc;
 }
 
+/* The raise that makes a process of CMD with no memory of its own outrank
+ * this process: oom_badness adds adj * (totalpages / 1000) pages, totalpages
+ * the OOMing cgroup's limit (mem_cgroup_get_max, plus swap) or the node's
+ * RAM (mm/oom_kill.c).  The lowest limit over the hierarchy (cgroup.c) is
+ * the smallest totalpages an OOM of this job can have.  *limit: the bytes
+ * sized against. */
+static int raise_by(uint64_t *limit, const char **of)
+{
+    sm_ctx *ctx = calloc(1, sizeof *ctx);
+    sm_cgroup *cg = calloc(1, sizeof *cg);
+    char buf[4096];
+    uint64_t kb = 0, self, per_point;
+    long page = sysconf(_SC_PAGESIZE);
+    ssize_t n;
+    int d = ADJ_MAX;
+
+    *limit = 0;
+    *of = "the cgroup's";
+    if (!ctx || !cg || page <= 0)
+        goto out;
+    (void)sm__ctx_init(ctx);
+    if (sm__cgroup_resolve(ctx, cg) == 0 && cg->mem_limit)
+        *limit = cg->mem_limit;
+    else {
+        *limit = ctx->mem_total; /* no cgroup limit: the node's OOM */
+        *of = "the node's";
+    }
+    /* this process's own size, not the sysroot's (fixtures stand in for
+     * the cgroup files only) */
+    ctx->sysroot[0] = '\0';
+    n = sm__read_file(ctx, "/proc/self/status", buf, sizeof buf);
+    if (n >= 0)
+        (void)sm__parse_kb(buf, (size_t)n, "VmRSS:", &kb);
+    self = 2 * kb * 1024 > FLOOR_BYTES ? 2 * kb * 1024 : FLOOR_BYTES;
+    per_point = *limit / (uint64_t)page / 1000; /* pages one point adds */
+    if (per_point)
+        d = (int)(((self + (uint64_t)page - 1) / (uint64_t)page + per_point - 1) / per_point);
+out:
+    free(ctx);
+    free(cg);
+    return d < ADJ_MAX ? d : ADJ_MAX;
+}
+
 int sm_oom_guard_lower(void)
 {
     char text[16];
-    int adj = 0, rc, n;
+    uint64_t limit;
+    const char *of;
+    int adj = 0, rc, n, to;
 
-    orig_len = 0;
+    cmd_len = 0;
     rc = read_adj(&adj);
     if (rc < 0)
         return rc;
@@ -96,16 +153,32 @@ int sm_oom_guard_lower(void)
         return 0; /* already as low (-1000: never killed), nothing to give back */
     n = snprintf(text, sizeof text, "%d", GUARD_ADJ);
     rc = write_adj(text, (size_t)n); /* EACCES without CAP_SYS_RESOURCE */
-    if (rc < 0)
-        return rc;
-    n = snprintf(orig_text, sizeof orig_text, "%d", adj);
-    orig_len = (size_t)n;
-    return 0;
+    if (rc == 0) {
+        to = adj; /* CMD gets the original back */
+    } else {
+        to = adj + raise_by(&limit, &of);
+        to = to < ADJ_MAX ? to : ADJ_MAX;
+        if (to == adj) {
+            fprintf(stderr, "scopemeter: cannot lower its own oom_score_adj (%d; no "
+                    "CAP_SYS_RESOURCE) nor raise CMD's above it: in an OOM the kernel ranks "
+                    "the recorder with CMD's processes by size alone\n", adj);
+            return rc;
+        }
+        fprintf(stderr, "scopemeter: cannot lower its own oom_score_adj (%d; no "
+                "CAP_SYS_RESOURCE): CMD runs at oom_score_adj %d instead, so that in an OOM "
+                "any process of CMD goes before the recorder (+%d thousandths of %s "
+                "%.0f MiB outweigh the recorder's size)\n", adj, to, to - adj, of,
+                (double)limit / (1 << 20));
+    }
+    n = snprintf(cmd_text, sizeof cmd_text, "%d", to);
+    cmd_len = (size_t)n;
+    return rc;
 }
 
 void sm_oom_guard_child(void)
 {
-    /* a raise: always permitted; open/write/close only (async-signal-safe) */
-    if (orig_len)
-        (void)write_adj(orig_text, orig_len);
+    /* a raise, or back to the value this process had: always permitted;
+     * open/write/close only (async-signal-safe) */
+    if (cmd_len)
+        (void)write_adj(cmd_text, cmd_len);
 }

@@ -3,12 +3,13 @@
 #define SM_CLI_OOM_GUARD_H
 
 /* Before fork: lower this process's oom_score_adj below CMD's, where the
- * kernel lets us (CAP_SYS_RESOURCE).  Returns 0 when lowered, else -errno
- * (nothing changed; the kernel ranks by size alone, docs/cgroup.md §7). */
+ * kernel lets us (CAP_SYS_RESOURCE).  Returns 0 when lowered, else -errno:
+ * then CMD is to run at a raised value instead, and one line said so
+ * (docs/cgroup.md §7). */
 int sm_oom_guard_lower(void);
 
-/* In the child between fork and exec (async-signal-safe): give CMD back the
- * oom_score_adj this process was started with. */
+/* In the child between fork and exec (async-signal-safe): give CMD the
+ * oom_score_adj this process was started with, or the raised one. */
 void sm_oom_guard_child(void);
 
 #endif

@@ -1456,9 +1456,10 @@ static int gpu_open(void *state, const sm_ctx *ctx, sm_opened *res)
     if (rc < 0)
         goto fail;
     if (g->f.driver_version &&
-        g->f.driver_version(driver, sizeof driver) == SM_NVML_SUCCESS)
+        g->f.driver_version(driver, sizeof driver) == SM_NVML_SUCCESS) {
         driver[sizeof driver - 1] = '\0';
-    else
+        sm__build_note_nvml(driver); /* the build tag's nvml= */
+    } else
         snprintf(driver, sizeof driver, "(driver version unknown)");
 
     nsel = select_devices(g, visible, sel, selnote, sizeof selnote);

@@ -267,6 +267,12 @@ typedef struct sm_tags {
 SM_HIDDEN void sm__tag_add(sm_tags *t, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* ---- build.c: the build tag (scopemeter.rankN.build) ------------------------- */
+/* "version=0.2.0 install=wheel tls=none-yet nvml=550.54.15 path=..." */
+SM_HIDDEN void sm__build_tag(char *out, size_t cap);
+/* the NVML driver version, once NVML is loaded (coll_gpu.c) */
+SM_HIDDEN void sm__build_note_nvml(const char *driver);
+
 /* ---- collectors ------------------------------------------------------------ */
 /*
  * A collector is one row of the table in collectors.c: open / sample / close

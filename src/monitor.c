@@ -766,10 +766,13 @@ static void push_start_tags(sm_monitor *m)
     sm_tags start_tags = {0};
     char v_interval[32], v_samples[32], v_collectors[32], v_budget[32], node_key[64];
     char node[SM_SHOWN_MAX(sizeof m->ctx.id.node)];
+    char build[sizeof start_tags.v[0].value];
     const char *extra[11];
     int pt = 0;
 
     sm__collset_tags(&m->set, SM_TAGS_START, &start_tags);
+    sm__build_tag(build, sizeof build);
+    sm__tag_add(&start_tags, "build", "%s", build);
     snprintf(node_key, sizeof node_key, "scopemeter.rank%d.node", m->ctx.id.rank);
     snprintf(v_interval, sizeof v_interval, "%g", m->interval);
     snprintf(v_samples, sizeof v_samples, "%d", m->samples);

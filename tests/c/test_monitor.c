@@ -819,8 +819,8 @@ static void test_concurrent_stop(void)
     CHECK_EQ_INT(d.rc, -EPIPE);
     CHECK(d.metrics >= 8); /* at least the final window */
     CHECK_EQ_INT(d.metrics % 8, 0); /* whole windows of 8 points */
-    /* start tags: node, gpu, cgroup, interval_s, samples, collectors */
-    CHECK_EQ_INT(d.tags, 6);
+    /* start tags: node, gpu, cgroup, build, interval_s, samples, collectors */
+    CHECK_EQ_INT(d.tags, 7);
     sm_monitor_free(m);
 }
 

@@ -19,7 +19,7 @@ from faultproxy import FaultProxy
 from runread import (assert_steps_contiguous, get_run, histories, new_experiment, new_run,
                      probe_keys, read_line, rest, run_cli, sm_lines, start_cli, tags_of)
 
-START_TAGS = {"node", "gpu", "cgroup"}
+START_TAGS = {"node", "gpu", "cgroup", "build"}
 
 
 def expected_keys(probe_json):

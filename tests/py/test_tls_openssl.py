@@ -20,7 +20,7 @@ import pytest
 
 from faultproxy import FaultProxy
 from pyfront_util import python_env
-from runread import histories, new_run, sm_lines
+from runread import get_run, histories, new_run, sm_lines, tags_of
 from test_rest_faults import pki  # noqa: F401  (fixture)
 from test_secrets_tls import self_signed  # noqa: F401  (fixture: another CA)
 
@@ -39,6 +39,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 MODULE = {"system": "scopemeter-https-sys.so", "bundled": "scopemeter-https.so"}
+TLS_TAG = {"system": "system-openssl", "bundled": "bundled"}
 
 
 def front(tmp_path, uri, run_id, path, **env):
@@ -78,6 +79,9 @@ def test_front_https_through_each_openssl(mlflow_server, pki, self_signed, tmp_p
         check_module(res, path)
         assert histories(mlflow_server, run), lines
         assert px.log("runs/log-batch"), "nothing reached the https server"
+        # the build tag says the module the start used (docs/series.md)
+        build = tags_of(get_run(mlflow_server, run))["scopemeter.rank0.build"]
+        assert " tls=%s " % TLS_TAG[path] in build, build
         # 2. a CA that did not sign the server's certificate: refused, one
         # line that says so, nothing shipped
         run = new_run(mlflow_server)

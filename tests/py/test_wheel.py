@@ -33,6 +33,7 @@ import zipfile
 import pytest
 
 from conftest import ARCHES, clean_env
+from runread import get_run, tags_of
 
 pytestmark = pytest.mark.wheel
 
@@ -244,7 +245,7 @@ def check_recording(p):
     return res
 
 
-def check_cli(bindir, server, env=None):
+def check_cli(bindir, server, env=None, install="wheel"):
     exe = os.path.join(bindir, "scopemeter")
     v = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30)
     assert v.returncode == 0, v.stderr
@@ -265,6 +266,11 @@ def check_cli(bindir, server, env=None):
     assert len(m) == 1, r.stderr
     w, pts, tags, delivered, overflow, refused, undelivered = map(int, m[0].groups())
     assert w >= 2 and delivered == pts + tags, r.stderr
+    # the build tag names this install (docs/series.md): the venv's wheel, or the bundle
+    run_id = re.search(r"created run ([0-9a-f]+)", r.stderr).group(1)
+    build = tags_of(get_run(server, run_id))["scopemeter.rank0.build"]
+    assert f" install={install} " in build and build.endswith(
+        " path=" + os.path.realpath(exe)), build
 
 
 @pytest.fixture(scope="session")
@@ -338,7 +344,7 @@ def test_bundle_directory(wheel, mlflow_server, tmp_path):
                         "--no-deps", "--target", str(d), wheel[0]],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
-    check_cli(str(d / "bin"), mlflow_server)
+    check_cli(str(d / "bin"), mlflow_server, install="bundle")
 
 
 def system_libs(*stems):

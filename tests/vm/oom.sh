@@ -59,10 +59,14 @@ for i in 1 2 3; do
   NAME=tmpfs$i one_run tmpfs$i tmpfs$i -- env NAME=tmpfs$i sh -c "$FILL"
   rm -f /tmp/fill-tmpfs$i
 done
-# the same without CAP_SYS_RESOURCE (an unprivileged container)
+# the same without CAP_SYS_RESOURCE (an unprivileged container): CMD writes
+# no value of its own (without the capability it could only lower itself
+# back to 0, below the raise scopemeter gave it)
+NOCAP_FILL='cat /proc/self/oom_score_adj > adj_cmd; cat /proc/$PPID/oom_score_adj > adj_scopemeter;
+head -c 200M /dev/zero > /tmp/fill-$NAME; rm -f /tmp/fill-$NAME; exit 3'
 echo "nocap $(cut -d' ' -f1 /proc/uptime)"
 one_run nocap nocap setpriv --inh-caps=-sys_resource --bounding-set=-sys_resource \
-  -- env NAME=nocap sh -c "$FILL"
+  -- env NAME=nocap sh -c "$NOCAP_FILL"
 rm -f /tmp/fill-nocap
 
 # 3. memory.oom.group=1 (Kubernetes >= 1.28 sets it on v2 containers)
