@@ -249,7 +249,7 @@ def test_front_over_http_and_https_then_report(root, mlflow_server, pki):  # noq
     p = in_root(path, f"scopemeter report {run_id}", timeout=600,
                 env={"MLFLOW_TRACKING_URI": mlflow_server})
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
-    assert run_id in p.stdout and "rank 0" in p.stdout.lower() or "rank0" in p.stdout, p.stdout
+    assert f"run {run_id}" in p.stdout and "1 rank on 1 node" in p.stdout, p.stdout
     # https with verification on, the harness's CA given: the root has no
     # libssl.so.3, so the bundled module (its own static OpenSSL) serves it
     ca = os.path.join(path, "root", "ca.pem")
