@@ -495,6 +495,8 @@ def run_report(run: "Run", ranks: Dict[int, RankData], how: str) -> Report:
         "verdicts": run_verdicts(rank_reports),
         "summary": summary(rank_reports, len(nodes)),
         "outliers": outliers(rank_reports),
+        "build": {f"rank{r['rank']}": nums.build_of(tags[f"scopemeter.rank{r['rank']}.build"])
+                  for r in rank_reports if f"scopemeter.rank{r['rank']}.build" in tags},
     }
     safe: Report = nums.json_safe(rep)
     return safe

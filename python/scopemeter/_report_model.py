@@ -209,6 +209,16 @@ class Outlier(TypedDict):
     text: str
 
 
+class Build(TypedDict):
+    """A rank's tag scopemeter.rankN.build, read (docs/series.md, "The build
+    tag"): which build recorded.  A field the tag lacks is None."""
+    version: Optional[str]
+    install: Optional[str]
+    tls: Optional[str]
+    nvml: Optional[str]
+    path: Optional[str]
+
+
 class Report(TypedDict):
     """What scopemeter.report() returns and --json prints: docs/report.md, "Run level"."""
     schema: int
@@ -232,3 +242,4 @@ class Report(TypedDict):
     verdicts: List[RunVerdict]
     summary: Summary
     outliers: List[Outlier]
+    build: Dict[str, Build]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import (AbstractSet, Any, Callable, Generic, Iterator, List, Mapping, Optional,
                     Sequence, Tuple, TypeVar)
 
-from ._report_model import Gpu, RankReport, Report, TreePeak
+from ._report_model import Build, Gpu, RankReport, Report, TreePeak
 from ._report_scale import OUTLIER_DEVIATIONS, ordered, outlier_line
 from ._report_values import printable, r2
 from ._report_verdicts import span_text
@@ -263,6 +263,7 @@ def _head(rep: Report) -> List[str]:
     lines = [f"run {rep['run_id']}{name}  {rep['status']}{deleted}",
              f"{n} rank{'s' * (n != 1)} on {nodes} node{'s' * (nodes != 1)}, one point "
              f"{period}, {rep['collectors'] or '?'} collector{'s' * (rep['collectors'] != 1)}"]
+    lines.extend(_build_lines(rep))
     if rep["skipped"]:
         lines.append(f"scopemeter.skipped: {printable(rep['skipped'])}")
     if rep.get("recording") == "stopped":
@@ -272,6 +273,33 @@ def _head(rep: Report) -> List[str]:
         lines.extend(_wrap("recording stopped: the recorder or the job died, or the job is "
                            f"still running without a recorder{when}", WIDTH, "    "))
     return lines
+
+
+TLS_WORDS = {"system-openssl": "TLS system OpenSSL", "bundled": "TLS bundled OpenSSL",
+             "none-yet": "TLS none yet"}
+
+
+def _build_text(b: Build) -> str:
+    where = f" ({printable(b['path'])})" if b["path"] else ""
+    parts = [f"scopemeter {b['version'] or '?'}, {b['install'] or '?'}{where}"]
+    if b["tls"]:
+        parts.append(TLS_WORDS.get(b["tls"], f"TLS {printable(b['tls'])}"))
+    if b["nvml"]:
+        parts.append(f"NVML driver {printable(b['nvml'])}")
+    return ", ".join(parts)
+
+
+def _build_lines(rep: Report) -> List[str]:
+    """Which build recorded (the tag scopemeter.rankN.build): one line when
+    every rank's is the same, else one a rank."""
+    builds = rep.get("build") or {}
+    if not builds:
+        return ["build: not tagged (recorded before the build tag)"]
+    texts = {rank: _build_text(b) for rank, b in builds.items()}
+    if len(set(texts.values())) == 1:
+        return [f"build: {next(iter(texts.values()))}"]
+    return [f"build of {rank}: {t}" for rank, t in sorted(texts.items(),
+                                                        key=lambda kv: int(kv[0][4:]))]
 
 
 def _count(n: Optional[int]) -> str:

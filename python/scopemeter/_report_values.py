@@ -13,7 +13,7 @@ import math
 import re
 from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar, overload
 
-from ._report_model import Series, Tags
+from ._report_model import Build, Series, Tags
 
 _N = TypeVar("_N", int, float)
 
@@ -241,3 +241,20 @@ def as_number(text: Optional[str], kind: Callable[[str], _N]) -> Optional[_N]:
     except ValueError:
         return None
     return x if kind is int or finite(x) else None
+
+
+def build_of(text: str) -> Build:
+    """scopemeter.rankN.build ("version=0.2.0 install=wheel tls=bundled
+    nvml=550.54.15 path=/…"): space-separated key=value fields, the path
+    last with a space, tab, newline or backslash written as \\ooo (src/build.c,
+    as mountinfo does)."""
+    fields: Dict[str, str] = {}
+    for word in text.split(" "):
+        key, eq, value = word.partition("=")
+        if eq and key in ("version", "install", "tls", "nvml", "path") and key not in fields:
+            fields[key] = value
+    path = fields.get("path")
+    if path is not None:
+        path = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), path)
+    return {"version": fields.get("version"), "install": fields.get("install"),
+            "tls": fields.get("tls"), "nvml": fields.get("nvml"), "path": path}

@@ -235,3 +235,31 @@ def test_picture_of_many_ranks_is_heatmaps(scopemeter_bin, scale, tmp_path):
     assert count_near(px, (68, 1, 84), 25) > 0 or count_near(px, (59, 82, 139), 25) > 0
     # the outliers marked in red (today's panels have no pure red)
     assert count_near(px, (255, 0, 0), 30) > 20
+
+
+# ---- the build that recorded (issue 32 item 5) ---------------------------------------------
+
+
+@pytest.mark.timeout(300)
+def test_the_header_says_which_build_recorded(scopemeter_bin, sqlite_server):
+    series, tags = few_ranks(0)
+    same = "version=0.2.0 install=bundle tls=bundled nvml=550.54.15 path=/opt/my\\040bundle/bin/scopemeter"
+    tags["scopemeter.rank0.build"] = tags["scopemeter.rank1.build"] = same
+    run_id = write_run(sqlite_server, series, tags)
+    env = report_env(MLFLOW_TRACKING_URI=sqlite_server)
+    p = cli_report(scopemeter_bin, run_id, env=env)
+    assert p.returncode == 0, p.stderr
+    head = p.stdout.splitlines()[:4]
+    assert "build: scopemeter 0.2.0, bundle (/opt/my bundle/bin/scopemeter), TLS bundled " \
+        "OpenSSL, NVML driver 550.54.15" in head, head
+    rep = py_report(run_id, sqlite_server)
+    assert rep["build"]["rank1"] == {"version": "0.2.0", "install": "bundle", "tls": "bundled",
+                                     "nvml": "550.54.15", "path": "/opt/my bundle/bin/scopemeter"}
+    # two builds in one run: a line a rank; none at all: said, not guessed
+    tags["scopemeter.rank1.build"] = "version=0.1.0 install=wheel tls=none-yet path=/v/x"
+    p = cli_report(scopemeter_bin, write_run(sqlite_server, series, tags), env=env)
+    assert "build of rank1: scopemeter 0.1.0, wheel (/v/x), TLS none yet" in p.stdout, p.stdout
+    assert "build of rank0: scopemeter 0.2.0, bundle" in p.stdout, p.stdout
+    del tags["scopemeter.rank0.build"], tags["scopemeter.rank1.build"]
+    p = cli_report(scopemeter_bin, write_run(sqlite_server, series, tags), env=env)
+    assert "build: not tagged (recorded before the build tag)" in p.stdout.splitlines()[:4], p.stdout
