@@ -89,8 +89,9 @@ static int write_adj(const char *text, size_t len)
 
     if (fd < 0)
         return -errno;
-    if (write(fd, text, len) != (ssize_t)len)
-        rc = -errno;
+    ssize_t w = write(fd, text, len);
+    if (w != (ssize_t)len)
+        rc = w < 0 ? -errno : -EIO; /* a short write set no errno */
     close(fd);
     return rc;
 }
@@ -156,7 +157,8 @@ int sm_oom_guard_lower(void)
     if (rc == 0) {
         to = adj; /* CMD gets the original back */
     } else {
-        to = adj + raise_by(&limit, &of);
+        int want = raise_by(&limit, &of);
+        to = adj + want;
         to = to < ADJ_MAX ? to : ADJ_MAX;
         if (to == adj) {
             fprintf(stderr, "scopemeter: cannot lower its own oom_score_adj (%d; no "
@@ -164,11 +166,17 @@ int sm_oom_guard_lower(void)
                     "the recorder with CMD's processes by size alone\n", adj);
             return rc;
         }
-        fprintf(stderr, "scopemeter: cannot lower its own oom_score_adj (%d; no "
-                "CAP_SYS_RESOURCE): CMD runs at oom_score_adj %d instead, so that in an OOM "
-                "any process of CMD goes before the recorder (+%d thousandths of %s "
-                "%.0f MiB outweigh the recorder's size)\n", adj, to, to - adj, of,
-                (double)limit / (1 << 20));
+        if (to - adj < want) /* held at 1000: less than the size */
+            fprintf(stderr, "scopemeter: cannot lower its own oom_score_adj (%d; no "
+                    "CAP_SYS_RESOURCE): CMD runs at oom_score_adj %d instead, the most there "
+                    "is, which is not enough to outweigh the recorder's size: in an OOM a "
+                    "process of CMD smaller than it may still go after it\n", adj, to);
+        else
+            fprintf(stderr, "scopemeter: cannot lower its own oom_score_adj (%d; no "
+                    "CAP_SYS_RESOURCE): CMD runs at oom_score_adj %d instead, so that in an "
+                    "OOM any process of CMD goes before the recorder (+%d thousandths of %s "
+                    "%.0f MiB outweigh the recorder's size)\n", adj, to, to - adj, of,
+                    (double)limit / (1 << 20));
     }
     n = snprintf(cmd_text, sizeof cmd_text, "%d", to);
     cmd_len = (size_t)n;

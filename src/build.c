@@ -131,15 +131,18 @@ static int find_tls(struct dl_phdr_info *info, size_t size, void *arg)
     return 0;
 }
 
-/* Appends TEXT with mountinfo's escapes (\040 space, \011 tab, \012
- * newline, \134 backslash), so a path stays one token of the tag's
- * space-separated fields. */
+/* Appends TEXT with mountinfo's octal escapes for a space (\040) and a
+ * backslash (\134), so a path stays one token of the tag's space-separated
+ * fields, and for every control byte (\011 tab, \012 newline, \033, \177
+ * ...), so the tag stays one printable line (docs/design.md §2, "Names as
+ * shown", says why no name is tagged raw). */
 static void add_escaped(char *out, size_t cap, const char *text)
 {
     size_t n = strlen(out);
 
     for (const char *p = text; *p && n + 5 < cap; p++) {
-        if (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\\')
+        unsigned char c = (unsigned char)*p;
+        if (c == ' ' || c == '\\' || c < 0x20 || c == 0x7f)
             n += (size_t)snprintf(out + n, cap - n, "\\%03o", (unsigned char)*p);
         else
             out[n++] = *p;

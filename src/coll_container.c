@@ -855,7 +855,7 @@ static void ctr_tags(void *state, int phase, sm_tags *out)
         if (s->cg.mem_limit > 0)
             sm__tag_add(out, "memory_limit_bytes", "%llu", (unsigned long long)s->cg.mem_limit);
         if (s->cg.cpu_cores > 0) {
-            sm__num_shortest(cores, sizeof cores, s->cg.cpu_cores); /* never the rounding */
+            sm__num_shortest(cores, sizeof cores, s->cg.cpu_cores, false); /* never the rounding */
             sm__tag_add(out, "cpu_limit_cores", "%s", cores);
         }
         if (s->cg.cpu_quota_us > 0 && s->cg.cpu_period_us > 0) {

@@ -787,7 +787,7 @@ static void push_start_tags(sm_monitor *m)
     extra[pt++] = "scopemeter.collectors";
     extra[pt++] = v_collectors;
     if (m->budget > 0) { /* unset: the tags of the default rule, as before the budget */
-        sm__num_shortest(v_budget, sizeof v_budget, m->budget);
+        sm__num_shortest(v_budget, sizeof v_budget, m->budget, false);
         extra[pt++] = "scopemeter.write_budget_rows_per_s";
         extra[pt++] = v_budget;
     }

@@ -164,11 +164,11 @@ int sm__num_check(double v, const char *got, const sm_num_spec *spec, char *err,
     return rc;
 }
 
-int sm__num_shortest(char *out, size_t cap, double v)
+int sm__num_shortest(char *out, size_t cap, double v, bool exponent)
 {
     for (int prec = 1; prec < 17; prec++) {
         snprintf(out, cap, "%.*g", prec, v);
-        if (!strchr(out, 'e') && strtod(out, NULL) == v)
+        if ((exponent || !strchr(out, 'e')) && strtod(out, NULL) == v)
             return prec;
     }
     snprintf(out, cap, "%.17g", v);

@@ -15,6 +15,7 @@
 #ifndef SM_NUMBER_H
 #define SM_NUMBER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -59,10 +60,12 @@ SM_HIDDEN int sm__num_check(double v, const char *got, const sm_num_spec *spec, 
  * exact limit tags and the write budget tag, docs/design.md §3; the JSONL
  * file's values, docs/cli.md):
  * 2.5 stays "2.5", 1/3 is "0.3333333333333333", 2412.3 is "2412.3", not
- * "2412.3000000000002"; 100 is "100", not "1e+02" (an exponent only at 17 
- * digits).  Returns the %g precision it took (1..17), for a writer that
- * formats v itself with that precision (jansson's JSON_REAL_PRECISION). */
-SM_HIDDEN int sm__num_shortest(char *out, size_t cap, double v);
+ * "2412.3000000000002"; 100 is "100", not "1e+02".  Without `exponent`
+ * (tags a person reads) an exponent only at 17 digits; with it (the JSONL
+ * file: a reader parses it) 1e-05 is "1e-05", not 17 digits.  Returns the %g
+ * precision it took (1..17), for a writer that formats v itself with that
+ * precision (jansson's JSON_REAL_PRECISION). */
+SM_HIDDEN int sm__num_shortest(char *out, size_t cap, double v, bool exponent);
 
 /* floor(x), exactly (-0, NaN and ±inf as they are), without libm: at -Os
  * GCC calls libm's floor/ceil/trunc instead of expanding them, and the CLI

@@ -3,9 +3,9 @@
  * binaries that link a libcurl without it: the Python extension,
  * libscopemeter.so and the CLI (curl_api.c says why).
  *
- * Everything in it is hidden (-fvisibility=hidden, --exclude-libs for the
- * static libcurl and OpenSSL) except the one entry point, so its OpenSSL
- * never meets the one Python's ssl module loaded.
+ * Everything in it is hidden (-fvisibility=hidden, and src/exports/https.map
+ * for the static libcurl and OpenSSL) except the one entry point, so its
+ * OpenSSL never meets the one Python's ssl module loaded.
  */
 #include "curl_api.h"
 

@@ -74,7 +74,7 @@ static int add_line(jsink *s, const sm_record *r)
                       "timestamp", (json_int_t)r->timestamp_ms);
     /* the shortest decimal that reads back (12.3, not 12.300000000000001) */
     if (r->kind == SM_RECORD_METRIC)
-        prec = sm__num_shortest(digits, sizeof digits, r->value);
+        prec = sm__num_shortest(digits, sizeof digits, r->value, true);
     line = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(prec)) : NULL;
     json_decref(o);
     if (!line)

@@ -241,15 +241,18 @@ static void test_floor(void)
  * tags, the JSONL file's values) */
 static void test_shortest(void)
 {
-    static const struct { double v; const char *text; int prec; } cases[] = {
-        {2412.3, "2412.3", 5}, {25.7, "25.7", 3}, {100, "100", 3}, {2.5, "2.5", 2},
-        {0, "0", 1}, {-0.1, "-0.1", 1}, {1.0 / 3, "0.3333333333333333", 16},
-        {1e-7, "9.9999999999999995e-08", 17},
+    static const struct { double v; bool exp; const char *text; int prec; } cases[] = {
+        {2412.3, false, "2412.3", 5}, {25.7, false, "25.7", 3}, {100, false, "100", 3},
+        {2.5, false, "2.5", 2}, {0, false, "0", 1}, {-0.1, false, "-0.1", 1},
+        {1.0 / 3, false, "0.3333333333333333", 16},
+        {1e-7, false, "9.9999999999999995e-08", 17}, /* a tag: no exponent before 17 */
+        {1e-7, true, "1e-07", 1}, {1.25e-5, true, "1.25e-05", 3}, /* the JSONL file */
+        {2412.3, true, "2412.3", 5}, {1e20, true, "1e+20", 1},
     };
     char out[32];
 
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        CHECK_EQ_INT(sm__num_shortest(out, sizeof out, cases[i].v), cases[i].prec);
+        CHECK_EQ_INT(sm__num_shortest(out, sizeof out, cases[i].v, cases[i].exp), cases[i].prec);
         CHECK_EQ_STR(out, cases[i].text);
         CHECK(strtod(out, NULL) == cases[i].v);
     }

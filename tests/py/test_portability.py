@@ -4,6 +4,9 @@ would — Debian 11 "bullseye" (glibc 2.31, CPython 3.9, OpenSSL 1.1 only: no
 libssl.so.3, so https takes the bundled TLS module) for amd64 and for arm64,
 the arm64 root run under qemu-user-static through binfmt_misc.
 
+And a Debian 12 "bookworm" arm64 root (CPython 3.11, libssl.so.3) for the
+https path through the system's OpenSSL.
+
 Each root: debootstrap minbase + python3-venv and ca-certificates, a venv with
 mlflow-skinny from PyPI (its dependency), built once and cached outside the
 clone in $SCOPEMETER_ROOTS (default /var/cache/scopemeter/roots: CI's fresh
@@ -133,6 +136,8 @@ def root(request, wheels):
         pytest.fail("the portability tier needs root (debootstrap, chroot, cgroups)")
     assert shutil.which("debootstrap"), "debootstrap missing (scripts/install-deps)"
     deb = request.param
+    for old in glob.glob(os.path.join(ROOTS, f"{SUITE}-{deb}", "root", "scopemeter-*.whl")):
+        os.remove(old)  # an earlier session's wheel in the cached root
     if deb != HOST:
         assert os.access(QEMU, os.X_OK), "qemu-user-static missing (scripts/install-deps)"
         binfmt_ready()
@@ -347,6 +352,10 @@ def test_front_https_through_the_systems_openssl_on_arm64(wheels, mlflow_server,
     where Python's ssl module has loaded an arm64 libssl.so.3 and the front
     uses it through scopemeter-https-sys.so instead of a second OpenSSL
     (src/mlflow/curl_api.c); verification on, the harness's CA given."""
+    if not is_root():
+        pytest.fail("the portability tier needs root (debootstrap, chroot, binfmt_misc)")
+    assert shutil.which("debootstrap"), "debootstrap missing (scripts/install-deps)"
+    assert os.access(QEMU, os.X_OK), "qemu-user-static missing (scripts/install-deps)"
     binfmt_ready()
     path = build_root("arm64", "bookworm")
     whl = wheels["aarch64"][0]
@@ -371,13 +380,13 @@ def test_front_https_through_the_systems_openssl_on_arm64(wheels, mlflow_server,
 
 
 @pytest.mark.timeout(BUILD_BOUND)
-def test_platform_bundle_in_the_root(root, mlflow_server):
+def test_platform_bundle_in_the_root(root, wheels, mlflow_server):
     """The platform teams' layout (README, Install) per arch: the wheel
     unpacked with `pip install --no-deps --target DIR` (no venv, no pip
     metadata of the image touched), the CLI run from DIR/bin and the front
     imported from DIR on PYTHONPATH by the root's own python3."""
     deb, path = root
-    whl = "/root/" + os.path.basename(glob.glob(os.path.join(path, "root", "scopemeter-*.whl"))[0])
+    whl = "/root/" + os.path.basename(wheels[ARCH[deb]][0])  # this session's, copied by `root`
     run_id = new_run(mlflow_server, f"portability-bundle-{deb}")
     script = (f"rm -rf /opt/bundle && {VENV}/bin/pip install -q --disable-pip-version-check "
               f"--no-index --no-deps --target /opt/bundle {whl} && "

@@ -15,8 +15,9 @@ docs/design.md §8 and § Shipping.
   the CLI, libssl and libcrypto) hidden: /dev/null bind-mounted over them in
   a private mount namespace (unshare -m); the recording goes through the C
   REST sink to the session's real `mlflow server`;
-- the foreign userlands (Debian 11 for amd64 and, under qemu-user, arm64):
-  tests/py/test_portability.py (tier `portability`).
+- the foreign userlands (Debian 11 for amd64 and, under qemu-user, arm64;
+  Debian 12 arm64 for the system-OpenSSL path): tests/py/test_portability.py
+  (tier `portability`).
 
 `auditwheel show` of the wheel goes to the test log (test_wheel_is_self_contained).
 Slow tier: marker `wheel` (pytest.ini); CI runs it.
