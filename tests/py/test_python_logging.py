@@ -129,7 +129,7 @@ with mlflow.start_run():
 """
 # written while enable_system_metrics() / disable_system_metrics() run, in
 # the caller's thread: the receipt line at start, the closing line at stop
-NOTES = ("collecting ", "logged 1 windows")
+NOTES = ("collecting ", "logged 1 window ")
 # SCOPEMETER_INTERVAL=0x10 is refused with one warning at start (docs/design.md
 # §8), and the next source, MLflow's variable, gives the interval
 BAD_INTERVAL = {"SCOPEMETER_INTERVAL": "0x10", "MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL": "0.5"}

@@ -78,11 +78,16 @@ def test_stub_covers_the_extension():
 
 def test_package_ships_the_type_information():
     """python/meson.build installs py.typed and the stub with the .py files,
-    so the wheel carries them."""
+    so the wheel carries them; and every module of the package (a module the
+    list forgets is missing from `pip install .` and the wheels only: the
+    suite's staged package has it)."""
     assert os.path.exists(os.path.join(PKG, "py.typed"))
     build = open(os.path.join(ROOT, "python", "meson.build")).read()
     for name in ("'scopemeter/py.typed'", "'scopemeter/_native.pyi'"):
         assert name in build, name
+    missing = [f for f in sorted(os.listdir(PKG))
+               if f.endswith(".py") and f"'scopemeter/{f}'" not in build]
+    assert not missing, f"not installed by python/meson.build: {missing}"
 
 
 def _run(code):
