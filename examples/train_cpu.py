@@ -87,7 +87,8 @@ def show(run_id):
     if tags:
         print()
         for k in sorted(tags):
-            print(f"{k:<40} {tags[k]}")
+            v = tags[k]  # a long value (the build tag's path) cut to the 100 columns
+            print(f"{k:<40} {v if len(v) <= 59 else v[:58] + '…'}")
     uri = mlflow.get_tracking_uri()
     if uri.startswith("sqlite:"):
         print(f"\nlook: mlflow ui --backend-store-uri {uri}   (from this directory)")

@@ -297,9 +297,11 @@ def _build_lines(rep: Report) -> List[str]:
         return ["build: not tagged (recorded before the build tag)"]
     texts = {rank: _build_text(b) for rank, b in builds.items()}
     if len(set(texts.values())) == 1:
-        return [f"build: {next(iter(texts.values()))}"]
-    return [f"build of {rank}: {t}" for rank, t in sorted(texts.items(),
-                                                        key=lambda kv: int(kv[0][4:]))]
+        return _wrap(f"build: {next(iter(texts.values()))}", WIDTH, "    ")
+    lines: List[str] = []
+    for rank, t in sorted(texts.items(), key=lambda kv: int(kv[0][4:])):
+        lines.extend(_wrap(f"build of {rank}: {t}", WIDTH, "    "))
+    return lines
 
 
 def _count(n: Optional[int]) -> str:

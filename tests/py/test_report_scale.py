@@ -249,7 +249,8 @@ def test_the_header_says_which_build_recorded(scopemeter_bin, sqlite_server):
     env = report_env(MLFLOW_TRACKING_URI=sqlite_server)
     p = cli_report(scopemeter_bin, run_id, env=env)
     assert p.returncode == 0, p.stderr
-    head = p.stdout.splitlines()[:4]
+    assert_fits(p.stdout)
+    head = " ".join(" ".join(p.stdout.splitlines()[:6]).split())  # the line may wrap
     assert "build: scopemeter 0.2.0, bundle (/opt/my bundle/bin/scopemeter), TLS bundled " \
         "OpenSSL, NVML driver 550.54.15" in head, head
     rep = py_report(run_id, sqlite_server)
@@ -258,6 +259,7 @@ def test_the_header_says_which_build_recorded(scopemeter_bin, sqlite_server):
     # two builds in one run: a line a rank; none at all: said, not guessed
     tags["scopemeter.rank1.build"] = "version=0.1.0 install=wheel tls=none-yet path=/v/x"
     p = cli_report(scopemeter_bin, write_run(sqlite_server, series, tags), env=env)
+    assert_fits(p.stdout)
     assert "build of rank1: scopemeter 0.1.0, wheel (/v/x), TLS none yet" in p.stdout, p.stdout
     assert "build of rank0: scopemeter 0.2.0, bundle" in p.stdout, p.stdout
     del tags["scopemeter.rank0.build"], tags["scopemeter.rank1.build"]
