@@ -166,6 +166,11 @@ int sm__num_check(double v, const char *got, const sm_num_spec *spec, char *err,
 
 int sm__num_shortest(char *out, size_t cap, double v, bool exponent)
 {
+    double a = v < 0 ? -v : v;
+
+    /* an exponent where a reader's own shortest form has one (Python's repr,
+     * JavaScript's: below 1e-4 or from 1e16 on), never for 76360 */
+    exponent = exponent && v != 0 && (a < 1e-4 || a >= 1e16);
     for (int prec = 1; prec < 17; prec++) {
         snprintf(out, cap, "%.*g", prec, v);
         if ((exponent || !strchr(out, 'e')) && strtod(out, NULL) == v)

@@ -62,7 +62,8 @@ SM_HIDDEN int sm__num_check(double v, const char *got, const sm_num_spec *spec, 
  * 2.5 stays "2.5", 1/3 is "0.3333333333333333", 2412.3 is "2412.3", not
  * "2412.3000000000002"; 100 is "100", not "1e+02".  Without `exponent`
  * (tags a person reads) an exponent only at 17 digits; with it (the JSONL
- * file: a reader parses it) 1e-05 is "1e-05", not 17 digits.  Returns the %g
+ * file: a reader parses it) an exponent where Python's repr has one, below
+ * 1e-4 and from 1e16 on: 1e-05 is "1e-05", not 17 digits; 76360 stays.  Returns the %g
  * precision it took (1..17), for a writer that formats v itself with that
  * precision (jansson's JSON_REAL_PRECISION). */
 SM_HIDDEN int sm__num_shortest(char *out, size_t cap, double v, bool exponent);

@@ -248,6 +248,7 @@ static void test_shortest(void)
         {1e-7, false, "9.9999999999999995e-08", 17}, /* a tag: no exponent before 17 */
         {1e-7, true, "1e-07", 1}, {1.25e-5, true, "1.25e-05", 3}, /* the JSONL file */
         {2412.3, true, "2412.3", 5}, {1e20, true, "1e+20", 1},
+        {76360, true, "76360", 5}, {0.00012, true, "0.00012", 2}, {0, true, "0", 1},
     };
     char out[32];
 
