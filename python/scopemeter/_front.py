@@ -117,9 +117,14 @@ if not any(isinstance(h, _StderrUnlessConfigured) for h in _logger.handlers):
 
 def _log(msg: str, warn: bool = False) -> None:
     level = logging.WARNING if warn else logging.INFO
-    if _logger.level == logging.NOTSET and not logging.getLogger().handlers:
+    if _logger.disabled or (_logger.level == logging.NOTSET and
+                            not logging.getLogger().handlers):
         # logging configured by no one: every line on stderr, as the engine
-        # writes its own (logging's default WARNING would hide the INFO ones)
+        # writes its own (logging's default WARNING would hide the INFO ones).
+        # Disabled: a logging.config call that did not name this logger
+        # (disable_existing_loggers; alembic's fileConfig does it when an
+        # older MLflow migrates a sqlite store) -- its lines would be lost,
+        # not hidden by a level anyone chose.
         _StderrUnlessConfigured.write(level, msg)
     else:
         _logger.log(level, "%s", msg)

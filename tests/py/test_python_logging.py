@@ -177,6 +177,29 @@ def test_engine_lines_on_stderr_while_logging_is_not_configured(tmp_path):
     assert f"scopemeter: warning: {WARNED}; ignored" in lines, p.stderr
 
 
+def test_a_logger_disabled_by_someone_elses_config_loses_no_line(tmp_path):
+    """logging.config with disable_existing_loggers (what alembic's fileConfig
+    does when MLflow 3.1 migrates a new sqlite store, after `import
+    scopemeter`) disables the "scopemeter" logger without anyone choosing a
+    level for it: its lines then go to stderr, as with logging unconfigured,
+    instead of nowhere (CI's CPython 3.9 venv lost the closing line so)."""
+    code = ENGINE.replace("logging.basicConfig(", "dict(").format(
+        level="INFO", uri=f"sqlite:///{tmp_path}/m.db").replace(
+        "mlflow.set_tracking_uri(",
+        "import logging.config\n"
+        "logging.config.dictConfig({'version': 1, 'disable_existing_loggers': True,"
+        " 'root': {'level': 'WARNING', 'handlers': ['h']},"
+        " 'handlers': {'h': {'class': 'logging.StreamHandler', 'stream': 'ext://sys.stdout'}}})\n"
+        "assert logging.getLogger('scopemeter').disabled\n"
+        "mlflow.set_tracking_uri(", 1)
+    p = run(code, tmp_path, **BAD_INTERVAL)
+    assert "RESULT True" in p.stdout, p.stdout + p.stderr
+    lines = sm_lines(p.stderr)
+    for note in NOTES:
+        assert any(l.startswith(f"scopemeter: {note}") for l in lines), p.stderr
+    assert f"scopemeter: warning: {WARNED}; ignored" in lines, p.stderr
+
+
 def test_the_clis_lines_are_unchanged(scopemeter_bin, tmp_path):
     """The CLI has no Python: its lines stay on stderr, one write each."""
     p = subprocess.run([scopemeter_bin, "run", "--", "sleep", "1"],
