@@ -122,9 +122,9 @@ def _log(msg: str, warn: bool = False) -> None:
         # logging configured by no one: every line on stderr, as the engine
         # writes its own (logging's default WARNING would hide the INFO ones).
         # Disabled: a logging.config call that did not name this logger
-        # (disable_existing_loggers; alembic's fileConfig does it when an
-        # older MLflow migrates a sqlite store) -- its lines would be lost,
-        # not hidden by a level anyone chose.
+        # (fileConfig/dictConfig's default disable_existing_loggers) -- its
+        # lines would be lost, not hidden by a level anyone chose
+        # (docs/python.md).
         _StderrUnlessConfigured.write(level, msg)
     else:
         _logger.log(level, "%s", msg)

@@ -178,11 +178,11 @@ def test_engine_lines_on_stderr_while_logging_is_not_configured(tmp_path):
 
 
 def test_a_logger_disabled_by_someone_elses_config_loses_no_line(tmp_path):
-    """logging.config with disable_existing_loggers (what alembic's fileConfig
-    does when MLflow 3.1 migrates a new sqlite store, after `import
-    scopemeter`) disables the "scopemeter" logger without anyone choosing a
-    level for it: its lines then go to stderr, as with logging unconfigured,
-    instead of nowhere (CI's CPython 3.9 venv lost the closing line so)."""
+    """logging.config with disable_existing_loggers (fileConfig's and
+    dictConfig's default) disables the "scopemeter" logger, created at
+    `import scopemeter`, without anyone choosing a level for it: its lines
+    then go to stderr, as with logging unconfigured, instead of nowhere
+    (docs/python.md)."""
     code = ENGINE.replace("logging.basicConfig(", "dict(").format(
         level="INFO", uri=f"sqlite:///{tmp_path}/m.db").replace(
         "mlflow.set_tracking_uri(",

@@ -124,6 +124,9 @@ def test_text_is_short_and_all_prints_every_rank(scopemeter_bin, scale):
     assert_fits(p.stdout)
     lines = p.stdout.splitlines()
     assert len(lines) < 80, p.stdout
+    # the header: the run, the ranks, which build recorded (none: written here)
+    assert lines[2] == "build: not tagged (recorded before the build tag)", lines[:4]
+    lines = lines[:2] + lines[3:]
     assert lines[2:5] == [
         "", "job: 64 ranks, 64 with a container memory limit; memory peak >= 80 % of it: 1, "
             ">= 90 %: 1",
