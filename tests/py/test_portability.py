@@ -257,20 +257,27 @@ def test_front_over_http_and_https_then_report(root, mlflow_server, pki):  # noq
     assert f"run {run_id}" in p.stdout and "1 rank on 1 node" in p.stdout, p.stdout
     # https with verification on, the harness's CA given: the root has no
     # libssl.so.3, so the bundled module (its own static OpenSSL) serves it
-    ca = os.path.join(path, "root", "ca.pem")
-    shutil.copy(str(pki / "ca.pem"), ca)
+    res = front_over_https(path, mlflow_server, pki, f"portability-{deb}")
+    assert not res["libssl3"], res
+    assert [os.path.basename(m) for m in res["module"]] == ["scopemeter-https.so"], res
+    assert "OpenSSL" in res["tls"], res
+
+
+def front_over_https(path, mlflow_server, pki, experiment):  # noqa: F811
+    """The front in the root over the harness's TLS endpoint, verification
+    on with its CA; its points read back, the endpoint reached.  Returns
+    front_in's result (which module, libssl.so.3 mapped)."""
+    shutil.copy(str(pki / "ca.pem"), os.path.join(path, "root", "ca.pem"))
     px = FaultProxy(mlflow_server, tls=(str(pki / "server.pem"), str(pki / "server.key"), None))
     try:
-        run_id = new_run(mlflow_server, f"portability-{deb}")
+        run_id = new_run(mlflow_server, experiment)
         res = front_in(path, px.uri, run_id, env={"MLFLOW_TRACKING_SERVER_CERT_PATH": "/root/ca.pem"})
-        assert not res["libssl3"], res
-        assert [os.path.basename(m) for m in res["module"]] == ["scopemeter-https.so"], res
-        assert "OpenSSL" in res["tls"], res
         metrics, _ = read_run(mlflow_server, run_id)
         assert "system/node_cpu_utilization_percentage/rank0" in metrics, sorted(metrics)
         assert px.log("runs/log-batch"), "nothing reached the https endpoint"
     finally:
         px.close()
+    return res
 
 
 @pytest.mark.timeout(BUILD_BOUND)
@@ -365,18 +372,9 @@ def test_front_https_through_the_systems_openssl_on_arm64(wheels, mlflow_server,
                 timeout=900)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert p.stdout.strip().startswith("Python 3.11."), p.stdout
-    shutil.copy(str(pki / "ca.pem"), os.path.join(path, "root", "ca.pem"))
-    px = FaultProxy(mlflow_server, tls=(str(pki / "server.pem"), str(pki / "server.key"), None))
-    try:
-        run_id = new_run(mlflow_server, "portability-bookworm-arm64")
-        res = front_in(path, px.uri, run_id, env={"MLFLOW_TRACKING_SERVER_CERT_PATH": "/root/ca.pem"})
-        assert res["libssl3"], res  # the system's arm64 libssl.so.3, loaded by Python's ssl
-        assert [os.path.basename(m) for m in res["module"]] == ["scopemeter-https-sys.so"], res
-        metrics, _ = read_run(mlflow_server, run_id)
-        assert "system/node_cpu_utilization_percentage/rank0" in metrics, sorted(metrics)
-        assert px.log("runs/log-batch"), "nothing reached the https endpoint"
-    finally:
-        px.close()
+    res = front_over_https(path, mlflow_server, pki, "portability-bookworm-arm64")
+    assert res["libssl3"], res  # the system's arm64 libssl.so.3, loaded by Python's ssl
+    assert [os.path.basename(m) for m in res["module"]] == ["scopemeter-https-sys.so"], res
 
 
 @pytest.mark.timeout(BUILD_BOUND)
