@@ -1,5 +1,5 @@
 /*
- * main.c — the `scopemeter` command: probe, plan, run.
+ * main.c — the `scopemeter` command: probe, plan, run, report, companion.
  * Each subcommand lives in its own cmd_*.c and uses the public API only.
  */
 #include <errno.h>
@@ -28,13 +28,14 @@ static const struct command commands[] = {
     {"plan", cmd_plan, "preflight: series, charts, sections, rows and bytes for a job"},
     {"run", cmd_run, "record system metrics into MLflow while a command runs"},
     {"report", cmd_report, "how close a run came to OOM, and where (Python, docs/report.md)"},
+    {"companion", cmd_companion, "internal: ends the run of a recorder that died (docs/cli.md)"},
 };
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: scopemeter <command> [options]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(f, "  %-7s %s\n", commands[i].name, commands[i].help);
+        fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].help);
     fprintf(f, "\n'scopemeter <command> --help' for a command's options.\n");
 }
 

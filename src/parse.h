@@ -64,6 +64,12 @@ typedef struct sm_pid_stat {
 } sm_pid_stat;
 SM_HIDDEN int sm__parse_pid_stat(const char *buf, size_t len, sm_pid_stat *out);
 
+/* Field 52 of /proc/PID/stat, exit_code (fs/proc/array.c, kernel >= 3.5): the
+ * wait status of a process that has exited and is not yet reaped (a zombie;
+ * 0 while it runs, and 0 when the reader may not ptrace it).  0; -ENOENT
+ * when the line has fewer fields; -EINVAL, -ERANGE when malformed. */
+SM_HIDDEN int sm__parse_exit_code(const char *buf, size_t len, int *status);
+
 /* A "Key:   N kB" line (/proc/PID/smaps_rollup "Pss:", /proc/PID/status
  * "VmRSS:"): N in kB.  key includes its colon, so "Pss:" is neither
  * "SwapPss:" nor "Pss_Anon:".  -ENOENT when absent. */

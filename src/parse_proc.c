@@ -327,6 +327,35 @@ int sm__parse_pid_stat(const char *buf, size_t len, sm_pid_stat *out)
     return 0;
 }
 
+int sm__parse_exit_code(const char *buf, size_t len, int *status)
+{
+    const char *p = buf, *end = buf + len, *close = NULL;
+    uint64_t v;
+    int field = 2, rc;
+
+    *status = 0;
+    for (const char *q = buf; q < end; q++)
+        if (*q == ')')
+            close = q; /* the last one: comm may hold ") (" */
+    if (!close || close + 1 >= end || close[1] != ' ')
+        return -EINVAL;
+    /* fields 3.. are separated by one space each; find where 52 starts */
+    for (p = close + 1; p < end && *p != '\n' && field < 52; p++)
+        if (*p == ' ')
+            field++;
+    if (field < 52 || p >= end || *p == '\n')
+        return -ENOENT; /* a kernel before 3.5 ends the line earlier */
+    rc = sm__scan_u64(&p, end, &v);
+    if (rc < 0)
+        return rc;
+    if (p < end && *p != ' ' && *p != '\n')
+        return -EINVAL;
+    if (v > 0xffff) /* a wait status: (code << 8) | signal | 0x80 for a core */
+        return -ERANGE;
+    *status = (int)v;
+    return 0;
+}
+
 int sm__parse_kb(const char *buf, size_t len, const char *key, uint64_t *kb)
 {
     const char *p = buf, *end = buf + len;

@@ -33,6 +33,12 @@ Stopping happens on disable_system_metrics(), on the next enable for another
 run (sweeps), at interpreter exit (atexit) and on SIGTERM (a chained handler).
 See docs/python.md for why the end of an MLflow run is not hooked.
 
+The companion (docs/design.md §7): once a monitor records, `scopemeter
+companion` is started as this process's child; every stop above tells it
+"stop" on its stdin after the monitor's own stop.  If this process dies
+without that (OOM kill, SIGKILL), the companion writes the end tags the
+cgroup kept, why it died, and the end of a run this process opened.
+
 Lines go to stderr, one per event, prefixed "scopemeter:" like the engine's.
 """
 from __future__ import annotations
@@ -228,6 +234,7 @@ class _Session:
         self.drain_errors = 0         # next() calls that raised (said once)
         self.enabled_ms = int(time.time() * 1000)
         self.hook: Optional[_RunEndHook] = None  # our entry in MLflow's registry (run end)
+        self.companion: Optional[Any] = None     # the watching process (subprocess.Popen)
 
     # -- the pump thread (MlflowClient path) --
     def start_pump(self) -> None:
@@ -341,6 +348,94 @@ class _Session:
             self.delivery.cancel()
         if self.thread is not None:
             self.thread.join(max(0.0, self.deadline - time.monotonic()))
+        # after the monitor's own end: a kill during the stop is still seen
+        self.stop_companion()
+
+    # -- the companion (docs/design.md §7): watches this process, ends what it leaves --
+    def start_companion(self, owns_run: bool) -> None:
+        self.companion = _start_companion(self.run_id, self.tracking_uri, owns_run,
+                                          client=not self.rest)
+
+    def stop_companion(self) -> None:
+        """The stop word: the companion exits at once, touching nothing; it
+        is reaped here (a zombie of ours otherwise)."""
+        c, self.companion = self.companion, None
+        if c is None:
+            return
+        try:
+            c.stdin.write(b"stop\n")
+            c.stdin.close()
+        except (OSError, ValueError):
+            pass  # it is gone already
+        try:
+            c.wait(_COMPANION_WAIT)
+        except Exception:
+            try:
+                c.kill()
+                c.wait(_COMPANION_WAIT)
+            except Exception:
+                pass
+
+
+_COMPANION_WAIT = 2.0  # s: a companion answers the stop word at once
+
+
+def _companion_bin() -> Optional[str]:
+    """The CLI that runs the companion, as the package is installed with it:
+    SCOPEMETER_BIN, else a bundle's DIR/bin (`pip install --target DIR`
+    puts the package in DIR/scopemeter), else the environment's scripts
+    directory (the wheel installs it there, beside python), else beside
+    sys.executable.  None when none is there."""
+    env = os.environ.get("SCOPEMETER_BIN")
+    if env:
+        return env if os.path.isfile(env) and os.access(env, os.X_OK) else None
+    pkg = os.path.dirname(os.path.abspath(__file__))
+    where = [os.path.join(os.path.dirname(pkg), "bin")]
+    try:
+        import sysconfig
+        where.append(sysconfig.get_path("scripts"))
+    except Exception:
+        pass
+    if sys.executable:
+        where.append(os.path.dirname(sys.executable))
+    for d in where:
+        exe = os.path.join(d or "", "scopemeter")
+        if d and os.path.isfile(exe) and os.access(exe, os.X_OK):
+            return exe
+    return None
+
+
+def _start_companion(run_id: str, uri: str, owns_run: bool, client: bool) -> Optional[Any]:
+    """Starts `scopemeter companion` as this process's child, in its cgroup
+    (docs/design.md §7): it ends the recording if this process dies without
+    a stop (OOM kill, SIGKILL).  SCOPEMETER_COMPANION=0 turns it off.  None
+    when it is off or cannot start (one line: the front records as before)."""
+    if os.environ.get("SCOPEMETER_COMPANION") == "0":
+        return None
+    exe = _companion_bin()
+    if exe is None:
+        _log("the scopemeter CLI is not found (SCOPEMETER_BIN, beside this package or python): "
+             "no companion, so if this process is OOM-killed or SIGKILLed the run keeps no end "
+             "tags and stays RUNNING")
+        return None
+    rank = int(_native.identity()["rank"])
+    argv = [exe, "companion", "--pid", str(os.getpid()), "--run-id", run_id,
+            "--tracking-uri", uri, "--rank", str(rank)]
+    if sys.executable:
+        argv += ["--python", sys.executable, "--python-path",
+                 os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
+    if owns_run:
+        argv.append("--owns-run")
+    if client:
+        argv.append("--mlflow-client")
+    try:
+        import subprocess
+        return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                close_fds=True)
+    except Exception as e:
+        _log(f"the companion ({exe}) did not start: {_short(e)}; if this process is OOM-killed "
+             "or SIGKILLed the run keeps no end tags and stays RUNNING", warn=True)
+        return None
 
 
 BatchLogger = Callable[[str, List[Any], List[Any], float], None]
@@ -907,6 +1002,12 @@ def _enable(all_workers: bool, interval: Optional[float], samples: Optional[int]
                 s.late_check = (None, period)
                 if s.rest:
                     s.start_late_check()
+        if status == "collecting":
+            # this process opened the run (its active run, rank 0 of the job)
+            # or attached to it (MLFLOW_RUN_ID, a rank resuming rank 0's run)
+            owns = run is not None and run.info.run_id == run_id and \
+                int(_native.identity()["rank"]) == 0
+            s.start_companion(owns)
         _current = s
         monitors = _mlflow_monitors()
         if monitors is not None and run is not None and run.info.run_id == run_id:

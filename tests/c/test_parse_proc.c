@@ -168,6 +168,29 @@ int main(void)
                                        &ps), -EINVAL);
     }
 
+    /* field 52, exit_code: the wait status of a zombie (the companion, cli/cmd_companion.c) */
+    {
+        /* a SIGKILLed python's line (5.10), comm with ") (" in it */
+        const char z[] = "77 (py ) (x) Z 1 77 77 0 -1 4228108 9 0 0 0 3 1 0 0 20 0 1 0 5 0 0 "
+                         "18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 "
+                         "0 0 9\n";
+        const char ex[] = "77 (p) Z 1 77 77 0 -1 4228108 9 0 0 0 3 1 0 0 20 0 1 0 5 0 0 "
+                          "18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 "
+                          "0 0 768";
+        const char old[] = "77 (p) Z 1 77 77 0 -1 4228108 9 0 0 0 3 1 0 0 20 0 1 0 5 0 0\n";
+        int status = -1;
+        CHECK_EQ_INT(sm__parse_exit_code(S(z), &status), 0);
+        CHECK_EQ_INT(status, 9);
+        CHECK_EQ_INT(sm__parse_exit_code(S(ex), &status), 0);
+        CHECK_EQ_INT(status, 768); /* exit(3) */
+        CHECK_EQ_INT(sm__parse_exit_code(S(old), &status), -ENOENT);
+        CHECK_EQ_INT(sm__parse_exit_code(S("77 (p Z 1"), &status), -EINVAL);
+        for (size_t n = 0; n + 1 < sizeof z - 1; n++) {
+            int rc = sm__parse_exit_code(z, n, &status);
+            CHECK(rc == 0 || rc == -EINVAL || rc == -ENOENT);
+        }
+    }
+
     /* "Key: N kB" lines: smaps_rollup's Pss, status's VmRSS */
     {
         const char ro[] = "55d0c0a00000-7ffd4a1ff000 ---p 00000000 00:00 0   [rollup]\n"

@@ -1,0 +1,234 @@
+"""The recording outlives the training process (issue 32 item 1,
+docs/design.md §7): enable_system_metrics() starts `scopemeter companion`,
+which watches the process through a pidfd and, when it dies without a stop,
+writes the end tags the cgroup kept and why it died, and marks the run it
+opened KILLED / FAILED.
+
+Real parts: the Python front in a real process against a real MLflow server
+(the REST path) and a local sqlite store (the MlflowClient path, the
+companion's `python -m scopemeter _companion-end`); a real v1 memory cgroup
+whose limit the training process allocates past, so the kernel OOM-kills it.
+Each test also fails with the companion off (SCOPEMETER_COMPANION=0 in the
+environment pytest runs under): no end, the run stays RUNNING, or no
+companion was seen while the process ran.
+"""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from conftest import is_root
+from pyfront_util import new_run, python_env
+from test_cgroup_real import MOUNTS, MiB, write
+from test_composition_real import limited
+
+pytestmark = pytest.mark.timeout(240)
+
+TRAIN = """
+    import contextlib, os, sys, time, mlflow, scopemeter
+    from scopemeter import _front
+    mlflow.set_tracking_uri(sys.argv[1])
+    mode = sys.argv[2]
+    # a worker attaches through MLFLOW_RUN_ID (its launcher's run), else it opens the run
+    opened = contextlib.nullcontext() if os.environ.get("MLFLOW_RUN_ID") else mlflow.start_run()
+    with opened:
+        ok = scopemeter.enable_system_metrics(interval=0.5)
+        c = _front._current.companion if _front._current else None
+        print("RUN", _front._current.run_id if _front._current else None, "ENABLED", ok,
+              "COMPANION", c.pid if c else 0, flush=True)
+        time.sleep(2)
+        if mode == "oom":
+            chunks = []
+            while True:                      # past the cgroup's limit: the kernel kills
+                b = bytearray(16 << 20)
+                for i in range(0, len(b), 4096):
+                    b[i] = 1
+                chunks.append(b)
+        if mode == "fork":
+            # a DataLoader-like worker: it inherits the pipe's write end and
+            # outlives its parent, so the pipe sees no EOF at the death
+            pid = os.fork()
+            if pid == 0:
+                time.sleep(60)
+                os._exit(0)
+            print("WORKER", pid, flush=True)
+            mode = "wait"
+        if mode == "wait":
+            print("WAITING", flush=True)
+            time.sleep(120)
+    print("DONE", flush=True)
+"""
+
+
+@pytest.fixture(params=["http", "sqlite"])
+def store(request, tmp_path):
+    if request.param == "http":
+        return request.getfixturevalue("mlflow_server")
+    return f"sqlite:///{tmp_path}/mlflow.db"
+
+
+def start(tmp_path, uri, mode, preexec_fn=None, **env):
+    path = tmp_path / "train.py"
+    path.write_text(textwrap.dedent(TRAIN))
+    return subprocess.Popen([sys.executable, str(path), uri, mode], env=python_env(**env),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=str(tmp_path), preexec_fn=preexec_fn)
+
+
+def first_line(proc):
+    line = proc.stdout.readline().split()
+    assert line[:1] == ["RUN"], (line, proc.stderr.read() if proc.poll() is not None else "")
+    assert line[3] == "True", line
+    return line[1], int(line[5])
+
+
+def alive(pid):
+    """pid exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def get_run(uri, run_id):
+    from mlflow.tracking import MlflowClient
+    return MlflowClient(tracking_uri=uri).get_run(run_id)
+
+
+def wait_ended(uri, run_id, bound=60):
+    t0 = time.monotonic()
+    while True:
+        run = get_run(uri, run_id)
+        if run.info.status != "RUNNING" or time.monotonic() - t0 > bound:
+            return run, time.monotonic() - t0
+        time.sleep(0.5)
+
+
+def wait_gone(pid, bound=30):
+    t0 = time.monotonic()
+    while alive(pid) and time.monotonic() - t0 < bound:
+        time.sleep(0.1)
+    return not alive(pid)
+
+
+@pytest.mark.parametrize("mode", ["wait", "fork"])
+def test_kill9_marks_the_run_killed_with_the_signal(store, tmp_path, mode):
+    """fork: a forked worker that outlives the parent holds the stop pipe's
+    write end; the death is the pidfd's, not the pipe's EOF."""
+    proc = start(tmp_path, store, mode)
+    worker = 0
+    try:
+        run_id, comp = first_line(proc)
+        assert comp and alive(comp), "no companion while the process runs"
+        line = proc.stdout.readline().split()
+        if mode == "fork":
+            worker = int(line[1])
+            line = proc.stdout.readline().split()
+        assert line == ["WAITING"], line
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+        run, took = wait_ended(store, run_id)
+        if worker:
+            assert alive(worker)  # it held the pipe through the end
+            os.kill(worker, signal.SIGKILL)
+            worker = 0
+        err = proc.stderr.read()
+        tags = run.data.tags
+        assert run.info.status == "KILLED", (run.info.status, err[-2000:])
+        assert run.info.end_time
+        assert tags["scopemeter.rank0.end_reason"] == "signal 9 (SIGKILL)", tags
+        assert tags["scopemeter.rank0.ended_by"] == "companion", tags
+        assert tags["scopemeter.end_reason"] == \
+            "KILLED by scopemeter companion of rank 0: signal 9 (SIGKILL)", tags
+        assert wait_gone(comp), "the companion outlived its job"
+    finally:
+        if worker:
+            os.kill(worker, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_an_attached_worker_writes_its_rank_and_leaves_the_run(store, tmp_path):
+    """MLFLOW_RUN_ID: the launcher owns the run's status; the companion of a
+    killed worker writes only the rank's end."""
+    run_id = new_run(store)
+    proc = start(tmp_path, store, "wait", MLFLOW_RUN_ID=run_id)
+    try:
+        got, comp = first_line(proc)
+        assert got == run_id and comp and alive(comp), (got, comp)
+        assert proc.stdout.readline().strip() == "WAITING"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+        assert wait_gone(comp), "the companion outlived its job"
+        run = get_run(store, run_id)
+        tags = run.data.tags
+        assert tags.get("scopemeter.rank0.ended_by") == "companion", tags
+        assert tags["scopemeter.rank0.end_reason"] == "signal 9 (SIGKILL)", tags
+        assert run.info.status == "RUNNING" and "scopemeter.end_reason" not in tags
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_clean_exit_leaves_nothing_running_and_the_run_to_mlflow(store, tmp_path):
+    proc = start(tmp_path, store, "exit")
+    try:
+        run_id, comp = first_line(proc)
+        assert comp and alive(comp), "no companion while the process runs"
+        out, err = proc.communicate(timeout=90)
+        assert proc.returncode == 0 and "DONE" in out, err[-2000:]
+        # the front reaped it at its stop: not even a zombie is left
+        assert not os.path.exists(f"/proc/{comp}"), "the companion outlived a clean exit"
+        run = get_run(store, run_id)
+        assert run.info.status == "FINISHED"  # MLflow's own end of the with block
+        tags = run.data.tags
+        assert "scopemeter.rank0.ended_by" not in tags and "scopemeter.end_reason" not in tags
+        assert "scopemeter.rank0.cgroup" in tags  # the monitor itself recorded
+        assert "companion" not in err, err[-2000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.skipif(not is_root(), reason="needs root to create cgroups")
+@pytest.mark.skipif("memory" not in MOUNTS,
+                    reason="no cgroup v1 memory controller mounted (v2: tests/vm)")
+def test_oom_kill_in_a_v1_cgroup_is_recorded_and_ends_the_run(store, tmp_path):
+    cg, mem = limited("companion", 400 * MiB)
+    proc = None
+    try:
+        try:
+            write(f"{mem}/memory.swappiness", "0")
+        except OSError:
+            pass
+        proc = start(tmp_path, store, "oom", preexec_fn=cg.enter)
+        run_id, comp = first_line(proc)
+        assert comp and alive(comp), "no companion while the process runs"
+        proc.wait(120)
+        err = proc.stderr.read()
+        assert proc.returncode == -signal.SIGKILL, (proc.returncode, err[-2000:])
+        run, took = wait_ended(store, run_id)
+        tags = run.data.tags
+        assert run.info.status == "KILLED", (run.info.status, err[-2000:])
+        assert tags["scopemeter.rank0.end_reason"] == "oom_kill", tags
+        assert tags["scopemeter.rank0.oom_kill"] == "1", tags
+        assert tags["scopemeter.rank0.ended_by"] == "companion", tags
+        assert tags["scopemeter.end_reason"] == \
+            "KILLED by scopemeter companion of rank 0: oom_kill", tags
+        # the kernel's own peak: at the limit, the companion read it after the kill
+        assert float(tags["scopemeter.rank0.memory_peak_mb"]) >= 0.95 * 400 * MiB / 1e6, tags
+        assert "oom_kill=1" in tags["scopemeter.rank0.memory_events"], tags
+        assert wait_gone(comp), "the companion outlived its job"
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        cg.remove()
