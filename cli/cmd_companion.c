@@ -13,7 +13,10 @@
  *
  *   - on its stdin, a pipe from the front: "stop" (a clean stop: the
  *     monitor wrote its own end tags) makes it exit at once, touching
- *     nothing.  EOF is not death: a forked DataLoader worker holds the
+ *     nothing.  "ended" (the front's SIGTERM path in a process that opened
+ *     the run): the monitor's end is written, but a process that then dies
+ *     of SIGTERM runs no atexit and MLflow leaves its run RUNNING, so it
+ *     waits for the death to end the run only (no tag of the rank).  EOF is not death: a forked DataLoader worker holds the
  *     pipe's write end after the parent is gone, and a worker may exit
  *     first; EOF only stops the reading.
  *   - on a pidfd of the parent (pidfd_open(2), Linux >= 5.3, through
@@ -67,6 +70,7 @@
 
 struct comp {
     int pid, rank, owns_run, client;
+    int ended;                /* "ended": the monitor's end is written; only the run's is left */
     const char *run_id, *uri, *python, *pypath;
     double timeout;
     int ppid_watch;           /* the pid is this process's parent: getppid() tells */
@@ -179,7 +183,7 @@ static void judge(struct comp *c)
     unsigned long long ooms = 0;
     char val[600];
 
-    if (t && c->ctr) {
+    if (t && c->ctr && !c->ended) {
         sm__coll_container.tags(c->ctr, SM_TAGS_END, t);
         for (size_t i = 0; i < t->n; i++) {
             char key[96];
@@ -215,6 +219,8 @@ static void judge(struct comp *c)
         snprintf(c->reason + len, sizeof c->reason - len, ", after %llu OOM kill%s in its cgroup",
                  ooms, ooms == 1 ? "" : "s");
     }
+    if (c->ended)
+        return; /* the monitor wrote the rank's end itself */
     snprintf(val, sizeof val, "scopemeter.rank%d.end_reason", c->rank);
     add_tag(c, val, c->reason);
     snprintf(val, sizeof val, "scopemeter.rank%d.ended_by", c->rank);
@@ -391,6 +397,13 @@ static int watch(struct comp *c)
                 died = 0;
                 goto out;
             }
+            if (strstr(buf, "ended")) {
+                c->ended = 1; /* the SIGTERM path: wait for the death, end the run */
+                if (!c->owns_run) {
+                    died = 0; /* nothing of the run is this process's */
+                    goto out;
+                }
+            }
         } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
             /* EOF: every write end closed (the parent and its forked
              * workers), or stdin is no pipe: not death; stop reading */
@@ -478,10 +491,16 @@ int cmd_companion(int argc, char **argv)
             r = -EINVAL;
         }
         rc = r < 0;
-        fprintf(stderr, "scopemeter: companion: pid %d ended without a stop (%s); rank %d's "
-                "end tags %s%s%s\n", c->pid, c->reason, c->rank,
-                r < 0 ? "not all written" : "written",
-                ended ? ", run marked " : "", ended ? c->status : "");
+        if (c->ended)
+            fprintf(stderr, "scopemeter: companion: pid %d ended after its monitor's stop "
+                    "(%s); run %s %s%s\n", c->pid, c->reason, c->run_id,
+                    ended ? "marked " : r < 0 ? "not marked" : "left as it was",
+                    ended ? c->status : "");
+        else
+            fprintf(stderr, "scopemeter: companion: pid %d ended without a stop (%s); rank "
+                    "%d's end tags %s%s%s\n", c->pid, c->reason, c->rank,
+                    r < 0 ? "not all written" : "written",
+                    ended ? ", run marked " : "", ended ? c->status : "");
     }
 out:
     if (c->ctr) {

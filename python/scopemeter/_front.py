@@ -320,7 +320,7 @@ class _Session:
         _warn_if_late(self.run_id, start_ms, called_ms, period)
 
     # -- stop --
-    def stop(self, timeout: float) -> None:
+    def stop(self, timeout: float, word: str = "stop") -> None:
         """docs/design.md §7 order, bounded by timeout: the engine stops
         sampling, logs the last partial window and the end tags; its REST
         sink delivers the rest, or the pump does from the queue."""
@@ -349,24 +349,30 @@ class _Session:
         if self.thread is not None:
             self.thread.join(max(0.0, self.deadline - time.monotonic()))
         # after the monitor's own end: a kill during the stop is still seen
-        self.stop_companion()
+        self.stop_companion(word)
 
     # -- the companion (docs/design.md §7): watches this process, ends what it leaves --
     def start_companion(self, owns_run: bool) -> None:
         self.companion = _start_companion(self.run_id, self.tracking_uri, owns_run,
                                           client=not self.rest)
 
-    def stop_companion(self) -> None:
+    def stop_companion(self, word: str = "stop") -> None:
         """The stop word: the companion exits at once, touching nothing; it
-        is reaped here (a zombie of ours otherwise)."""
+        is reaped here (a zombie of ours otherwise).  "ended" (the SIGTERM
+        path of a process that opened the run): the monitor's end is
+        written, but a process dying of SIGTERM runs no atexit, so MLflow
+        would leave the run RUNNING; the companion stays to end the run at
+        the death (docs/design.md §7)."""
         c, self.companion = self.companion, None
         if c is None:
             return
         try:
-            c.stdin.write(b"stop\n")
+            c.stdin.write(word.encode() + b"\n")
             c.stdin.close()
         except (OSError, ValueError):
             pass  # it is gone already
+        if word == "ended":
+            return  # it lives until this process's end, then exits itself
         try:
             c.wait(_COMPANION_WAIT)
         except Exception:
@@ -797,7 +803,7 @@ def _at_exit() -> None:
 
 
 def _on_sigterm(signum: int, frame: Optional[FrameType]) -> None:
-    _stop_current(SIGTERM_STOP_TIMEOUT)
+    _stop_current(SIGTERM_STOP_TIMEOUT, word="ended")
     prev = _hooks["prev_sigterm"]
     if callable(prev):
         prev(signum, frame)
@@ -830,14 +836,14 @@ def _install_hooks(sigterm: bool) -> None:
         pass
 
 
-def _stop_current(timeout: float) -> None:
+def _stop_current(timeout: float, word: str = "stop") -> None:
     with _lock:
         s = _current
     if s is not None:
-        _stop_session(s, timeout)
+        _stop_session(s, timeout, word)
 
 
-def _stop_session(s: _Session, timeout: float) -> None:
+def _stop_session(s: _Session, timeout: float, word: str = "stop") -> None:
     """Stops s if it is still this process's session (once)."""
     global _current
     with _lock:
@@ -845,7 +851,7 @@ def _stop_session(s: _Session, timeout: float) -> None:
             return
         _current = None
     try:
-        s.stop(timeout)
+        s.stop(timeout, word)
     except Exception as e:
         _log(f"stopping: {_short(e)}; going on", warn=True)
 

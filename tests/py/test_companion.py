@@ -2,7 +2,7 @@
 docs/design.md §7): enable_system_metrics() starts `scopemeter companion`,
 which watches the process through a pidfd and, when it dies without a stop,
 writes the end tags the cgroup kept and why it died, and marks the run it
-opened KILLED / FAILED.
+opened KILLED / FAILED; after the front's SIGTERM stop it only ends the run.
 
 Real parts: the Python front in a real process against a real MLflow server
 (the REST path) and a local sqlite store (the MlflowClient path, the
@@ -149,6 +149,34 @@ def test_kill9_marks_the_run_killed_with_the_signal(store, tmp_path, mode):
     finally:
         if worker:
             os.kill(worker, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_sigterm_the_monitor_ends_itself_the_companion_ends_the_run(store, tmp_path):
+    """The front's SIGTERM handler stops the monitor (its end tags), then the
+    process dies of SIGTERM: no atexit, so MLflow would leave the run
+    RUNNING.  The companion, told "ended", marks it KILLED and writes no
+    tag of the rank."""
+    proc = start(tmp_path, store, "wait")
+    try:
+        run_id, comp = first_line(proc)
+        assert comp and alive(comp), "no companion while the process runs"
+        assert proc.stdout.readline().strip() == "WAITING"
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(60)
+        err = proc.stderr.read()
+        assert proc.returncode == -signal.SIGTERM, (proc.returncode, err[-2000:])
+        assert "logged " in err, err[-2000:]  # the monitor's own closing line
+        run, took = wait_ended(store, run_id)
+        tags = run.data.tags
+        assert run.info.status == "KILLED", (run.info.status, err[-2000:])
+        assert tags["scopemeter.end_reason"] == \
+            "KILLED by scopemeter companion of rank 0: signal 15 (SIGTERM)", tags
+        assert "scopemeter.rank0.ended_by" not in tags, tags
+        assert wait_gone(comp), "the companion outlived its job"
+    finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
