@@ -387,26 +387,28 @@ _COMPANION_WAIT = 2.0  # s: a companion answers the stop word at once
 
 
 def _companion_bin() -> Optional[str]:
-    """The CLI that runs the companion, as the package is installed with it:
+    """The CLI installed with this package, which runs the companion:
     SCOPEMETER_BIN, else a bundle's DIR/bin (`pip install --target DIR`
-    puts the package in DIR/scopemeter), else the environment's scripts
-    directory (the wheel installs it there, beside python), else beside
-    sys.executable.  None when none is there."""
+    puts the package in DIR/scopemeter and the CLI in DIR/bin), else the
+    environment's scripts directory when the package is that environment's
+    (the wheel installs the CLI there, beside python).  A package imported
+    from elsewhere (PYTHONPATH, a checkout) does not take an environment's
+    CLI, which may be another version.  None when there is none."""
     env = os.environ.get("SCOPEMETER_BIN")
     if env:
         return env if os.path.isfile(env) and os.access(env, os.X_OK) else None
-    pkg = os.path.dirname(os.path.abspath(__file__))
-    where = [os.path.join(os.path.dirname(pkg), "bin")]
+    top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    where = [os.path.join(top, "bin")]
     try:
         import sysconfig
-        where.append(sysconfig.get_path("scripts"))
+        libs = {os.path.realpath(sysconfig.get_path(k)) for k in ("purelib", "platlib")}
+        if os.path.realpath(top) in libs:
+            where.append(sysconfig.get_path("scripts"))
     except Exception:
         pass
-    if sys.executable:
-        where.append(os.path.dirname(sys.executable))
     for d in where:
-        exe = os.path.join(d or "", "scopemeter")
-        if d and os.path.isfile(exe) and os.access(exe, os.X_OK):
+        exe = os.path.join(d, "scopemeter")
+        if os.path.isfile(exe) and os.access(exe, os.X_OK):
             return exe
     return None
 
@@ -420,7 +422,8 @@ def _start_companion(run_id: str, uri: str, owns_run: bool, client: bool) -> Opt
         return None
     exe = _companion_bin()
     if exe is None:
-        _log("the scopemeter CLI is not found (SCOPEMETER_BIN, beside this package or python): "
+        _log("the scopemeter CLI installed with this package is not found (SCOPEMETER_BIN, a "
+             "bundle's bin/, the environment's scripts): "
              "no companion, so if this process is OOM-killed or SIGKILLed the run keeps no end "
              "tags and stays RUNNING")
         return None
