@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from conftest import is_root
+from conftest import have, is_root
 from pyfront_util import new_run, python_env
 from test_cgroup_real import MOUNTS, MiB, write
 from test_composition_real import limited
@@ -71,10 +71,10 @@ def store(request, tmp_path):
     return f"sqlite:///{tmp_path}/mlflow.db"
 
 
-def start(tmp_path, uri, mode, preexec_fn=None, **env):
+def start(tmp_path, uri, mode, preexec_fn=None, wrap=(), **env):
     path = tmp_path / "train.py"
     path.write_text(textwrap.dedent(TRAIN))
-    return subprocess.Popen([sys.executable, str(path), uri, mode], env=python_env(**env),
+    return subprocess.Popen([*wrap, sys.executable, str(path), uri, mode], env=python_env(**env),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=str(tmp_path), preexec_fn=preexec_fn)
 
@@ -131,8 +131,10 @@ def test_kill9_marks_the_run_killed_with_the_signal(store, tmp_path, mode):
             line = proc.stdout.readline().split()
         assert line == ["WAITING"], line
         os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(30)
+        # not reaped until the end is written: the exit status is the
+        # zombie's (a parent that reaps at once leaves "unknown")
         run, took = wait_ended(store, run_id)
+        proc.wait(30)
         if worker:
             assert alive(worker)  # it held the pipe through the end
             os.kill(worker, signal.SIGKILL)
@@ -165,11 +167,11 @@ def test_sigterm_the_monitor_ends_itself_the_companion_ends_the_run(store, tmp_p
         assert comp and alive(comp), "no companion while the process runs"
         assert proc.stdout.readline().strip() == "WAITING"
         os.kill(proc.pid, signal.SIGTERM)
+        run, took = wait_ended(store, run_id)
         proc.wait(60)
         err = proc.stderr.read()
         assert proc.returncode == -signal.SIGTERM, (proc.returncode, err[-2000:])
         assert "logged " in err, err[-2000:]  # the monitor's own closing line
-        run, took = wait_ended(store, run_id)
         tags = run.data.tags
         assert run.info.status == "KILLED", (run.info.status, err[-2000:])
         assert tags["scopemeter.end_reason"] == \
@@ -192,8 +194,8 @@ def test_an_attached_worker_writes_its_rank_and_leaves_the_run(store, tmp_path):
         assert got == run_id and comp and alive(comp), (got, comp)
         assert proc.stdout.readline().strip() == "WAITING"
         os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(30)
         assert wait_gone(comp), "the companion outlived its job"
+        proc.wait(30)
         run = get_run(store, run_id)
         tags = run.data.tags
         assert tags.get("scopemeter.rank0.ended_by") == "companion", tags
@@ -220,6 +222,67 @@ def test_clean_exit_leaves_nothing_running_and_the_run_to_mlflow(store, tmp_path
         assert "scopemeter.rank0.ended_by" not in tags and "scopemeter.end_reason" not in tags
         assert "scopemeter.rank0.cgroup" in tags  # the monitor itself recorded
         assert "companion" not in err, err[-2000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+# A seccomp filter that answers pidfd_open (434) with ENOSYS, as a kernel
+# before 5.3 does; inherited by the companion (the filter stays across fork
+# and exec).  x86-64 and aarch64 share the number.
+NO_PIDFD = r"""
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+int main(int argc, char **argv)
+{
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 434, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {sizeof f / sizeof f[0], f};
+    if (argc < 2 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) {
+        perror("seccomp");
+        return 126;
+    }
+    execvp(argv[1], argv + 1);
+    perror(argv[1]);
+    return 127;
+}
+"""
+
+
+@pytest.mark.skipif(not have("cc"), reason="needs a C compiler for the seccomp wrapper")
+def test_without_pidfd_the_parent_is_watched_through_getppid(tmp_path):
+    """ENOSYS from pidfd_open (a kernel before 5.3, made here with seccomp):
+    the companion polls getppid() once a second and still ends the run."""
+    src = tmp_path / "nopidfd.c"
+    src.write_text(NO_PIDFD)
+    wrap = str(tmp_path / "nopidfd")
+    subprocess.run(["cc", "-o", wrap, str(src)], check=True, timeout=60)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    proc = start(tmp_path, uri, "wait", wrap=[wrap])
+    try:
+        run_id, comp = first_line(proc)
+        assert comp and alive(comp), "no companion while the process runs"
+        with open(f"/proc/{comp}/status") as f:
+            assert "Seccomp:\t2" in f.read()  # the filter reached it
+        assert proc.stdout.readline().strip() == "WAITING"
+        os.kill(proc.pid, signal.SIGKILL)
+        run, took = wait_ended(uri, run_id)
+        proc.wait(30)
+        tags = run.data.tags
+        assert run.info.status == "KILLED", (run.info.status, proc.stderr.read()[-2000:])
+        assert tags["scopemeter.rank0.end_reason"] == "signal 9 (SIGKILL)", tags
+        assert wait_gone(comp), "the companion outlived its job"
     finally:
         if proc.poll() is None:
             proc.kill()
