@@ -375,6 +375,9 @@ def rank_report(rank: int, data: RankData, tags: Tags, run: "Run", period_s: Opt
         "end_tags": any(k in t for k in END_TAGS),
         "stopped_early": _stopped_early(t, run, rec.end_ms, period_s, lim.memory_mb is not None,
                                         tree_only),
+        # the companion's (docs/design.md §7): the recording process died without its stop
+        "ended_by": t.get("ended_by"),
+        "end_reason": t.get("end_reason"),
         "container_memory_limit_exact": "memory_limit_bytes" in t and lim.memory_mb is not None,
         "container_memory_limit_bytes": lim.memory_bytes
         if lim.memory_bytes and lim.memory_bytes > 0 else None,
@@ -490,6 +493,7 @@ def run_report(run: "Run", ranks: Dict[int, RankData], how: str) -> Report:
         "skipped": tags.get("scopemeter.skipped"),
         "nodes": nodes,
         "recording": state,
+        "end_reason": tags.get("scopemeter.end_reason"),
         "last_point_age_s": r1(age),
         "ranks": rank_reports,
         "verdicts": run_verdicts(rank_reports),

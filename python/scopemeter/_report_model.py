@@ -140,6 +140,8 @@ class RankReport(TypedDict):
     started_after_first_rank_s: Optional[float]
     end_tags: bool
     stopped_early: Optional[bool]
+    ended_by: Optional[str]
+    end_reason: Optional[str]
     container_memory_limit_exact: bool
     container_memory_limit_bytes: Optional[int]
     container_cpu_limit_exact: bool
@@ -237,6 +239,7 @@ class Report(TypedDict):
     skipped: Optional[str]
     nodes: Dict[str, List[int]]
     recording: str
+    end_reason: Optional[str]
     last_point_age_s: Optional[float]
     ranks: List[RankReport]
     verdicts: List[RunVerdict]

@@ -266,6 +266,9 @@ def _head(rep: Report) -> List[str]:
     lines.extend(_build_lines(rep))
     if rep["skipped"]:
         lines.append(f"scopemeter.skipped: {printable(rep['skipped'])}")
+    if rep.get("end_reason"):
+        lines.extend(_wrap(f"ended by scopemeter: {printable(str(rep['end_reason']))}", WIDTH,
+                           "    "))
     if rep.get("recording") == "stopped":
         age = rep.get("last_point_age_s")
         when = f" (RUNNING, the last point {age:.0f} s ago)" if age is not None else \

@@ -151,6 +151,15 @@ def _started_late(r: RankReport, period_s: Optional[float]) -> Optional[str]:
     return None
 
 
+def _process_died(r: RankReport, period_s: Optional[float]) -> Optional[str]:
+    if r.get("ended_by") != "companion":
+        return None
+    why = r.get("end_reason") or "unknown"
+    return (f"the recording process died without stopping ({why}): its companion wrote the "
+            "end the cgroup kept (OOM kills, the kernel's peak); the window being filled and "
+            "the sampled peaks' end values died with it")
+
+
 def _stopped_early(r: RankReport, period_s: Optional[float]) -> Optional[str]:
     if not r["stopped_early"]:
         return None
@@ -350,6 +359,7 @@ def _gpu_throttled(r: RankReport, period_s: Optional[float]) -> Optional[str]:
 # Most severe first: the order of docs/report.md.
 RULES: Tuple[Tuple[str, Rule], ...] = (
     ("oom_killed", _oom_killed),
+    ("process_died", _process_died),
     ("memory_high", _memory_high),
     ("memory_cause", _memory_cause),
     ("memory_events", _memory_events),

@@ -25,6 +25,7 @@ from conftest import have, is_root
 from pyfront_util import new_run, python_env
 from test_cgroup_real import MOUNTS, MiB, write
 from test_composition_real import limited
+from test_report import py_report
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -318,6 +319,13 @@ def test_oom_kill_in_a_v1_cgroup_is_recorded_and_ends_the_run(store, tmp_path):
         assert float(tags["scopemeter.rank0.memory_peak_mb"]) >= 0.95 * 400 * MiB / 1e6, tags
         assert "oom_kill=1" in tags["scopemeter.rank0.memory_events"], tags
         assert wait_gone(comp), "the companion outlived its job"
+        # the report says who ended it and why (docs/report.md, `process_died`)
+        rep = py_report(run_id, store, cwd=str(tmp_path))
+        r0 = rep["ranks"][0]
+        assert (r0["ended_by"], r0["end_reason"]) == ("companion", "oom_kill"), r0
+        assert rep["end_reason"] == "KILLED by scopemeter companion of rank 0: oom_kill", rep
+        assert "process_died" in r0["verdict_codes"] and \
+            "oom_killed" in r0["verdict_codes"], r0["verdict_codes"]
     finally:
         if proc is not None and proc.poll() is None:
             proc.kill()

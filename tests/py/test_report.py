@@ -452,8 +452,12 @@ def test_started_late_and_stopped_early(scopemeter_bin, tmp_path):
     assert "started_late" not in r["verdict_codes"], r["verdicts"]
     assert r["started_after_run_s"] >= late_s and r["started_after_first_rank_s"] == 0.0
 
+    # a recorder killed with no companion to write its end: SCOPEMETER_COMPANION=0 here, as
+    # for a training process that is its container's PID 1, whose death takes the companion
+    # too (docs/design.md §7; test_companion.py covers the companion's end)
     with Pod("killed", 512 << 20, 1.0) as pod:
-        p = subprocess.run(pod.wrap([sys.executable, "-c", KILLED]), env=env,
+        p = subprocess.run(pod.wrap([sys.executable, "-c", KILLED]),
+                           env=dict(env, SCOPEMETER_COMPANION="0"),
                            capture_output=True, text=True, timeout=180)
     assert p.returncode == -signal.SIGKILL, p.stderr
     run_id = p.stdout.split()[0]
