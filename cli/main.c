@@ -1,5 +1,5 @@
 /*
- * main.c — the `scopemeter` command: probe, plan, run.
+ * main.c — the `scopemeter` command: probe, plan, run, report, sync.
  * Each subcommand lives in its own cmd_*.c and uses the public API only.
  */
 #include <errno.h>
@@ -28,6 +28,7 @@ static const struct command commands[] = {
     {"plan", cmd_plan, "preflight: series, charts, sections, rows and bytes for a job"},
     {"run", cmd_run, "record system metrics into MLflow while a command runs"},
     {"report", cmd_report, "how close a run came to OOM, and where (Python, docs/report.md)"},
+    {"sync", cmd_sync, "deliver what a dead recorder left in its spool (docs/cli.md)"},
 };
 
 static void usage(FILE *f)
