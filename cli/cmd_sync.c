@@ -7,6 +7,7 @@
  * (flock) is skipped with a line: that recorder replays it itself.
  */
 #include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,10 @@ int cmd_sync(int argc, char **argv)
         return 2;
     }
     n = scandir(dir, &list, spool_name, versionsort);
+    if (n < 0 && errno == ENOENT) { /* no recorder ever spooled here */
+        printf("scopemeter: sync of %s: no spool directory, nothing to deliver\n", dir);
+        return 0;
+    }
     if (n < 0) {
         fprintf(stderr, "scopemeter sync: cannot read %s: %m\n", dir);
         return 1;

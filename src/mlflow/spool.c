@@ -224,6 +224,15 @@ static size_t put_string(char *out, uint16_t id, const char *str)
     return SM_SPOOL_FRAME_OVERHEAD + n + 2;
 }
 
+/* 1 when the string id is one to write into this file (marks it in have). */
+static int new_string(uint8_t *have, uint16_t id)
+{
+    if (id == 0 || id >= SM_RING_STRINGS || (have[id / 8] & (1u << (id % 8))))
+        return 0;
+    have[id / 8] |= (uint8_t)(1u << (id % 8));
+    return 1;
+}
+
 /* One chunk (at most RECS_PER_FRAME records) into the last segment, with the
  * strings it names first; written, synced, dropped from the page cache. */
 static int put_chunk(sm_spool *s, const sm_ring *ring, const sm_entry *e, size_t n)
@@ -234,22 +243,22 @@ static int put_chunk(sm_spool *s, const sm_ring *ring, const sm_entry *e, size_t
     char *rec;
     int rc;
 
-    /* the strings first: each at most a frame */
-    for (size_t i = 0; i < n; i++)
-        need += 2 * (SM_SPOOL_FRAME_OVERHEAD + 2 + strlen(sm__ring_str(ring, e[i].key)) +
-                     strlen(sm__ring_str(ring, e[i].text)));
+    /* the strings this file does not have yet go first: the room they take */
+    memcpy(have, g->have, sizeof have);
+    for (size_t i = 0; i < n; i++) {
+        uint16_t ids[2] = {e[i].key, e[i].text};
+        for (int k = 0; k < 2; k++)
+            if (new_string(have, ids[k]))
+                need += SM_SPOOL_FRAME_OVERHEAD + 2 + strlen(sm__ring_str(ring, ids[k]));
+    }
     if ((rc = ensure_cap(s, need)) < 0)
         return rc;
     memcpy(have, g->have, sizeof have);
     for (size_t i = 0; i < n; i++) {
         uint16_t ids[2] = {e[i].key, e[i].text};
-        for (int k = 0; k < 2; k++) {
-            uint16_t id = ids[k];
-            if (id == 0 || id >= SM_RING_STRINGS || (have[id / 8] & (1u << (id % 8))))
-                continue;
-            have[id / 8] |= (uint8_t)(1u << (id % 8));
-            len += put_string(s->buf + len, id, sm__ring_str(ring, id));
-        }
+        for (int k = 0; k < 2; k++)
+            if (new_string(have, ids[k]))
+                len += put_string(s->buf + len, ids[k], sm__ring_str(ring, ids[k]));
     }
     sm__spool_frame_head(s->buf + len, 'R', n * SM_SPOOL_REC_SIZE);
     rec = s->buf + len + 5;
