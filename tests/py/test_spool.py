@@ -292,3 +292,75 @@ def test_the_spool_does_not_grow_the_working_set(scopemeter_bin, server, tmp_pat
     assert sp and sp[0] > 0, err
     print(f"working set peak: {without} without the spool, {with_spool} with {sp[0]} spooled")
     assert with_spool - without < 1_000_000, (with_spool, without)
+
+
+FRONT = r"""
+import os, sys, time
+import scopemeter
+from scopemeter import _front, _native
+
+class Native:  # the front sets no buffer size: its Monitor gets the smallest ring
+    def __getattr__(self, name):
+        return getattr(_native, name)
+    @staticmethod
+    def Monitor(**kw):
+        return _native.Monitor(buffer_points=256, **kw)
+
+_front._native = Native()
+ok = scopemeter.enable_system_metrics(interval=0.1)
+print("enabled" if ok else "not enabled", file=sys.stderr, flush=True)
+while not os.path.exists(os.environ["SM_TEST_DONE"]):
+    time.sleep(0.05)
+scopemeter.disable_system_metrics()
+"""
+
+
+def test_the_python_fronts_mlflowclient_pump_spools_too(mlflow_server, tmp_path):
+    """The same policy on the Python front's MlflowClient path (taken for an
+    http server because MLFLOW_TRACKING_AUTH names an auth plugin, as in
+    test_delivery_paths.py), its Monitor given the smallest ring (256
+    points, 2.3 s at 0.1 s); an outage of 10 s: the spool takes what the ring
+    cannot hold and replays it in order."""
+    import sys
+    from faultproxy import FaultProxy
+    from pyfront_util import python_env
+    from runread import assert_steps_contiguous, histories, new_run
+    from test_delivery_paths import PLUGIN, install_plugin
+
+    (tmp_path / "plugin").mkdir()
+    install_plugin(tmp_path / "plugin")
+    proxy = FaultProxy(mlflow_server)
+    run_id = new_run(mlflow_server)
+    done = tmp_path / "done"
+    spool = tmp_path / "spool"
+    env = python_env(MLFLOW_TRACKING_URI=proxy.uri, MLFLOW_RUN_ID=run_id,
+                     MLFLOW_HTTP_REQUEST_MAX_RETRIES="0", MLFLOW_HTTP_REQUEST_TIMEOUT="10",
+                     MLFLOW_TRACKING_AUTH=PLUGIN, PYTHONPATH=str(tmp_path / "plugin"),
+                     SCOPEMETER_SPOOL_DIR=str(spool), SM_TEST_DONE=str(done))
+    p = subprocess.Popen([sys.executable, "-c", FRONT], env=env, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        seen = []
+        while not seen or seen[-1].strip() not in ("enabled", "not enabled"):
+            seen.append(read_line(p.stderr, timeout=120))
+            assert seen[-1], seen
+        assert seen[-1].strip() == "enabled", seen
+        assert proxy.wait_for(lambda: any(r.status == 200 for r in proxy.log("runs/log-batch")),
+                              60)
+        proxy.down()
+        time.sleep(10)
+        proxy.up()
+        time.sleep(3)
+        done.touch()
+        err = "".join(seen) + p.communicate(timeout=180)[1]
+    finally:
+        done.touch()
+        if p.poll() is None:
+            p.kill()
+        proxy.close()
+    assert p.returncode == 0, err
+    assert "MLFLOW_TRACKING_AUTH" in err, err  # the MlflowClient path
+    sp = spool_line(err)
+    assert sp and sp[0] > 0 and sp[0] == sp[1] and sp[2] == sp[3] == 0, err
+    assert closing(err)[1:] == (0, 0, 0), err
+    assert_steps_contiguous(histories(mlflow_server, run_id))
