@@ -111,21 +111,16 @@ static int broken(sm_spool *s, const char *fmt, const char *what, int rc)
     return rc;
 }
 
-/* mkdir -p of the last two levels (/var/tmp exists; its child may not), then
- * the tmpfs check: a spool in RAM would take its pages from the very memory
- * limit whose outage it outlives. */
+/* The directory itself is made (0700), not its parents: a mistyped
+ * SCOPEMETER_SPOOL_DIR is one line, not a tree.  Then the tmpfs check: a
+ * spool in RAM would take its pages from the very memory limit whose outage
+ * it outlives. */
 static int dir_ready(sm_spool *s)
 {
     struct statfs fs;
-    char parent[PATH_MAX], *slash;
 
     if (s->dir_ok)
         return 0;
-    snprintf(parent, sizeof parent, "%s", s->dir);
-    if ((slash = strrchr(parent, '/')) && slash != parent) {
-        *slash = '\0';
-        (void)mkdir(parent, 01777);
-    }
     if (mkdir(s->dir, 0700) < 0 && errno != EEXIST)
         return broken(s, "cannot make the spool directory %s (%s): the oldest points are "
                       "dropped when the buffer is full", strerror(errno), -errno);

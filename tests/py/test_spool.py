@@ -364,3 +364,23 @@ def test_the_python_fronts_mlflowclient_pump_spools_too(mlflow_server, tmp_path)
     assert sp and sp[0] > 0 and sp[0] == sp[1] and sp[2] == sp[3] == 0, err
     assert closing(err)[1:] == (0, 0, 0), err
     assert_steps_contiguous(histories(mlflow_server, run_id))
+
+
+def test_a_spool_directory_on_a_tmpfs_is_refused_in_one_line(scopemeter_bin, tmp_path):
+    """/dev/shm is a tmpfs: its pages would count against the memory limit
+    the spool must outlive.  One line, and the ring works alone."""
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm")
+    shm = f"/dev/shm/sm-spool-{uuid.uuid4().hex[:8]}"
+    try:
+        p = subprocess.run([scopemeter_bin, "run", "--run-id", RUN_ID, "--interval", "0.1",
+                            "--buffer-points", RING, "--stop-timeout", "2", "--", "sleep", "3"],
+                           env=clean_env(MLFLOW_TRACKING_URI=f"http://127.0.0.1:{free_port()}",
+                                         SCOPEMETER_SPOOL_DIR=shm),
+                           capture_output=True, text=True, timeout=120, **scratch_cwd({}))
+        said = [l for l in sm_lines(p.stderr) if "is a tmpfs" in l]
+        assert len(said) == 1, p.stderr
+        assert spool_line(p.stderr) is None and closing(p.stderr)[1] > 0, p.stderr
+        assert not glob.glob(os.path.join(shm, "*.spool"))
+    finally:
+        shutil.rmtree(shm, ignore_errors=True)
