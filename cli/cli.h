@@ -10,6 +10,7 @@ int cmd_plan(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_report(int argc, char **argv); /* execs python -m scopemeter report */
 int cmd_companion(int argc, char **argv); /* watches a recorder, ends what it left */
+int cmd_sync(int argc, char **argv);
 
 enum cli_kind { CLI_FLAG, CLI_INT, CLI_SECONDS, CLI_NUMBER, CLI_STRING };
 

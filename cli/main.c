@@ -1,5 +1,5 @@
 /*
- * main.c — the `scopemeter` command: probe, plan, run, report, companion.
+ * main.c — the `scopemeter` command: probe, plan, run, report, sync, companion.
  * Each subcommand lives in its own cmd_*.c and uses the public API only.
  */
 #include <errno.h>
@@ -29,6 +29,7 @@ static const struct command commands[] = {
     {"run", cmd_run, "record system metrics into MLflow while a command runs"},
     {"report", cmd_report, "how close a run came to OOM, and where (Python, docs/report.md)"},
     {"companion", cmd_companion, "internal: ends the run of a recorder that died (docs/cli.md)"},
+    {"sync", cmd_sync, "deliver what a dead recorder left in its spool (docs/cli.md)"},
 };
 
 static void usage(FILE *f)

@@ -137,6 +137,11 @@ void sm__log_summary(int64_t windows, uint64_t points, uint64_t tags, const sm_s
            c->to_file ? "written" : "delivered", (unsigned long long)c->overflow,
            (unsigned long long)c->refused, (unsigned long long)c->undelivered,
            c->to_file ? "not written" : "undelivered");
+    if (c->spooled)
+        sm__log(SM_INFO, "spool: %llu points spooled past the buffer: %llu replayed, %llu "
+               "dropped (spool full), %llu left for `scopemeter sync`",
+               (unsigned long long)c->spooled, (unsigned long long)c->replayed,
+               (unsigned long long)c->spool_dropped, (unsigned long long)c->spool_left);
 }
 
 /* ---- building a "why" line ---------------------------------------------------

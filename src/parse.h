@@ -212,4 +212,63 @@ SM_HIDDEN int sm__parse_memory_events(const char *buf, size_t len, sm_memevents 
 SM_HIDDEN int sm__parse_psi_some(const char *buf, size_t len, uint64_t *total_us);
 /* ---- end of what fills a cgroup --------------------------------------------- */
 
+/* ---- the spool file (parse_spool.c; docs/design.md §6, "The spool") ---------
+ * The layout, little-endian, both ways (the writer, src/mlflow/spool.c, and
+ * `scopemeter sync` encode and decode only through these):
+ *   0   "SMSPOOL\0"   magic
+ *   8   u32 version (SM_SPOOL_VERSION)   12  u32 header length
+ *   16  commit: u64 frame offset, u32 record index in it, u32 CRC32 of the 12
+ *       bytes -- rewritten in place after each delivered batch
+ *   32  u32 CRC32 of bytes [0,16) and [36, header length)
+ *   36  i32 rank   40 u32 pid   44 i64 step base   52 u16 n   54 run id (n bytes)
+ * then frames: u32 payload length, u8 type, payload, u32 CRC32 of type and
+ * payload.  'S': u16 string id, the string (a key or a tag text, before the
+ * first record that names it in this file); 'R': records of 24 bytes (f64
+ * value, i64 timestamp ms, i32 step, u16 key id, u16 text id; text 0: a
+ * metric).  Codes: -EBADMSG not a spool file (magic) or a malformed frame,
+ * -EPROTO another format version, -ENODATA truncated, -EILSEQ a CRC mismatch. */
+#define SM_SPOOL_VERSION 1u
+#define SM_SPOOL_HEADER_FIXED 54u
+#define SM_SPOOL_RUN_MAX 256u
+#define SM_SPOOL_FRAME_OVERHEAD 9u
+#define SM_SPOOL_PAYLOAD_MAX (1u << 20)
+#define SM_SPOOL_REC_SIZE 24u
+typedef struct sm_spool_header {
+    uint32_t version, len;
+    uint64_t commit_off;     /* the first frame not wholly delivered */
+    uint32_t commit_idx;     /* records of that frame delivered */
+    int commit_ok;           /* the commit's CRC held (else: from the first frame) */
+    int32_t rank;
+    uint32_t pid;
+    int64_t step_base;
+    char run[SM_SPOOL_RUN_MAX + 1];
+} sm_spool_header;
+typedef struct sm_spool_frame {
+    int type;                /* 'S' or 'R' */
+    const char *payload;
+    size_t len;
+    size_t next;             /* offset of the next frame */
+} sm_spool_frame;
+typedef struct sm_spool_rec {
+    double value;
+    int64_t timestamp_ms;
+    int32_t step;
+    uint16_t key, text;
+} sm_spool_rec;
+SM_HIDDEN uint32_t sm__crc32(uint32_t crc, const void *buf, size_t len);
+SM_HIDDEN int sm__spool_header_parse(const char *buf, size_t len, sm_spool_header *h);
+/* The frame at off: 1 and *f; 0 at exactly len (the end); < 0 as above. */
+SM_HIDDEN int sm__spool_frame_parse(const char *buf, size_t len, size_t off, sm_spool_frame *f);
+/* Record i of an 'R' payload (i < len / SM_SPOOL_REC_SIZE). */
+SM_HIDDEN void sm__spool_rec_get(const char *payload, size_t i, sm_spool_rec *r);
+/* Writers: the header (SM_SPOOL_HEADER_FIXED + run id bytes into out,
+ * which has room), the 16 commit bytes, a frame's 5-byte head and 4-byte
+ * tail around a payload, one record. */
+SM_HIDDEN size_t sm__spool_header_put(char *out, const sm_spool_header *h);
+SM_HIDDEN void sm__spool_commit_put(char *out16, uint64_t off, uint32_t idx);
+SM_HIDDEN void sm__spool_frame_head(char *out5, int type, size_t payload_len);
+SM_HIDDEN void sm__spool_frame_tail(char *out4, int type, const char *payload, size_t len);
+SM_HIDDEN void sm__spool_rec_put(char *out24, const sm_spool_rec *r);
+/* ---- end of the spool file ---------------------------------------------------- */
+
 #endif

@@ -85,7 +85,11 @@ typedef struct sm_sink_counts {
     uint64_t delivered;    /* the store took them */
     uint64_t overflow;     /* dropped because the buffer was full (oldest first) */
     uint64_t refused;      /* the store said no (4xx); not retried */
-    uint64_t undelivered;  /* still waiting when the stop bound ran out */
+    uint64_t undelivered;  /* still waiting when the stop bound ran out (spool_left too) */
+    /* the spool past the ring (mlflow/spool.c): records moved into it,
+     * taken back out (in delivered or refused), lost to its bound (in
+     * overflow), left in its files for `scopemeter sync` (in undelivered) */
+    uint64_t spooled, replayed, spool_dropped, spool_left;
 } sm_sink_counts;
 
 typedef struct sm_sink_ops {

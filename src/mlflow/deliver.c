@@ -10,8 +10,14 @@
  * next() peeks the oldest records and hands out one log-batch within
  * MLflow's limits; done() removes them from the ring only once the store
  * took them — so the order of points survives an outage and nothing is lost
- * while the ring has room.  When the ring is full the oldest records are
- * overwritten (counted, reported).
+ * while the ring has room.  Past the ring, the spool (spool.c): while
+ * delivery fails (or the spool still holds records), a ring half full has its
+ * oldest records moved into the spool's files by this driver, never by the
+ * sampling thread, which only wakes the driver; the spool is replayed first,
+ * oldest first, then the ring.  Without a spool (SCOPEMETER_SPOOL_MAX_MB=0,
+ * a tmpfs, a write error) a full ring overwrites its oldest records
+ * (counted, reported).  At stop, what the bound leaves in the ring goes to
+ * the spool too, for `scopemeter sync`.
  *
  * Many collectors of one job start together and so post together, at every
  * window and above all at the end of the run.  MLflow's server holds two
@@ -48,12 +54,14 @@
 #include "deliver.h"
 #include "mlflow_rest.h"
 #include "scopemeter_mlflow.h"
+#include "spool.h"
 
 #define BACKOFF_BASE_S 1.0
 #define BACKOFF_CAP_S 30.0
 #define DUP_RETRIES_MAX 3
 #define BACKOFF_FLUSH_CAP_S 2.0
 #define SPREAD_PER_COLLECTOR_S 0.05
+#define SPILL_CHUNK 4096
 
 struct sm_deliver {
     sm_sink base;
@@ -103,6 +111,16 @@ struct sm_deliver {
     /* Records the ring overwrote while their request was in flight and that
      * the store then took: the ring counted them as dropped, but they landed. */
     atomic_ullong rescued;
+
+    /* the spool (spool.h): NULL when off.  spool_mu serialises it (the
+     * driver, and the thread that stops once the driver is gone). */
+    sm_spool *spool;
+    pthread_mutex_t spool_mu;
+    sm_entry *spill_buf;      /* SPILL_CHUNK, the first time it spills */
+    size_t spill_at, spill_to; /* ring length that starts a spill, and its end */
+    int from_spool;           /* the batch handed out came from the spool */
+    atomic_int failing;       /* delivery is failing (for push: wake the driver) */
+    atomic_int spool_busy;    /* the spool holds records: the ring follows them */
 };
 
 /* ---- lines and counters ------------------------------------------------------ */
@@ -128,6 +146,7 @@ static void report_drops(sm_deliver *d)
 
 static void on_failure(sm_deliver *d, const sm_rest_result *a)
 {
+    atomic_store(&d->failing, 1);
     if (d->outage_since == 0) {
         d->outage_since = sm__now_mono();
         d->dropped_before = lost(d);
@@ -149,6 +168,7 @@ static int duplicate_key(const sm_rest_result *a)
 
 static void on_success(sm_deliver *d)
 {
+    atomic_store(&d->failing, 0);
     if (d->outage_since > 0) {
         uint64_t n = lost(d) - d->dropped_before;
         if (n)
@@ -180,6 +200,46 @@ static void on_refused(sm_deliver *d, const sm_rest_result *a, size_t n, size_t 
     }
 }
 
+/* ---- the spool ------------------------------------------------------------------- */
+
+static int spill_wanted(sm_deliver *d)
+{
+    return d->spool && (atomic_load(&d->failing) || atomic_load(&d->spool_busy)) &&
+           sm__ring_len(&d->ring) >= d->spill_at;
+}
+
+/* Moves the oldest records of the ring into the spool until keep are left
+ * (the driver's thread, or the stopping one once the driver is gone).
+ * Records the producer overwrote meanwhile are in the spool all the same:
+ * rescued, as a request in flight's are. */
+static void spill(sm_deliver *d, size_t keep)
+{
+    size_t len;
+
+    pthread_mutex_lock(&d->spool_mu);
+    if (!d->spill_buf)
+        d->spill_buf = calloc(SPILL_CHUNK, sizeof *d->spill_buf);
+    while (d->spill_buf && (len = sm__ring_len(&d->ring)) > keep) {
+        size_t want = len - keep < SPILL_CHUNK ? len - keep : SPILL_CHUNK;
+        int n = sm__ring_peek(&d->ring, d->spill_buf, want, 0);
+        size_t removed;
+
+        if (n <= 0 || sm__spool_put(d->spool, &d->ring, d->spill_buf, (size_t)n,
+                                    d->step_base) < 0)
+            break;
+        removed = sm__ring_consume(&d->ring, (size_t)n);
+        atomic_fetch_add(&d->rescued, (size_t)n - removed);
+    }
+    atomic_store(&d->spool_busy, sm__spool_pending(d->spool) > 0);
+    pthread_mutex_unlock(&d->spool_mu);
+}
+
+static void spill_if_needed(sm_deliver *d)
+{
+    if (spill_wanted(d))
+        spill(d, d->spill_to);
+}
+
 /* ---- waits ----------------------------------------------------------------------- */
 
 /* Sleeps up to secs, waking early on abort and when a flush begins (so
@@ -199,6 +259,7 @@ static int wait_for(sm_deliver *d, double secs)
         sm__mono_timespec(slice < until ? slice : until, &ts);
         pthread_cond_timedwait(&d->cv, &d->mu, &ts);
         pthread_mutex_unlock(&d->mu);
+        spill_if_needed(d);
         report_drops(d);
         pthread_mutex_lock(&d->mu);
     }
@@ -274,7 +335,7 @@ static size_t select_batch(sm_deliver *d, size_t n)
 /* Removes the first `used` peeked records from the ring, counting the
  * non-finite values among them (said once, totalled at stop).  Returns how
  * many the ring still held (ring.c: sm__ring_consume). */
-static size_t consume(sm_deliver *d, size_t used)
+static void count_nonfinite(sm_deliver *d, size_t used)
 {
     for (size_t i = 0; i < used; i++) {
         const sm_entry *r = &d->raw[i];
@@ -283,7 +344,44 @@ static size_t consume(sm_deliver *d, size_t used)
                    "further ones are counted and reported at stop",
                    sm__ring_str(&d->ring, r->key));
     }
+}
+
+static size_t consume(sm_deliver *d, size_t used)
+{
+    count_nonfinite(d, used);
     return sm__ring_consume(&d->ring, used);
+}
+
+/* The first used records of a spool batch are done (delivered or refused). */
+static void spool_done(sm_deliver *d, size_t used)
+{
+    count_nonfinite(d, used);
+    pthread_mutex_lock(&d->spool_mu);
+    sm__spool_commit(d->spool, used);
+    atomic_store(&d->spool_busy, sm__spool_pending(d->spool) > 0);
+    pthread_mutex_unlock(&d->spool_mu);
+}
+
+/* The spool's oldest records, when it holds any: 1 with a batch, 0 none. */
+static int spool_batch(sm_deliver *d)
+{
+    size_t n;
+
+    if (!atomic_load(&d->spool_busy))
+        return 0;
+    pthread_mutex_lock(&d->spool_mu);
+    n = sm__spool_read(d->spool, d->raw, SM_MLFLOW_MAX_ENTITIES);
+    if (n == 0)
+        atomic_store(&d->spool_busy, sm__spool_pending(d->spool) > 0);
+    pthread_mutex_unlock(&d->spool_mu);
+    if (n == 0)
+        return 0;
+    d->from_spool = 1;
+    if (select_batch(d, n) == 0) {
+        spool_done(d, d->nraw); /* all non-finite */
+        return spool_batch(d);
+    }
+    return 1;
 }
 
 static int wait_configured(sm_deliver *d)
@@ -314,6 +412,16 @@ int sm__deliver_next(sm_deliver *d, sm_deliver_batch *b)
             wait_for(d, w);
             continue;
         }
+        spill_if_needed(d);
+        /* the spool first, oldest first: its records are older than the ring's */
+        if (spool_batch(d)) {
+            b->recs = d->batch;
+            b->n = d->nbatch;
+            b->step_base = d->step_base;
+            b->ring = &d->ring;
+            return 1;
+        }
+        d->from_spool = 0;
         /* sleeps until a window is pushed or the ring is closed (stop) */
         n = sm__ring_peek(&d->ring, d->raw, SM_MLFLOW_MAX_ENTITIES, -1);
         if (n == -EPIPE)
@@ -359,6 +467,18 @@ void sm__deliver_done(sm_deliver *d, size_t taken, const sm_rest_result *a)
     if (taken > d->nbatch)
         taken = d->nbatch;
     used = taken < d->nbatch ? d->from[taken] : d->nraw;
+    if (d->from_spool && (a->outcome == SM_REST_OK ||
+                          (a->outcome == SM_REST_REFUSED &&
+                           !(d->dup_retries < DUP_RETRIES_MAX && duplicate_key(a))))) {
+        spool_done(d, used);
+        if (a->outcome == SM_REST_OK)
+            atomic_fetch_add(&d->delivered, taken);
+        else
+            on_refused(d, a, used, used);
+        on_success(d);
+        d->fresh = 0; /* the rest of the backlog goes out at once */
+        return;
+    }
     switch (a->outcome) {
     case SM_REST_OK:
         removed = consume(d, used);
@@ -457,6 +577,13 @@ static void d_push(sm_sink *base, const sm_record *recs, size_t n)
     sm_deliver *d = base->impl;
 
     sm__ring_push(&d->ring, recs, n);
+    /* past the high-water mark while delivery fails: the driver (asleep in
+     * its backoff) spills; this thread only wakes it, no I/O here */
+    if (spill_wanted(d)) {
+        pthread_mutex_lock(&d->mu);
+        pthread_cond_broadcast(&d->cv);
+        pthread_mutex_unlock(&d->mu);
+    }
 }
 
 /* Ends delivery: abort what is in flight, wake every wait, join a thread of
@@ -492,6 +619,21 @@ static int d_flush(sm_sink *base, double deadline)
     stop_driver(d);
 
     left = sm__ring_len(&d->ring);
+    /* what the bound left: into the spool, for `scopemeter sync` (the
+     * driver is gone; a Python one abandoned sees abort and touches nothing) */
+    if (d->spool && (left || atomic_load(&d->spool_busy))) {
+        sm_spool_counts sc;
+        if (left)
+            spill(d, 0);
+        pthread_mutex_lock(&d->spool_mu);
+        sm__spool_counts(d->spool, &sc);
+        pthread_mutex_unlock(&d->spool_mu);
+        if (sc.left)
+            sm__log(SM_WARN, "%llu points kept in the spool in %s: `scopemeter sync` "
+                   "delivers them once the server answers", (unsigned long long)sc.left,
+                   sm__spool_dir(d->spool));
+        left = sm__ring_len(&d->ring) + (size_t)sc.left;
+    }
     nonfinite = atomic_load(&d->nonfinite);
     /* buffer overflow and refusals were said when they happened; the
      * monitor reports their total (dropped()) after this */
@@ -517,10 +659,19 @@ static void d_counts(sm_sink *base, sm_sink_counts *out)
 {
     sm_deliver *d = base->impl;
 
+    sm_spool_counts sc;
+
+    pthread_mutex_lock(&d->spool_mu);
+    sm__spool_counts(d->spool, &sc);
+    pthread_mutex_unlock(&d->spool_mu);
     out->delivered = atomic_load(&d->delivered);
-    out->overflow = lost(d);
+    out->overflow = lost(d) + sc.dropped;
     out->refused = atomic_load(&d->refused);
-    out->undelivered = sm__ring_len(&d->ring);
+    out->undelivered = sm__ring_len(&d->ring) + sc.left;
+    out->spooled = sc.spooled;
+    out->replayed = sc.replayed;
+    out->spool_dropped = sc.dropped;
+    out->spool_left = sc.left;
 }
 
 static void d_close(sm_sink *base)
@@ -577,11 +728,19 @@ int sm__deliver_new(const char *run_id, const char *shown, sm_deliver **out)
     atomic_init(&d->refused, 0);
     atomic_init(&d->nonfinite, 0);
     atomic_init(&d->rescued, 0);
+    atomic_init(&d->failing, 0);
+    atomic_init(&d->spool_busy, 0);
     if ((rc = -pthread_mutex_init(&d->mu, NULL)) < 0) {
         free(d);
         return rc;
     }
+    if ((rc = -pthread_mutex_init(&d->spool_mu, NULL)) < 0) {
+        pthread_mutex_destroy(&d->mu);
+        free(d);
+        return rc;
+    }
     if ((rc = sm__cond_init_mono(&d->cv)) < 0) {
+        pthread_mutex_destroy(&d->spool_mu);
         pthread_mutex_destroy(&d->mu);
         free(d);
         return rc;
@@ -615,6 +774,12 @@ int sm__deliver_configure(sm_deliver *d, const sm_sink_config *cfg, char *err, s
         snprintf(err, errlen, "cannot allocate a buffer of %zu points", cfg->cap);
     else
         d->configured = 1;
+    /* the spool past the ring: a spill starts half full and leaves a
+     * quarter, so the ring has half its room for what comes meanwhile */
+    d->spill_at = cfg->cap / 2;
+    d->spill_to = cfg->cap / 4;
+    if (rc == 0 && sm__spool_new(d->run_id, cfg->rank, &d->spool) < 0)
+        d->spool = NULL; /* out of memory: the ring alone, as before */
     if (d->configured && atomic_load(&d->abort))
         sm__ring_close(&d->ring);
     pthread_cond_broadcast(&d->cv);
@@ -669,9 +834,12 @@ void sm__deliver_unref(sm_deliver *d)
 {
     if (!d || atomic_fetch_sub(&d->refs, 1) != 1)
         return;
+    sm__spool_free(d->spool); /* files with nothing left go; the others stay for sync */
+    free(d->spill_buf);
     if (d->configured)
         sm__ring_destroy(&d->ring);
     pthread_cond_destroy(&d->cv);
+    pthread_mutex_destroy(&d->spool_mu);
     pthread_mutex_destroy(&d->mu);
     free(d->raw);
     free(d->batch);

@@ -11,6 +11,7 @@
   server --workers 4`` on a database of it.
 - ``probe_json(sysroot=None, env=None)``: runs ``scopemeter probe --json`` and parses it.
 """
+import atexit
 import glob
 import json
 import os
@@ -35,7 +36,7 @@ _LEAKY = (
     "SLURM_NTASKS", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
     "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE",
     "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "SCOPEMETER_NODE_NAME", "NODE_NAME", "SLURMD_NODENAME",
-    "SCOPEMETER_SYSROOT", "SCOPEMETER_NVML_LIBRARY", "SCOPEMETER_INTERVAL", "SCOPEMETER_SAMPLES",
+    "SCOPEMETER_SYSROOT", "SCOPEMETER_NVML_LIBRARY", "SCOPEMETER_SPOOL_DIR", "SCOPEMETER_SPOOL_MAX_MB", "SCOPEMETER_INTERVAL", "SCOPEMETER_SAMPLES",
     "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "MLFLOW_RUN_ID", "MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME",
     "MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING", "MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL",
     "MLFLOW_SYSTEM_METRICS_SAMPLES_BEFORE_LOGGING", "MLFLOW_TRACKING_TOKEN",
@@ -49,8 +50,16 @@ _LEAKY = (
 )
 
 
+# The spool past the ring (docs/design.md §6) of every recorder a test starts
+# goes to one directory of the session, never the machine's /var/tmp/scopemeter;
+# a test that looks at the spool names its own.
+_SPOOL_DIR = tempfile.mkdtemp(prefix="scopemeter-spool-")
+atexit.register(shutil.rmtree, _SPOOL_DIR, True)
+
+
 def clean_env(**extra):
     env = {k: v for k, v in os.environ.items() if k not in _LEAKY}
+    env["SCOPEMETER_SPOOL_DIR"] = _SPOOL_DIR
     env.update({k: str(v) for k, v in extra.items() if v is not None})
     return env
 

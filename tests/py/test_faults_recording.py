@@ -227,10 +227,11 @@ def test_disk_full_is_retried_and_what_was_lost_is_counted(scopemeter_bin, tmp_p
     done = tmp_path / "done"
     cli = None
     try:
-        # 8 series every 0.1 s into a 256-point buffer: ~3 s of points
+        # 8 series every 0.1 s into a 256-point buffer: ~3 s of points; the
+        # ring alone (no spool: test_spool.py has it), whose count is checked
         cli = run_bg(scopemeter_bin, ["--interval", "0.1", "--buffer-points", "256", "--",
                                        *until_file(done)],
-                      env={"MLFLOW_TRACKING_URI": proxy.uri})
+                      env={"MLFLOW_TRACKING_URI": proxy.uri, "SCOPEMETER_SPOOL_MAX_MB": "0"})
         run_id = re.search(r"created run (\w+)", cli.wait_line("created run")).group(1)
         wait_for(lambda: sum(r.status == 200 for r in proxy.log(LOG_BATCH)) >= 3,
                  what="three batches accepted")

@@ -112,10 +112,11 @@ def test_server_down_then_back_every_point_lands_in_order(scopemeter_bin, mlflow
 def test_buffer_overflow_drops_the_oldest_and_says_how_many(scopemeter_bin, mlflow_server,
                                                              proxy):
     """A 256-point buffer, 8 series every 0.05 s, 3 s of outage: the oldest
-    queued points go, the count is said, what remains lands in order."""
+    queued points go, the count is said, what remains lands in order.  The
+    ring alone: no spool (SCOPEMETER_SPOOL_MAX_MB=0; with it, test_spool.py)."""
     proc = start_cli(scopemeter_bin, ["--interval", "0.05", "--buffer-points", "256", "--",
                                       "sleep", "6"],
-                     env={"MLFLOW_TRACKING_URI": proxy.uri})
+                     env={"MLFLOW_TRACKING_URI": proxy.uri, "SCOPEMETER_SPOOL_MAX_MB": "0"})
     wait_batches(proxy, 2)
     proxy.down()
     time.sleep(3)
