@@ -121,17 +121,17 @@ def step(server, driver, n, budget, span):
     rows = server.rows(run_id)
     lag = sorted(max(0.0, a - ts) / 1000 for _, _, ts, a in rows if a is not None)
     period = SERIES * n / budget
-    # steady state: from the moment every collector has logged a window to the last
-    # regular window every one logged (the stop's partial window left out)
+    # the rate each series was logged at, summed: its regular windows (the stop's
+    # partial one left out) over the time between its first and its last
     by_key = {}
     for key, st, ts, _ in rows:
         by_key.setdefault(key, []).append((st, ts))
     rate = 0.0
-    if by_key and min(len(v) for v in by_key.values()) >= 3:
-        t_a = max(min(ts for _, ts in v) for v in by_key.values())
-        t_b = min(sorted(v)[-2][1] for v in by_key.values())
-        if t_b > t_a:
-            rate = sum(1 for _, _, ts, _ in rows if t_a <= ts < t_b) / ((t_b - t_a) / 1000)
+    for v in by_key.values():
+        v.sort()
+        regular = v[:-1]
+        if len(regular) >= 2 and regular[-1][1] > regular[0][1]:
+            rate += (len(regular) - 1) / ((regular[-1][1] - regular[0][1]) / 1000)
     p50, p99 = (B.quantile(lag, 0.5), B.quantile(lag, 0.99)) if lag else (None, None)
     ok = (p.returncode == 0 and lost == 0 and errors == 0 and p99 is not None
           and p99 < max(period, MIN_PERIOD))
