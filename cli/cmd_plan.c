@@ -242,6 +242,11 @@ int cmd_plan(int argc, char **argv)
     if (in.workers_per_pod == SM_DEFAULT)
         in.workers_per_pod = 1;
     asked = in.interval_s == SM_DEFAULT ? SM_INTERVAL_DEFAULT : in.interval_s;
+    if (p.charts > SM_PLAN_UI_CHARTS_WARN)
+        fprintf(stderr, "scopemeter plan: warning: %d charts in the run's System metrics tab, "
+                "more than %d (the largest bench/ui_render.py drew to its end, in about 5 "
+                "minutes): read the ranks with `scopemeter report` (docs/plan.md)\n", p.charts,
+                SM_PLAN_UI_CHARTS_WARN);
     if (json)
         return print_json(&in, opts[2].seen, &p, asked);
     print_text(&in, opts[2].seen, &p, asked);

@@ -286,6 +286,14 @@ SM_EXTERN sm_monitor *sm_monitor_new(void);
 SM_EXTERN int sm_monitor_set_interval(sm_monitor *m, double seconds);
 SM_EXTERN int sm_monitor_set_samples(sm_monitor *m, int samples);
 SM_EXTERN int sm_monitor_set_all_workers(sm_monitor *m, int on);
+/* The job identity of this monitor instead of the launcher's environment
+ * (sm_identity_read_env): a program that runs many monitors, one per rank of
+ * one job, gives each its own (tests/c/many_collectors.c).  0 <= rank <
+ * world_size <= SM_PLAN_WORKERS_MAX, 0 <= local_rank < local_world_size <=
+ * world_size, node NULL or "" (no node tier) or shorter than 256 bytes
+ * (copied); -EINVAL outside, -EBUSY after start.  Its launcher is "api". */
+SM_EXTERN int sm_monitor_set_identity(sm_monitor *m, int rank, int local_rank, int world_size,
+                                      int local_world_size, const char *node);
 /* The job's write budget in rows/s, SM_WRITE_BUDGET_MIN..MAX (docs/design.md
  * §5); SM_DEFAULT: SCOPEMETER_WRITE_BUDGET, else none (the default rule).
  * Every collector of a job must be given the same budget: each computes its
@@ -381,6 +389,11 @@ SM_EXTERN int sm_monitor_drain_records(sm_monitor *m, sm_record *out, int cap,
  * SM_PLAN_DEFAULT is 0.1's name for it. */
 #define SM_PLAN_DEFAULT SM_DEFAULT
 #define SM_PLAN_WORKERS_MAX 1048576
+/* Above this many charts `scopemeter plan` warns that MLflow's System metrics
+ * tab will not be readable in one pass (docs/plan.md): 216 is the largest tab
+ * bench/ui_render.py saw through to its end (8 ranks: one pass in about 5
+ * minutes at a chart a second; 64 ranks, 1728 charts: about 40). */
+#define SM_PLAN_UI_CHARTS_WARN 216
 typedef struct sm_plan_input {
     size_t size;            /* SM_PLAN_INPUT_INIT: sizeof(sm_plan_input) */
     int workers;            /* world size, 1..SM_PLAN_WORKERS_MAX; SM_DEFAULT: 1 */

@@ -89,6 +89,8 @@ struct sm_monitor {
     char *rec_key;         /* the recording key (docs/design.md §9); NULL: def_key */
     char *def_key;         /* the key the sink's setter named (the run id), or NULL */
     int lock_fd;           /* the bound @scopemeter/<key>/rank<N> socket, or -1 */
+    int has_identity;      /* sm_monitor_set_identity: id replaces the environment's */
+    sm_identity id;
 
     /* resolved at start */
     double interval;
@@ -193,6 +195,29 @@ int sm_monitor_set_write_budget(sm_monitor *m, double rows_per_s)
     if (!(rows_per_s >= SM_WRITE_BUDGET_MIN && rows_per_s <= SM_WRITE_BUDGET_MAX))
         return -EINVAL; /* 0, negative, NaN: the surfaces said the line */
     m->cfg_budget = rows_per_s;
+    return 0;
+}
+
+int sm_monitor_set_identity(sm_monitor *m, int rank, int local_rank, int world_size,
+                            int local_world_size, const char *node)
+{
+    if (!m)
+        return -EINVAL;
+    if (m->state != ST_NEW)
+        return -EBUSY;
+    /* the bounds the launcher's environment is held to (identity.c) */
+    if (world_size < 1 || world_size > SM_PLAN_WORKERS_MAX || rank < 0 || rank >= world_size ||
+        local_world_size < 1 || local_world_size > world_size || local_rank < 0 ||
+        local_rank >= local_world_size || (node && strlen(node) >= sizeof m->id.node))
+        return -EINVAL;
+    memset(&m->id, 0, sizeof m->id);
+    m->id.rank = rank;
+    m->id.local_rank = local_rank;
+    m->id.world_size = world_size;
+    m->id.local_world_size = local_world_size;
+    snprintf(m->id.node, sizeof m->id.node, "%s", node ? node : "");
+    m->id.launcher = "api";
+    m->has_identity = 1;
     return 0;
 }
 
@@ -887,6 +912,8 @@ int sm_monitor_start(sm_monitor *m, char *err, size_t errlen)
         snprintf(err, errlen, "SCOPEMETER_SYSROOT: %s", strerror(-rc));
         return rc;
     }
+    if (m->has_identity)
+        m->ctx.id = m->id; /* the caller's, not the launcher's environment */
     m->ctx.rec_key = m->rec_key ? m->rec_key : m->def_key;
     m->ctx.all_workers = m->all_workers;
     if (!sm_collects(&m->ctx.id, m->all_workers, why, sizeof why)) {

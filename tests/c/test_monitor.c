@@ -333,6 +333,36 @@ static void test_who_collects(void)
     }
     sm_monitor_free(m);
 
+    /* sm_monitor_set_identity: the caller's identity, not the environment's (here
+     * RANK=2 of 4): rank 7 of 1024 on its own node collects under all_workers */
+    m = queue_monitor(10, 1);
+    CHECK_EQ_INT(sm_monitor_set_identity(m, 7, 0, 1024, 1, "node7"), 0);
+    CHECK_EQ_INT(sm_monitor_set_identity(m, 1024, 0, 1024, 1, "x"), -EINVAL); /* rank < world */
+    CHECK_EQ_INT(sm_monitor_set_identity(m, 0, 1, 4, 1, NULL), -EINVAL);     /* local < local world */
+    CHECK_EQ_INT(sm_monitor_set_identity(m, 0, 0, 4, 8, NULL), -EINVAL);     /* local world <= world */
+    CHECK_EQ_INT(sm_monitor_set_identity(m, -1, 0, 4, 1, NULL), -EINVAL);
+    CHECK_EQ_INT(sm_monitor_set_identity(m, 7, 0, 1024, 1, "node7"), 0);     /* refused ones left it */
+    CHECK_EQ_INT(sm_monitor_set_all_workers(m, 1), 0);
+    nrecs = 0;
+    CHECK_EQ_INT(sm_monitor_start(m, err, sizeof err), 0);
+    CHECK_EQ_INT(sm_monitor_set_identity(m, 1, 0, 2, 1, NULL), -EBUSY);
+    CHECK_EQ_INT(sm_monitor_collectors(m), 1024);
+    CHECK_EQ_INT(sm_monitor_stop(m), 0);
+    CHECK_EQ_INT(drain_all(m), -EPIPE);
+    CHECK_EQ_STR(tag("scopemeter.rank7.node"), "node7");
+    CHECK_EQ_STR(tag("scopemeter.collectors"), "1024");
+    {
+        int rank7 = 0, other = 0;
+        for (int i = 0; i < nrecs; i++)
+            if (recs[i].kind == SM_RECORD_METRIC) {
+                rank7 += strstr(recs[i].key, "/node7/rank7") != NULL;
+                other += strstr(recs[i].key, "/rank7") == NULL;
+            }
+        CHECK(rank7 > 0);
+        CHECK_EQ_INT(other, 0);
+    }
+    sm_monitor_free(m);
+
     /* a missing LOCAL_RANK counts as 0: the worst case is duplication */
     unsetenv("LOCAL_RANK");
     setenv("RANK", "5", 1);

@@ -8,6 +8,7 @@ MLflow's own sqlite store.
 import json
 import math
 import os
+import re
 import subprocess
 
 import pytest
@@ -302,3 +303,30 @@ def test_python_plan_matches_cli(scopemeter_bin):
               "ranks_recorded", "process_series"):
         assert got[k] == cli[k], k
 
+
+
+def ui_charts_warn():
+    """SM_PLAN_UI_CHARTS_WARN from the public header: the one place the threshold lives."""
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "include",
+                           "scopemeter.h")) as f:
+        return int(re.search(r"#define SM_PLAN_UI_CHARTS_WARN (\d+)", f.read()).group(1))
+
+
+def test_plan_warns_above_the_ui_threshold(scopemeter_bin):
+    """The System metrics tab (docs/plan.md): one warning line on stderr when the run
+    holds more charts than bench/ui_render.py saw drawn to the end, none at or below."""
+    limit = ui_charts_warn()
+    seen = set()
+    for workers in (1, 2, 4, 6, 7, 8, 64):
+        args = ["--workers", str(workers), "--nodes", str(max(1, workers // 2)),
+                "--gpus-per-worker", "1", "--all-workers"]
+        charts = plan_json(scopemeter_bin, *args)["charts"]
+        for extra in ([], ["--json"]):
+            err = plan(scopemeter_bin, *args, *extra).stderr
+            warned = [ln for ln in err.splitlines() if "System metrics tab" in ln]
+            assert len(warned) == (charts > limit), (workers, charts, err)
+            if warned:
+                assert warned[0].startswith(f"scopemeter plan: warning: {charts} charts")
+                assert f"more than {limit}" in warned[0]
+        seen.add(charts > limit)
+    assert seen == {True, False}   # both sides of the threshold were asked

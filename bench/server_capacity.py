@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""bench/server_capacity.py — the largest sustained rows/s the tracking server
+takes from one job (bench/README.md table 11; docs/rest.md "Sizing").
+
+    bench/server_capacity.py [--build DIR] [--quick] [--json PATH]
+
+For each server — PostgreSQL with `mlflow server --workers 4` (the postgres
+tier's deployment: conftest.py's SERVER_ENV and pool, a cluster of its own)
+and sqlite with 1 worker — and each job size n (64, 256, 1024 collectors;
+--quick: 16), n full collectors (tests/c/many_collectors: a monitor each, its
+own identity, ring, delivery and connection) record one run at a write budget
+R, doubling R from the budget of a 16 s period until a step fails.  A step
+passes when every point lands (0 dropped, refused or undelivered), the server
+answers no log-batch with a 5xx, and the delivery lag stays bounded: p99 of
+(the time the row reached the store - the window's timestamp, its end) under
+one period, so windows do not queue.  The store stamps each row's arrival
+itself (PostgreSQL: a column defaulting to clock_timestamp(); sqlite: a
+trigger into a side table), so the lag is the whole path: the sink's spread,
+the HTTP request, the server, the commit.
+
+Each step records SPAN seconds after the last collector started, so every
+series holds at least 3 windows.  The driver's own sampling (n monitors)
+shares the machine with the server: the capacity measured is that of the
+server beside its load generator, a lower bound of the server alone.
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib as B  # noqa: E402
+
+SERVER_ERROR = re.compile(r'"POST /api/2\.0/mlflow/runs/log-batch HTTP/1\.1" 5\d\d')
+CLOSING = re.compile(r"logged (\d+) windows? \((\d+) points?, (\d+) tags?\): (\d+) delivered, "
+                     r"(\d+) dropped \(buffer full\), (\d+) refused, (\d+) undelivered at stop")
+SERIES = 11          # a collector's series here (no cgroup limit, no GPU; `scopemeter plan`)
+FIRST_PERIOD = 16.0  # s: the first step's period
+MIN_PERIOD = 1.0     # s: the interval, the floor of the budget's period
+
+
+class Server:
+    def __init__(self, tmp, backend):
+        cf = B.load_conftest()
+        self.backend, self.pg, self.proc = backend, None, None
+        d = os.path.join(tmp, backend)
+        os.makedirs(d, exist_ok=True)
+        self.log = os.path.join(d, "server.log")
+        if backend == "postgres":
+            self.pg = cf.Postgres()
+            self.store = self.pg.createdb("mlflow")
+            subprocess.run([sys.executable, "-m", "mlflow", "db", "upgrade", self.store],
+                           env=cf.clean_env(), capture_output=True, text=True, timeout=900,
+                           check=True)
+            self.sql("ALTER TABLE metrics ADD COLUMN sm_arrived_ms double precision "
+                     "DEFAULT (extract(epoch from clock_timestamp()) * 1000)")
+            self.proc, self.uri = cf.start_mlflow_server(
+                d, backend=self.store, workers=4, env=cf.SERVER_ENV,
+                uvicorn_opts=cf.LOADED_MACHINE, startup_timeout=900)
+        else:
+            self.proc, self.uri = cf.start_mlflow_server(d, startup_timeout=900)
+            self.store = f"sqlite:///{os.path.join(d, 'mlflow.db')}"
+            self.sql("CREATE TABLE sm_arrival (run_uuid TEXT, key TEXT, step INTEGER, "
+                     "arrived_ms REAL)")
+            self.sql("CREATE TRIGGER sm_arrival AFTER INSERT ON metrics BEGIN INSERT INTO "
+                     "sm_arrival VALUES (NEW.run_uuid, NEW.key, NEW.step, "
+                     "(julianday('now') - 2440587.5) * 86400000.0); END")
+
+    def sql(self, q, params=None):
+        import sqlalchemy
+        eng = sqlalchemy.create_engine(self.store)
+        try:
+            with eng.begin() as conn:
+                r = conn.execute(sqlalchemy.text(q), params or {})
+                return r.fetchall() if r.returns_rows else None
+        finally:
+            eng.dispose()
+
+    def rows(self, run_id):
+        """(key, step, timestamp ms, arrived ms) of every row of the run."""
+        if self.pg:
+            return self.sql("SELECT key, step, timestamp, sm_arrived_ms FROM metrics "
+                            "WHERE run_uuid = :r", {"r": run_id})
+        return self.sql("SELECT m.key, m.step, m.timestamp, a.arrived_ms FROM metrics m JOIN "
+                        "sm_arrival a ON a.run_uuid = m.run_uuid AND a.key = m.key AND "
+                        "a.step = m.step WHERE m.run_uuid = :r", {"r": run_id})
+
+    def stop(self):
+        cf = B.load_conftest()
+        try:
+            if self.proc is not None:
+                cf.stop_mlflow_server(self.proc)
+        finally:
+            if self.pg is not None:
+                self.pg.stop()
+
+
+def step(server, driver, n, budget, span):
+    from mlflow.tracking import MlflowClient
+    run_id = MlflowClient(tracking_uri=server.uri).create_run(
+        "0", run_name=f"capacity-{n}-{budget:g}").info.run_id
+    log_from = os.path.getsize(server.log) if os.path.exists(server.log) else 0
+    t0 = time.monotonic()
+    p = subprocess.run([driver, server.uri, run_id, str(n), f"{budget:g}", str(MIN_PERIOD),
+                        f"{span:g}", "30"], capture_output=True, text=True,
+                       timeout=span + 900, env=B.load_conftest().clean_env())
+    wall = time.monotonic() - t0
+    closings = [tuple(int(g) for g in m.groups())
+                for m in map(CLOSING.search, p.stderr.splitlines()) if m]
+    lost = sum(c[4] + c[5] + c[6] for c in closings) + (n - len(closings)) * 10 ** 6
+    errors = 0
+    if os.path.exists(server.log):
+        with open(server.log, errors="replace") as f:
+            f.seek(log_from)
+            errors = len(SERVER_ERROR.findall(f.read()))
+    rows = server.rows(run_id)
+    lag = sorted(max(0.0, a - ts) / 1000 for _, _, ts, a in rows if a is not None)
+    period = SERIES * n / budget
+    # the rate each series was logged at, summed: its regular windows (the stop's
+    # partial one left out) over the time between its first and its last
+    by_key = {}
+    for key, st, ts, _ in rows:
+        by_key.setdefault(key, []).append((st, ts))
+    rate = 0.0
+    for v in by_key.values():
+        v.sort()
+        regular = v[:-1]
+        if len(regular) >= 2 and regular[-1][1] > regular[0][1]:
+            rate += (len(regular) - 1) / ((regular[-1][1] - regular[0][1]) / 1000)
+    p50, p99 = (B.quantile(lag, 0.5), B.quantile(lag, 0.99)) if lag else (None, None)
+    ok = (p.returncode == 0 and lost == 0 and errors == 0 and p99 is not None
+          and p99 < max(period, MIN_PERIOD))
+    return dict(n=n, budget=budget, period_s=period, rows_per_s=rate, rows=len(rows),
+                lost=lost, errors_5xx=errors, lag_p50_s=p50, lag_p99_s=p99, ok=ok,
+                exit=p.returncode, wall_s=wall)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.environ.get("SCOPEMETER_BUILD",
+                                                      os.path.join(B.ROOT, "build")))
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--json")
+    ap.add_argument("--backends", default="postgres,sqlite")
+    ap.add_argument("--sizes", default=None)
+    a = ap.parse_args()
+    driver = os.path.join(a.build, "tests", "many_collectors")
+    sizes = [int(x) for x in a.sizes.split(",")] if a.sizes else ([16] if a.quick
+                                                                   else [64, 256, 1024])
+    steps_max = 1 if a.quick else 8
+    # the pools of the harness's servers: PostgreSQL as the postgres tier runs it
+    # (conftest.py's postgres_server: MLflow's default QueuePool), sqlite as
+    # bench/run's (NullPool, its note on MLflow's nested sessions)
+    pools = {"postgres": None, "sqlite": "NullPool"}
+    results = []
+    with tempfile.TemporaryDirectory(prefix="sm-capacity-") as tmp:
+        for backend in a.backends.split(","):
+            if pools[backend]:
+                os.environ["MLFLOW_SQLALCHEMYSTORE_POOLCLASS"] = pools[backend]
+            else:
+                os.environ.pop("MLFLOW_SQLALCHEMYSTORE_POOLCLASS", None)
+            server = Server(tmp, backend)
+            try:
+                for n in sizes:
+                    budget = SERIES * n / FIRST_PERIOD
+                    best = None
+                    for _ in range(steps_max):
+                        period = SERIES * n / budget
+                        span = max(3.5 * period, 10.0)
+                        r = step(server, driver, n, budget, span)
+                        r["backend"] = backend
+                        results.append(r)
+                        print(json.dumps(r), file=sys.stderr, flush=True)
+                        if not r["ok"]:
+                            break
+                        best = r
+                        if period / 2 < MIN_PERIOD:
+                            break
+                        budget *= 2
+                    results.append(dict(backend=backend, n=n, best=best))
+            finally:
+                server.stop()
+    rows = []
+    for r in results:
+        if "best" not in r:
+            continue
+        b = r["best"]
+        rows.append([r["backend"] + (" (4 workers)" if r["backend"] == "postgres" else
+                                     " (1 worker)"), str(r["n"])] +
+                    ([f"{b['budget']:.0f}", f"{b['period_s']:.2f}", f"{b['rows_per_s']:.0f}",
+                      f"{b['lag_p50_s']:.2f}", f"{b['lag_p99_s']:.2f}"]
+                     if b else ["-", "-", "-", "-", "-"]))
+    print(B.table("11. Server capacity: the largest sustained budget with 0 lost, 0 5xx, "
+            "p99 delivery lag < one period",
+            ["server", "collectors", "budget rows/s", "period s", "rows/s stored",
+             "lag p50 s", "lag p99 s"], rows,
+            note="each step doubles the budget from a 16 s period until one fails "
+                 "(the failing step is in --json); the load generator shares the machine"))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
