@@ -57,6 +57,31 @@ STOP_TIMEOUT = 60
 SERVER_ERROR = re.compile(r'"POST /api/2\.0/mlflow/runs/log-batch HTTP/1\.1" 5\d\d')
 
 
+def read_back(postgres, uri, run_id, total, n):
+    """(run, {key: [(step, ts, value)]}): every point of the run from the server's
+    store in one query (postgres_server's database, conftest.py; 2816 get-history
+    requests took 1-2 minutes on the loaded 2-core machine), checked: what the
+    REST API lists is what the store holds, `total` points, every rank of n,
+    every series' steps contiguous from 0."""
+    run = get_run(uri, run_id)
+    keys = {m["key"] for m in run["data"]["metrics"]}
+    hist = {}
+    with psycopg2.connect(host="127.0.0.1", port=postgres.port, user="postgres",
+                          dbname="mlflow") as db, db.cursor() as cur:
+        cur.execute("SELECT key, step, timestamp, value FROM metrics WHERE run_uuid = %s",
+                    (run_id,))
+        for key, step, ts, value in cur.fetchall():
+            hist.setdefault(key, []).append((step, ts, value))
+    db.close()
+    assert set(hist) == keys
+    assert sum(len(h) for h in hist.values()) == total
+    assert {k.rsplit("/", 1)[1] for k in hist} == {f"rank{r}" for r in range(n)}
+    for key, h in hist.items():
+        steps = sorted(s for s, _, _ in h)
+        assert steps == list(range(len(steps))), (key, steps)  # contiguous from 0
+    return run, hist
+
+
 def server_log(tmp_path_factory):
     """The log of conftest's postgres_server (its directory mlflow-pgN)."""
     logs = glob.glob(os.path.join(str(tmp_path_factory.getbasetemp()), "mlflow-pg[0-9]*",
@@ -106,25 +131,8 @@ def test_256_collectors_record_3_minutes_and_stop_together_on_postgres(
         errors = SERVER_ERROR.findall(f.read())
     assert not errors, f"{len(errors)} log-batch requests answered 5xx (pool timeout?): {log}"
 
-    run = get_run(uri, run_id)
-    keys = {m["key"] for m in run["data"]["metrics"]}
-    # every point of the run from the server's store in one query: 2816 get-history
-    # requests took 1-2 minutes on the loaded 2-core machine (postgres_server's
-    # database, conftest.py)
-    hist = {}
-    with psycopg2.connect(host="127.0.0.1", port=postgres.port, user="postgres",
-                          dbname="mlflow") as db, db.cursor() as cur:
-        cur.execute("SELECT key, step, timestamp, value FROM metrics WHERE run_uuid = %s",
-                    (run_id,))
-        for key, step, ts, value in cur.fetchall():
-            hist.setdefault(key, []).append((step, ts, value))
-    db.close()
-    assert set(hist) == keys            # what the REST API lists is what the store holds
-    assert sum(len(h) for h in hist.values()) == total
-    assert {k.rsplit("/", 1)[1] for k in hist} == {f"rank{r}" for r in range(n)}
-    for key, h in hist.items():
-        steps = sorted(s for s, _, _ in h)
-        assert steps == list(range(len(steps))), (key, steps)  # contiguous from 0
+    run, hist = read_back(postgres, uri, run_id, total, n)
+    keys = set(hist)
     last = [max(ts for _, ts, _ in h) / 1000 for h in hist.values()]
 
     tags = tags_of(run)

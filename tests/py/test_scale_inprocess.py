@@ -22,19 +22,17 @@ beside its 1024-thread load generator on 2 cores did not take it.  Whether
 the server or the machine is the limit is what bench/server_capacity.py at
 256 and 1024 collectors must tell (not yet measured; bench/README.md).
 """
-import glob
 import json
 import os
-import re
 import subprocess
 import time
 
-import psycopg2
 import pytest
 
 from test_one_path import closing, CLOSING
-from runread import get_run, new_run, tags_of
+from runread import new_run, tags_of
 from test_report import cli_report, report_env
+from test_scale import SERVER_ERROR, read_back, server_log
 
 pytestmark = [pytest.mark.scale, pytest.mark.postgres]
 
@@ -42,17 +40,6 @@ COLLECTORS = 128
 BUDGET = 64               # rows/s: 128 x 11 series / 64 = a 22 s period
 SECONDS = 80              # recording, after the last collector started: 3 windows and more
 STOP_TIMEOUT = 60
-SERVER_ERROR = re.compile(r'"POST /api/2\.0/mlflow/runs/log-batch HTTP/1\.1" 5\d\d')
-
-
-def server_log(tmp_path_factory):
-    """The log of conftest's postgres_server (its directory mlflow-pgN)."""
-    logs = glob.glob(os.path.join(str(tmp_path_factory.getbasetemp()), "mlflow-pg[0-9]*",
-                                  "server.log"))
-    assert len(logs) == 1, logs
-    return logs[0]
-
-
 def driver():
     return os.path.join(os.environ["SCOPEMETER_BUILD"], "tests", "many_collectors")
 
@@ -86,24 +73,8 @@ def test_collectors_in_one_process_record_windows_and_stop_together_on_postgres(
         errors = SERVER_ERROR.findall(f.read())
     assert not errors, f"{len(errors)} log-batch requests answered 5xx (pool timeout?): {log}"
 
-    run = get_run(uri, run_id)
-    keys = {m["key"] for m in run["data"]["metrics"]}
-    # every point of the run from the server's store in one query (postgres_server's
-    # database, conftest.py): get-history per series would take minutes
-    hist = {}
-    with psycopg2.connect(host="127.0.0.1", port=postgres.port, user="postgres",
-                          dbname="mlflow") as db, db.cursor() as cur:
-        cur.execute("SELECT key, step, timestamp, value FROM metrics WHERE run_uuid = %s",
-                    (run_id,))
-        for key, step, ts, value in cur.fetchall():
-            hist.setdefault(key, []).append((step, ts, value))
-    db.close()
-    assert set(hist) == keys            # what the REST API lists is what the store holds
-    assert sum(len(h) for h in hist.values()) == total
-    assert {k.rsplit("/", 1)[1] for k in hist} == {f"rank{r}" for r in range(n)}
-    for key, h in hist.items():
-        steps = sorted(s for s, _, _ in h)
-        assert steps == list(range(len(steps))), (key, steps)  # contiguous from 0
+    run, hist = read_back(postgres, uri, run_id, total, n)
+    keys = set(hist)
     assert min(len(h) for h in hist.values()) >= 3, "fewer than 3 windows"
 
     tags = tags_of(run)
