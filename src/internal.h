@@ -234,9 +234,10 @@ typedef struct sm_point {
 #define SM_RANK_OWN (-1)
 
 /* every series of one sample: 19 + 15 per GPU, up to 64 GPUs, + at most 512
- * gpu_*_process_memory_megabytes (coll_gpu.c asserts it), + 3 per process
- * tree, the own and up to 63 siblings' (coll_proc.c): 1683 */
-#define SM_POINTS_MAX 1792
+ * gpu_*_process_memory_megabytes of NVIDIA's (coll_gpu.c asserts it) and 256
+ * of AMD's (coll_amdgpu.c), + 3 per process tree, the own and up to 63
+ * siblings' (coll_proc.c): 1939 */
+#define SM_POINTS_MAX 2048
 typedef struct sm_points {
     size_t n;
     size_t nonfinite;   /* values skipped because NaN/inf is not JSON */
