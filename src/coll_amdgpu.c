@@ -14,6 +14,9 @@
  *                                   millidegrees / 1000
  *   gpu_i_sm_clock_megahertz        device/pp_dpm_sclk, the level marked current
  *   gpu_i_memory_clock_megahertz    device/pp_dpm_mclk, likewise
+ *   gpu_i_process_memory_megabytes  per recorded rank: the VRAM of the DRM
+ *                                   clients of that rank's processes, from
+ *                                   /proc/PID/fdinfo (below), MiB-exact / 10^6
  * (Documentation/gpu/amdgpu/driver-misc.rst, thermal.rst: gpu_busy_percent,
  * mem_info_vram_*, hwmon power1_average/power1_cap in microWatts, temp*_input
  * in millidegrees Celsius, pp_dpm_* "the current level is marked with a *".)
@@ -36,6 +39,22 @@
  *      NVML indices (0 without NVIDIA): a node with both vendors records
  *      both, never under the same key.
  *
+ * Who holds each card's VRAM (docs/gpu.md, "Who holds the GPU's memory"):
+ * every process this pid namespace shows is looked at; its fds that link to
+ * /dev/dri/ are read in /proc/PID/fdinfo, whose DRM client usage stats
+ * (Documentation/gpu/drm-usage-stats.rst) give drm-driver, drm-pdev (the
+ * PCI slot, matched to the card's device/uevent PCI_SLOT_NAME), drm-client-id
+ * and the client's VRAM (drm-resident-vram; drm-memory-vram before 6.14,
+ * where the document made it its alias; else drm-total-vram).  Several fds
+ * share one client (dup, fork, the ROCr runtime's own open): a client is
+ * counted once per sample by (card, drm-client-id).  A process is the own
+ * rank's when its parent chain reaches this process or its RANK (environ)
+ * is ours; another rank's by its RANK; else unranked.  Unlike NVML, fdinfo
+ * shows only this pid namespace's processes: memory of another container
+ * is not seen (no foreign verdict on AMD).  A client without a VRAM key (a
+ * kernel before the memory keys, 5.19..6.0's amdgpu) drops the series with
+ * one line.
+ *
  * Files are kept open and re-read with pread.  A file missing at open drops
  * its metric for that device (one line at open, devices grouped); a read
  * that fails while sampling skips that value, one line per streak.  Values
@@ -53,6 +72,11 @@
 #include "parse.h"
 
 #define AMD_MAX 64 /* render nodes considered; keys beyond gpu_63 do not exist */
+#define AMD_RANKS_MAX 64       /* ranks recorded (coll_proc's trees) */
+#define AMD_PROC_POINTS_MAX 256 /* gpu_*_process_memory_megabytes points a sample */
+#define AMD_CLIENTS 1024       /* DRM clients counted a sample */
+#define AMD_FD_MAX 4096        /* fds looked at per process */
+#define AMD_KEY_PROC 15        /* sm__gpu_keys: gpu_i_process_memory_megabytes */
 
 enum { F_BUSY, F_VRAM_USED, F_POWER, F_CAP, F_TEMP, F_SCLK, F_MCLK, F_N };
 static const char *const f_label[F_N] = {"utilization_percentage", "memory_usage_*",
@@ -70,14 +94,29 @@ struct amd_dev {
     int failing;            /* a read failed; said once, cleared on success */
     uint64_t vram_total;
     char uid[40];           /* device/unique_id, "" when absent */
+    char pdev[32];          /* PCI_SLOT_NAME of device/uevent: drm-pdev; "" unknown */
     const char *power_file; /* "power1_average" or "power1_input" */
     char src[F_N][128];     /* the sources probe shows */
+};
+
+/* Who holds the VRAM: the state of the fdinfo scan. */
+struct amd_procs {
+    sm_ctx ctx;            /* the sysroot, for /proc */
+    int on;                /* the series is recorded */
+    int self_pid, own_rank, rank0, nranks;
+    int failing;           /* /proc could not be listed: said once */
+    size_t nclients;
+    struct { unsigned dev; uint64_t id; } client[AMD_CLIENTS];
+    double mb[AMD_MAX][AMD_RANKS_MAX];
+    char fdinfo[4096];
+    char env[65536];       /* /proc/PID/environ (RANK) */
 };
 
 struct amdgpu {
     size_t n;
     struct amd_dev dev[AMD_MAX];
     char buf[512]; /* a pp_dpm_* file lists every level */
+    struct amd_procs pr;
 };
 
 /* ---- small helpers ---------------------------------------------------------- */
@@ -114,7 +153,7 @@ static int name_number(const char *name, const char *prefix, unsigned *out)
     if (strncmp(name, prefix, pl) != 0 || !isdigit((unsigned char)name[pl]))
         return 0;
     v = strtoul(name + pl, &end, 10);
-    if (*end || v > 1000000)
+    if (*end || v > 4194304) /* the kernel's PID_MAX_LIMIT on 64 bits: pids too */
         return 0;
     *out = (unsigned)v;
     return 1;
@@ -383,6 +422,219 @@ static void say_drops(const struct amdgpu *g, int drop[][F_N], const int *no_hwm
     }
 }
 
+/* ---- who holds the VRAM: DRM fdinfo ----------------------------------------- */
+
+/* The rank a process counts for: ours when its parent chain reaches this
+ * process, else its RANK; -1 when it has none (unranked). */
+static int pid_rank(struct amd_procs *pr, int pid)
+{
+    char path[64], buf[1024];
+    int p = pid, fd, r;
+    ssize_t n;
+
+    for (int depth = 0; depth < 64 && p > 1; depth++) {
+        sm_pid_stat st;
+        if (p == pr->self_pid)
+            return pr->own_rank;
+        snprintf(path, sizeof path, "/proc/%d/stat", p);
+        n = sm__read_file(&pr->ctx, path, buf, sizeof buf);
+        if (n < 0 || sm__parse_pid_stat(buf, (size_t)n, &st) != 0)
+            break;
+        p = st.ppid;
+    }
+    snprintf(path, sizeof path, "/proc/%d/environ", pid);
+    if ((fd = sm__open(&pr->ctx, path)) < 0)
+        return -1;
+    n = pread(fd, pr->env, sizeof pr->env, 0); /* a cut read keeps its start */
+    close(fd);
+    return n > 0 && sm__environ_int(pr->env, (size_t)n, "RANK", &r) == 0 ? r : -1;
+}
+
+/* 1 when the client was counted already this sample; else records it. */
+static int seen_client(struct amd_procs *pr, unsigned dev, uint64_t id)
+{
+    for (size_t i = 0; i < pr->nclients; i++)
+        if (pr->client[i].dev == dev && pr->client[i].id == id)
+            return 1;
+    if (pr->nclients < AMD_CLIENTS) {
+        pr->client[pr->nclients].dev = dev;
+        pr->client[pr->nclients].id = id;
+        pr->nclients++;
+    }
+    return 0;
+}
+
+/* One process's DRM clients of the container's cards, added to pr->mb.
+ * -ENODATA when a client of ours has no VRAM key. */
+static int scan_pid(struct amdgpu *g, int pid)
+{
+    struct amd_procs *pr = &g->pr;
+    char path[80], full[SM_PATH_MAX], link[64];
+    int rank = -2, rc = 0; /* -2: not looked up yet (once per process) */
+    struct dirent *e;
+    DIR *d;
+
+    snprintf(path, sizeof path, "/proc/%d/fd", pid);
+    if (sm__path(&pr->ctx, path, full, sizeof full) < 0 || !(d = opendir(full)))
+        return 0; /* gone, or not ours to see */
+    for (int k = 0; (e = readdir(d)) != NULL && k < AMD_FD_MAX; k++) {
+        sm_drm_fdinfo fi;
+        unsigned fd;
+        ssize_t n;
+        size_t i;
+
+        if (!name_number(e->d_name, "", &fd))
+            continue;
+        snprintf(path, sizeof path, "/proc/%d/fd/%u", pid, fd);
+        if (sm__path(&pr->ctx, path, full, sizeof full) < 0 ||
+            (n = readlink(full, link, sizeof link - 1)) < 0)
+            continue;
+        link[n] = '\0';
+        if (strncmp(link, "/dev/dri/", 9) != 0)
+            continue; /* one readlink first: most fds are files and sockets */
+        snprintf(path, sizeof path, "/proc/%d/fdinfo/%u", pid, fd);
+        n = sm__read_file(&pr->ctx, path, pr->fdinfo, sizeof pr->fdinfo);
+        if (n < 0 || sm__parse_drm_fdinfo(pr->fdinfo, (size_t)n, &fi) != 0 ||
+            strcmp(fi.driver, "amdgpu") != 0)
+            continue;
+        for (i = 0; i < g->n; i++)
+            if (g->dev[i].pdev[0] && strcmp(g->dev[i].pdev, fi.pdev) == 0)
+                break;
+        if (i == g->n)
+            continue; /* a card this container was not given, or no drm-pdev */
+        if (fi.vram_key == SM_DRM_VRAM_NONE) {
+            rc = -ENODATA;
+            continue;
+        }
+        /* no drm-client-id (before 5.19): one client per process and card */
+        if (seen_client(pr, (unsigned)i, fi.has_client_id ? fi.client_id
+                                                          : (UINT64_C(1) << 63) | (unsigned)pid))
+            continue;
+        if (rank == -2)
+            rank = pid_rank(pr, pid);
+        if (rank >= pr->rank0 && rank < pr->rank0 + pr->nranks)
+            pr->mb[i][rank - pr->rank0] += (double)fi.vram_bytes / 1e6;
+    }
+    closedir(d);
+    return rc;
+}
+
+/* Every process of the pid namespace, once a sample; emits the series. */
+static void procs_sample(struct amdgpu *g, sm_points *out)
+{
+    static const char src[] = "/proc/PID/fdinfo (drm-resident-vram)";
+    struct amd_procs *pr = &g->pr;
+    char full[SM_PATH_MAX];
+    struct dirent *e;
+    int missing = 0;
+    DIR *d;
+
+    if (!pr->on)
+        return;
+    for (size_t i = 0; i < g->n; i++)
+        memset(pr->mb[i], 0, sizeof pr->mb[i]);
+    pr->nclients = 0;
+    if (sm__path(&pr->ctx, "/proc", full, sizeof full) < 0 || !(d = opendir(full))) {
+        if (!pr->failing)
+            sm__log(SM_WARN, "amdgpu: cannot list /proc (%s): gpu_*_process_memory_megabytes "
+                    "skipped until it can", strerror(errno));
+        pr->failing = 1;
+        return;
+    }
+    while ((e = readdir(d)) != NULL) {
+        unsigned pid;
+        if (name_number(e->d_name, "", &pid) && scan_pid(g, (int)pid) == -ENODATA)
+            missing = 1;
+    }
+    closedir(d);
+    if (pr->failing)
+        sm__log(SM_INFO, "amdgpu: /proc can be listed again");
+    pr->failing = 0;
+    if (missing) {
+        sm__log(SM_WARN, "amdgpu: gpu_*_process_memory_megabytes dropped: this kernel's DRM "
+                "fdinfo has no drm-resident-vram, drm-memory-vram or drm-total-vram "
+                "(Documentation/gpu/drm-usage-stats.rst; its other GPU series go on)");
+        pr->on = 0;
+        return;
+    }
+    for (size_t i = 0; i < g->n; i++)
+        for (int r = 0; r < pr->nranks; r++) {
+            int rk = pr->rank0 + r;
+            if (rk == pr->own_rank)
+                sm__emit(out, g->dev[i].key[AMD_KEY_PROC], pr->mb[i][r], "MB", src,
+                         SM_AGG_MEAN);
+            else
+                sm__emit_rank(out, rk, g->dev[i].key[AMD_KEY_PROC], pr->mb[i][r], "MB", src,
+                              SM_AGG_MEAN);
+        }
+}
+
+/* The card's PCI slot (device/uevent PCI_SLOT_NAME, drivers/pci/pci-driver.c
+ * pci_uevent): what drm-pdev names. */
+static void read_pdev(const sm_ctx *ctx, struct amd_dev *d)
+{
+    char abs[96], buf[512];
+    const char *p, *q;
+
+    d->pdev[0] = '\0';
+    snprintf(abs, sizeof abs, "/sys/class/drm/card%u/device/uevent", d->card);
+    if (read_small(ctx, abs, buf, sizeof buf) < 0 || !(p = strstr(buf, "PCI_SLOT_NAME=")))
+        return;
+    p += 14;
+    for (q = p; *q && *q != '\n' && q - p < (int)sizeof d->pdev - 1; q++)
+        ;
+    memcpy(d->pdev, p, (size_t)(q - p));
+    d->pdev[q - p] = '\0';
+}
+
+/* The ranks recorded (as coll_gpu.c's: its own; under all_workers, local
+ * rank 0's collector the pod's R .. R+LOCAL_WORLD_SIZE-1), the cards' PCI
+ * slots, this process's pid.  What keeps the series away goes to note. */
+static void procs_open(struct amdgpu *g, const sm_ctx *ctx, char *note, size_t cap)
+{
+    struct amd_procs *pr = &g->pr;
+    char path[SM_PATH_MAX], link[64];
+    int want = 1, fit, slots = 0;
+    ssize_t n;
+    DIR *d;
+
+    pr->ctx = *ctx;
+    pr->ctx.rec_key = NULL; /* not kept beyond open */
+    pr->own_rank = pr->rank0 = ctx->id.rank >= 0 ? ctx->id.rank : 0;
+    pr->self_pid = -1;
+    pr->on = 0;
+    if (sm__path(ctx, "/proc/self", path, sizeof path) == 0 &&
+        (n = readlink(path, link, sizeof link - 1)) > 0) {
+        link[n] = '\0';
+        pr->self_pid = atoi(link);
+    }
+    if (ctx->all_workers && ctx->id.local_rank == 0 && ctx->id.local_world_size > 1 &&
+        !ctx->id.invalid[0])
+        want = ctx->id.local_world_size < AMD_RANKS_MAX ? ctx->id.local_world_size
+                                                        : AMD_RANKS_MAX;
+    fit = AMD_PROC_POINTS_MAX / (int)g->n;
+    pr->nranks = want < fit ? want : fit;
+    for (size_t i = 0; i < g->n; i++) {
+        read_pdev(ctx, &g->dev[i]);
+        slots += g->dev[i].pdev[0] != '\0';
+    }
+    if (!slots) {
+        sm__line_join(note, cap, "gpu_*_process_memory_megabytes dropped: no PCI_SLOT_NAME in "
+                      "device/uevent to match drm-pdev");
+        return;
+    }
+    if (sm__path(ctx, "/proc", path, sizeof path) < 0 || !(d = opendir(path))) {
+        sm__line_join(note, cap, "gpu_*_process_memory_megabytes dropped: cannot list /proc");
+        return;
+    }
+    closedir(d);
+    if (pr->nranks < want)
+        sm__line_join(note, cap, "gpu_*_process_memory_megabytes recorded for ranks %d..%d of "
+                      "%d (at most %d points a sample)", pr->rank0, pr->rank0 + pr->nranks - 1,
+                      pr->rank0 + want - 1, AMD_PROC_POINTS_MAX);
+    pr->on = 1;
+}
+
 static int amd_open(void *state, const sm_ctx *ctx, sm_opened *res)
 {
     struct amdgpu *g = state;
@@ -451,6 +703,7 @@ static int amd_open(void *state, const sm_ctx *ctx, sm_opened *res)
             len += (size_t)w;
     }
     say_drops(g, drop, no_hwmon, drops, sizeof drops);
+    procs_open(g, ctx, drops, sizeof drops);
     free(drop);
     free(no_hwmon);
 
@@ -552,14 +805,16 @@ static int amd_sample(void *state, sm_points *out, char *msg, size_t msglen)
             d->failing = 0;
         }
     }
+    procs_sample(g, out);
     return 0; /* a value that failed was said; the others go on */
 }
 
 const sm_collector_ops sm__coll_amdgpu = {
     .name = "amdgpu",
-    /* 8 per device, fewer than NVIDIA's; a GPU is counted once, by the row
-     * that counts devices, in sm__collectors_series (plan's gpus_per_worker counts both) */
-    .series_per_device = 8,
+    /* 9 per device (the own rank's process memory among them), fewer than
+     * NVIDIA's; a GPU is counted once, by the row that counts devices, in
+     * sm__collectors_series (plan's gpus_per_worker counts both) */
+    .series_per_device = 9,
     .status_tag = "gpu",
     .gpu = true,
     .counts_devices = false,

@@ -186,10 +186,14 @@ SM_HIDDEN int sm__env_number(const char *name, const sm_num_spec *spec, double *
 
 /* Lines gathered while opening (probe shows them, the monitor prints them). */
 #define SM_NOTES_MAX 24
+/* A note's room: the whole line a collector's open says (an old driver's GPU
+ * note names every field it lacks and why, 600+ characters on the minimal
+ * fake NVML); the log line adds its prefix (log.c). */
+#define SM_NOTE_LINE 2048
 typedef struct sm_notes {
     size_t n;
     int level[SM_NOTES_MAX];
-    char line[SM_NOTES_MAX][320];
+    char line[SM_NOTES_MAX][SM_NOTE_LINE];
 } sm_notes;
 SM_HIDDEN void sm__note(sm_notes *notes, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -230,9 +234,10 @@ typedef struct sm_point {
 #define SM_RANK_OWN (-1)
 
 /* every series of one sample: 19 + 15 per GPU, up to 64 GPUs, + at most 512
- * gpu_*_process_memory_megabytes (coll_gpu.c asserts it), + 3 per process
- * tree, the own and up to 63 siblings' (coll_proc.c): 1683 */
-#define SM_POINTS_MAX 1792
+ * gpu_*_process_memory_megabytes of NVIDIA's (coll_gpu.c asserts it) and 256
+ * of AMD's (coll_amdgpu.c), + 3 per process tree, the own and up to 63
+ * siblings' (coll_proc.c): 1939 */
+#define SM_POINTS_MAX 2048
 typedef struct sm_points {
     size_t n;
     size_t nonfinite;   /* values skipped because NaN/inf is not JSON */
@@ -292,7 +297,7 @@ SM_HIDDEN void sm__build_note_nvml(const char *driver);
  * "none: no /dev/nvidia device", "v2 /kubepods/... mem=56.0GiB cpu=16.0"),
  * set whether or not the collector attached. */
 typedef struct sm_opened {
-    char msg[320];
+    char msg[SM_NOTE_LINE];
     char status[400];
     /* GPU key indices (gpu_<i>_*) across vendors: in, the first index this
      * collector may use (collectors.c passes one past the previous GPU

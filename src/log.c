@@ -58,7 +58,7 @@ void sm__log_thread_hook(const sm__log_hook *hook, sm__log_hook *prev)
 
 void sm__vlog(int level, const char *fmt, va_list ap)
 {
-    char line[1024];
+    char line[SM_NOTE_LINE + 64]; /* a whole note and the prefix */
     const char *prefix = level == SM_WARN ? "warning: " : "";
     const struct handler *h = atomic_load(&log_handler);
     int api = level == SM_WARN ? SM_LOG_WARNING : SM_LOG_INFO;

@@ -106,6 +106,25 @@ SM_HIDDEN void sm__visible_walk(const char *list, sm_visible_match match, void *
  * -ENOENT when no line is marked, -EINVAL on a line of another shape. */
 SM_HIDDEN int sm__parse_pp_dpm(const char *buf, size_t len, uint64_t *mhz);
 
+/* /proc/PID/fdinfo/FD of a DRM file (Documentation/gpu/drm-usage-stats.rst):
+ * the keys the per-process VRAM needs.  0 with out filled when the file has
+ * drm-driver; -ENOENT when it has not (not a DRM file: most fds); -EINVAL
+ * when a key it reads has a value of another shape; -ERANGE when the bytes
+ * overflow.  vram_key says which key gave vram_bytes: drm-resident-vram
+ * first (what is in VRAM now), else the older drm-memory-vram, else
+ * drm-total-vram; SM_DRM_VRAM_NONE when none (a kernel before the memory
+ * keys, or a driver without a VRAM region). */
+enum { SM_DRM_VRAM_NONE, SM_DRM_VRAM_RESIDENT, SM_DRM_VRAM_MEMORY, SM_DRM_VRAM_TOTAL };
+typedef struct sm_drm_fdinfo {
+    char driver[32];       /* drm-driver, cut to fit */
+    char pdev[32];         /* drm-pdev ("0000:0b:00.0"), "" when absent */
+    uint64_t client_id;
+    int has_client_id;
+    uint64_t vram_bytes;
+    int vram_key;
+} sm_drm_fdinfo;
+SM_HIDDEN int sm__parse_drm_fdinfo(const char *buf, size_t len, sm_drm_fdinfo *out);
+
 /* ---- cgroup files (parse_cgroup.c) -------------------------------------------
  * Iterators: *pos starts at 0; each call returns 1 with the next entry, 0 at
  * the end, -EINVAL on a malformed line (*pos is then left at that line).

@@ -80,7 +80,9 @@ static void test_fixtures(void)
     CHECK_EQ_STR(r.res.status, "amdgpu sysfs, 1 device (renderD129=card1 as gpu_0)");
     CHECK_EQ_INT(r.res.gpu_index_next, 1);
     CHECK_EQ_INT(sample(s, &r), 0);
-    CHECK_EQ_INT(r.pts.n, (size_t)sm__coll_amdgpu.series_per_device);
+    /* the fixtures have no /proc: all but the process memory (tests/py/test_amdgpu.py
+     * gives a /proc and checks that one) */
+    CHECK_EQ_INT(r.pts.n, (size_t)sm__coll_amdgpu.series_per_device - 1);
     p = point(&r, "gpu_0_utilization_percentage");
     CHECK(p && p->value == 88.0 && strcmp(p->unit, "percent") == 0);
     p = point(&r, "gpu_0_power_usage_watts");
@@ -96,7 +98,8 @@ static void test_fixtures(void)
     CHECK_EQ_INT(r.rc, 0);
     CHECK_EQ_INT(r.res.gpu_index_next, 4);
     CHECK_EQ_STR(r.res.msg, "amdgpu: renderD128=card0 as gpu_2, renderD129=card1 as gpu_3 "
-                            "(indices after NVIDIA's 2)");
+                            "(indices after NVIDIA's 2); gpu_*_process_memory_megabytes "
+                            "dropped: cannot list /proc");
     CHECK_EQ_INT(sample(s, &r), 0);
     CHECK(point(&r, "gpu_2_utilization_percentage") != NULL);
     CHECK(point(&r, "gpu_3_power_usage_percentage") != NULL);
@@ -139,7 +142,8 @@ static void test_fixtures(void)
     s = open_fx("amd-with-nvidia-card", 0, &r);
     CHECK_EQ_INT(r.rc, 0);
     CHECK_EQ_STR(r.res.msg, "amdgpu: renderD129=card1 as gpu_0; skipped renderD128: vendor "
-                            "0x10de, not AMD");
+                            "0x10de, not AMD; gpu_*_process_memory_megabytes dropped: cannot "
+                            "list /proc");
     close_coll(s);
 
     /* no render node: absent without a word */

@@ -286,5 +286,36 @@ int main(void)
     CHECK_EQ_INT(sm__parse_pp_dpm(S("0: 96Ghz *\n"), &v), -EINVAL);
     CHECK_EQ_INT(sm__parse_pp_dpm(S("garbage\n"), &v), -EINVAL);
 
+    /* DRM fdinfo (drm-usage-stats.rst): an amdgpu client of kernel 6.14+,
+     * one of before 6.11 (drm-memory-vram only), a pipe's fdinfo, bad values */
+    {
+        sm_drm_fdinfo fi;
+        CHECK_EQ_INT(sm__parse_drm_fdinfo(S("pos:\t0\nflags:\t02100002\nmnt_id:\t25\n"
+            "drm-driver:\tamdgpu\ndrm-client-id:\t42\ndrm-pdev:\t0000:0b:00.0\n"
+            "pasid:\t32770\ndrm-total-vram:\t4096 KiB\ndrm-shared-vram:\t0\n"
+            "drm-resident-vram:\t3072 KiB\ndrm-memory-vram:\t3072 KiB\n"
+            "drm-engine-gfx:\t1000 ns\n"), &fi), 0);
+        CHECK(strcmp(fi.driver, "amdgpu") == 0 && strcmp(fi.pdev, "0000:0b:00.0") == 0);
+        CHECK(fi.has_client_id && fi.client_id == 42);
+        CHECK(fi.vram_key == SM_DRM_VRAM_RESIDENT && fi.vram_bytes == 3072 * 1024);
+        CHECK_EQ_INT(sm__parse_drm_fdinfo(S("drm-driver: amdgpu\ndrm-pdev: 0000:0c:00.0\n"
+            "drm-client-id: 7\ndrm-memory-vram: 12 MiB\ndrm-memory-gtt: 3 MiB\n"), &fi), 0);
+        CHECK(fi.vram_key == SM_DRM_VRAM_MEMORY && fi.vram_bytes == 12u << 20);
+        CHECK_EQ_INT(sm__parse_drm_fdinfo(S("drm-driver: amdgpu\ndrm-total-vram: 100\n"), &fi),
+                     0);
+        CHECK(fi.vram_key == SM_DRM_VRAM_TOTAL && fi.vram_bytes == 100 && !fi.has_client_id);
+        /* a kernel before the memory keys: the client, no VRAM */
+        CHECK_EQ_INT(sm__parse_drm_fdinfo(S("drm-driver: amdgpu\ndrm-client-id: 3\n"), &fi), 0);
+        CHECK(fi.vram_key == SM_DRM_VRAM_NONE && fi.pdev[0] == '\0');
+        CHECK_EQ_INT(sm__parse_drm_fdinfo(S("pos:\t0\nflags:\t02\nmnt_id:\t15\nino:\t9\n"),
+                                          &fi), -ENOENT);
+        CHECK_EQ_INT(sm__parse_drm_fdinfo(S("drm-driver: amdgpu\ndrm-resident-vram: 5 GiB\n"),
+                                          &fi), -EINVAL);
+        CHECK_EQ_INT(sm__parse_drm_fdinfo(S("drm-driver: amdgpu\ndrm-client-id: 5 KiB\n"), &fi),
+                     -EINVAL);
+        CHECK_EQ_INT(sm__parse_drm_fdinfo(S("drm-driver: amdgpu\n"
+            "drm-resident-vram: 18446744073709551615 KiB\n"), &fi), -ERANGE);
+    }
+
     return CHECK_DONE();
 }

@@ -276,6 +276,12 @@ static void p_cpuset(const char *b, size_t n)
     EXPECT(!bad_rc(sm__parse_cpulist(b, n, &c)));
 }
 
+static void p_drm_fdinfo(const char *b, size_t n)
+{
+    sm_drm_fdinfo fi;
+    EXPECT(!bad_rc(sm__parse_drm_fdinfo(b, n, &fi)));
+}
+
 static const struct {
     const char *target;
     parse_fn fn;
@@ -284,7 +290,7 @@ static const struct {
     {"fuzz_net_dev", p_net_dev},         {"fuzz_kv", p_kv},
     {"fuzz_number", p_number},           {"fuzz_mountinfo", p_mountinfo},
     {"fuzz_proc_cgroup", p_proc_cgroup}, {"fuzz_cpu_max", p_cpu_max},
-    {"fuzz_cpuset", p_cpuset},
+    {"fuzz_cpuset", p_cpuset},           {"fuzz_drm_fdinfo", p_drm_fdinfo},
 };
 
 static char *slurp(const char *path, size_t *len)

@@ -70,6 +70,10 @@ def check(out, want):
         assert got[k]["key"] == f"system/{k}/rank0"
 
 
+# the fixture machines have no /proc: no process is there to hold VRAM
+NO_PROC = "; gpu_*_process_memory_megabytes dropped: cannot list /proc"
+
+
 def amd_note(out):
     notes = [n for n in out["notes"] if n.startswith("amdgpu")]
     assert len(notes) <= 1, notes
@@ -85,7 +89,7 @@ def test_one_of_two_cards_given(probe_json):
     assert s["source"] == "/sys/class/drm/card1/device/hwmon/hwmon3/power1_average"
     tag = "amdgpu sysfs, 1 device (renderD129=card1 as gpu_0)"
     assert out["gpu"] == tag and out["tags"]["scopemeter.rank0.gpu"] == tag
-    assert amd_note(out) == "amdgpu: renderD129=card1 as gpu_0"
+    assert amd_note(out) == "amdgpu: renderD129=card1 as gpu_0" + NO_PROC
     # NVIDIA's "no /dev/nvidia device: gpu_* series absent" would contradict it
     assert not any("no /dev/nvidia device" in n for n in out["notes"])
 
@@ -144,14 +148,14 @@ def test_card_without_hwmon(probe_json):
     assert amd_series(out)["gpu_1_power_usage_watts"]["source"].endswith("/power1_input")
     assert amd_note(out) == ("amdgpu: renderD128=card0 as gpu_0, renderD129=card1 as gpu_1; "
                              "gpu_0_power_usage_* dropped: no hwmon directory; "
-                             "gpu_0_temperature_celsius dropped: no hwmon directory")
+                             "gpu_0_temperature_celsius dropped: no hwmon directory" + NO_PROC)
 
 
 def test_nvidia_card_in_drm_is_skipped(probe_json):
     out = probe_json(sysroot=fx("amd-with-nvidia-card"))
     check(out, expected(0, G.AMD_AFTER_NVIDIA))
     assert amd_note(out) == ("amdgpu: renderD129=card1 as gpu_0; skipped renderD128: "
-                             "vendor 0x10de, not AMD")
+                             "vendor 0x10de, not AMD" + NO_PROC)
 
 
 def test_no_render_node_says_nothing(probe_json, tmp_path):
@@ -201,7 +205,7 @@ def test_both_vendors(probe_json, tmp_path):
     assert out["gpu"] == ("nvml 550.54.15, 2 devices; amdgpu sysfs, 2 devices "
                           "(renderD128=card0 as gpu_2, renderD129=card1 as gpu_3)")
     assert amd_note(out) == ("amdgpu: renderD128=card0 as gpu_2, renderD129=card1 as gpu_3 "
-                             "(indices after NVIDIA's 2)")
+                             "(indices after NVIDIA's 2)" + NO_PROC)
 
 
 # ---- the oracle: AMD's rocm-smi on the same tree ------------------------------
@@ -254,3 +258,100 @@ def test_rocm_smi_agrees(tmp_path, probe_json):
                                   ("memory_clock", "mclk clock speed:")):
             assert ours[f"gpu_{i}_{ours_key}_megahertz"]["raw"] == float(
                 s[smi_key].strip("()").lower().removesuffix("mhz"))
+
+
+# ---- who holds the VRAM: DRM fdinfo (Documentation/gpu/drm-usage-stats.rst) ----
+
+MIB = 1 << 20
+
+
+def fdinfo(pdev, client, vram_mib, keys=("drm-total-vram", "drm-resident-vram")):
+    """An amdgpu client's fdinfo as kernel 6.14 writes it (amdgpu_fdinfo.c
+    and drm_print_memory_stats); keys=(): a kernel before the memory keys."""
+    text = (f"pos:\t0\nflags:\t02100002\nmnt_id:\t25\nino:\t1027\ndrm-driver:\tamdgpu\n"
+            f"drm-client-id:\t{client}\ndrm-pdev:\t{pdev}\npasid:\t{32768 + client}\n")
+    for k in keys:
+        text += f"{k}:\t{vram_mib * 1024} KiB\n"
+    return text + "drm-memory-gtt:\t2048 KiB\ndrm-engine-gfx:\t123456 ns\n"
+
+
+def fake_process(root, pid, ppid, rank, fds):
+    """/proc/PID with stat, environ (RANK when rank is not None) and fds:
+    {fd: (link target, fdinfo text or None)}."""
+    p = root / "proc" / str(pid)
+    (p / "fd").mkdir(parents=True)
+    (p / "fdinfo").mkdir()
+    (p / "stat").write_text(f"{pid} (python3) S {ppid} {pid} {pid} 0 -1 4194560 0 0 0 0 0 0 0 "
+                            "0 20 0 1 0 100 0 0 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 "
+                            "17 0 0 0 0 0 0\n")
+    (p / "environ").write_text("PATH=/usr/bin\0" + (f"RANK={rank}\0" if rank is not None else ""))
+    for fd, (target, info) in fds.items():
+        os.symlink(target, p / "fd" / str(fd))
+        (p / "fdinfo" / str(fd)).write_text(info or f"pos:\t0\nflags:\t02\nmnt_id:\t15\n")
+
+
+def holders_machine(tmp_path, self_pid, keys=("drm-total-vram", "drm-resident-vram")):
+    """Both MI250 cards given; processes: 100 (RANK=0) holding card0 through
+    two fds of one client, its DataLoader worker 101 (no RANK), 200 (RANK=1)
+    with a stray context on card0 and its own on card1 plus a card of the
+    node not given here, 300 (no RANK, not ours) on card1, 400 without a GPU."""
+    m = tmp_path / "m"
+    shutil.copytree(fx("amd-two-cards"), m, symlinks=True)
+    c0, c1 = G.MI250_0["bdf"], G.MI250_1["bdf"]
+    d128, d129 = "/dev/dri/renderD128", "/dev/dri/renderD129"
+    fake_process(m, 100, 1, 0, {5: (d128, fdinfo(c0, 10, 2048, keys)),
+                                6: (d128, fdinfo(c0, 10, 2048, keys)),  # dup: one client
+                                7: ("socket:[4242]", None)})
+    fake_process(m, 101, 100, None, {3: (d128, fdinfo(c0, 11, 512, keys))})
+    fake_process(m, 200, 1, 1, {4: (d128, fdinfo(c0, 20, 256, keys)),
+                                5: (d129, fdinfo(c1, 21, 4096, keys)),
+                                6: ("/dev/dri/renderD130", fdinfo("0000:99:00.0", 22, 1000, keys))})
+    fake_process(m, 300, 1, None, {3: (d129, fdinfo(c1, 30, 100, keys))})
+    fake_process(m, 400, 1, 2, {0: ("/dev/null", None)})
+    os.symlink(str(self_pid), m / "proc" / "self")
+    return m
+
+
+def process_mb(out):
+    return {k: s["raw"] for k, s in amd_series(out).items() if "process_memory" in k}
+
+
+def test_process_memory_by_rank(probe_json, tmp_path):
+    """Rank 0 (this process, pid 100): its own client once and its worker's
+    on card0; rank 1's stray context on card0 and its memory on card1 are not
+    rank 0's, nor the unranked process's."""
+    m = holders_machine(tmp_path, 100)
+    out = probe_json(sysroot=m, env={"RANK": "0", "WORLD_SIZE": "2"})
+    assert process_mb(out) == pytest.approx({
+        "gpu_0_process_memory_megabytes": (2048 + 512) * MIB / 1e6,
+        "gpu_1_process_memory_megabytes": 0.0}, rel=1e-12)
+    s = amd_series(out)["gpu_0_process_memory_megabytes"]
+    assert s["key"] == "system/gpu_0_process_memory_megabytes/rank0" and s["unit"] == "MB"
+    assert amd_note(out) == ("amdgpu: renderD128=card0 as gpu_0, renderD129=card1 as gpu_1")
+    # rank 1 (this process is pid 400, no GPU): pid 200's by its RANK
+    out = probe_json(sysroot=holders_machine(tmp_path / "r1", 400),
+                     env={"RANK": "1", "WORLD_SIZE": "2"})
+    assert process_mb(out) == pytest.approx({
+        "gpu_0_process_memory_megabytes": 256 * MIB / 1e6,
+        "gpu_1_process_memory_megabytes": 4096 * MIB / 1e6}, rel=1e-12)
+
+
+@pytest.mark.parametrize("keys,mib", [(("drm-memory-vram",), 2048 + 512),   # before 6.14
+                                      (("drm-total-vram",), 2048 + 512)])
+def test_process_memory_older_keys(probe_json, tmp_path, keys, mib):
+    out = probe_json(sysroot=holders_machine(tmp_path, 100, keys), env={"RANK": "0"})
+    assert process_mb(out)["gpu_0_process_memory_megabytes"] == pytest.approx(mib * MIB / 1e6,
+                                                                              rel=1e-12)
+
+
+def test_process_memory_without_vram_keys_drops_only_it(probe_json, tmp_path):
+    """A kernel whose fdinfo has no memory keys: that series goes, with one
+    line; the cards' other series stay."""
+    out = probe_json(sysroot=holders_machine(tmp_path, 100, keys=()), env={"RANK": "0"})
+    assert process_mb(out) == {}
+    check(out, {**expected(0, G.MI250_0), **expected(1, G.MI250_1)})
+    lines = [ln for ln in out["_stderr"].splitlines() if "process_memory" in ln]
+    assert lines == ["scopemeter: warning: amdgpu: gpu_*_process_memory_megabytes dropped: this "
+                     "kernel's DRM fdinfo has no drm-resident-vram, drm-memory-vram or "
+                     "drm-total-vram (Documentation/gpu/drm-usage-stats.rst; its other GPU "
+                     "series go on)"]

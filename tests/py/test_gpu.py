@@ -346,13 +346,19 @@ def test_minimal_nvml_cannot_match_uuids(machine, lib, probe_json):
                                        "gpu_1_throttled_percentage",
                                        "gpu_1_throttled_power_percentage",
                                        "gpu_1_throttled_thermal_percentage"]
-    # the selection comes first; the line is at most 319 characters, a cut marked "..."
+    # the selection comes first, then every field the old driver lacks: the
+    # whole note (655 characters; it was cut at 319 once), nothing marked cut
     (note,) = [n for n in out["notes"] if n.startswith("gpu: ")]
-    assert note.startswith(
+    assert note == (
         "gpu: CUDA_VISIBLE_DEVICES='1,GPU-f4ce0000' narrows the logged GPUs to NVML index 1 "
         "(of 2); its entry 'GPU-f4ce0000' names no device (NVML lacks nvmlDeviceGetUUID) and "
-        "ends the list, as in CUDA; NVML lacks nvmlDeviceGetUtilizationRates: ")
-    assert note.endswith("...") and len(note) == 319
+        "ends the list, as in CUDA; NVML lacks nvmlDeviceGetUtilizationRates: "
+        "gpu_*_utilization_percentage dropped; NVML lacks nvmlDeviceGetEnforcedPowerLimit: "
+        "gpu_*_power_usage_percentage dropped; NVML lacks nvmlDeviceGetTemperature, "
+        "nvmlDeviceGetClockInfo, nvmlDeviceGetFieldValues, nvmlDeviceGetTotalEccErrors, "
+        "nvmlDeviceGetRemappedRows, nvmlDeviceGetRetiredPages, "
+        "nvmlDeviceGetComputeRunningProcesses_v3, the nvmlEventSet calls (no Xid events): "
+        "the gpu_* series and events they give are absent")
     out = probe_json(sysroot=root, env={"SCOPEMETER_NVML_LIBRARY": lib["minimal"],
                                         "FAKE_NVML_DEVICES": "2",
                                         "CUDA_VISIBLE_DEVICES": "GPU-f4ce0000"})
