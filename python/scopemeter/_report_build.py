@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 _GPU = re.compile(r"^gpu_(\d+)_(.+)$")
 _GPU_UTIL = re.compile(r"^gpu_\d+_utilization_percentage$")
+_GPU_SM_CLOCK = re.compile(r"^gpu_\d+_sm_clock_megahertz$")
+_GPU_TEMP = re.compile(r"^gpu_\d+_temperature_celsius$")
 
 # End tags the container collector writes at stop (docs/design.md §3).
 END_TAGS = ("oom_kill", "mem_peak_sampled_mb", "memory_peak_mb", "cpu_throttled_periods",
@@ -402,11 +404,19 @@ def rank_report(rank: int, data: RankData, tags: Tags, run: "Run", period_s: Opt
             s, "process_memory_megabytes")),
         "gpu_utilization_mean_percentage": r1(nums.mean(
             {"u": [p for name, ser in s.items() if _GPU_UTIL.match(name) for p in ser]}, "u")),
+        "gpu_throttled_max_percentage": None,  # from gpus[], below
+        "gpu_sm_clock_mean_megahertz": r1(nums.mean(
+            {"c": [p for name, ser in s.items() if _GPU_SM_CLOCK.match(name) for p in ser]}, "c")),
+        "gpu_temperature_mean_celsius": r1(nums.mean(
+            {"t": [p for name, ser in s.items() if _GPU_TEMP.match(name) for p in ser]}, "t")),
         "recorded_by_rank": recorder,
         "process_tree_only": tree_only,
         "verdict_codes": [],
         "verdicts": [],
     }
+    thr_known = [g["throttled_percentage"] for g in r["gpus"]
+                 if g["throttled_percentage"] is not None]
+    r["gpu_throttled_max_percentage"] = max(thr_known) if thr_known else None
     r["verdict_codes"], r["verdicts"] = rank_verdicts(r, period_s)
     return r
 

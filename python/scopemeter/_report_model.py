@@ -160,6 +160,9 @@ class RankReport(TypedDict):
     container_memory_growth_megabytes_per_hour: Optional[float]
     process_memory_growth_megabytes_per_hour: Optional[float]
     gpu_utilization_mean_percentage: Optional[float]
+    gpu_throttled_max_percentage: Optional[float]
+    gpu_sm_clock_mean_megahertz: Optional[float]
+    gpu_temperature_mean_celsius: Optional[float]
     recorded_by_rank: Optional[int]
     process_tree_only: bool
     verdict_codes: List[str]

@@ -91,8 +91,11 @@ def _gb(mb_per_h: float) -> str:
     return f"{mb / 1000:.1f} GB" if mb >= 1000 else f"{mb:.0f} MB"
 
 
-def _growth(what: str) -> Callable[[float, float, float, str], str]:
-    def text(x: float, med: float, floor: float, direction: str) -> str:
+Text = Callable[[float, float, float, str, RankReport], str]
+
+
+def _growth(what: str) -> Text:
+    def text(x: float, med: float, floor: float, direction: str, r: RankReport) -> str:
         did = f"grew {_gb(x)} an hour" if x >= 0 else f"shrank {_gb(x)} an hour"
         theirs = ("stayed flat" if abs(med) < floor else
                   f"grew {_gb(med)}" if med >= 0 else f"shrank {_gb(med)}")
@@ -102,27 +105,56 @@ def _growth(what: str) -> Callable[[float, float, float, str], str]:
     return text
 
 
-def _busy(what: str, of: str, low: str, high: str) -> Callable[[float, float, float, str], str]:
-    def text(x: float, med: float, floor: float, direction: str) -> str:
+def _busy(what: str, of: str, low: str, high: str) -> Text:
+    def text(x: float, med: float, floor: float, direction: str, r: RankReport) -> str:
         return (f"{what} {x:.0f} % busy{of} while the job's median is {med:.0f} %: "
                 f"{low if direction == 'low' else high}")
     return text
 
 
-def _peak_text(x: float, med: float, floor: float, direction: str) -> str:
+def _peak_text(x: float, med: float, floor: float, direction: str, r: RankReport) -> str:
     why = ("the closest to its limit" if direction == "high" else
            "far below the others (less data, or it stopped early)")
     return (f"container memory peaked at {x:.0f} % of its limit while the job's median is "
             f"{med:.0f} %: {why}")
 
 
+def _throttled_text(x: float, med: float, floor: float, direction: str, r: RankReport) -> str:
+    """The rank's most throttled GPU, its share and why (the per-reason
+    shares, as the verdict gpu_throttled says them)."""
+    known = [g for g in r["gpus"] if g["throttled_percentage"] is not None]
+    g = max(known, key=lambda g: (g["throttled_percentage"] or 0.0, -g["index"]))
+    power = g["throttled_power_percentage"] or 0.0
+    thermal = g["throttled_thermal_percentage"] or 0.0
+    why = [name for name, v in (("power cap", power), ("thermal", thermal)) if v >= 0.5]
+    if x - power - thermal >= 0.5:
+        why.append("another reason")
+    said = f" ({', '.join(why)})" if why and direction == "high" else ""
+    return (f"GPU {g['index']} throttled {x:.0f} % of the run{said} while the job's median is "
+            f"{med:.0f} %: " + ("it holds the others back" if direction == "high" else
+                                "it runs at full clocks while the others are held down"))
+
+
+def _clock_text(x: float, med: float, floor: float, direction: str, r: RankReport) -> str:
+    return (f"GPU SM clock {x:.0f} MHz on average while the job's median is {med:.0f} MHz: "
+            + ("a slower GPU holds the others back (see its throttle reasons)"
+               if direction == "low" else "faster than the others: they are held down"))
+
+
+def _temp_text(x: float, med: float, floor: float, direction: str, r: RankReport) -> str:
+    return (f"GPU temperature {x:.0f} °C on average while the job's median is {med:.0f} °C: "
+            + ("a hot GPU lowers its clocks and holds the others back (its cooling, its slot)"
+               if direction == "high" else "cooler than the others (it does less work)"))
+
+
 class Measure(NamedTuple):
     """key: the rank's field; floor: the least robust deviation, in the
     field's unit (ranks that all read the same have a MAD of 0, and a rank
-    0.1 % apart from them is no finding); text(value, median, floor, direction)."""
+    0.1 % apart from them is no finding); text(value, median, floor,
+    direction, rank)."""
     key: str
     floor: float
-    text: Callable[[float, float, float, str], str]
+    text: Text
 
 
 MEASURES = (
@@ -137,6 +169,11 @@ MEASURES = (
     Measure("gpu_utilization_mean_percentage", 5.0,
             _busy("GPU", "", "it holds the others back",
                   "busier than the others: they wait for it, or it does more of the work")),
+    # where one rank's GPU holds the job back (issue 34): clocks held down, a
+    # lower SM clock, a hotter board
+    Measure("gpu_throttled_max_percentage", 5.0, _throttled_text),
+    Measure("gpu_sm_clock_mean_megahertz", 50.0, _clock_text),
+    Measure("gpu_temperature_mean_celsius", 3.0, _temp_text),
 )
 
 
@@ -166,7 +203,7 @@ def outliers(ranks: List[RankReport]) -> List[Outlier]:
             out.append({"rank": r["rank"], "node": r["node"], "measure": m.key,
                         "value": round(v, 1), "median": round(med, 1), "mad": round(mad, 1),
                         "deviations": round(dev, 1), "direction": direction,
-                        "text": m.text(v, med, m.floor, direction)})
+                        "text": m.text(v, med, m.floor, direction, r)})
     order = {m.key: i for i, m in enumerate(MEASURES)}
     out.sort(key=lambda o: (o["rank"], order[o["measure"]]))
     return out

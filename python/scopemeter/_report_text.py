@@ -244,9 +244,15 @@ def render(table: Table[T], rep: Report, shown: Optional[AbstractSet[int]] = Non
              f"{'node / rank':<{RANK_COL}}" + "".join(f"{c.head:>{c.width}}"
                                                       for c in table.columns)]
     for node, rs in _grouped(rep, shown):
-        lines.append(printable(node)[:98])
+        # a capped table (the outliers and the worst of a large job) lists
+        # ranks of many nodes, one each: the node goes on the rank's line
+        # when it fits, so a shown rank costs one line, not two
+        inline = f"  rank {rs[0]['rank']} ({printable(node)})"
+        one_line = shown is not None and len(rs) == 1 and len(inline) < RANK_COL
+        if not one_line:
+            lines.append(printable(node)[:98])
         for r in rs:
-            who = f"{'  rank ' + str(r['rank']):<{RANK_COL}}"
+            who = f"{inline if one_line else '  rank ' + str(r['rank']):<{RANK_COL}}"
             if table.tree_only_line and r["process_tree_only"]:
                 lines.append(who + _tree_only(r))
                 continue
@@ -365,7 +371,10 @@ def shown_ranks(rep: Report) -> Optional[AbstractSet[int]]:
     return set(chosen[:ROWS])
 
 
-def _verdict_lines(rep: Report, shown: Optional[AbstractSet[int]] = None) -> List[str]:
+def _verdict_lines(rep: Report, shown: Optional[AbstractSet[int]] = None,
+                   said: AbstractSet[Tuple[int, str]] = frozenset()) -> List[str]:
+    """said: (rank, text) the job's summary already printed (a worst rank's
+    cause), not printed twice."""
     if not rep["verdicts"]:
         stopped = rep.get("recording") == "stopped"
         return ["", "verdicts: none (no OOM kill, no limit near, no throttling" +
@@ -377,6 +386,8 @@ def _verdict_lines(rep: Report, shown: Optional[AbstractSet[int]] = None) -> Lis
         ranks = v.get("ranks") or [v["rank"]]
         if shown is not None and not any(k in shown for k in ranks):
             left += 1
+            continue
+        if len(ranks) == 1 and (ranks[0], v["text"]) in said:
             continue
         who = (f"ranks {span_text(ranks)}" if len(ranks) > 1 else f"rank {ranks[0]}")
         lines.extend(_wrap(f"{who}: {v['text']}", WIDTH, "    "))
@@ -402,12 +413,15 @@ def format_report(rep: Report, all_ranks: bool = False) -> str:
                         f"{type(all_ranks).__name__}")
     lines = _head(rep)
     n = len(rep["ranks"])
+    said: AbstractSet[Tuple[int, str]] = frozenset()
     if n > SUMMARY_ABOVE and "summary" in rep:
         lines += _summary_lines(rep)
+        said = {(w["rank"], w["cause"]) for w in rep["summary"]["worst"]
+                if w["code"] is not None and w["cause"]}
     shown = None if all_ranks else shown_ranks(rep)
     for table in TABLES:
         lines += render(table, rep, shown)
     if shown is not None:
         lines += ["", f"the tables show {len(shown)} of {n} ranks: the outliers and the worst; "
                       "--all prints every rank"]
-    return "\n".join(lines + _verdict_lines(rep, shown))
+    return "\n".join(lines + _verdict_lines(rep, shown, said))

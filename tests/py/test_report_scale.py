@@ -21,6 +21,7 @@ from test_report import assert_fits, cli_report, py_report, rank_of, report_env,
 
 RANKS, PER_NODE, STEPS = 64, 8, 30          # 30 windows of 10 s: 5 minutes
 SLOW, LEAK, OOM = 17, 3, 42
+THR, HOT = 29, 50                           # GPU held down by its power cap; a hot GPU
 LIMIT_BYTES = 8 << 30                       # 8 GiB, 8589.9 MB
 LIMIT_MB = LIMIT_BYTES / 1e6
 LEAK_MB_PER_H = 2100.0
@@ -42,6 +43,12 @@ def scale_run(uri):
         if k == OOM:  # climbs to its limit and is killed there
             ws = [4000.0 + (8560.0 - 4000.0) * s / (STEPS - 1) for s in range(STEPS)]
         gpu = [(41.0 if k == SLOW else 96.0) + rnd.uniform(-2, 2) for _ in range(STEPS)]
+        # the GPU's health: rank THR's clocks held down by the power cap in 19
+        # of 30 windows (63 %), at a lower SM clock; rank HOT 23 degrees hotter
+        thr = [100.0 if k == THR and w < 19 else 0.0 for w in range(STEPS)]
+        clock = [(1500.0 if k == THR and t else 1980.0) + rnd.uniform(-10, 10)
+                 for t in thr]
+        temp = [(88.0 if k == HOT else 65.0) + rnd.uniform(-1, 1) for _ in range(STEPS)]
         cpu = [85.0 + rnd.uniform(-3, 3) for _ in range(STEPS)]
 
         def pts(vals):
@@ -53,6 +60,11 @@ def scale_run(uri):
             f"system/container_cpu_utilization_percentage/rank{k}": pts(cpu),
             f"system/process_memory_megabytes/rank{k}": pts(tree),
             f"system/gpu_0_utilization_percentage/rank{k}": pts(gpu),
+            f"system/gpu_0_throttled_percentage/rank{k}": pts(thr),
+            f"system/gpu_0_throttled_power_percentage/rank{k}": pts(thr),
+            f"system/gpu_0_throttled_thermal_percentage/rank{k}": pts([0.0] * STEPS),
+            f"system/gpu_0_sm_clock_megahertz/rank{k}": pts(clock),
+            f"system/gpu_0_temperature_celsius/rank{k}": pts(temp),
         })
         killed = k == OOM
         tags.update({
@@ -98,7 +110,15 @@ def test_summary_and_outliers_name_exactly_the_known_ranks(scale):
     assert (worst["rank"], worst["node"], worst["code"]) == (OOM, "node-5", "oom_killed")
     assert worst["cause"].startswith("peaked at 100 % of its 8.6 GB limit: shared memory 6.0 GB")
 
-    assert outlier_ranks(rep) == {SLOW, LEAK, OOM}, rep["outliers"]
+    assert outlier_ranks(rep) == {SLOW, LEAK, OOM, THR, HOT}, rep["outliers"]
+    # the GPU's own: exactly the throttled rank (its share and its clock) and the hot one
+    gpu_health = {(o["rank"], o["measure"]) for o in rep["outliers"]
+                  if o["measure"] in ("gpu_throttled_max_percentage",
+                                      "gpu_sm_clock_mean_megahertz",
+                                      "gpu_temperature_mean_celsius")}
+    assert gpu_health == {(THR, "gpu_throttled_max_percentage"),
+                          (THR, "gpu_sm_clock_mean_megahertz"),
+                          (HOT, "gpu_temperature_mean_celsius")}, rep["outliers"]
     by = {(o["rank"], o["measure"]): o for o in rep["outliers"]}
     slow = by[(SLOW, "gpu_utilization_mean_percentage")]
     assert slow["direction"] == "low" and slow["median"] == pytest.approx(96.0, abs=1)
@@ -110,6 +130,18 @@ def test_summary_and_outliers_name_exactly_the_known_ranks(scale):
     assert leak["text"].startswith("process memory grew 2.1 GB an hour while the median rank's "
                                    "stayed flat: a leak"), leak["text"]
     assert by[(OOM, "container_memory_peak_percentage")]["direction"] == "high"
+    assert by[(THR, "gpu_throttled_max_percentage")]["text"] == (
+        "GPU 0 throttled 63 % of the run (power cap) while the job's median is 0 %: it holds "
+        "the others back")
+    clock = by[(THR, "gpu_sm_clock_mean_megahertz")]
+    assert clock["direction"] == "low" and clock["median"] == pytest.approx(1980, abs=5)
+    assert clock["value"] == pytest.approx((19 * 1500 + 11 * 1980) / 30, abs=5)
+    assert clock["text"].startswith(f"GPU SM clock {clock['value']:.0f} MHz on average while "
+                                    f"the job's median is {clock['median']:.0f} MHz: a slower "
+                                    "GPU holds the others back"), clock
+    assert by[(HOT, "gpu_temperature_mean_celsius")]["text"].startswith(
+        "GPU temperature 88 °C on average while the job's median is 65 °C: a hot GPU lowers "
+        "its clocks"), by[(HOT, "gpu_temperature_mean_celsius")]
     # the slope of every rank, not only the outliers'
     r0 = rank_of(rep, 0)
     assert abs(r0["process_memory_growth_megabytes_per_hour"]) < 175
@@ -132,16 +164,22 @@ def test_text_is_short_and_all_prints_every_rank(scopemeter_bin, scale):
             ">= 90 %: 1",
         "  OOM kills: 1 (rank 42); memory events: max 5, oom 1, oom_kill 1 (rank 42)"]
     assert lines[5].startswith("  worst ranks (most severe verdict, then memory peak %): "
-                               "42 (node-5) 99.7 %, 3 (node-0) ")
+                               "42 (node-5) 99.7 %, 29 (node-3) ")
     assert any(ln.startswith("    rank 42: peaked at 100 % of its 8.6 GB limit: shared memory")
                for ln in lines[6:9]), lines
     # the tables list the outliers (and the worst ranks with a finding: here the same)
-    listed = {int(ln.split()[1]) for ln in lines if ln.startswith("  rank ")}
-    assert listed == {SLOW, LEAK, OOM}, listed
+    listed = [ln for ln in lines if ln.startswith("  rank ")]
+    assert {int(ln.split()[1]) for ln in listed} == {SLOW, LEAK, OOM, THR, HOT}, listed
+    # a node with one shown rank is said on the rank's own line, not above it
+    assert any(ln.startswith("  rank 42 (node-5) ") for ln in listed) and "node-5" not in lines, lines
     out = lines[lines.index("outliers (more than 3.5 robust deviations from the median of the "
                             "job's ranks)") + 1:]
     named = {int(ln.split()[1]) for ln in out[:out.index("")] if ln.startswith("rank ")}
-    assert named == {SLOW, LEAK, OOM}
+    assert named == {SLOW, LEAK, OOM, THR, HOT}
+    # a worst rank's cause, said in the summary, is not said again in the verdicts
+    verdicts = lines[lines.index("verdicts (most severe first)") + 1:]
+    assert not any(ln.startswith("rank 42: peaked at 100 %") for ln in verdicts), verdicts
+    assert any(ln.startswith("rank 42: OOM-killed") for ln in verdicts), verdicts
     assert any(ln.startswith("the tables show ") and ln.endswith("--all prints every rank")
                for ln in lines)
 
