@@ -113,6 +113,8 @@ static int print_json(const sm_plan_input *in, int nodes_given, const sm_plan *p
                                                          p->budget_period_s <= p->period_s));
     json_object_set_new(root, "rows_per_s", json_real(p->rows_per_s));
     json_object_set_new(root, "server_cores", json_integer(p->server_cores));
+    json_object_set_new(root, "ui_charts_over", json_boolean(p->ui_charts_over));
+    json_object_set_new(root, "ui_charts_warn", json_integer(SM_PLAN_UI_CHARTS_WARN));
     s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
     json_decref(root);
     if (!s)
@@ -242,7 +244,7 @@ int cmd_plan(int argc, char **argv)
     if (in.workers_per_pod == SM_DEFAULT)
         in.workers_per_pod = 1;
     asked = in.interval_s == SM_DEFAULT ? SM_INTERVAL_DEFAULT : in.interval_s;
-    if (p.charts > SM_PLAN_UI_CHARTS_WARN)
+    if (p.ui_charts_over)
         fprintf(stderr, "scopemeter plan: warning: %d charts in the run's System metrics tab, "
                 "more than %d (the largest bench/ui_render.py drew to its end, in about 5 "
                 "minutes): read the ranks with `scopemeter report` (docs/plan.md)\n", p.charts,

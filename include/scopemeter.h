@@ -439,9 +439,11 @@ typedef struct sm_plan {
     double rows_per_s;        /* series / period_s: what the server receives */
     int series_per_collector_recorded; /* the rule's series: a collector's own + its ranks' process_* */
     int server_cores;         /* server cores for max(budget, rows/s): docs/rest.md's sizing table */
+    /* appended in 0.2.1 */
+    int ui_charts_over;       /* 1: charts > SM_PLAN_UI_CHARTS_WARN, the tab too large to read (docs/plan.md) */
 } sm_plan;
 #define SM_PLAN_INIT {sizeof(sm_plan), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-                      0, 0, 0, 0, 0}
+                      0, 0, 0, 0, 0, 0}
 
 /* The preflight: reads in (in->size bytes), writes out (out->size bytes).
  * 0, or -EINVAL with the bound in err (a size below this header's, the

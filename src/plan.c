@@ -260,5 +260,6 @@ static int compute(const sm_plan_input *in, sm_plan *out, char *err, size_t errl
                                                                          : out->write_budget);
     out->bytes_per_row = BYTES_PER_ROW;
     out->bytes_per_day = out->rows_per_hour * 24.0 * BYTES_PER_ROW;
+    out->ui_charts_over = out->charts > SM_PLAN_UI_CHARTS_WARN;
     return 0;
 }

@@ -1052,7 +1052,9 @@ def plan(workers: Optional[int] = 1, workers_per_pod: Optional[int] = 1,
     rows_per_hour, bytes_per_row, bytes_per_day; with write_budget (rows/s, as
     enable_system_metrics) the period that fits it, write_budget,
     budget_period_s (the period it asks: above period_s it cannot be met),
-    rows_per_s and server_cores (docs/rest.md's sizing table).  Raises ValueError for an
+    rows_per_s and server_cores (docs/rest.md's sizing table); ui_charts_over (more
+    charts than ui_charts_warn, the largest System metrics tab the UI was seen to
+    draw: said in one warning line, as the CLI's).  Raises ValueError for an
     impossible job (this is a planning tool, not the training path), and
     TypeError for an argument of the wrong type (a str, a bool where a number
     is expected).  nodes=None means one node per pod, as the CLI assumes
@@ -1060,12 +1062,17 @@ def plan(workers: Optional[int] = 1, workers_per_pod: Optional[int] = 1,
     """
     _require_flag("plan", "all_workers", all_workers)
     _require_flag("plan", "container_limits", container_limits)
-    return _native.plan(workers=_plan_arg("workers", workers),
-                        workers_per_pod=_plan_arg("workers_per_pod", workers_per_pod),
-                        nodes=_plan_arg("nodes", nodes),
-                        gpus_per_worker=_plan_arg("gpus_per_worker", gpus_per_worker),
-                        all_workers=bool(all_workers),
-                        interval=_plan_arg("interval", interval, integer=False),
-                        samples=_plan_arg("samples", samples),
-                        container_limits=bool(container_limits),
-                        write_budget=_plan_arg("write_budget", write_budget, integer=False))
+    p = _native.plan(workers=_plan_arg("workers", workers),
+                     workers_per_pod=_plan_arg("workers_per_pod", workers_per_pod),
+                     nodes=_plan_arg("nodes", nodes),
+                     gpus_per_worker=_plan_arg("gpus_per_worker", gpus_per_worker),
+                     all_workers=bool(all_workers),
+                     interval=_plan_arg("interval", interval, integer=False),
+                     samples=_plan_arg("samples", samples),
+                     container_limits=bool(container_limits),
+                     write_budget=_plan_arg("write_budget", write_budget, integer=False))
+    if p["ui_charts_over"]:
+        _log(f"plan: warning: {p['charts']} charts in the run's System metrics tab, more than "
+             f"{p['ui_charts_warn']} (the largest bench/ui_render.py drew to its end): read the "
+             "ranks with scopemeter.report() (docs/plan.md)", warn=True)
+    return p

@@ -916,7 +916,9 @@ static PyObject *mod_plan(PyObject *Py_UNUSED(mod), PyObject *args, PyObject *kw
                  PyLong_FromLong(out.series_per_collector_recorded)) < 0 ||
         dict_set(d, "budget_period_s", budget_or_none(out.write_budget, out.budget_period_s)) < 0 ||
         dict_set(d, "rows_per_s", PyFloat_FromDouble(out.rows_per_s)) < 0 ||
-        dict_set(d, "server_cores", PyLong_FromLong(out.server_cores)) < 0) {
+        dict_set(d, "server_cores", PyLong_FromLong(out.server_cores)) < 0 ||
+        dict_set(d, "ui_charts_over", PyBool_FromLong(out.ui_charts_over)) < 0 ||
+        dict_set(d, "ui_charts_warn", PyLong_FromLong(SM_PLAN_UI_CHARTS_WARN)) < 0) {
         Py_DECREF(d);
         return NULL;
     }

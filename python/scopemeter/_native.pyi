@@ -96,6 +96,8 @@ class PlanResult(TypedDict):
     budget_period_s: Optional[float]
     rows_per_s: float
     server_cores: int
+    ui_charts_over: bool
+    ui_charts_warn: int
 
 
 # series_parse(): a logged key's parts (docs/design.md §2); node is the tier

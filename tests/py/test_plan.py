@@ -330,3 +330,28 @@ def test_plan_warns_above_the_ui_threshold(scopemeter_bin):
                 assert f"more than {limit}" in warned[0]
         seen.add(charts > limit)
     assert seen == {True, False}   # both sides of the threshold were asked
+
+
+def test_python_plan_warns_as_the_cli_does(scopemeter_bin, caplog):
+    """scopemeter.plan(): the same threshold decided in C (ui_charts_over, as the CLI's
+    JSON), one warning line through the "scopemeter" logger above it, none below."""
+    import logging
+    import scopemeter
+    limit = ui_charts_warn()
+    seen = set()
+    for workers in (1, 8, 64):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="scopemeter"):
+            got = scopemeter.plan(workers=workers, nodes=max(1, workers // 2),
+                                  gpus_per_worker=1, all_workers=True)
+        cli = plan_json(scopemeter_bin, "--workers", str(workers), "--nodes",
+                        str(max(1, workers // 2)), "--gpus-per-worker", "1", "--all-workers")
+        over = got["charts"] > limit
+        assert got["ui_charts_over"] is over and cli["ui_charts_over"] is over, (got, cli)
+        assert got["ui_charts_warn"] == cli["ui_charts_warn"] == limit
+        warned = [r.getMessage() for r in caplog.records if "System metrics tab" in r.getMessage()]
+        assert len(warned) == over, warned
+        if warned:
+            assert warned[0].startswith(f"plan: warning: {got['charts']} charts")
+        seen.add(over)
+    assert seen == {True, False}
