@@ -13,14 +13,13 @@ log-batch with a 5xx.  Then `scopemeter report` reads the N-rank run: the
 job's summary, under 80 lines without --all, the JSON with every rank.
 test_scale.py keeps the 256 separate processes stopping together.
 
-N is 128 in CI (SM_SCALE_COLLECTORS, SM_SCALE_SECONDS override it).  Issue
-31 asks 1024: tried on this shared 2-core machine (load average 28-289 from
-other sessions, 2026-12-03) it did NOT pass — starting 1024 monitors took
-249 s (32 at a time), the windows were logged, but the 1024 simultaneous
-stops hit the 60 s stop bound with points undelivered: the 4-worker server
-beside its 1024-thread load generator on 2 cores did not take it.  Whether
-the server or the machine is the limit is what bench/server_capacity.py at
-256 and 1024 collectors must tell (not yet measured; bench/README.md).
+N is 1024 in CI, at a budget of 256 rows/s (a 44 s period; SM_SCALE_COLLECTORS,
+SM_SCALE_BUDGET, SM_SCALE_SECONDS override them), recording 3.5 periods after
+the last collector started.  Cost: 347 s for the test on the idle 2-core
+machine (2026-12-04; at 128 collectors it was 106 s).  1024 monitors stopping
+at once send the server 1024 last windows in one burst: measured 64 s for all
+of them beside a booting QEMU guest, hence the stop bound below.  What the
+server holds in rows/s is bench/server_capacity.py's (docs/rest.md, "Sizing").
 """
 import json
 import os
@@ -36,10 +35,18 @@ from test_scale import SERVER_ERROR, read_back, server_log
 
 pytestmark = [pytest.mark.scale, pytest.mark.postgres]
 
-COLLECTORS = 128
-BUDGET = 64               # rows/s: 128 x 11 series / 64 = a 22 s period
-SECONDS = 80              # recording, after the last collector started: 3 windows and more
-STOP_TIMEOUT = 60
+COLLECTORS = 1024
+BUDGET = 256              # rows/s: 1024 x 11 series / 256 = a 44 s period (plan: 2 server cores)
+WINDOWS = 3.5             # recording, after the last collector started: that many periods
+# The stop bound given each monitor (sm_monitor_set_stop_timeout; the default is
+# 30 s).  1024 simultaneous stops send the server 1024 last windows at once:
+# measured here (2026-12-04) 64 s for all of them beside a booting QEMU guest
+# (load average 40-50), 177 monitors past a 60 s bound (their points went to
+# the spool, for `scopemeter sync`, not lost); the test asks every point
+# delivered by the stop itself, so it gives the burst 180 s.
+STOP_TIMEOUT = 180
+
+
 def driver():
     return os.path.join(os.environ["SCOPEMETER_BUILD"], "tests", "many_collectors")
 
@@ -51,11 +58,17 @@ def test_collectors_in_one_process_record_windows_and_stop_together_on_postgres(
     n, uri = int(os.environ.get("SM_SCALE_COLLECTORS", COLLECTORS)), postgres_server
     log = server_log(tmp_path_factory)
     log_from = os.path.getsize(log)
+    budget = float(os.environ.get("SM_SCALE_BUDGET", BUDGET))
+    plan = json.loads(subprocess.run(
+        [scopemeter_bin, "plan", "--workers", str(n), "--all-workers", "--nodes", str(n),
+         "--no-container-limits", "--write-budget", f"{budget:g}", "--json"],
+        capture_output=True, text=True, timeout=60, check=True).stdout)
+    seconds = float(os.environ.get("SM_SCALE_SECONDS", WINDOWS * plan["period_s"]))
     run_id = new_run(uri)
     t0 = time.monotonic()
-    p = subprocess.run([driver(), uri, run_id, str(n), str(BUDGET), "10", os.environ.get("SM_SCALE_SECONDS", str(SECONDS)),
+    p = subprocess.run([driver(), uri, run_id, str(n), f"{budget:g}", "10", f"{seconds:g}",
                         str(STOP_TIMEOUT)], capture_output=True, text=True,
-                       timeout=SECONDS + 600)
+                       timeout=seconds + 900)
     wall = time.monotonic() - t0
     assert p.returncode == 0, (p.stdout, p.stderr[-4000:])
     out = dict(ln.split() for ln in p.stdout.splitlines())
@@ -78,16 +91,12 @@ def test_collectors_in_one_process_record_windows_and_stop_together_on_postgres(
     assert min(len(h) for h in hist.values()) >= 3, "fewer than 3 windows"
 
     tags = tags_of(run)
-    plan = json.loads(subprocess.run(
-        [scopemeter_bin, "plan", "--workers", str(n), "--all-workers", "--nodes", str(n),
-         "--no-container-limits", "--write-budget", str(BUDGET), "--json"],
-        capture_output=True, text=True, timeout=60, check=True).stdout)
     assert tags["scopemeter.collectors"] == str(n)
     period = float(tags["scopemeter.interval_s"]) * int(tags["scopemeter.samples"])
     assert period == plan["period_s"], (tags, plan)
     assert len(keys) == plan["series"], (len(keys), plan["series"])
     assert len(keys) / period == pytest.approx(plan["rows_per_s"]), plan
-    assert plan["rows_per_s"] <= BUDGET
+    assert plan["rows_per_s"] <= budget
 
     t1 = time.monotonic()
     env = report_env(MLFLOW_TRACKING_URI=uri)
