@@ -18,7 +18,8 @@ SM_SCALE_BUDGET, SM_SCALE_SECONDS override them), recording 3.5 periods after
 the last collector started.  Cost: 347 s for the test on the idle 2-core
 machine (2026-12-04; at 128 collectors it was 106 s).  1024 monitors stopping
 at once send the server 1024 last windows in one burst: measured 64 s for all
-of them beside a booting QEMU guest, hence the stop bound below.  What the
+of them beside a booting QEMU guest, over 180 s in CI, hence the stop bound
+below.  What the
 server holds in rows/s is bench/server_capacity.py's (docs/rest.md, "Sizing").
 """
 import json
@@ -42,16 +43,19 @@ WINDOWS = 3.5             # recording, after the last collector started: that ma
 # 30 s).  1024 simultaneous stops send the server 1024 last windows at once:
 # measured here (2026-12-04) 64 s for all of them beside a booting QEMU guest
 # (load average 40-50), 177 monitors past a 60 s bound (their points went to
-# the spool, for `scopemeter sync`, not lost); the test asks every point
-# delivered by the stop itself, so it gives the burst 180 s.
-STOP_TIMEOUT = 180
+# the spool, for `scopemeter sync`, not lost).  In CI (2026-12-04, a
+# PostgreSQL holding every earlier postgres-tier run) 119 were still
+# delivering at 180 s, having delivered all but their last window, which went
+# to the spool.  The test asks every point delivered by the stop itself, so
+# it gives the burst 480 s: the test ends as soon as the last stop returns.
+STOP_TIMEOUT = 480
 
 
 def driver():
     return os.path.join(os.environ["SCOPEMETER_BUILD"], "tests", "many_collectors")
 
 
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1200)
 def test_collectors_in_one_process_record_windows_and_stop_together_on_postgres(
         postgres, postgres_server, scopemeter_bin, tmp_path_factory):
     """Cost: see the module's docstring."""
