@@ -103,10 +103,10 @@ double sm__budget_interval(int collectors, int series, double interval, int samp
 }
 
 /* The server a job's rows need (docs/rest.md, "Sizing"): cores of an mlflow
- * server on PostgreSQL (its workers and postgres together) at half load, from
- * bench table 10's worst row: a window of 11 rows cost 40 ms of server CPU
- * (about 270 rows/s a core).  Derived, not measured at capacity. */
-#define ROWS_PER_S_PER_CORE 270.0
+ * server on PostgreSQL (its workers and postgres together) at half load.
+ * Measured (bench table 11): 704 rows/s with 0 lost, 0 5xx and a bounded lag
+ * on 2 cores shared with the load generator, so 352 rows/s a core. */
+#define ROWS_PER_S_PER_CORE 352.0
 #define SIZING_LOAD 0.5
 
 static int server_cores(double rows_per_s)

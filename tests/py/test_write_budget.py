@@ -120,7 +120,10 @@ def test_set_period_is_the_rule_and_what_plan_prints(scopemeter_bin, tmp_path, n
     assert "write budget %g rows/s; the job writes %.4g rows/s" % (
         budget, got["rows_per_s"]) in text, text
     assert "server       %d core" % got["server_cores"] in text
-    assert "not measured at capacity" in text
+    assert "measured: 352 rows/s a core" in text
+    # docs/rest.md, "Sizing": 352 rows/s a core measured, sized at half load
+    need = max(budget, got["rows_per_s"])
+    assert got["server_cores"] == max(1, math.ceil(need / 176 - 1e-9)), (need, got)
 
 
 def test_the_plan_of_a_gpu_job_meets_the_budget(scopemeter_bin):
