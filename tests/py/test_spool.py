@@ -384,3 +384,72 @@ def test_a_spool_directory_on_a_tmpfs_is_refused_in_one_line(scopemeter_bin, tmp
         assert not glob.glob(os.path.join(shm, "*.spool"))
     finally:
         shutil.rmtree(shm, ignore_errors=True)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real 1 MB ext2 file system on a loop device (ext2 allocates at
+    write(2), so a full disk is ENOSPC at the spool's pwrite, not later; -m 0: no
+    blocks reserved for root, which the suite is):
+    yields (mountpoint, remount(ro)).  Root only (mount)."""
+    if not is_root() or not shutil.which("mkfs.ext2"):
+        pytest.skip("needs root and mkfs.ext2 (CI runs as root)")
+    img, mnt = tmp_path / "disk.img", tmp_path / "disk"
+    mnt.mkdir()
+    with open(img, "wb") as f:
+        f.truncate(1 << 20)
+    subprocess.run(["mkfs.ext2", "-q", "-F", "-m", "0", str(img)], check=True, timeout=60)
+    r = subprocess.run(["mount", "-o", "loop", str(img), str(mnt)], capture_output=True,
+                       text=True, timeout=60)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a loop device here: {r.stderr.strip()}")
+    try:
+        yield mnt, lambda: subprocess.run(["mount", "-o", "remount,ro", str(mnt)],
+                                          check=True, timeout=60)
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], timeout=60)
+
+
+def fill(mnt, leave):
+    """Fills the file system up to `leave` bytes free."""
+    st = os.statvfs(mnt)
+    with open(os.path.join(mnt, "filler"), "wb") as f:
+        f.write(b"\0" * max(st.f_bavail * st.f_frsize - leave, 0))
+        f.flush()
+        os.fsync(f.fileno())
+
+
+@pytest.mark.parametrize("case", ["full", "read-only"])
+def test_a_full_or_read_only_spool_disk_is_one_line_and_keeps_what_it_took(
+        scopemeter_bin, server, small_disk, case):
+    """docs/design.md §6, the spool's "Where": a write error is one line and
+    the ring alone, as before.  Full: the disk takes a few chunks (12 kB
+    left) and then says ENOSPC in the middle of a 7 s outage of 770 records;
+    what the spool took is replayed once, the rest is the ring's overwrite,
+    counted; the store holds no step twice and exactly what the closing line
+    says it delivered.  Read-only: no file at all, one line, the ring's drops
+    counted."""
+    mnt, remount_ro = small_disk
+    if case == "full":
+        fill(mnt, 12 * 1024)
+    else:
+        remount_ro()
+    proc, run_id = recording(scopemeter_bin, server, mnt, 16)
+    outage(server, 7)
+    out, err = proc.communicate(timeout=180)
+    assert proc.returncode == 0, err
+    why = "No space left on device" if case == "full" else "Read-only file system"
+    said = [l for l in sm_lines(err) if "spool" in l and why in l]
+    assert len(said) == 1, err                     # one line, said once
+    delivered, dropped, refused, undelivered = closing(err)
+    assert dropped > 0 and refused == 0 and undelivered == 0, err
+    sp = spool_line(err)
+    if case == "full":
+        assert sp and sp[0] > 0 and sp[0] == sp[1] and sp[2] == sp[3] == 0, err
+    else:
+        assert sp is None, err
+    tags = int(re.search(r"points, (\d+) tags\): \d+ delivered", err).group(1))
+    got = rows(server["db"], run_id)               # delivered counts the tags too
+    assert sum(got.values()) == delivered - tags, (sum(got.values()), delivered, tags)
+    assert all(n == 1 for n in got.values())       # no step twice
+    assert not glob.glob(os.path.join(mnt, "*.spool"))  # delivered: removed
