@@ -100,6 +100,9 @@ def main():
     ap.add_argument("--disable-after", type=float, default=None)
     ap.add_argument("--enable-twice", action="store_true")
     ap.add_argument("--child-env-check", action="store_true")
+    ap.add_argument("--oom-rank", type=int, default=None,
+                    help="that RANK allocates past the cgroup's limit after --seconds; "
+                         "the others wait to be stopped by the launcher")
     args = ap.parse_args()
 
     import mlflow
@@ -115,6 +118,10 @@ def main():
         report["enabled_again"] = scopemeter.enable_system_metrics(
             all_workers=args.all_workers, interval=args.interval)
     report["env_var_left"] = "MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING" in os.environ
+    from scopemeter import _front
+    comp = _front._current.companion if _front._current else None
+    report["companion"] = comp.pid if comp else 0
+    report["rank"] = int(os.environ.get("RANK", "0"))
     if args.child_env_check:
         import subprocess
         out = subprocess.run([sys.executable, "-c", "import os; print(os.environ.get("
@@ -129,6 +136,13 @@ def main():
         print("READY", flush=True)
         while True:
             time.sleep(0.2)
+    if args.oom_rank is not None:
+        train_numpy(args.seconds)
+        if report["rank"] != args.oom_rank:
+            time.sleep(300)          # the launcher stops it when the other rank dies
+        held = []
+        while True:                  # past the cgroup's limit: the kernel kills
+            held.append(b"\1" * (16 << 20))   # every page written
     if args.torch_ddp:
         train_torch_ddp(args.seconds)
     else:

@@ -7,9 +7,12 @@ calling scopemeter.enable_system_metrics() right after opening the run.
 - default: rank 0 only -> the same 11 keys, rank 0's, and no rank 1 tag.
 Names are checked key by key against docs/design.md §2 (pyfront_util).
 """
+import json
+import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -76,3 +79,73 @@ def test_torchrun_one_pod_records_rank0_only(mlflow_server, pod, all_workers):
             first = steps[0] if key.endswith("/rank1") and steps else 0
             assert steps == list(range(first, first + len(steps))) and len(steps) >= 2, \
                 (key, steps)
+
+
+def test_torchrun_worker_oom_under_all_workers_the_companion_records_it(mlflow_server):
+    """Issue 32 (docs/design.md §7): the pod's collector is local rank 0's
+    own process (all_workers); the kernel OOM-kills exactly that process in a
+    real memory-limited cgroup, torchrun stops the other worker and fails.
+    Rank 0's companion, in the same cgroup, delivers the windows up to the
+    kill and writes its end: `oom_kill` from the cgroup's counter, the
+    kernel's peak at the limit; rank 0 resumed the run as its active run
+    (mlflow.start_run with MLFLOW_RUN_ID, whose atexit would have ended it),
+    so its companion ends it KILLED with the OOM reason (design §7, "The end").
+    Nothing of the job is left: the companion is gone with it.  Fails with
+    SCOPEMETER_COMPANION=0 (no companion, no end tags)."""
+    from test_companion import alive, wait_gone
+    why = cgroups_usable()
+    if why:
+        pytest.skip(why)
+    limit = 1536 << 20          # torchrun's agent and two workers with torch imported: ~0.8 GB
+    pod = Pod("torchrun-oom", mem_bytes=limit, cpu_cores=2)
+    try:
+        if pod.version == 1:
+            try:
+                with open(os.path.join(pod.dirs[0], "memory.swappiness"), "w") as f:
+                    f.write("0")
+            except OSError:
+                pass
+        run_id = new_run(mlflow_server)
+        env = python_env(MLFLOW_TRACKING_URI=mlflow_server, MLFLOW_RUN_ID=run_id,
+                         OMP_NUM_THREADS=1)
+        p = subprocess.Popen(pod.wrap(torchrun_cmd("--all-workers", "--interval", "0.5",
+                                                   "--seconds", "3", "--oom-rank", "0")),
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out, err = p.communicate(timeout=300)
+        assert p.returncode != 0, out[-2000:] + err[-3000:]
+        reports = {}
+        for ln in out.splitlines():
+            if "REPORT " in ln:
+                r = json.loads(ln.split("REPORT ", 1)[1])
+                reports[r["rank"]] = r
+        assert set(reports) == {0, 1}, out[-3000:]
+        comp = reports[0]["companion"]
+        assert comp, "rank 0, the pod's collector, started no companion"
+        assert reports[1]["companion"] == 0, reports  # it collects nothing: no companion
+        assert "exitcode  : -9" in err or "Signals.SIGKILL" in err, err[-3000:]
+        assert wait_gone(comp), "the companion outlived its job"
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            metrics, tags = read_run(mlflow_server, run_id)
+            if "scopemeter.rank0.end_reason" in tags and "scopemeter.end_reason" in tags:
+                break
+            time.sleep(0.5)
+        assert tags.get("scopemeter.rank0.end_reason") == "oom_kill", tags
+        assert tags["scopemeter.rank0.ended_by"] == "companion", tags
+        assert tags["scopemeter.rank0.oom_kill"] == "1", tags
+        assert float(tags["scopemeter.rank0.memory_peak_mb"]) >= 0.95 * limit / 1e6, tags
+        from mlflow.tracking import MlflowClient
+        run = MlflowClient(tracking_uri=mlflow_server).get_run(run_id)
+        assert run.info.status == "KILLED", run.info
+        assert tags["scopemeter.end_reason"] == \
+            "KILLED by scopemeter companion of rank 0: oom_kill", tags
+        # the windows up to the kill: every series of rank 0 contiguous, and
+        # the container's working set reached the limit's neighbourhood
+        ws = metrics["system/container_memory_usage_megabytes/rank0"]
+        steps = [s for s, _, _ in ws]
+        assert steps == list(range(len(steps))) and len(steps) >= 4, steps
+        assert max(v for _, v, _ in ws) >= 0.8 * limit / 1e6, ws[-3:]
+        assert all(not alive(int(x)) for d in pod.procs_files()
+                   for x in open(d).read().split()), "a process of the job is left"
+    finally:
+        pod.cleanup()
