@@ -29,8 +29,9 @@
  *
  *   2xx                          consumed
  *   408, 429, 5xx, no connection retried after backoff (full jitter, cap
- *                                30 s; 2 s while stopping) or the store's
- *                                Retry-After
+ *                                30 s; while stopping 2 s, or the
+ *                                job's spread: flush_cap) or the
+ *                                store's Retry-After
  *   other 4xx                    one line per kind with MLflow's
  *                                error_code/message; that batch is dropped
  *                                and counted, never retried
@@ -294,6 +295,22 @@ static void spread(sm_deliver *d)
     }
 }
 
+/* The backoff cap while stopping.  A store that comes back during the stop
+ * is used within 2 s -- but n collectors of one job stop together, and n
+ * retrying every 2 s send the server n/2 requests a second whatever it
+ * takes: 1024 of them kept a 4-worker server from answering any for 480 s
+ * (CI, 2026-12-04).  So the cap is the job's spread, as its first posts
+ * were (50 ms a collector: at most 20 retries a second for the job), never
+ * under 2 s and never over a quarter of what is left of the bound. */
+static double flush_cap(sm_deliver *d)
+{
+    long long dl = atomic_load(&d->deadline_ms);
+    double room = ((double)dl / 1000.0 - sm__now_mono()) / 4;
+    double cap = d->spread_s < room ? d->spread_s : room;
+
+    return cap > BACKOFF_FLUSH_CAP_S ? cap : BACKOFF_FLUSH_CAP_S;
+}
+
 /* Past the flush deadline: nothing more is tried (flush is about to abort). */
 static int past_deadline(sm_deliver *d)
 {
@@ -513,8 +530,7 @@ void sm__deliver_done(sm_deliver *d, size_t taken, const sm_rest_result *a)
         break;
     default: /* SM_REST_RETRY, SM_REST_FAILED */
         on_failure(d, a);
-        /* while stopping, a store that comes back is used within 2 s */
-        cap = atomic_load(&d->deadline_ms) > 0 ? BACKOFF_FLUSH_CAP_S : BACKOFF_CAP_S;
+        cap = atomic_load(&d->deadline_ms) > 0 ? flush_cap(d) : BACKOFF_CAP_S;
         d->wait_s = sm__rest_backoff(d->attempt++, a->retry_after, BACKOFF_BASE_S, cap, &d->seed);
         break;
     }

@@ -57,7 +57,7 @@ STOP_TIMEOUT = 60
 SERVER_ERROR = re.compile(r'"POST /api/2\.0/mlflow/runs/log-batch HTTP/1\.1" 5\d\d')
 
 
-def read_back(postgres, uri, run_id, total, n):
+def read_back(postgres, uri, run_id, total, n, dbname="mlflow"):
     """(run, {key: [(step, ts, value)]}): every point of the run from the server's
     store in one query (postgres_server's database, conftest.py; 2816 get-history
     requests took 1-2 minutes on the loaded 2-core machine), checked: what the
@@ -67,7 +67,7 @@ def read_back(postgres, uri, run_id, total, n):
     keys = {m["key"] for m in run["data"]["metrics"]}
     hist = {}
     with psycopg2.connect(host="127.0.0.1", port=postgres.port, user="postgres",
-                          dbname="mlflow") as db, db.cursor() as cur:
+                          dbname=dbname) as db, db.cursor() as cur:
         cur.execute("SELECT key, step, timestamp, value FROM metrics WHERE run_uuid = %s",
                     (run_id,))
         for key, step, ts, value in cur.fetchall():
