@@ -277,15 +277,22 @@ static double uniform01(uint64_t *seed)
     return (double)(*seed >> 11) / 9007199254740992.0;
 }
 
-/* The random delay before posting a fresh window (see the top of the file):
- * within half a window while running, within a quarter of what is left of
- * the stop bound at stop. */
+/* The job's spread now (see the top of the file): 50 ms a collector, within
+ * half a window while running, within a quarter of what is left of the stop
+ * bound once the stop began (dl, the flush deadline, > 0). */
+static double job_spread(const sm_deliver *d, long long dl)
+{
+    double room = dl > 0 ? ((double)dl / 1000.0 - sm__now_mono()) / 4 : d->period_s / 2;
+
+    return d->spread_s < room ? d->spread_s : room;
+}
+
+/* The random delay before posting a fresh window, within the job's spread. */
 static void spread(sm_deliver *d)
 {
     for (;;) {
         long long dl = atomic_load(&d->deadline_ms);
-        double room = dl > 0 ? ((double)dl / 1000.0 - sm__now_mono()) / 4 : d->period_s / 2;
-        double bound = d->spread_s < room ? d->spread_s : room;
+        double bound = job_spread(d, dl);
 
         if (!(bound > 0.001))
             return;
@@ -300,13 +307,10 @@ static void spread(sm_deliver *d)
  * retrying every 2 s send the server n/2 requests a second whatever it
  * takes: 1024 of them kept a 4-worker server from answering any for 480 s
  * (CI, 2026-12-04).  So the cap is the job's spread, as its first posts
- * were (50 ms a collector: at most 20 retries a second for the job), never
- * under 2 s and never over a quarter of what is left of the bound. */
+ * were (at most 20 retries a second for the job), never under 2 s. */
 static double flush_cap(sm_deliver *d)
 {
-    long long dl = atomic_load(&d->deadline_ms);
-    double room = ((double)dl / 1000.0 - sm__now_mono()) / 4;
-    double cap = d->spread_s < room ? d->spread_s : room;
+    double cap = job_spread(d, atomic_load(&d->deadline_ms));
 
     return cap > BACKOFF_FLUSH_CAP_S ? cap : BACKOFF_FLUSH_CAP_S;
 }

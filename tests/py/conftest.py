@@ -304,13 +304,21 @@ SERVER_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
 LOADED_MACHINE = "--timeout-worker-healthcheck 60"
 
 
+def start_postgres_server(tmp_path_factory, postgres, db, name):
+    """`mlflow server` on PostgreSQL with four workers, as a deployment runs
+    it (MLflow's default SQLAlchemy pool per worker; docs/rest.md), on a new
+    database db of the session's PostgreSQL, in a directory name[N]; returns
+    (process, uri, its log)."""
+    tmp = str(tmp_path_factory.mktemp(name))
+    proc, uri = start_mlflow_server(tmp, backend=postgres.createdb(db), workers=4,
+                                    env=SERVER_ENV, uvicorn_opts=LOADED_MACHINE)
+    return proc, uri, os.path.join(tmp, "server.log")
+
+
 @pytest.fixture(scope="session")
 def postgres_server(tmp_path_factory, postgres):
-    """`mlflow server` on PostgreSQL with four workers, as a deployment runs
-    it (MLflow's default SQLAlchemy pool per worker; docs/rest.md)."""
-    tmp = str(tmp_path_factory.mktemp("mlflow-pg"))
-    proc, uri = start_mlflow_server(tmp, backend=postgres.createdb("mlflow"), workers=4,
-                                    env=SERVER_ENV, uvicorn_opts=LOADED_MACHINE)
+    """The postgres tier's server (start_postgres_server), database mlflow."""
+    proc, uri, _ = start_postgres_server(tmp_path_factory, postgres, "mlflow", "mlflow-pg")
     yield uri
     stop_mlflow_server(proc)
 

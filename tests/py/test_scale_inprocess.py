@@ -2,7 +2,8 @@
 one run on a PostgreSQL-backed 4-worker server of their own (the postgres
 tier's PostgreSQL, a database and a server started for this module, as the
 postgres tier's: what this job meets is a server sized for it, not the state
-every earlier postgres-tier test left in the shared one) for several windows and all stop at the same moment.  Each is a full collector —
+every earlier postgres-tier test left in the shared one) for several windows
+and all stop at the same moment.  Each is a full collector —
 its own identity (rank r of N on its own node, sm_monitor_set_identity), ring,
 delivery thread and HTTP connection — in one process (tests/c/many_collectors:
 a 2-core machine holds more monitors than `scopemeter run` processes); none
@@ -36,7 +37,7 @@ import time
 
 import pytest
 
-from conftest import LOADED_MACHINE, SERVER_ENV, start_mlflow_server, stop_mlflow_server
+from conftest import start_postgres_server, stop_mlflow_server
 from test_one_path import closing, CLOSING
 from runread import new_run, tags_of
 from test_report import cli_report, report_env
@@ -69,10 +70,8 @@ DB = "mlflow_scale"
 @pytest.fixture(scope="module")
 def scale_server(tmp_path_factory, postgres):
     """(uri, the server's log): a server as conftest's postgres_server, on a database of its own."""
-    tmp = str(tmp_path_factory.mktemp("mlflow-scale"))
-    proc, uri = start_mlflow_server(tmp, backend=postgres.createdb(DB), workers=4,
-                                    env=SERVER_ENV, uvicorn_opts=LOADED_MACHINE)
-    yield uri, os.path.join(tmp, "server.log")
+    proc, uri, log = start_postgres_server(tmp_path_factory, postgres, DB, "mlflow-scale")
+    yield uri, log
     stop_mlflow_server(proc)
 
 
