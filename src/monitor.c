@@ -344,6 +344,7 @@ int sm_monitor_set_recording_key(sm_monitor *m, const char *key)
 /* What a delivering sink is told at start. */
 static sm_sink_config sink_config(const sm_monitor *m, size_t cap)
 {
+    const char *scopes[SM_STEP_KEYS];
     sm_sink_config c = {
         .target = m->uri,
         .cap = cap,
@@ -352,6 +353,24 @@ static sm_sink_config sink_config(const sm_monitor *m, size_t cap)
         .rank = m->ctx.id.rank,
         .settings = m->sink_settings,
     };
+    /* two passes: node-independent scopes first (a rank moved to another
+     * node keeps those keys), then the node tier; one key per scope */
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < m->nslots && c.nstep_keys < SM_STEP_KEYS; i++) {
+            const struct slot *s = &m->slots[i];
+            const char *scope = sm_series_scope(s->upstream);
+            int seen = 0, tier;
+
+            if (!scope || (s->rank != SM_RANK_OWN && s->rank != m->ctx.id.rank))
+                continue;
+            tier = strcmp(scope, "node") == 0 || strcmp(scope, "rootfs") == 0;
+            for (size_t j = 0; j < c.nstep_keys; j++)
+                seen |= strcmp(scopes[j], scope) == 0;
+            if (tier == pass && !seen) {
+                scopes[c.nstep_keys] = scope;
+                c.step_keys[c.nstep_keys++] = s->name;
+            }
+        }
     return c;
 }
 

@@ -127,6 +127,8 @@ SM_HIDDEN size_t sm__sink_queue_len(sm_sink *s); /* records waiting; 0 for anoth
  * the core knows.  Whatever else a sink needs (an MLflow run, HTTP header
  * fields, a bound of its own) is its settings, opaque here: built by the
  * function that chose the sink and handed over with the factory. */
+#define SM_STEP_KEYS 3
+
 typedef struct sm_sink_config {
     const char *target;         /* the tracking URI (REST), the file (JSONL) */
     size_t cap;                 /* records the buffer holds */
@@ -134,6 +136,12 @@ typedef struct sm_sink_config {
     double period_s;            /* one logging window */
     int rank;                   /* the monitor's rank: its keys end in /rankN */
     void *settings;             /* the sink's own, as registered; may be NULL */
+    /* A few of the monitor's own keys (its rank's; node-independent first,
+     * one per family): a sink that re-attaches reads where the run's steps
+     * of this rank stopped from their histories (docs/design.md §3), not
+     * from the whole run.  Point into the monitor; valid during the call. */
+    const char *step_keys[SM_STEP_KEYS];
+    size_t nstep_keys;
 } sm_sink_config;
 
 /* A delivering sink's constructor.  sm_monitor_set_run() (mlflow/sink_mlflow.c)

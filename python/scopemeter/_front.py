@@ -7,7 +7,7 @@ an MLflow run and stops it.  One shipping path (docs/python.md):
   - an http(s) tracking URI: the engine's REST sink ships (the same code as
     `scopemeter run`), with MLflow's auth and TLS variables and the headers
     of MLflow's request-header providers, resolved once here at start.  No
-    Python runs per window.  It checks the run once at start (runs/get).
+    Python runs per window.  It checks the run once at start (docs/rest.md, "The run check").
   - any other store (the local default sqlite:///mlflow.db, file:, a
     database URI), and http(s) with an MLflow auth plugin
     (MLFLOW_TRACKING_AUTH) or databricks/uc URIs, which C cannot honour: one

@@ -351,6 +351,7 @@ int sm__mlflow_check_write_on(sm_rest *r, const char *run_id, double deadline, c
                              size_t errlen)
 {
     json_t *req;
+    long http = 0;
     int rc;
 
     if (!sm_mlflow_valid_run_id(run_id)) {
@@ -360,11 +361,56 @@ int sm__mlflow_check_write_on(sm_rest *r, const char *run_id, double deadline, c
         return -EINVAL;
     }
     if (!(req = json_pack("{s:s}", "run_id", run_id))) {
-        snprintf(err, errlen, "runs/update: out of memory");
+        snprintf(err, errlen, "runs/log-inputs: out of memory");
         return -ENOMEM;
     }
-    rc = call(r, "POST", "runs/update", req, NULL, NULL, deadline, err, errlen);
+    rc = call(r, "POST", "runs/log-inputs", req, NULL, &http, deadline, err, errlen);
+    if (rc == -EPROTO && http == 404) /* before MLflow 2.4: no log-inputs */
+        rc = call(r, "POST", "runs/update", req, NULL, NULL, deadline, err, errlen);
     json_decref(req);
+    return rc;
+}
+
+int sm__mlflow_last_step_on(sm_rest *r, const char *run_id, const char *const *keys, size_t n,
+                            double deadline, long long *last, char *err, size_t errlen)
+{
+    char ep[2048], esc[1024], token[512] = "";
+    int rc = 0;
+
+    *last = -1;
+    for (size_t k = 0; k < n && rc == 0; k++) {
+        if (sm__rest_escape(r, keys[k], esc, sizeof esc) < 0) {
+            snprintf(err, errlen, "metrics/get-history: key too long");
+            return -EINVAL;
+        }
+        token[0] = '\0';
+        for (;;) { /* a server that pages the history (next_page_token) is followed */
+            json_t *resp = NULL, *m;
+            const char *next;
+            size_t i;
+            int more;
+
+            snprintf(ep, sizeof ep, "metrics/get-history?run_id=%s&metric_key=%s%s%s", run_id,
+                     esc, token[0] ? "&page_token=" : "", token);
+            rc = call(r, "GET", ep, NULL, &resp, NULL, deadline, err, errlen);
+            if (rc < 0)
+                break;
+            json_array_foreach(json_object_get(resp, "metrics"), i, m) {
+                json_t *step = json_object_get(m, "step");
+                /* int64 as a number or, through protobuf JSON, a string */
+                long long v = json_is_integer(step) ? (long long)json_integer_value(step)
+                              : json_is_string(step) ? strtoll(json_string_value(step), NULL, 10)
+                              : 0;
+                if (v > *last)
+                    *last = v;
+            }
+            next = json_string_value(json_object_get(resp, "next_page_token"));
+            more = next && *next && sm__rest_escape(r, next, token, sizeof token) == 0;
+            json_decref(resp);
+            if (!more)
+                break;
+        }
+    }
     return rc;
 }
 

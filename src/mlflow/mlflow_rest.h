@@ -136,12 +136,23 @@ SM_HIDDEN void sm__mlflow_check_run_on(sm_rest *r, const char *run_id, int rank,
 SM_HIDDEN void sm__mlflow_check_run(const char *uri, const char *run_id, int rank,
                                    double timeout_s, sm_run_check *c);
 
-/* mlflow_api.c: whether these credentials may write to the run: runs/update
- * naming only the run (MLflow >= 2.3 changes only the fields a request
- * gives, so nothing changes) needs the permission log-batch needs.  0, or
- * -EACCES (401/403) with err set, else as the public helpers. */
+/* mlflow_api.c: whether the run takes writes from these credentials: an
+ * empty runs/log-inputs (no dataset: nothing changes), which needs the
+ * permission log-batch needs (MLflow's auth app: EDIT) and an active run,
+ * and reads only the run's row; a server before MLflow 2.4, without it, is
+ * asked a no-op runs/update.  (runs/get and a no-op runs/update read every
+ * latest metric of the run: at 1024 ranks of 11 series 0.5 and 0.33 s of the
+ * server each, against 12 ms; measured 2026-12-04, docs/rest.md "The run
+ * check".)  0, -EACCES (401/403), -ENOENT (no such run), another refusal (a
+ * deleted run: -EPROTO) or no answer, as the public helpers; err set. */
 SM_HIDDEN int sm__mlflow_check_write_on(sm_rest *r, const char *run_id, double deadline,
                                        char *err, size_t errlen);
+/* mlflow_api.c: the largest step in the histories of keys[0..n) of the run
+ * (metrics/get-history: what those keys hold, not the whole run), -1 when
+ * none has a point.  0 or as the public helpers, err set. */
+SM_HIDDEN int sm__mlflow_last_step_on(sm_rest *r, const char *run_id, const char *const *keys,
+                                     size_t n, double deadline, long long *last, char *err,
+                                     size_t errlen);
 
 /* sink_mlflow.c: the REST sink's settings, opaque to the monitor
  * (sm_sink_config.settings): built by sm_monitor_set_run, changed by

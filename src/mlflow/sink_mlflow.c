@@ -12,9 +12,9 @@
  * (its connection is kept alive between windows where the server allows), and
  * the run check at start over REST.
  *
- * At start the run is checked once (runs/get): a missing or deleted run
+ * At start the run is checked once (check_run): a missing or deleted run
  * fails the start instead of refusing every window; so do credentials
- * that may read the run but not write to it (a no-op runs/update: 401/403).
+ * that may read the run but not write to it (401/403).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -84,34 +84,72 @@ static void transport_free(void *arg)
     free(t);
 }
 
-/* The run is checked once, before any window, over REST, unless the run
- * resolution's check came with the settings (sm_monitor_set_resolved: one
- * runs/get for `scopemeter run --run-id`); deliver.c says what it means
- * (the MlflowClient path asks its own way). */
-static int check_run(rest_transport *t, sm_deliver *d, const sm_run_check *given, int rank,
-                     double bound, char *err, size_t errlen)
+/* The run is checked once, before any window, over REST; deliver.c says
+ * what the verdict means (the MlflowClient path asks its own way).
+ *
+ * The check costs the server what this rank's own points cost, not what the
+ * run holds: an empty runs/log-inputs (the run is there, active, and takes
+ * writes from these credentials: sm__mlflow_check_write_on) and the histories of a few of the rank's
+ * own keys (where its steps stopped, for a re-attach).  runs/get reads every
+ * latest metric of the run: 1024 ranks starting each read 1024 x 11 (0.5 s
+ * of the server each at the end, measured 2026-12-04), which kept a 4-worker
+ * server from answering anything for minutes (docs/rest.md "The run check").
+ * runs/get is asked only to say why a run is refused (missing, deleted).
+ *
+ * The run resolution's check, when it came with the settings
+ * (sm_monitor_set_resolved: `scopemeter run` asked runs/get already, with
+ * the run's status), is taken as it is; the write check still applies. */
+static int check_run(rest_transport *t, sm_deliver *d, const sm_sink_config *cfg,
+                     const sm_run_check *given, double bound, char *err, size_t errlen)
 {
+    double deadline = sm__now_mono() + bound;
     char why[512] = "";
     sm_run_check c;
-    int verdict;
+    int rc, verdict;
 
     if ((given->outcome == SM_RUN_CHECK_RUN || given->outcome == SM_RUN_CHECK_NO_ANSWER) &&
-        given->rank == rank)
-        c = *given;
-    else
-        sm__mlflow_check_run_on(&t->rest, t->run_id, rank, sm__now_mono() + bound, &c);
-    verdict = sm__deliver_checked(d, &c, err, errlen);
-    if (verdict < 0)
-        return verdict;
-    if (c.outcome != SM_RUN_CHECK_RUN)
-        return 0; /* no answer in time: said; the points wait for the server */
+        given->rank == cfg->rank) {
+        verdict = sm__deliver_checked(d, given, err, errlen);
+        if (verdict < 0 || given->outcome != SM_RUN_CHECK_RUN)
+            return verdict; /* no answer in time: said; the points wait */
+        rc = sm__mlflow_check_write_on(&t->rest, t->run_id, deadline, why, sizeof why);
+    } else {
+        rc = sm__mlflow_check_write_on(&t->rest, t->run_id, deadline, why, sizeof why);
+        if (rc == 0) {
+            long long last;
+
+            rc = sm__mlflow_last_step_on(&t->rest, t->run_id, cfg->step_keys, cfg->nstep_keys,
+                                         deadline, &last, why, sizeof why);
+            memset(&c, 0, sizeof c);
+            c.outcome = SM_RUN_CHECK_RUN;
+            c.rank = cfg->rank;
+            c.last_step = last;
+            if (rc < 0)
+                sm__run_check_failed(&c, rc, why, cfg->rank);
+            return sm__deliver_checked(d, &c, err, errlen);
+        }
+        if (rc != -EACCES) {
+            sm__run_check_failed(&c, rc, why, cfg->rank);
+            if (c.outcome == SM_RUN_CHECK_REFUSED) {
+                /* refused: runs/get says why as it always has (missing,
+                 * deleted); a run it finds active refused for another
+                 * reason keeps the refusal's own line */
+                sm__mlflow_check_run_on(&t->rest, t->run_id, cfg->rank, deadline, &c);
+                if (c.outcome == SM_RUN_CHECK_RUN) {
+                    snprintf(err, errlen, "cannot record into run %s at %s: %s", t->run_id,
+                             t->rest.shown, why);
+                    return rc;
+                }
+            }
+            return sm__deliver_checked(d, &c, err, errlen);
+        }
+    }
     /* Reading is not writing: credentials with READ only on the run's
      * experiment (MLflow's auth app) pass runs/get and would have every
-     * window refused.  A runs/update naming only the run needs what log-batch
-     * needs and changes nothing, so a 401/403 fails the start in one line;
-     * any other answer is left to the windows' own lines. */
-    if (sm__mlflow_check_write_on(&t->rest, t->run_id, sm__now_mono() + bound, why,
-                                 sizeof why) == -EACCES) {
+     * window refused; the write check needs what the windows need, so a
+     * 401/403 fails the start in one line.  Any other answer is left to the
+     * windows' own lines. */
+    if (rc == -EACCES) {
         snprintf(err, errlen, "cannot record into run %s at %s: these credentials may not "
                  "write to it (%s)", t->run_id, t->rest.shown, why);
         return -EACCES;
@@ -148,7 +186,7 @@ int sm__sink_mlflow_new(const sm_sink_config *cfg, char *err, size_t errlen, sm_
     if (rc == 0)
         rc = sm__deliver_configure(d, cfg, err, errlen);
     if (rc == 0 && set->check_s >= 0)
-        rc = check_run(t, d, &set->check, cfg->rank,
+        rc = check_run(t, d, cfg, &set->check,
                        set->check_s > 0 ? set->check_s : SM_DELIVER_CHECK_TIMEOUT_S, err, errlen);
     if (rc < 0)
         goto fail;

@@ -304,6 +304,40 @@ def test_front_resumed_run_continues_steps(tmp_path, mlflow_server, store):
     assert any("steps continue at" in l for l in sm_lines(p.stderr)), p.stderr
 
 
+def test_capi_monitors_check_the_run_without_reading_it_and_continue_steps(mlflow_server):
+    """The sink's own run check (C API monitors, tests/c/many_collectors; no
+    resolution's runs/get given): an empty log-inputs and the histories of
+    the rank's own keys, never runs/get or runs/update, which read every
+    latest metric of the run (docs/rest.md "The run check").  Monitors
+    started again on the same run continue their steps after their last."""
+    import os
+    from faultproxy import FaultProxy
+    from runread import assert_steps_contiguous
+    drv = os.path.join(os.environ["SCOPEMETER_BUILD"], "tests", "many_collectors")
+    run_id = new_run(mlflow_server)
+    proxy = FaultProxy(mlflow_server)
+    n = 3
+    try:
+        outs = []
+        for _ in range(2):
+            p = subprocess.run([drv, proxy.uri, run_id, str(n), "1e6", "0.3", "1.2", "30"],
+                               capture_output=True, text=True, timeout=120)
+            assert p.returncode == 0, p.stderr[-3000:]
+            outs.append(p.stderr)
+        paths = [r.path for r in proxy.log()]
+    finally:
+        proxy.close()
+    assert not [q for q in paths if "/runs/get?" in q or q.endswith("/runs/update")], paths
+    assert sum(q.endswith("/runs/log-inputs") for q in paths) == 2 * n, paths
+    looked = [q for q in paths if "/metrics/get-history?" in q]
+    assert 2 * n <= len(looked) <= 2 * n * 3, looked  # up to 3 keys a rank
+    first = [ln for ln in sm_lines(outs[0]) if "steps continue at" in ln]
+    again = [ln for ln in sm_lines(outs[1]) if "steps continue at" in ln]
+    assert first == [] and len(again) == n, outs[1]
+    counts = assert_steps_contiguous(histories(mlflow_server, run_id))
+    assert all(c >= 4 for c in counts.values()), counts  # two recordings, no restart at 0
+
+
 # ---- wrong server, the right message ----------------------------------------------
 
 def test_wrong_path_prefix_is_said_as_such(scopemeter_bin, mlflow_server, tmp_path):
