@@ -36,6 +36,7 @@
  * parent opened the run and it is still RUNNING, marks it KILLED (an OOM
  * kill, a terminating signal), FAILED (another signal, a non-zero exit) or
  * FINISHED (exit 0 without a stop: os._exit(0)), with scopemeter.end_reason.
+ * Over http(s) it first delivers what the parent had spooled (deliver_spool).
  * http(s) stores through the REST helpers (auth and TLS from the
  * environment, as `scopemeter run`); any other store (sqlite:, file:)
  * through `PY -m scopemeter _companion-end ...`, MLflow's own client, started
@@ -45,6 +46,7 @@
  * Its lines go to the inherited stderr (the job's log).  Exit status: 0
  * (stopped, or the end written), 1 (the end could not be written), 2 (usage).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -59,6 +61,7 @@
 
 #include "cli.h"
 #include "internal.h"
+#include "mlflow/spool.h"
 #include "parse.h"
 #include "scopemeter_mlflow.h"
 
@@ -225,6 +228,45 @@ static void judge(struct comp *c)
     add_tag(c, val, c->reason);
     snprintf(val, sizeof val, "scopemeter.rank%d.ended_by", c->rank);
     add_tag(c, val, "companion");
+}
+
+/* The windows the dead process had moved to its spool (an outage longer
+ * than its ring, docs/design.md §6 "The spool"): its files,
+ * scopemeter-<run>-rank<N>-<pid>-<seq>.spool in SCOPEMETER_SPOOL_DIR, are
+ * delivered as `scopemeter sync` delivers them, oldest segment first,
+ * exactly once; their lock died with the process.  What the store does not
+ * take within the bound stays for `scopemeter sync`, and the line says so.
+ * The ring's windows died with the process: only the spool is on disk. */
+static void deliver_spool(const struct comp *c, double deadline)
+{
+    const char *env = getenv("SCOPEMETER_SPOOL_DIR");
+    const char *dir = env && *env ? env : SM_SPOOL_DIR_DEFAULT;
+    struct dirent **list = NULL;
+    char prefix[320];
+    int n;
+
+    snprintf(prefix, sizeof prefix, "scopemeter-%s-rank%d-%d-", c->run_id, c->rank, c->pid);
+    n = scandir(dir, &list, NULL, versionsort); /* versionsort: seq 10 after seq 9 */
+    for (int i = 0; i < n; i++) {
+        const char *name = list[i]->d_name;
+        size_t len = strlen(name);
+
+        if (strncmp(name, prefix, strlen(prefix)) == 0 && len > 6 &&
+            strcmp(name + len - 6, ".spool") == 0) {
+            char path[4096], line[4200];
+            double left = deadline - mono();
+
+            snprintf(path, sizeof path, "%s/%s", dir, name);
+            if (left > 0)
+                (void)sm__spool_sync_file(path, c->uri, left, line, sizeof line);
+            else
+                snprintf(line, sizeof line, "%s: not delivered within the bound; kept for "
+                         "`scopemeter sync`", path);
+            fprintf(stderr, "scopemeter: companion: %s\n", line);
+        }
+        free(list[i]);
+    }
+    free(list);
 }
 
 /* http(s): the REST helpers, each call bounded by what is left. */
@@ -481,8 +523,11 @@ int cmd_companion(int argc, char **argv)
                    (strncmp(c->uri, "http://", 7) == 0 || strncmp(c->uri, "https://", 8) == 0);
         int r;
 
-        if (http)
+        if (http) {
+            /* half the bound at most for the spool: the end must still be written */
+            deliver_spool(c, t0 + c->timeout / 2);
             r = end_rest(c, t0 + c->timeout, &ended);
+        }
         else if (c->python)
             r = end_python(c, t0 + c->timeout, &ended);
         else {

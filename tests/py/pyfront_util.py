@@ -117,6 +117,22 @@ def staged_package():
     return root
 
 
+# Python lines that give the front's Monitor the smallest ring (256 points):
+# the front sets no buffer size, so a spool test wraps _native once.
+SMALLEST_RING = r"""
+from scopemeter import _front, _native
+
+class _SmallestRing:
+    def __getattr__(self, name):
+        return getattr(_native, name)
+    @staticmethod
+    def Monitor(**kw):
+        return _native.Monitor(buffer_points=256, **kw)
+
+_front._native = _SmallestRing()
+"""
+
+
 def python_env(**extra):
     """A clean environment (no launcher / MLflow variables from the shell)."""
     from conftest import clean_env

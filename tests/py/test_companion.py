@@ -22,7 +22,7 @@ import time
 import pytest
 
 from conftest import have, is_root
-from pyfront_util import new_run, python_env
+from pyfront_util import SMALLEST_RING, new_run, python_env
 from test_cgroup_real import MOUNTS, MiB, write
 from test_composition_real import limited
 from test_report import py_report
@@ -232,6 +232,72 @@ def test_clean_exit_leaves_nothing_running_and_the_run_to_mlflow(store, tmp_path
 # A seccomp filter that answers pidfd_open (434) with ENOSYS, as a kernel
 # before 5.3 does; inherited by the companion (the filter stays across fork
 # and exec).  x86-64 and aarch64 share the number.
+SPOOLING = r"""
+import sys, time, mlflow, scopemeter
+from scopemeter import _front
+""" + SMALLEST_RING + r"""
+mlflow.set_tracking_uri(sys.argv[1])
+with mlflow.start_run() as r:
+    ok = scopemeter.enable_system_metrics(interval=0.1)
+    c = _front._current.companion if _front._current else None
+    print("RUN", r.info.run_id, "ENABLED", ok, "COMPANION", c.pid if c else 0, flush=True)
+    time.sleep(600)
+"""
+
+
+def test_kill9_mid_outage_the_companion_delivers_the_spool(mlflow_server, tmp_path):
+    """An outage longer than the ring (the smallest, 256 points, at 0.1 s):
+    the front spools; SIGKILL, and the server is back at once.  The
+    companion delivers the dead process's spool files before the end, each
+    file one line, exactly once (the store holds a contiguous prefix of
+    every series, the spooled points added to what was delivered before the
+    outage, the files gone), then ends the run KILLED."""
+    import glob
+    import re
+    from faultproxy import FaultProxy
+    from runread import assert_steps_contiguous, histories
+    proxy = FaultProxy(mlflow_server)
+    spool = tmp_path / "spool"
+    path = tmp_path / "spooling.py"
+    path.write_text(SPOOLING)
+    proc = subprocess.Popen([sys.executable, str(path), proxy.uri],
+                            env=python_env(SCOPEMETER_SPOOL_DIR=str(spool)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=str(tmp_path))
+    try:
+        run_id, comp = first_line(proc)
+        assert comp and alive(comp), "no companion while the process runs"
+        assert proxy.wait_for(lambda: any(r.status == 200 for r in proxy.log("runs/log-batch")),
+                              60), proxy.log()
+        proxy.down()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and sum(
+                os.path.getsize(f) for f in glob.glob(str(spool / "*.spool"))) < 20000:
+            time.sleep(0.2)
+        files = glob.glob(str(spool / "*.spool"))
+        assert files, "nothing spooled"
+        before = sum(len(h) for h in histories(mlflow_server, run_id).values())
+        os.kill(proc.pid, signal.SIGKILL)
+        proxy.up()
+        run, _ = wait_ended(mlflow_server, run_id)
+        err = proc.communicate(timeout=120)[1]  # its stderr closes when the companion exits
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proxy.close()
+    said = [ln for ln in err.splitlines() if "companion:" in ln and "points delivered" in ln]
+    assert len(said) == len(files), err[-3000:]
+    assert not glob.glob(str(spool / "*.spool")), err[-3000:]
+    spooled = sum(int(re.search(r"(\d+) metrics", ln).group(1)) for ln in said)
+    after = histories(mlflow_server, run_id)
+    assert_steps_contiguous(after)  # the spool is what came after the delivered: no hole
+    assert sum(len(h) for h in after.values()) - before == spooled > 0, (before, said)
+    assert run.info.status == "KILLED", err[-3000:]
+    assert run.data.tags["scopemeter.rank0.end_reason"] == "signal 9 (SIGKILL)"
+    assert wait_gone(comp), "the companion outlived its job"
+
+
 NO_PIDFD = r"""
 #include <errno.h>
 #include <linux/filter.h>

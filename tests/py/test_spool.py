@@ -19,6 +19,7 @@ import uuid
 import pytest
 
 from conftest import clean_env, free_port, is_root, start_mlflow_server, stop_mlflow_server
+from pyfront_util import SMALLEST_RING
 from runread import read_line, rest, scratch_cwd, sm_lines
 from test_one_path import closing as closing_counts  # the closing line, points and tags apart
 
@@ -298,16 +299,7 @@ def test_the_spool_does_not_grow_the_working_set(scopemeter_bin, server, tmp_pat
 FRONT = r"""
 import os, sys, time
 import scopemeter
-from scopemeter import _front, _native
-
-class Native:  # the front sets no buffer size: its Monitor gets the smallest ring
-    def __getattr__(self, name):
-        return getattr(_native, name)
-    @staticmethod
-    def Monitor(**kw):
-        return _native.Monitor(buffer_points=256, **kw)
-
-_front._native = Native()
+""" + SMALLEST_RING + r"""
 ok = scopemeter.enable_system_metrics(interval=0.1)
 print("enabled" if ok else "not enabled", file=sys.stderr, flush=True)
 while not os.path.exists(os.environ["SM_TEST_DONE"]):
