@@ -23,7 +23,8 @@ guest, with real allocations inside the cgroup (tests/vm/alloc.c, python3):
   status 137); memory that belongs to no process filling the cgroup (the
   kernel ranks the live processes by size: scopemeter's lowered
   oom_score_adj keeps it out of the way, and without CAP_SYS_RESOURCE it is
-  the victim); memory.oom.group=1 (everything in the cgroup dies).
+  the victim); memory.oom.group=1 (everything in the cgroup dies); the
+  Python front's companion ending an OOM-killed process from memory.events.
 
 - what filled the pod (docs/design.md §9, tests/vm/whatfilled.sh, the third
   script): 100 MB on a tmpfs and 60 MiB anonymous in a limited cgroup against
@@ -419,6 +420,31 @@ def test_oom_group_kills_everything_in_the_cgroup(ooms):
     assert "scopemeter.rank0.oom_kill" not in tags(recs)
     assert closing(err) is None
     assert "scopemeter.rank0.cgroup" in tags(recs)  # the start tags were written
+
+
+def test_the_companion_ends_an_oom_killed_process_from_memory_events_v2(ooms):
+    """The Python front's companion (docs/design.md §7) on v2: the process it
+    watches is OOM-killed in a 120M cgroup; it says oom_kill from the
+    cgroup's memory.events (the kernel's count, before against after), the
+    kernel's memory.peak as the peak tag, and the run KILLED, in the end it
+    hands its writer (a stand-in for MLflow's client: the arguments it got;
+    tests/vm/oom.sh)."""
+    d = os.path.join(ooms, "companion")
+    rc, err, lines = int(read(d, "rc")), read(d, "run.err"), read(d, "oom_lines")
+    assert rc == 137 and "python3" in killed(lines), (rc, lines, err[-2000:])
+    assert "scopemeter" not in killed(lines), lines
+    args = read(d, "end_args").split("\0")
+    tags = {args[i + 1]: args[i + 2] for i, a in enumerate(args) if a == "--tag"}
+    assert args[args.index("--end") + 1] == "KILLED", args
+    assert args[args.index("--reason") + 1] == "oom_kill", args
+    ev0 = kv(read(d, "before", "memory.events"), "oom_kill")
+    ev1 = kv(read(d, "after", "memory.events"), "oom_kill")
+    assert int(tags["scopemeter.rank0.oom_kill"]) == ev1 - ev0 >= 1, (tags, ev0, ev1)
+    assert tags["scopemeter.rank0.memory_peak_mb"] == \
+        "%.1f" % (int(read(d, "after", "memory.peak")) / MB), tags
+    assert tags["scopemeter.rank0.end_reason"] == "oom_kill", tags
+    assert tags["scopemeter.rank0.ended_by"] == "companion", tags
+    assert "ended without a stop (oom_kill)" in err, err[-2000:]
 
 
 # ---- what filled the pod (docs/design.md §9): whatfilled.sh --------------------------

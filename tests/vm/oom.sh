@@ -72,4 +72,34 @@ rm -f /tmp/fill-nocap
 # 3. memory.oom.group=1 (Kubernetes >= 1.28 sets it on v2 containers)
 echo "group $(cut -d' ' -f1 /proc/uptime)"
 OOM_GROUP=1 one_run group group -- python3 -c "$ALLOC400"
+# 4. the companion (docs/design.md §7) on v2: python3 starts it as the front
+# does (its child, in its cgroup: the same 120M) and is then OOM-killed.  The
+# companion reads the kill from memory.events and writes the end through
+# --python: here a writer that keeps its arguments (NUL-separated) for the
+# test, since no MLflow store runs in the guest; the host's tests write the
+# same end into real stores (tests/py/test_companion.py).
+echo "companion $(cut -d' ' -f1 /proc/uptime)"
+d=$OUT/companion; cg=$CG/companion
+mkdir -p $d $cg
+echo 120M > $cg/memory.max
+printf '#!/bin/sh\nprintf "%%s\\0" "$@" > %s/end_args.tmp && mv %s/end_args.tmp %s/end_args\n' \
+  $d $d $d > $d/writer
+chmod +x $d/writer
+snap $d/before $cg
+dmesg -C
+(echo $BASHPID > $cg/cgroup.procs; cd $d
+ exec python3 -c "
+import os, subprocess, sys, time
+c = subprocess.Popen([sys.argv[1], 'companion', '--pid', str(os.getpid()), '--run-id', '0' * 32,
+                      '--tracking-uri', 'sqlite:///unused.db', '--owns-run', '--python',
+                      sys.argv[2]], stdin=subprocess.PIPE)
+open('companion.pid', 'w').write(str(c.pid))
+time.sleep(1)
+$ALLOC400" $SM $d/writer) > $d/run.err 2>&1
+echo $? > $d/rc
+waitfile $d/end_args
+n=0
+while kill -0 "$(cat $d/companion.pid)" 2>/dev/null && [ $n -lt 600 ]; do sleep 0.05; n=$((n + 1)); done
+snap $d/after $cg
+dmesg | grep -E "invoked oom-killer|Killed process|oom_reaper" > $d/oom_lines || true
 echo "oom done $(cut -d' ' -f1 /proc/uptime)"
