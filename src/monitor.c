@@ -353,6 +353,11 @@ static sm_sink_config sink_config(const sm_monitor *m, size_t cap)
         .rank = m->ctx.id.rank,
         .settings = m->sink_settings,
     };
+    _Static_assert(sizeof c.node_tag >= SM_SHOWN_MAX(sizeof m->ctx.id.node), "node tag");
+    if (m->ctx.id.node[0])
+        sm__shown(c.node_tag, sizeof c.node_tag, m->ctx.id.node);
+    else
+        snprintf(c.node_tag, sizeof c.node_tag, "unknown");
     /* two passes: node-independent scopes first (a rank moved to another
      * node keeps those keys), then the node tier; one key per scope */
     for (int pass = 0; pass < 2; pass++)

@@ -142,6 +142,9 @@ typedef struct sm_sink_config {
      * from the whole run.  Point into the monitor; valid during the call. */
     const char *step_keys[SM_STEP_KEYS];
     size_t nstep_keys;
+    /* The value of the rank's start tag scopemeter.rankN.node, as the start
+     * tags write it: the REST sink's write check writes it first. */
+    char node_tag[SM_SHOWN_MAX(256)];
 } sm_sink_config;
 
 /* A delivering sink's constructor.  sm_monitor_set_run() (mlflow/sink_mlflow.c)

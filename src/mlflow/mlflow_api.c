@@ -347,11 +347,11 @@ void sm__mlflow_check_run_on(sm_rest *r, const char *run_id, int rank, double de
     sm__rest_result_clear(&res);
 }
 
-int sm__mlflow_check_write_on(sm_rest *r, const char *run_id, double deadline, char *err,
-                             size_t errlen)
+int sm__mlflow_check_write_on(sm_rest *r, const char *run_id, int rank, const char *node,
+                             double deadline, char *err, size_t errlen)
 {
+    char key[64];
     json_t *req;
-    long http = 0;
     int rc;
 
     if (!sm_mlflow_valid_run_id(run_id)) {
@@ -360,13 +360,12 @@ int sm__mlflow_check_write_on(sm_rest *r, const char *run_id, double deadline, c
                  run_id ? sm__shown(shown, sizeof shown, run_id) : "(null)");
         return -EINVAL;
     }
-    if (!(req = json_pack("{s:s}", "run_id", run_id))) {
-        snprintf(err, errlen, "runs/log-inputs: out of memory");
+    snprintf(key, sizeof key, "scopemeter.rank%d.node", rank);
+    if (!(req = json_pack("{s:s, s:s, s:s}", "run_id", run_id, "key", key, "value", node))) {
+        snprintf(err, errlen, "runs/set-tag: out of memory");
         return -ENOMEM;
     }
-    rc = call(r, "POST", "runs/log-inputs", req, NULL, &http, deadline, err, errlen);
-    if (rc == -EPROTO && http == 404) /* before MLflow 2.4: no log-inputs */
-        rc = call(r, "POST", "runs/update", req, NULL, NULL, deadline, err, errlen);
+    rc = call(r, "POST", "runs/set-tag", req, NULL, NULL, deadline, err, errlen);
     json_decref(req);
     return rc;
 }

@@ -136,17 +136,21 @@ SM_HIDDEN void sm__mlflow_check_run_on(sm_rest *r, const char *run_id, int rank,
 SM_HIDDEN void sm__mlflow_check_run(const char *uri, const char *run_id, int rank,
                                    double timeout_s, sm_run_check *c);
 
-/* mlflow_api.c: whether the run takes writes from these credentials: an
- * empty runs/log-inputs (no dataset: nothing changes), which needs the
- * permission log-batch needs (MLflow's auth app: EDIT) and an active run,
- * and reads only the run's row; a server before MLflow 2.4, without it, is
- * asked a no-op runs/update.  (runs/get and a no-op runs/update read every
- * latest metric of the run: at 1024 ranks of 11 series 0.5 and 0.33 s of the
- * server each, against 12 ms; measured 2026-12-04, docs/rest.md "The run
- * check".)  0, -EACCES (401/403), -ENOENT (no such run), another refusal (a
- * deleted run: -EPROTO) or no answer, as the public helpers; err set. */
-SM_HIDDEN int sm__mlflow_check_write_on(sm_rest *r, const char *run_id, double deadline,
-                                       char *err, size_t errlen);
+/* mlflow_api.c: whether the run takes writes from these credentials: the
+ * rank's start tag scopemeter.rankN.node (node: its value, as the start tags
+ * write it moments later) with runs/set-tag, which needs the permission
+ * log-batch needs (MLflow's auth app: EDIT) and an active run, and touches
+ * one row in one database session.  Not runs/get or a no-op runs/update,
+ * which read every latest metric of the run (at 1024 ranks of 11 series
+ * 0.52 and 0.33 s of the server each), nor an empty log-inputs or
+ * log-batch, which open a second session inside the first: 256 at once
+ * held every pooled connection of a 4-worker server waiting for another
+ * (docs/rest.md "The run check", measured 2026-12-04).  0, -EACCES
+ * (401/403), -ENOENT (no such run), another refusal (a deleted run:
+ * -EPROTO) or no answer, as the public helpers; err set. */
+SM_HIDDEN int sm__mlflow_check_write_on(sm_rest *r, const char *run_id, int rank,
+                                       const char *node, double deadline, char *err,
+                                       size_t errlen);
 /* mlflow_api.c: the largest step in the histories of keys[0..n) of the run
  * (metrics/get-history: what those keys hold, not the whole run), -1 when
  * none has a point.  0 or as the public helpers, err set. */

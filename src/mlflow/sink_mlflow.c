@@ -88,8 +88,9 @@ static void transport_free(void *arg)
  * what the verdict means (the MlflowClient path asks its own way).
  *
  * The check costs the server what this rank's own points cost, not what the
- * run holds: an empty runs/log-inputs (the run is there, active, and takes
- * writes from these credentials: sm__mlflow_check_write_on) and the histories of a few of the rank's
+ * run holds: the rank's node tag written first (runs/set-tag: the run is
+ * there, active, and takes writes from these credentials:
+ * sm__mlflow_check_write_on) and the histories of a few of the rank's
  * own keys (where its steps stopped, for a re-attach).  runs/get reads every
  * latest metric of the run: 1024 ranks starting each read 1024 x 11 (0.5 s
  * of the server each at the end, measured 2026-12-04), which kept a 4-worker
@@ -112,9 +113,11 @@ static int check_run(rest_transport *t, sm_deliver *d, const sm_sink_config *cfg
         verdict = sm__deliver_checked(d, given, err, errlen);
         if (verdict < 0 || given->outcome != SM_RUN_CHECK_RUN)
             return verdict; /* no answer in time: said; the points wait */
-        rc = sm__mlflow_check_write_on(&t->rest, t->run_id, deadline, why, sizeof why);
+        rc = sm__mlflow_check_write_on(&t->rest, t->run_id, cfg->rank, cfg->node_tag,
+                                       deadline, why, sizeof why);
     } else {
-        rc = sm__mlflow_check_write_on(&t->rest, t->run_id, deadline, why, sizeof why);
+        rc = sm__mlflow_check_write_on(&t->rest, t->run_id, cfg->rank, cfg->node_tag,
+                                       deadline, why, sizeof why);
         if (rc == 0) {
             long long last;
 

@@ -215,8 +215,9 @@ def test_a_given_run_is_asked_for_once(scopemeter_bin, mlflow_server, tmp_path):
         counts = assert_steps_contiguous(both)  # no restart at 0, no interleaving
         assert all(c > last + 1 for c in counts.values()), counts
         # the write check at start is still made, once, and reads no whole run
-        # (an empty log-inputs, docs/rest.md "The run check")
-        assert len([r for r in proxy.requests[n:] if r.path.endswith("/runs/log-inputs")]) == 1
+        # (the rank's node tag first, docs/rest.md "The run check")
+        checks = [r for r in proxy.requests[n:] if r.path.endswith("/runs/set-tag")]
+        assert [r.json()["key"] for r in checks] == ["scopemeter.rank0.node"], checks
         assert not [r for r in proxy.requests[n:] if r.path.endswith("/runs/update")]
 
         n = len(proxy.requests)

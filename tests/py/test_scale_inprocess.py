@@ -127,7 +127,7 @@ def test_collectors_in_one_process_record_windows_and_stop_together_on_postgres(
         f.seek(log_from)
         asked = collections.Counter(re.findall(r'"(?:GET|POST) /api/2\.0/mlflow/([a-z/-]+)',
                                                f.read()))
-    assert asked["runs/log-inputs"] == n and not asked["runs/get"] and not asked["runs/update"], \
+    assert asked["runs/set-tag"] == n and not asked["runs/get"] and not asked["runs/update"], \
         asked
 
     run, hist = read_back(postgres, uri, run_id, total, n, DB)

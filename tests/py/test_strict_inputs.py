@@ -306,10 +306,11 @@ def test_front_resumed_run_continues_steps(tmp_path, mlflow_server, store):
 
 def test_capi_monitors_check_the_run_without_reading_it_and_continue_steps(mlflow_server):
     """The sink's own run check (C API monitors, tests/c/many_collectors; no
-    resolution's runs/get given): an empty log-inputs and the histories of
-    the rank's own keys, never runs/get or runs/update, which read every
-    latest metric of the run (docs/rest.md "The run check").  Monitors
-    started again on the same run continue their steps after their last."""
+    resolution's runs/get given): the rank's node tag written first
+    (runs/set-tag) and the histories of the rank's own keys, never runs/get
+    or runs/update, which read every latest metric of the run (docs/rest.md
+    "The run check").  Monitors started again on the same run continue
+    their steps after their last."""
     import os
     from faultproxy import FaultProxy
     from runread import assert_steps_contiguous
@@ -325,10 +326,11 @@ def test_capi_monitors_check_the_run_without_reading_it_and_continue_steps(mlflo
             assert p.returncode == 0, p.stderr[-3000:]
             outs.append(p.stderr)
         paths = [r.path for r in proxy.log()]
+        tagged = sorted(r.json()["key"] for r in proxy.log("/runs/set-tag"))
     finally:
         proxy.close()
     assert not [q for q in paths if "/runs/get?" in q or q.endswith("/runs/update")], paths
-    assert sum(q.endswith("/runs/log-inputs") for q in paths) == 2 * n, paths
+    assert tagged == sorted(f"scopemeter.rank{r}.node" for r in range(n) for _ in range(2))
     looked = [q for q in paths if "/metrics/get-history?" in q]
     assert 2 * n <= len(looked) <= 2 * n * 3, looked  # up to 3 keys a rank
     first = [ln for ln in sm_lines(outs[0]) if "steps continue at" in ln]

@@ -139,12 +139,13 @@ def test_torchrun_worker_oom_under_all_workers_the_companion_records_it(mlflow_s
         assert run.info.status == "KILLED", run.info
         assert tags["scopemeter.end_reason"] == \
             "KILLED by scopemeter companion of rank 0: oom_kill", tags
-        # the windows up to the kill: every series of rank 0 contiguous, and
-        # the container's working set reached the limit's neighbourhood
+        # the windows up to the kill: every series of rank 0 contiguous.  That
+        # the limit was reached is the kernel's peak above, not a sample: the
+        # last allocation takes the worker from ~0.4 GB to the limit faster than
+        # a 0.5 s interval (CI, 2026-12-04: the last window read 1238 MB of 1611)
         ws = metrics["system/container_memory_usage_megabytes/rank0"]
         steps = [s for s, _, _ in ws]
         assert steps == list(range(len(steps))) and len(steps) >= 4, steps
-        assert max(v for _, v, _ in ws) >= 0.8 * limit / 1e6, ws[-3:]
         assert all(not alive(int(x)) for d in pod.procs_files()
                    for x in open(d).read().split()), "a process of the job is left"
     finally:
