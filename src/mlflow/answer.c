@@ -199,6 +199,13 @@ int sm__rest_errno(const sm_rest_result *res)
 
 /* ---- the run check ------------------------------------------------------------ */
 
+int64_t sm__rest_int64(const json_t *v)
+{
+    /* the REST API gives int64 as a number or, through protobuf JSON, a string */
+    return json_is_integer(v) ? (int64_t)json_integer_value(v)
+           : json_is_string(v) ? strtoll(json_string_value(v), NULL, 10) : 0;
+}
+
 /* The largest step of the run's latest system metrics of this rank
  * (runs/get returns each key's latest point), -1 without any. */
 static int64_t last_system_step(json_t *run, int rank)
@@ -216,9 +223,7 @@ static int64_t last_system_step(json_t *run, int rank)
         size_t kl = key ? strlen(key) : 0;
         if (!key || strncmp(key, "system/", 7) != 0 || kl < sl || strcmp(key + kl - sl, suffix))
             continue;
-        /* the REST API gives int64 as a number or, through protobuf JSON, a string */
-        int64_t v = json_is_integer(step) ? (int64_t)json_integer_value(step)
-                    : json_is_string(step) ? strtoll(json_string_value(step), NULL, 10) : 0;
+        int64_t v = sm__rest_int64(step);
         if (v > last)
             last = v;
     }

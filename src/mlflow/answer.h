@@ -94,5 +94,8 @@ SM_HIDDEN void sm__run_check_of(sm_run_check *c, const sm_rest_result *a, json_t
 /* A check that could not ask (a bad run id or URI, no TLS, no memory):
  * code is the public API's, why the line; the verdict as above. */
 SM_HIDDEN void sm__run_check_failed(sm_run_check *c, int code, const char *why, int rank);
+/* An int64 field of an answer (a step): a JSON number or, through protobuf
+ * JSON, a string; 0 otherwise. */
+SM_HIDDEN int64_t sm__rest_int64(const json_t *v);
 
 #endif

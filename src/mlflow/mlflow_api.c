@@ -395,11 +395,7 @@ int sm__mlflow_last_step_on(sm_rest *r, const char *run_id, const char *const *k
             if (rc < 0)
                 break;
             json_array_foreach(json_object_get(resp, "metrics"), i, m) {
-                json_t *step = json_object_get(m, "step");
-                /* int64 as a number or, through protobuf JSON, a string */
-                long long v = json_is_integer(step) ? (long long)json_integer_value(step)
-                              : json_is_string(step) ? strtoll(json_string_value(step), NULL, 10)
-                              : 0;
+                long long v = sm__rest_int64(json_object_get(m, "step"));
                 if (v > *last)
                     *last = v;
             }

@@ -108,16 +108,17 @@ static int check_run(rest_transport *t, sm_deliver *d, const sm_sink_config *cfg
     sm_run_check c;
     int rc, verdict;
 
-    if ((given->outcome == SM_RUN_CHECK_RUN || given->outcome == SM_RUN_CHECK_NO_ANSWER) &&
-        given->rank == cfg->rank) {
+    int taken = given->rank == cfg->rank && (given->outcome == SM_RUN_CHECK_RUN ||
+                                             given->outcome == SM_RUN_CHECK_NO_ANSWER);
+
+    if (taken) {
         verdict = sm__deliver_checked(d, given, err, errlen);
         if (verdict < 0 || given->outcome != SM_RUN_CHECK_RUN)
             return verdict; /* no answer in time: said; the points wait */
-        rc = sm__mlflow_check_write_on(&t->rest, t->run_id, cfg->rank, cfg->node_tag,
-                                       deadline, why, sizeof why);
-    } else {
-        rc = sm__mlflow_check_write_on(&t->rest, t->run_id, cfg->rank, cfg->node_tag,
-                                       deadline, why, sizeof why);
+    }
+    rc = sm__mlflow_check_write_on(&t->rest, t->run_id, cfg->rank, cfg->node_tag, deadline, why,
+                                   sizeof why);
+    if (!taken) {
         if (rc == 0) {
             long long last;
 
