@@ -44,6 +44,8 @@ typedef struct sm_rest_result {
     char error_code[64];  /* MLflow's error_code, "" when none */
     int os_errno;         /* no answer: the socket's errno (ECONNRESET for a connection
                            * closed without a reply), 0 when unknown */
+    int timed_out;        /* no answer within the request's stall or total bound: the
+                           * server may still be working on it */
 } sm_rest_result;
 
 SM_HIDDEN void sm__rest_result_clear(sm_rest_result *res);

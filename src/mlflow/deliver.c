@@ -36,6 +36,18 @@
  *                                error_code/message; that batch is dropped
  *                                and counted, never retried
  *
+ * Patience.  A request moving no byte for 10 s is an outage, said while the
+ * job runs -- but a server that queues the job's requests answers each late,
+ * and works on one its client gave up on all the same: giving up and
+ * retrying only adds to its queue, until every answer goes to a client that
+ * has left (1024 collectors' last windows, CI 2026-12-04: 4273 log-batches
+ * answered 200, and 1023 collectors reached the stop bound undelivered).  So a request given up doubles this
+ * collector's patience for the next one, an answer sets it to twice the time
+ * that answer took (the server's queue as this collector meets it), always
+ * within 10 s and 120 s (MLflow's request timeout): sm__deliver_patience.
+ * Once the stop began a request is waited for until the stop bound: the
+ * answer to it is the only one that can still come in time.
+ *
  * Stop: flush(deadline) closes the ring and lets the driver deliver what is
  * queued; at the deadline delivery is aborted (libcurl's xferinfo sees the
  * flag; a Python request in flight is abandoned) and one line says how many
@@ -63,6 +75,8 @@
 #define BACKOFF_FLUSH_CAP_S 2.0
 #define SPREAD_PER_COLLECTOR_S 0.05
 #define SPILL_CHUNK 4096
+#define STALL_MIN_S 10.0
+#define STALL_MAX_S 120.0
 
 struct sm_deliver {
     sm_sink base;
@@ -73,6 +87,8 @@ struct sm_deliver {
     sm_ring ring;
     size_t cap;
     double spread_s;          /* upper bound of the random delay before a post */
+    double stall_s;           /* patience with a request (see the top of the file) */
+    double sent_at;           /* when the batch handed out went (monotonic s) */
     double period_s;
     int64_t step_base;        /* added to every step: after the run's earlier system steps */
 
@@ -315,6 +331,26 @@ static double flush_cap(sm_deliver *d)
     return cap > BACKOFF_FLUSH_CAP_S ? cap : BACKOFF_FLUSH_CAP_S;
 }
 
+double sm__deliver_patience(double stall_s, int timed_out, double answer_s)
+{
+    double s = timed_out ? 2 * stall_s : answer_s >= 0 ? 2 * answer_s : stall_s;
+
+    return s < STALL_MIN_S ? STALL_MIN_S : s > STALL_MAX_S ? STALL_MAX_S : s;
+}
+
+/* The patience for the request about to go, in whole seconds (libcurl's
+ * unit), and when it went (see the top of the file). */
+static long patience(sm_deliver *d)
+{
+    long long dl = atomic_load(&d->deadline_ms);
+    double s = d->stall_s;
+
+    d->sent_at = sm__now_mono();
+    if (dl > 0)
+        s = (double)dl / 1000.0 - d->sent_at;
+    return s < 1 ? 1 : (long)ceil(s);
+}
+
 /* Past the flush deadline: nothing more is tried (flush is about to abort). */
 static int past_deadline(sm_deliver *d)
 {
@@ -440,6 +476,7 @@ int sm__deliver_next(sm_deliver *d, sm_deliver_batch *b)
             b->n = d->nbatch;
             b->step_base = d->step_base;
             b->ring = &d->ring;
+            b->stall_s = patience(d);
             return 1;
         }
         d->from_spool = 0;
@@ -467,6 +504,7 @@ int sm__deliver_next(sm_deliver *d, sm_deliver_batch *b)
         b->n = d->nbatch;
         b->step_base = d->step_base;
         b->ring = &d->ring;
+        b->stall_s = patience(d);
         return 1;
     }
 end:
@@ -487,6 +525,9 @@ void sm__deliver_done(sm_deliver *d, size_t taken, const sm_rest_result *a)
         return;
     if (taken > d->nbatch)
         taken = d->nbatch;
+    d->stall_s = sm__deliver_patience(d->stall_s, a->timed_out,
+                                      a->outcome == SM_REST_OK || a->outcome == SM_REST_REFUSED
+                                          ? sm__now_mono() - d->sent_at : -1);
     used = taken < d->nbatch ? d->from[taken] : d->nraw;
     if (d->from_spool && (a->outcome == SM_REST_OK ||
                           (a->outcome == SM_REST_REFUSED &&
@@ -741,6 +782,7 @@ int sm__deliver_new(const char *run_id, const char *shown, sm_deliver **out)
     snprintf(d->run_id, sizeof d->run_id, "%s", run_id ? run_id : "");
     snprintf(d->shown, sizeof d->shown, "%s", shown ? shown : "");
     d->fresh = 1;
+    d->stall_s = STALL_MIN_S;
     d->seed = sm__rest_seed(d);
     atomic_init(&d->abort, 0);
     atomic_init(&d->deadline_ms, 0);

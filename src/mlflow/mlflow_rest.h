@@ -57,6 +57,8 @@ typedef struct sm_rest {
     char *ca_path, *client_cert, *proxy;
     long connect_timeout_s;
     long total_timeout_s;
+    long stall_s;             /* a transfer that moves no byte this long is given up
+                               * (CURLOPT_LOW_SPEED_TIME); 0: 10 s */
     /* Abort: the transfer stops when *abort_flag is non-zero or the monotonic
      * clock passes *abort_deadline_ms (> 0, CLOCK_MONOTONIC milliseconds);
      * checked by the xferinfo callback. */

@@ -307,9 +307,11 @@ static void set_options(sm_rest *r, const char *url, int post, const char *body,
             c->easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(left > 1 ? left : 1));
     }
     /* a server that accepted and stalls: under 1 byte/s for 10 s is an outage
-     * (said while the job runs); MLflow answers a log-batch in milliseconds */
+     * (said while the job runs); MLflow answers a log-batch in milliseconds.
+     * The delivery policy may wait longer for one it knows is queueing
+     * (deliver.c, "Patience") */
     c->easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    c->easy_setopt(h, CURLOPT_LOW_SPEED_TIME, 10L);
+    c->easy_setopt(h, CURLOPT_LOW_SPEED_TIME, r->stall_s > 0 ? r->stall_s : 10L);
     c->easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
     c->easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
     c->easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
@@ -425,8 +427,10 @@ int sm__rest_once(sm_rest *r, const char *method, const char *endpoint, const ch
         snprintf(res->msg, sizeof res->msg, "%s: aborted at stop", ep);
         return res->outcome;
     }
-    if (cc != CURLE_OK)
+    if (cc != CURLE_OK) {
+        res->timed_out = cc == CURLE_OPERATION_TIMEDOUT;
         return transfer_failed(r, cc, ep, res);
+    }
     r->c->easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, &http);
     res->retry_after = r->retry_after;
     sm__rest_parse_reply(endpoint, http, r->resp, r->resp_len, res);

@@ -66,6 +66,7 @@ static void post(void *arg, const sm_deliver_batch *b, size_t *taken, sm_rest_re
         snprintf(a->msg, sizeof a->msg, "out of memory building runs/log-batch");
         return;
     }
+    t->rest.stall_s = b->stall_s;
     sm__rest_once(&t->rest, "POST", "runs/log-batch", body, len, a);
     free(body);
     if (a->outcome == SM_REST_RETRY && a->http == 0 && a->os_errno > 0)
