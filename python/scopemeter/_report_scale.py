@@ -151,17 +151,30 @@ class Measure(NamedTuple):
     """key: the rank's field; floor: the least robust deviation, in the
     field's unit (ranks that all read the same have a MAD of 0, and a rank
     0.1 % apart from them is no finding); text(value, median, floor,
-    direction, rank)."""
+    direction, rank); per_hour: a slope, whose difference from the median's
+    is a finding only when it adds up to GROWTH_MB over the rank's
+    recording."""
     key: str
     floor: float
     text: Text
+    per_hour: bool = False
+
+
+# A slope is an hour's growth made from however long the rank recorded: over
+# three minutes, 13 MB more than the median rank (a shared process that grew
+# as the job's other collectors started) reads 260 MB an hour, and over a
+# day a 50 MB difference is 2 MB an hour.  So a rank's slope stands apart
+# only when its difference from the median's, times its recording, is at
+# least this much memory: a leak is memory that is there.
+GROWTH_MB = 50.0
 
 
 MEASURES = (
     Measure("container_memory_peak_percentage", 2.0, _peak_text),
     Measure("container_memory_growth_megabytes_per_hour", 50.0,
-            _growth("container memory")),
-    Measure("process_memory_growth_megabytes_per_hour", 50.0, _growth("process memory")),
+            _growth("container memory"), per_hour=True),
+    Measure("process_memory_growth_megabytes_per_hour", 50.0, _growth("process memory"),
+            per_hour=True),
     Measure("container_cpu_mean_percentage", 5.0,
             _busy("CPU", " of its limit", "it does less than the others (it waits: input, "
                   "network, a slower peer)", "it works more than the others: it may hold "
@@ -180,7 +193,8 @@ MEASURES = (
 def outliers(ranks: List[RankReport]) -> List[Outlier]:
     """The ranks whose measure stands more than OUTLIER_DEVIATIONS robust
     deviations (max(1.4826 x MAD, the measure's floor)) from the median of
-    the job's ranks that have it; by rank, then in MEASURES' order."""
+    the job's ranks that have it (a slope: also GROWTH_MB apart over the
+    rank's recording); by rank, then in MEASURES' order."""
     out: List[Outlier] = []
     for m in MEASURES:
         have: List[Tuple[RankReport, float]] = []
@@ -198,6 +212,10 @@ def outliers(ranks: List[RankReport]) -> List[Outlier]:
         for r, v in have:
             dev = (v - med) / sigma
             if abs(dev) <= OUTLIER_DEVIATIONS:
+                continue
+            span = r.get("recording_span_s")
+            if m.per_hour and isinstance(span, (int, float)) and \
+                    abs(v - med) * span / 3600.0 < GROWTH_MB:
                 continue
             direction = "high" if dev > 0 else "low"
             out.append({"rank": r["rank"], "node": r["node"], "measure": m.key,

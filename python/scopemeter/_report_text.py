@@ -25,6 +25,7 @@ WIDTH = 100
 RANK_COL = 22   # "node / rank", the first column of every table
 SUMMARY_ABOVE = 8   # more ranks than this: the job's summary and its outliers come first
 ROWS = 8            # more ranks than this: the tables list the worst and the outliers
+OUTLIERS_SHOWN = 10  # the outliers the text lists without --all (the farthest apart)
 
 
 def cell(x: Optional[float], fmt: str = "{:.1f}", none: str = "-") -> str:
@@ -321,7 +322,7 @@ def _ranks_text(ranks: List[int]) -> str:
     return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {span_text(ranks)}"
 
 
-def _summary_lines(rep: Report) -> List[str]:
+def _summary_lines(rep: Report, all_ranks: bool = False) -> List[str]:
     """The job at a glance (docs/report.md, "The job at scale"); a count no
     rank holds the counter of is "-", never 0."""
     s = rep["summary"]
@@ -351,8 +352,17 @@ def _summary_lines(rep: Report) -> List[str]:
     lines += ["", f"outliers (more than {OUTLIER_DEVIATIONS:g} robust deviations from the median "
                   "of the job's ranks)" if rep["outliers"] else
               "outliers: none (no rank stands apart from the others)"]
-    for o in rep["outliers"]:
+    listed = rep["outliers"]
+    if not all_ranks and len(listed) > OUTLIERS_SHOWN:
+        # the farthest apart, in the list's order (by rank): the text stays
+        # readable however many ranks stand apart; the JSON holds every one
+        far = sorted(range(len(listed)), key=lambda i: (-abs(listed[i]["deviations"]), i))
+        listed = [listed[i] for i in sorted(far[:OUTLIERS_SHOWN])]
+    for o in listed:
         lines.extend(_wrap(outlier_line(o), WIDTH, "    "))
+    if len(listed) < len(rep["outliers"]):
+        lines.append(f"... and {len(rep['outliers']) - len(listed)} more, less far apart "
+                     "(--all prints them)")
     return lines
 
 
@@ -415,7 +425,7 @@ def format_report(rep: Report, all_ranks: bool = False) -> str:
     n = len(rep["ranks"])
     said: AbstractSet[Tuple[int, str]] = frozenset()
     if n > SUMMARY_ABOVE and "summary" in rep:
-        lines += _summary_lines(rep)
+        lines += _summary_lines(rep, all_ranks)
         said = {(w["rank"], w["cause"]) for w in rep["summary"]["worst"]
                 if w["code"] is not None and w["cause"]}
     shown = None if all_ranks else shown_ranks(rep)

@@ -191,6 +191,52 @@ def test_text_is_short_and_all_prints_every_rank(scopemeter_bin, scale):
         list(range(RANKS))
 
 
+def short_run(uri):
+    """64 ranks recording 3 minutes (18 windows): ranks 0-11 GPU-idle (12
+    outliers, more than the text lists), ranks 12-23 growing 300 MB an hour
+    more than the others, which over 3 minutes is 15 MB: no leak."""
+    series, tags = {}, {"scopemeter.interval_s": "10", "scopemeter.samples": "1",
+                        "scopemeter.collectors": str(RANKS)}
+    rnd = random.Random(7)
+    for k in range(RANKS):
+        grow = 300.0 if 12 <= k < 24 else 0.0
+        series[f"system/process_memory_megabytes/rank{k}"] = [
+            (s, 2000.0 + grow * (s + 1) * 10 / 3600 + rnd.uniform(-0.2, 0.2))
+            for s in range(18)]
+        series[f"system/gpu_0_utilization_percentage/rank{k}"] = [
+            (s, (41.0 if k < 12 else 96.0) + rnd.uniform(-2, 2)) for s in range(18)]
+        tags[f"scopemeter.rank{k}.node"] = f"node-{k // PER_NODE}"
+    return write_run(uri, series, tags)
+
+
+@pytest.mark.timeout(300)
+def test_short_growth_is_no_leak_and_the_text_lists_the_farthest_outliers(scopemeter_bin,
+                                                                           sqlite_server):
+    run_id = short_run(sqlite_server)
+    rep = py_report(run_id, sqlite_server)
+    # 300 MB an hour is 25 robust deviations from the median's 0, but 15 MB
+    # over the recording: no rank's memory stands apart (GROWTH_MB, 50 MB)
+    grew = [rank_of(rep, k)["process_memory_growth_megabytes_per_hour"] for k in range(12, 24)]
+    assert all(250 < g < 350 for g in grew), grew
+    assert not [o for o in rep["outliers"] if o["measure"].endswith("_per_hour")], rep["outliers"]
+    assert outlier_ranks(rep) == set(range(12)), rep["outliers"]  # the JSON: every one
+    env = report_env(MLFLOW_TRACKING_URI=sqlite_server)
+    p = cli_report(scopemeter_bin, run_id, env=env)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    out = lines[lines.index("outliers (more than 3.5 robust deviations from the median of the "
+                            "job's ranks)") + 1:]
+    out = out[:out.index("")]
+    named = [int(ln.split()[1]) for ln in out if ln.startswith("rank ")]
+    assert len(named) == 10 and set(named) < set(range(12)), out  # OUTLIERS_SHOWN
+    assert named == sorted(named), out
+    assert out[-1] == "... and 2 more, less far apart (--all prints them)", out
+    p = cli_report(scopemeter_bin, run_id, "--all", env=env)
+    assert p.returncode == 0, p.stderr
+    assert sum(ln.startswith("rank ") and "GPU 4" in ln for ln in p.stdout.splitlines()) == 12, \
+        p.stdout
+
+
 # ---- a recording that stopped (issue 32 item 4) ---------------------------------------------
 
 
