@@ -402,8 +402,8 @@ def test_without_cap_sys_resource_cmd_is_raised_instead(ooms):
     assert int(read(d, "adj_cmd")) > 0, err
     assert "no CAP_SYS_RESOURCE" in err, err
     victims = killed(lines)
-    assert victims and victims[0] != "scopemeter", lines
-    assert int(tags(recs)["scopemeter.rank0.oom_kill"]) >= 1, err
+    assert victims and victims[0] == "head" and "scopemeter" not in victims, lines
+    assert int(tags(recs).get("scopemeter.rank0.oom_kill", 0)) >= 1, (lines, err)
     assert closing(err) is not None, err
 
 
