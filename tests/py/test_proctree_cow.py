@@ -7,9 +7,9 @@ children) at the same moments, for the whole run.
 The workload moves in steps and holds still between them; the test releases
 each step, waits for the step's "done", then for two points whose samples both
 began after it (the first may have straddled the step), reads its own Pss sum
-in that hold and lets the next step go.  Every point of every hold must be
-within the documented bound, max(2 % of Pss, 4 MB) plus the 0.1 MB rounding
-(design.md §9 "Memory").
+at the hold's start and at its end, and lets the next step go.  Every point of
+every hold must be within the documented bound, max(2 % of Pss, 4 MB) plus the
+0.1 MB rounding (design.md §9 "Memory"), of the span of those two reads.
 
 - cow.py: a parent touches 200 MB, forks 3 children, each child then writes
   every page of it in four steps (the issue's reproduction: the tree stayed
@@ -194,10 +194,11 @@ def drive(tmp_path, text, steps, timeout):
                 assert time.monotonic() < end, f"{dones} never came"
                 time.sleep(0.02)
             t_done = time.time() * 1000
+            before = pss_mb(proc.pid)
             while len([ts for ts, _ in points.poll() if ts > t_done]) < 2:
                 assert proc.poll() is None and time.monotonic() < end, proc.stderr.read()
                 time.sleep(0.05)
-            holds.append((dones[0], t_done, None, pss_mb(proc.pid)))
+            holds.append((dones[0], t_done, None, (before, pss_mb(proc.pid))))
         holds[-1] = holds[-1][:2] + (time.time() * 1000,) + holds[-1][3:]
         (d / "g99").touch()
         err = proc.communicate(timeout=60)[1]
@@ -209,22 +210,29 @@ def drive(tmp_path, text, steps, timeout):
     assert proc.returncode == 0, err
     pts = points.poll()
     checked = []
-    for k, t_done, t_go, pss in holds:
+    for k, t_done, t_go, (before, pss) in holds:
         # a point whose sample began after the step: its predecessor's time is after "done"
         inside = [v for (t0, _), (t1, v) in zip(pts, pts[1:]) if t0 > t_done and t1 <= t_go]
         assert inside, (k, t_done, t_go, pts)
+        # The tree is still, not frozen: an interpreter that just built a
+        # tensor frees and trims for a while after (CI: 7 MB less Pss at the
+        # end of the d0 hold than at its start).  The points were sampled
+        # between the test's two reads, so each is held to the bound around
+        # the span of those two, not to the last one alone.
+        lo, hi = min(before, pss), max(before, pss)
         for v in inside:
-            checked.append((k, v, round(pss, 1)))
-            assert abs(v - pss) <= bound(pss), (
-                f"step {k}: process_memory_megabytes {v} MB, the tree's Pss {pss:.1f} MB "
-                f"(bound {bound(pss):.1f} MB); every hold: {checked}")
+            checked.append((k, v, round(before, 1), round(pss, 1)))
+            assert lo - bound(lo) <= v <= hi + bound(hi), (
+                f"step {k}: process_memory_megabytes {v} MB, the tree's Pss {before:.1f} MB "
+                f"at the hold's start and {pss:.1f} MB at its end (bound {bound(pss):.1f} MB); "
+                f"every hold: {checked}")
     return checked
 
 
 @pytest.mark.timeout(150)
 def test_copy_on_write_children_track_pss(tmp_path):
     checked = drive(tmp_path, COW, COW_STEPS, timeout=120)
-    first, last = checked[0][2], [p for k, _, p in checked if k == "d34"][0]
+    first, last = checked[0][3], [p for k, _, _, p in checked if k == "d34"][0]
     assert last > 3 * first  # the fixture really unshared: 200 MB once, then four times
 
 
@@ -233,5 +241,5 @@ def test_copy_on_write_children_track_pss(tmp_path):
 def test_dataloader_workers_writing_inherited_tensor_track_pss(tmp_path):
     pytest.importorskip("torch")
     checked = drive(tmp_path, LOADER, LOADER_STEPS, timeout=200)
-    first, last = checked[0][2], [p for k, _, p in checked if k == "d8"][0]
+    first, last = checked[0][3], [p for k, _, _, p in checked if k == "d8"][0]
     assert last > first + 100  # 128 MB unshared by the workers

@@ -127,8 +127,13 @@ def test_collectors_in_one_process_record_windows_and_stop_together_on_postgres(
         f.seek(log_from)
         asked = collections.Counter(re.findall(r'"(?:GET|POST) /api/2\.0/mlflow/([a-z/-]+)',
                                                f.read()))
-    assert asked["runs/set-tag"] == n and not asked["runs/get"] and not asked["runs/update"], \
-        asked
+    assert not asked["runs/get"] and not asked["runs/update"], asked
+    # one set-tag a collector (its node tag, the write check); a check the
+    # server did not answer within its bound (5 s: 1024 starts meet a busy
+    # server, CI 2026-12-05: 6) is said in one line, the points wait and the
+    # set-tag may or may not have been served after the client left
+    unchecked = sum("cannot check run" in ln for ln in p.stderr.splitlines())
+    assert n - unchecked <= asked["runs/set-tag"] <= n, (asked, unchecked)
 
     run, hist = read_back(postgres, uri, run_id, total, n, DB)
     keys = set(hist)
@@ -136,6 +141,8 @@ def test_collectors_in_one_process_record_windows_and_stop_together_on_postgres(
 
     tags = tags_of(run)
     assert tags["scopemeter.collectors"] == str(n)
+    # every rank's node tag, unchecked ones too: the start tags carry it
+    assert not [k for k in range(n) if f"scopemeter.rank{k}.node" not in tags]
     period = float(tags["scopemeter.interval_s"]) * int(tags["scopemeter.samples"])
     assert period == plan["period_s"], (tags, plan)
     assert len(keys) == plan["series"], (len(keys), plan["series"])
