@@ -853,6 +853,41 @@ static void degrade_remap_and_retired(void)
     free(base);
 }
 
+/* A transient error at open (UNKNOWN, the open's reading only) is not
+ * NOT_SUPPORTED: the rows and pages are read again at the next window and
+ * reach the tag (the failure policy: any other error skips that one
+ * reading).  It once left them out for the whole run. */
+static void remap_transient_at_open(void)
+{
+    const char *tags[2] = {"FAKE_NVML_FAIL_REMAP_0", "FAKE_NVML_FAIL_RETIRED_0"};
+    const char *want[2] = {"gpu0 remapped_uncorrected=2 remap_pending=1",
+                           "gpu0 retired_pages_dbe=3"};
+    sm_points *p = calloc(1, sizeof *p);
+    sm_tags *t = calloc(1, sizeof *t);
+
+    for (int c = 0; c < 2; c++) {
+        struct opened o;
+
+        reset_env();
+        setenv(c ? "FAKE_NVML_RETIRED_0" : "FAKE_NVML_REMAP_0", c ? "0,3" : "0,2,1,0", 1);
+        setenv(tags[c], "999", 1);
+        setenv("FAKE_NVML_FAIL_TIMES_0", c ? "2" : "1", 1); /* pages: one call per cause */
+        o = open_gpu();
+        CHECK_EQ_INT(o.rc, 0);
+        t->n = 0;
+        sm__coll_gpu.tags(o.state, SM_TAGS_START, t);
+        CHECK(tag_of(t, "gpu_events") == NULL); /* the open's reading failed */
+        sample_once(p, &o);
+        CHECK_EQ_INT(p->n, GPU_SERIES);
+        t->n = 0;
+        sm__coll_gpu.tags(o.state, SM_TAGS_WINDOW, t);
+        CHECK_EQ_STR(tag_of(t, "gpu_events"), want[c]);
+        close_gpu(&o);
+    }
+    free(t);
+    free(p);
+}
+
 /* A health call that starts failing mid-run (fake_nvml_fail between
  * samples): NOT_SUPPORTED drops its series for the rest of the run with one
  * warning line, even when the call answers again later; ECC's two series
@@ -1008,6 +1043,7 @@ int main(void)
     who_holds_memory();
     degrade_each_call();
     degrade_remap_and_retired();
+    remap_transient_at_open();
     health_fails_mid_run();
 
     unlink(path);
