@@ -1229,7 +1229,8 @@ static void events_poll(struct gpu *g)
 /* Remapped rows and retired pages: lifetime facts of the board, read once
  * per window (they change rarely; reading them per sample would cost for
  * nothing).  A NOT_SUPPORTED at open (MIG, boards before Ampere for rows,
- * Ampere and later for pages) leaves that part out. */
+ * Ampere and later for pages) leaves that part out; any other error at open
+ * (a transient one) only skips that reading, as elsewhere. */
 static void health_read(struct gpu *g, int at_open)
 {
     for (size_t i = 0; i < g->n; i++) {
@@ -1244,7 +1245,7 @@ static void health_read(struct gpu *g, int at_open)
             if (rc == SM_NVML_SUCCESS)
                 memcpy(d->remap, v, sizeof d->remap);
             if (at_open)
-                d->remap_ok = rc == SM_NVML_SUCCESS;
+                d->remap_ok = classify(rc) == V_OK || classify(rc) == V_SKIP;
         }
         if (g->f.retired && (at_open || d->retired_ok)) {
             int ok = 1;
@@ -1257,7 +1258,7 @@ static void health_read(struct gpu *g, int at_open)
                 /* INSUFFICIENT_SIZE: more pages than the buffer, count says how many */
                 if (rc == SM_NVML_SUCCESS || rc == SM_NVML_ERROR_INSUFFICIENT_SIZE)
                     d->retired[c] = count;
-                else
+                else if (classify(rc) != V_SKIP)
                     ok = 0;
             }
             if (at_open)

@@ -25,6 +25,7 @@ static char sysroot[256];
 static char fake_path[1024], minimal_path[1024];
 static int (*init_refs)(void);
 static void (*raise_xid)(int, unsigned int);
+static void (*fail_call)(int, const char *, int);
 
 /* stderr of the collector, captured to a file per step */
 static int saved_stderr = -1;
@@ -667,6 +668,317 @@ static void who_holds_memory(void)
     free(p);
 }
 
+/* ---- per-field degrade, field by field (docs/gpu.md "Per-field degrade") ---- */
+
+/* One sample of a collector opened with the environment as it is now. */
+static void sample_once(sm_points *p, struct opened *o)
+{
+    char msg[300] = "";
+
+    p->n = 0;
+    CHECK_EQ_INT(sm__coll_gpu.sample(o->state, p, msg, sizeof msg), 0);
+}
+
+/* p is base without exactly the keys of drop (NULL-terminated): every other
+ * point is there with base's value.  A key that base lacks fails: nothing
+ * can be "dropped" that was never produced. */
+static void same_but(const sm_points *p, const sm_points *base, const char *const *drop)
+{
+    size_t nd = 0;
+
+    for (; drop[nd]; nd++) {
+        if (!find(base, drop[nd]))
+            fprintf(stderr, "not in the baseline: %s\n", drop[nd]);
+        CHECK(find(base, drop[nd]) != NULL);
+        if (find(p, drop[nd]))
+            fprintf(stderr, "not dropped: %s\n", drop[nd]);
+        CHECK(find(p, drop[nd]) == NULL);
+    }
+    CHECK_EQ_INT(p->n, base->n - nd);
+    for (size_t i = 0; i < base->n; i++) {
+        const sm_point *b = &base->v[i], *q;
+        int dropped = 0;
+        for (size_t j = 0; j < nd; j++)
+            dropped |= strcmp(b->key, drop[j]) == 0;
+        if (dropped)
+            continue;
+        q = find(p, b->key);
+        if (!q || q->value != b->value)
+            fprintf(stderr, "%s: %g, want %g (baseline)\n", b->key, q ? q->value : -1.0,
+                    b->value);
+        CHECK(q != NULL && q->value == b->value);
+    }
+}
+
+/* The baseline: two GPUs as the fake answers by default, one sample. */
+static void baseline(sm_points *base)
+{
+    struct opened o;
+
+    reset_env();
+    setenv("FAKE_NVML_DEVICES", "2", 1);
+    o = open_gpu();
+    CHECK_EQ_INT(o.rc, 0);
+    CHECK_EQ_STR(o.res.msg, "");
+    sample_once(base, &o);
+    CHECK_EQ_INT(base->n, 2 * GPU_SERIES);
+    close_gpu(&o);
+}
+
+/* Each health call of GPU 0 answering NOT_SUPPORTED (or NO_PERMISSION) from
+ * the start: exactly the series it feeds are dropped, the open line (one
+ * line) names each with NVML's text, nothing more is said while sampling,
+ * and every other series of both GPUs keeps the value it has without the
+ * failure.  Without a process list there is no gpu_memory_at_peak for that
+ * GPU either. */
+static void degrade_each_call(void)
+{
+    static const struct {
+        const char *var, *rc;
+        const char *drop[4];
+        const char *line; /* the open message, whole */
+    } cases[] = {
+        {"FAKE_NVML_FAIL_CLOCK_0", "3",
+         {"gpu_0_sm_clock_megahertz", "gpu_0_memory_clock_megahertz"},
+         "gpu: gpu_0_sm_clock_megahertz dropped: nvmlDeviceGetClockInfo says fake NVML: Not "
+         "Supported; gpu_0_memory_clock_megahertz dropped: nvmlDeviceGetClockInfo says fake "
+         "NVML: Not Supported"},
+        {"FAKE_NVML_FAIL_REASONS_0", "3",
+         {"gpu_0_throttled_percentage", "gpu_0_throttled_power_percentage",
+          "gpu_0_throttled_thermal_percentage"},
+         "gpu: gpu_0_throttled_* dropped: nvmlDeviceGetCurrentClocksEventReasons says fake "
+         "NVML: Not Supported"},
+        {"FAKE_NVML_FAIL_FIELDS_0", "3",
+         {"gpu_0_pcie_receive_megabytes", "gpu_0_pcie_transmit_megabytes"},
+         "gpu: gpu_0_pcie_receive_megabytes dropped: nvmlDeviceGetFieldValues says fake NVML: "
+         "Not Supported; gpu_0_pcie_transmit_megabytes dropped: nvmlDeviceGetFieldValues says "
+         "fake NVML: Not Supported"},
+        {"FAKE_NVML_FAIL_PCIE_TX_0", "3", /* one field of the call, the other answers */
+         {"gpu_0_pcie_transmit_megabytes"},
+         "gpu: gpu_0_pcie_transmit_megabytes dropped: nvmlDeviceGetFieldValues says fake NVML: "
+         "Not Supported"},
+        {"FAKE_NVML_FAIL_PROCS_0", "3",
+         {"gpu_0_process_memory_megabytes"},
+         "gpu: gpu_0_process_memory_megabytes dropped: nvmlDeviceGetComputeRunningProcesses_v3 "
+         "says fake NVML: Not Supported"},
+        {"FAKE_NVML_FAIL_PROCS_0", "4", /* NO_PERMISSION: the same */
+         {"gpu_0_process_memory_megabytes"},
+         "gpu: gpu_0_process_memory_megabytes dropped: nvmlDeviceGetComputeRunningProcesses_v3 "
+         "says fake NVML: Insufficient Permissions"},
+    };
+    sm_points *base = calloc(1, sizeof *base), *p = calloc(1, sizeof *p);
+    sm_tags *t = calloc(1, sizeof *t);
+
+    baseline(base);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        struct opened o;
+        const char *err, *peak;
+
+        reset_env();
+        setenv("FAKE_NVML_DEVICES", "2", 1);
+        setenv(cases[c].var, cases[c].rc, 1);
+        o = open_gpu();
+        CHECK_EQ_INT(o.rc, 0);
+        CHECK_EQ_STR(o.res.status, "nvml 550.54.15, 2 devices");
+        CHECK_EQ_STR(o.res.msg, cases[c].line);
+        for (int k = 0; k < 2; k++) { /* the drop holds; said once, at open */
+            capture_begin();
+            sample_once(p, &o);
+            err = capture_end();
+            CHECK_EQ_STR(err, "");
+            same_but(p, base, cases[c].drop);
+        }
+        t->n = 0;
+        sm__coll_gpu.tags(o.state, SM_TAGS_WINDOW, t);
+        peak = tag_of(t, "gpu_memory_at_peak");
+        CHECK(peak != NULL && strstr(peak, "gpu1 used_mb=") != NULL);
+        if (strcmp(cases[c].drop[0], "gpu_0_process_memory_megabytes") == 0)
+            CHECK(peak != NULL && strncmp(peak, "gpu1 ", 5) == 0); /* no gpu0 clause */
+        else
+            CHECK(peak != NULL && strncmp(peak, "gpu0 used_mb=", 13) == 0);
+        close_gpu(&o);
+    }
+    free(t);
+    free(p);
+    free(base);
+}
+
+/* Remapped rows and retired pages are items of the gpu_events tag, not
+ * series: a call that says NOT_SUPPORTED at open leaves its items out for
+ * the run (docs/gpu.md, "Events"), the other call's items and the other
+ * GPU's stay, and no series of either GPU changes. */
+static void degrade_remap_and_retired(void)
+{
+    static const char *const none[] = {NULL};
+    static const struct {
+        const char *var;
+        const char *tag;
+    } cases[] = {
+        {NULL, "gpu0 remapped_uncorrected=2 remap_pending=1 retired_pages_dbe=3; "
+               "gpu1 remapped_corrected=1"},
+        {"FAKE_NVML_FAIL_REMAP_0", "gpu0 retired_pages_dbe=3; gpu1 remapped_corrected=1"},
+        {"FAKE_NVML_FAIL_RETIRED_0",
+         "gpu0 remapped_uncorrected=2 remap_pending=1; gpu1 remapped_corrected=1"},
+    };
+    sm_points *base = calloc(1, sizeof *base), *p = calloc(1, sizeof *p);
+    sm_tags *t = calloc(1, sizeof *t);
+
+    baseline(base);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        struct opened o;
+
+        reset_env();
+        setenv("FAKE_NVML_DEVICES", "2", 1);
+        setenv("FAKE_NVML_REMAP_0", "0,2,1,0", 1);
+        setenv("FAKE_NVML_RETIRED_0", "0,3", 1);
+        setenv("FAKE_NVML_REMAP_1", "1,0,0,0", 1);
+        if (cases[c].var)
+            setenv(cases[c].var, "3", 1);
+        o = open_gpu();
+        CHECK_EQ_INT(o.rc, 0);
+        t->n = 0;
+        sm__coll_gpu.tags(o.state, SM_TAGS_START, t);
+        CHECK_EQ_STR(tag_of(t, "gpu_events"), cases[c].tag);
+        capture_begin();
+        sample_once(p, &o);
+        CHECK_EQ_STR(capture_end(), "");
+        same_but(p, base, none);
+        t->n = 0; /* the window re-reads them: still left out, nothing new */
+        sm__coll_gpu.tags(o.state, SM_TAGS_END, t);
+        CHECK_EQ_STR(tag_of(t, "gpu_events"), cases[c].tag);
+        close_gpu(&o);
+    }
+    free(t);
+    free(p);
+    free(base);
+}
+
+/* A transient error at open (UNKNOWN, the open's reading only) is not
+ * NOT_SUPPORTED: the rows and pages are read again at the next window and
+ * reach the tag (the failure policy: any other error skips that one
+ * reading).  It once left them out for the whole run. */
+static void remap_transient_at_open(void)
+{
+    const char *tags[2] = {"FAKE_NVML_FAIL_REMAP_0", "FAKE_NVML_FAIL_RETIRED_0"};
+    const char *want[2] = {"gpu0 remapped_uncorrected=2 remap_pending=1",
+                           "gpu0 retired_pages_dbe=3"};
+    sm_points *p = calloc(1, sizeof *p);
+    sm_tags *t = calloc(1, sizeof *t);
+
+    for (int c = 0; c < 2; c++) {
+        struct opened o;
+
+        reset_env();
+        setenv(c ? "FAKE_NVML_RETIRED_0" : "FAKE_NVML_REMAP_0", c ? "0,3" : "0,2,1,0", 1);
+        setenv(tags[c], "999", 1);
+        setenv("FAKE_NVML_FAIL_TIMES_0", c ? "2" : "1", 1); /* pages: one call per cause */
+        o = open_gpu();
+        CHECK_EQ_INT(o.rc, 0);
+        t->n = 0;
+        sm__coll_gpu.tags(o.state, SM_TAGS_START, t);
+        CHECK(tag_of(t, "gpu_events") == NULL); /* the open's reading failed */
+        sample_once(p, &o);
+        CHECK_EQ_INT(p->n, GPU_SERIES);
+        t->n = 0;
+        sm__coll_gpu.tags(o.state, SM_TAGS_WINDOW, t);
+        CHECK_EQ_STR(tag_of(t, "gpu_events"), want[c]);
+        close_gpu(&o);
+    }
+    free(t);
+    free(p);
+}
+
+/* A health call that starts failing mid-run (fake_nvml_fail between
+ * samples): NOT_SUPPORTED drops its series for the rest of the run with one
+ * warning line, even when the call answers again later; ECC's two series
+ * from one call are one line; another error skips the value with one line a
+ * streak and "recovered" when it answers; every other series keeps its
+ * value throughout. */
+static void health_fails_mid_run(void)
+{
+    static const char *const none[] = {NULL};
+    static const char *const thr[] = {"gpu_0_throttled_percentage",
+                                      "gpu_0_throttled_power_percentage",
+                                      "gpu_0_throttled_thermal_percentage", NULL};
+    static const char *const thr_ecc[] = {
+        "gpu_0_throttled_percentage", "gpu_0_throttled_power_percentage",
+        "gpu_0_throttled_thermal_percentage", "gpu_0_ecc_errors_corrected",
+        "gpu_0_ecc_errors_uncorrected", NULL};
+    static const char *const thr_ecc_temp[] = {
+        "gpu_0_throttled_percentage", "gpu_0_throttled_power_percentage",
+        "gpu_0_throttled_thermal_percentage", "gpu_0_ecc_errors_corrected",
+        "gpu_0_ecc_errors_uncorrected", "gpu_0_temperature_celsius", NULL};
+    static const char *const thr_ecc_procs[] = {
+        "gpu_0_throttled_percentage", "gpu_0_throttled_power_percentage",
+        "gpu_0_throttled_thermal_percentage", "gpu_0_ecc_errors_corrected",
+        "gpu_0_ecc_errors_uncorrected", "gpu_0_process_memory_megabytes", NULL};
+    sm_points *base = calloc(1, sizeof *base), *p = calloc(1, sizeof *p);
+    struct opened o;
+    const char *err;
+
+    baseline(base);
+    reset_env();
+    setenv("FAKE_NVML_DEVICES", "2", 1);
+    o = open_gpu();
+    CHECK_EQ_INT(o.rc, 0);
+    sample_once(p, &o);
+    same_but(p, base, none);
+
+    fail_call(0, "REASONS", 3);
+    capture_begin();
+    sample_once(p, &o);
+    err = capture_end();
+    same_but(p, base, thr);
+    CHECK_EQ_STR(err, "scopemeter: warning: gpu: gpu_0_throttled_* dropped: "
+                      "nvmlDeviceGetCurrentClocksEventReasons says fake NVML: Not Supported\n");
+    fail_call(0, "REASONS", 0); /* answers again: dropped is dropped */
+    capture_begin();
+    sample_once(p, &o);
+    CHECK_EQ_STR(capture_end(), "");
+    same_but(p, base, thr);
+
+    fail_call(0, "ECC", 3);
+    capture_begin();
+    sample_once(p, &o);
+    err = capture_end();
+    same_but(p, base, thr_ecc);
+    CHECK_EQ_STR(err, "scopemeter: warning: gpu: gpu_0_ecc_errors_* dropped: "
+                      "nvmlDeviceGetTotalEccErrors says fake NVML: Not Supported\n");
+
+    fail_call(0, "TEMP", 999);
+    for (int k = 0; k < 2; k++) { /* one line for the streak */
+        capture_begin();
+        sample_once(p, &o);
+        err = capture_end();
+        same_but(p, base, thr_ecc_temp);
+        CHECK_EQ_STR(err, k ? "" : "scopemeter: warning: gpu: GPU 0: nvmlDeviceGetTemperature "
+                                   "failed: fake NVML: Unknown Error; its values are skipped "
+                                   "until it recovers\n");
+    }
+    fail_call(0, "TEMP", 0);
+    capture_begin();
+    sample_once(p, &o);
+    err = capture_end();
+    same_but(p, base, thr_ecc);
+    CHECK_EQ_STR(err, "scopemeter: gpu: GPU 0 recovered\n");
+
+    fail_call(0, "PROCS", 4);
+    capture_begin();
+    sample_once(p, &o);
+    err = capture_end();
+    same_but(p, base, thr_ecc_procs);
+    CHECK_EQ_STR(err, "scopemeter: warning: gpu: gpu_0_process_memory_megabytes dropped: "
+                      "nvmlDeviceGetComputeRunningProcesses_v3 says fake NVML: Insufficient "
+                      "Permissions\n");
+    capture_begin();
+    sample_once(p, &o);
+    CHECK_EQ_STR(capture_end(), "");
+    same_but(p, base, thr_ecc_procs);
+    close_gpu(&o);
+    free(p);
+    free(base);
+}
+
 int main(void)
 {
     const char *dir = getenv("SM_FAKE_NVML_DIR");
@@ -693,8 +1005,12 @@ int main(void)
         void *sym = dlsym(fake, "fake_nvml_raise_xid");
         memcpy(&raise_xid, &sym, sizeof sym);
     }
-    if (!init_refs || !raise_xid) {
-        fprintf(stderr, "fake_nvml_init_refs or fake_nvml_raise_xid missing\n");
+    {
+        void *sym = dlsym(fake, "fake_nvml_fail");
+        memcpy(&fail_call, &sym, sizeof sym);
+    }
+    if (!init_refs || !raise_xid || !fail_call) {
+        fprintf(stderr, "fake_nvml_init_refs, fake_nvml_raise_xid or fake_nvml_fail missing\n");
         return 1;
     }
     snprintf(minimal_path, sizeof minimal_path, "%s/libnvidia-ml-minimal.so", dir);
@@ -725,6 +1041,10 @@ int main(void)
     old_driver();
     xid_reaches_tag();
     who_holds_memory();
+    degrade_each_call();
+    degrade_remap_and_retired();
+    remap_transient_at_open();
+    health_fails_mid_run();
 
     unlink(path);
     unlink(errfile);

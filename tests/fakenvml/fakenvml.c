@@ -44,6 +44,9 @@
  *                                  (EVENTS: nvmlDeviceRegisterEvents)
  *   FAKE_NVML_FAIL_TIMES_i=n       the scripted failures of device i stop after n
  *                                  (a transient error that recovers)
+ *                                  fake_nvml_fail(i, "CALL", rc) sets or (rc 0) clears
+ *                                  one later: a call that starts failing mid-run
+ *                                  (an in-process test)
  *   FAKE_NVML_LOST_AFTER_i=n       after n successful queries of device i (MEM,
  *                                  MEMV2, UTIL, POWER, LIMIT), every call on it
  *                                  answers GPU_IS_LOST (0: lost from the start)
@@ -611,6 +614,17 @@ API nvml_rc nvmlDeviceRegisterEvents(void *h, unsigned long long types, void *se
         return rc;
     evset.registered |= 1u << (d - devs);
     return OK;
+}
+
+/* CALL's failure on device i from the next call on, as FAKE_NVML_FAIL_<CALL>_i
+ * (rc 0: the call answers again); FAKE_NVML_FAIL_TIMES_i still bounds it. */
+API void fake_nvml_fail(int i, const char *call, int rc)
+{
+    if (i < 0 || i >= MAX_DEV || !call)
+        return;
+    for (int c = 0; c < C_N; c++)
+        if (strcmp(call, call_name[c]) == 0)
+            devs[i].fail[c] = rc;
 }
 
 API void fake_nvml_raise_xid(int i, unsigned int code)

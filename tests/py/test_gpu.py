@@ -609,3 +609,86 @@ def test_xid_and_holders_reach_the_run_before_stop(scopemeter_bin, mlflow_server
     # pid 4000000 exists nowhere here: foreign; the GPU's used memory at its peak
     assert tags["scopemeter.rank0.gpu_memory_at_peak"] == \
         f"gpu0 used_mb={round(used(0) / 1e6, 1)} foreign_mb=2000.0"
+
+
+@pytest.mark.timeout(300)
+def test_xid_and_stray_context_reach_the_report(scopemeter_bin, mlflow_server, tmp_path, lib):
+    """From the driver to the verdicts, nothing written by hand: the fake
+    NVML delivers Xid 79 on GPU 0 and lists two real processes holding its
+    memory, one of this rank (RANK=0, 2000 MB) and one of rank 3 (RANK=3,
+    512 MB), each with the GPU node open as a CUDA context has and neither
+    in the recorder's tree; `scopemeter run` records a few seconds, then
+    `scopemeter report` (text and JSON) says the Xid in words at the time the
+    collector stamped it and rank 3's process as a context on the wrong
+    device.  The sysroot's /proc is the real one, so the classes come from
+    the processes' real /proc entries (docs/gpu.md, "Who holds the GPU's
+    memory")."""
+    import json
+    import subprocess
+    import sys
+    import time
+    from datetime import datetime, timezone
+    from runread import get_run, run_cli, tags_of
+    from test_report import cli_report, rank_of, report_env
+
+    root = tmp_path / "root"
+    os.makedirs(root / "dev")
+    (root / "dev" / "nvidia0").write_text("")
+    os.symlink("/proc", root / "proc")
+    node = os.path.realpath(root / "dev" / "nvidia0")
+    hold = ("import os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY); "
+            "print('ready', flush=True); time.sleep(120)")
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK")}
+    holders = [subprocess.Popen([sys.executable, "-c", hold, node], env={**env, "RANK": r},
+                                stdout=subprocess.PIPE, text=True) for r in ("0", "3")]
+    try:
+        for h in holders:  # the node is open before the recorder starts
+            assert h.stdout.readline() == "ready\n"
+        own, rank3 = (h.pid for h in holders)
+        t0 = time.time()
+        p = run_cli(scopemeter_bin, ["--interval", "0.5", "--", "sleep", "3"],
+                    env={"MLFLOW_TRACKING_URI": mlflow_server, "SCOPEMETER_SYSROOT": str(root),
+                         "SCOPEMETER_NVML_LIBRARY": lib["full"], "FAKE_NVML_XID_0": "79",
+                         "FAKE_NVML_PROCS_0": f"{own}:2000000000,{rank3}:512000000"})
+        t1 = time.time()
+    finally:
+        for h in holders:
+            h.kill()
+            h.wait(timeout=30)
+    assert p.returncode == 0, p.stderr
+    assert p.run_id, p.stderr
+    assert "gpu: GPU 0: Xid 79" in p.stderr, p.stderr
+
+    # the tags the collector wrote (the report's input): the Xid's time is the
+    # sample's that drained it, within the recording
+    tags = tags_of(get_run(mlflow_server, p.run_id))
+    ev = tags["scopemeter.rank0.gpu_events"]
+    assert ev.startswith("gpu0 xid=79 at=") and ev.endswith(" xids=1 codes=79"), ev
+    at = ev.split("at=")[1].split()[0]
+    stamp = datetime.strptime(at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+    assert int(t0) - 1 <= stamp <= t1, (at, t0, t1)
+    assert tags["scopemeter.rank0.gpu_memory_at_peak"] == \
+        f"gpu0 used_mb={round(used(0) / 1e6, 1)} own_mb=2000.0 rank3_mb=512.0"
+
+    xid = (f"GPU 0: Xid 79 at {at[11:19]} UTC — the GPU fell off the bus: it no longer answers "
+           "over PCIe (usually: hardware or driver, not your code)")
+    stray = ("GPU 0 (rank 0's): rank 3's process holds 512 MB — a CUDA context on the wrong "
+             "device (set the device before the first CUDA call)")
+    renv = report_env(MLFLOW_TRACKING_URI=mlflow_server)
+    js = cli_report(scopemeter_bin, p.run_id, "--json", env=renv)
+    assert js.returncode == 0, js.stderr
+    r0 = rank_of(json.loads(js.stdout), 0)
+    said = {c: t for c, t in zip(r0["verdict_codes"], r0["verdicts"]) if c.startswith("gpu_")}
+    # exactly these two: the fake's other defaults (no throttling, no ECC
+    # error, no remap, no foreign holder) give no GPU verdict
+    assert said == {"gpu_xid": xid, "gpu_stray_context": stray}, r0["verdicts"]
+    g0 = next(g for g in r0["gpus"] if g["index"] == 0)
+    assert g0["events"]["xid"] == 79 and g0["events"]["xid_codes"] == [79]
+    peak = g0["memory_at_peak_megabytes"]
+    assert (peak["own"], peak["ranks"], peak["foreign"]) == (2000.0, {"3": 512.0}, 0.0), peak
+
+    txt = cli_report(scopemeter_bin, p.run_id, env=renv)
+    assert txt.returncode == 0, txt.stderr
+    flat = " ".join(txt.stdout.split())  # the terminal's text wraps at 100 columns
+    assert f"rank 0: {xid}" in flat, txt.stdout
+    assert stray in flat, txt.stdout
