@@ -20,7 +20,10 @@
  *   2. Narrowed by CUDA_VISIBLE_DEVICES with CUDA's own rules: indices or
  *      GPU-/MIG- UUIDs (unique prefixes allowed), the list ends at the first
  *      invalid entry, so "", "-1" and Slurm's "NoDevFiles" mean no device.
- *   3. The key index i is the NVML index.
+ *   3. The key index i is the NVML index; a MIG instance is keyed by its
+ *      parent's.  Its memory and processes are asked of its own MIG device
+ *      handle (NVML answers them per instance); every other field exists
+ *      only for the board and is asked of the parent's handle.
  *
  * Failure policy (docs/design.md §6): library not loadable or not NVML, init or
  * device count failing: one warning, gpu_* absent, the tag says why with
@@ -47,6 +50,7 @@
 
 #define GPU_MAX 64 /* more than any host carries (8-16 on the largest nodes); NVML indices
                       * beyond it are not logged */
+#define MIG_MAX 8  /* MIG instances named per parent GPU (an A100/H100 has at most 7) */
 
 enum metric {
     M_MEM_PCT, M_MEM_MB, M_UTIL, M_POWER_W, M_POWER_PCT,  /* MLflow's five */
@@ -164,7 +168,10 @@ struct procs {
 };
 
 struct gpu_dev {
-    sm_nvml_device h;
+    sm_nvml_device h;     /* the GPU, or a MIG instance's parent: the board-wide fields */
+    sm_nvml_device mig[MIG_MAX]; /* the named MIG instances of it: memory and processes */
+    unsigned int nmig;           /* 0: the whole GPU is the device */
+    const char *procs_source;
     unsigned int index;   /* NVML index: the i of the keys */
     unsigned int want;    /* BIT(metric) still produced */
     int mem_v2;           /* memory through nvmlDeviceGetMemoryInfo_v2 */
@@ -208,6 +215,8 @@ struct nvml_api {
     sm_nvml_dev_string_fn uuid;
     sm_nvml_uint_fn mig_count;
     sm_nvml_mig_handle_fn mig_handle;
+    sm_nvml_uint_fn gi_id;   /* nvmlDeviceGetGpuInstanceId */
+    sm_nvml_uint_fn ci_id;   /* nvmlDeviceGetComputeInstanceId */
     sm_nvml_temperature_fn temperature;
     sm_nvml_clock_fn clock;
     sm_nvml_reasons_fn reasons;
@@ -229,6 +238,11 @@ struct gpu {
     unsigned int n_nvml; /* devices NVML enumerates */
     size_t n;
     struct gpu_dev dev[GPU_MAX];
+    /* what CUDA_VISIBLE_DEVICES named, per NVML index: the MIG instances'
+     * handles; mig_whole: a MIG entry whose instance NVML does not show */
+    sm_nvml_device sel_mig[GPU_MAX][MIG_MAX];
+    unsigned int sel_nmig[GPU_MAX];
+    int mig_whole;
     sm_nvml_event_set events;  /* Xid events of every device; NULL: none */
     int events_failing;        /* the last poll failed; its line was said */
     char shipped[sizeof ((sm_tag *)0)->value]; /* gpu_events as last shipped */
@@ -337,8 +351,9 @@ static int match_gpu_uuid(struct gpu *g, const char *prefix, size_t plen)
 }
 
 /* The parent GPU's NVML index of the MIG instance whose UUID starts with
- * prefix ("MIG-<uuid>", driver >= 470), when exactly one does. */
-static int match_mig_uuid(struct gpu *g, const char *prefix, size_t plen)
+ * prefix ("MIG-<uuid>", driver >= 470), when exactly one does; *mig its
+ * MIG device handle. */
+static int match_mig_uuid(struct gpu *g, const char *prefix, size_t plen, sm_nvml_device *mig)
 {
     int hit = -1;
 
@@ -360,10 +375,56 @@ static int match_mig_uuid(struct gpu *g, const char *prefix, size_t plen)
                 if (hit >= 0)
                     return -2; /* two instances share the prefix */
                 hit = (int)i;
+                *mig = mh;
             }
         }
     }
     return hit;
+}
+
+/* The MIG device handle of GPU parent's instance gi/ci (the pre-470 entry
+ * MIG-GPU-<uuid>/<gi>/<ci>); 0, or -1 when NVML lists none such (or lacks
+ * the id calls). */
+static int match_mig_ids(struct gpu *g, unsigned int parent, const char *ids,
+                         sm_nvml_device *mig)
+{
+    unsigned int max = 0, gi, ci;
+    char *end;
+    sm_nvml_device h;
+
+    if (!g->f.mig_count || !g->f.mig_handle || !g->f.gi_id || !g->f.ci_id || *ids != '/')
+        return -1;
+    gi = (unsigned int)strtoul(ids + 1, &end, 10);
+    if (end == ids + 1 || *end != '/' || !isdigit((unsigned char)end[1]))
+        return -1;
+    ci = (unsigned int)strtoul(end + 1, &end, 10);
+    if (*end || g->f.handle(parent, &h) != SM_NVML_SUCCESS ||
+        g->f.mig_count(h, &max) != SM_NVML_SUCCESS)
+        return -1;
+    for (unsigned int j = 0; j < max && j < 64; j++) {
+        sm_nvml_device mh;
+        unsigned int a, b;
+        if (g->f.mig_handle(h, j, &mh) == SM_NVML_SUCCESS &&
+            g->f.gi_id(mh, &a) == SM_NVML_SUCCESS && g->f.ci_id(mh, &b) == SM_NVML_SUCCESS &&
+            a == gi && b == ci) {
+            *mig = mh;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* Keeps a named instance's handle for its parent (once: a repeated entry
+ * names the same instance). */
+static void keep_mig(struct gpu *g, unsigned int parent, sm_nvml_device mig)
+{
+    unsigned int *n = &g->sel_nmig[parent];
+
+    for (unsigned int k = 0; k < *n; k++)
+        if (g->sel_mig[parent][k] == mig)
+            return;
+    if (*n < MIG_MAX)
+        g->sel_mig[parent][(*n)++] = mig;
 }
 
 /*
@@ -392,11 +453,21 @@ static int cuda_match(const char *tok, void *arg)
     } else if (strncmp(tok, "GPU-", 4) == 0 && g->f.uuid) {
         idx = match_gpu_uuid(g, tok, strlen(tok));
     } else if (strncmp(tok, "MIG-GPU-", 8) == 0 && g->f.uuid) {
-        /* the pre-470 form MIG-GPU-<gpu uuid>/<gi>/<ci> names its parent */
-        idx = match_gpu_uuid(g, tok + 4, strcspn(tok + 4, "/"));
+        /* the pre-470 form MIG-GPU-<gpu uuid>/<gi>/<ci> names its parent;
+         * the instance is the one of those ids, when NVML lists it */
+        size_t ul = strcspn(tok + 4, "/");
+        sm_nvml_device mig;
+        idx = match_gpu_uuid(g, tok + 4, ul);
+        if (idx >= 0 && match_mig_ids(g, (unsigned int)idx, tok + 4 + ul, &mig) == 0)
+            keep_mig(g, (unsigned int)idx, mig);
+        else if (idx >= 0)
+            g->mig_whole = 1;
         *l->mig |= idx >= 0;
     } else if (strncmp(tok, "MIG-", 4) == 0 && g->f.uuid) {
-        idx = match_mig_uuid(g, tok, strlen(tok));
+        sm_nvml_device mig;
+        idx = match_mig_uuid(g, tok, strlen(tok), &mig);
+        if (idx >= 0)
+            keep_mig(g, (unsigned int)idx, mig);
         *l->mig |= idx >= 0;
     }
     return idx;
@@ -429,6 +500,8 @@ static size_t select_devices(struct gpu *g, const char *visible, unsigned int *s
     size_t nsel, len = 0;
     int mig, narrowed;
 
+    memset(g->sel_nmig, 0, sizeof g->sel_nmig); /* no MIG instance named (yet) */
+    g->mig_whole = 0;
     if (!visible) {
         nsel = g->n_nvml < GPU_MAX ? g->n_nvml : GPU_MAX;
         for (size_t i = 0; i < nsel; i++)
@@ -449,9 +522,33 @@ static size_t select_devices(struct gpu *g, const char *visible, unsigned int *s
             narrowed ? "its" : "CUDA_VISIBLE_DEVICES", stop,
             (!g->f.uuid && (strncmp(stop, "GPU-", 4) == 0 || strncmp(stop, "MIG-", 4) == 0))
                 ? " (NVML lacks nvmlDeviceGetUUID)" : "");
-    if (mig)
-        sm__line_join(note, notelen, "a MIG instance is logged as its whole parent GPU (memory, "
-            "utilization and power of every instance on it)");
+    if (mig) {
+        /* which series are the instance's and which the board's: NVML
+         * answers memory and processes per instance, nothing else */
+        char per[160] = "";
+        size_t pl = 0;
+        for (size_t i = 0; i < nsel && pl < sizeof per; i++) {
+            int w;
+            if (!g->sel_nmig[sel[i]])
+                continue;
+            w = snprintf(per + pl, sizeof per - pl, "%s%u", pl ? "," : "", sel[i]);
+            pl += w > 0 ? (size_t)w : 0;
+        }
+        if (per[0])
+            sm__line_join(note, notelen, strchr(per, ',')
+                ? "MIG: gpu_{%s}_memory_usage_* and gpu_{%s}_process_memory_megabytes are the "
+                  "named instance's (through its MIG device handle); "
+                  "utilization, power, temperature, clocks, throttled, PCIe, ECC and "
+                  "gpu_events are the whole parent GPU's (every instance on it)"
+                : "MIG: gpu_%s_memory_usage_* and gpu_%s_process_memory_megabytes are the "
+                  "named instance's (through its MIG device handle); "
+                  "utilization, power, temperature, clocks, throttled, PCIe, ECC and "
+                  "gpu_events are the whole parent GPU's (every instance on it)", per, per);
+        if (g->mig_whole)
+            sm__line_join(note, notelen, "a MIG-GPU-<uuid>/<gi>/<ci> entry whose instance NVML "
+                "does not list is logged as its whole parent GPU (memory, utilization and power "
+                "of every instance on it)");
+    }
     return nsel;
 }
 
@@ -474,8 +571,9 @@ static enum verdict classify(sm_nvml_return rc)
     }
 }
 
-static sm_nvml_return read_memory(const struct gpu *g, const struct gpu_dev *d,
-                                  unsigned long long *used, unsigned long long *total)
+static sm_nvml_return read_memory_of(const struct gpu *g, const struct gpu_dev *d,
+                                     sm_nvml_device h, unsigned long long *used,
+                                     unsigned long long *total)
 {
     sm_nvml_return rc;
 
@@ -483,17 +581,40 @@ static sm_nvml_return read_memory(const struct gpu *g, const struct gpu_dev *d,
         sm_nvml_memory_v2 m;
         memset(&m, 0, sizeof m);
         m.version = SM_NVML_MEMORY_V2_VERSION;
-        rc = g->f.memory_v2(d->h, &m);
+        rc = g->f.memory_v2(h, &m);
         *used = m.used;
         *total = m.total;
     } else {
         sm_nvml_memory m;
         memset(&m, 0, sizeof m);
-        rc = g->f.memory(d->h, &m);
+        rc = g->f.memory(h, &m);
         *used = m.used;
         *total = m.total;
     }
     return rc;
+}
+
+/* The device's memory: the GPU's, or the sum over its named MIG instances
+ * (each one's own total and use, through its MIG device handle; the parent
+ * handle would give the whole board, or NO_PERMISSION without privilege).
+ * The first failing instance's rc is the answer: a partial sum is no value. */
+static sm_nvml_return read_memory(const struct gpu *g, const struct gpu_dev *d,
+                                  unsigned long long *used, unsigned long long *total)
+{
+    sm_nvml_return rc;
+
+    if (!d->nmig)
+        return read_memory_of(g, d, d->h, used, total);
+    *used = *total = 0;
+    for (unsigned int k = 0; k < d->nmig; k++) {
+        unsigned long long u = 0, t = 0;
+        rc = read_memory_of(g, d, d->mig[k], &u, &t);
+        if (rc != SM_NVML_SUCCESS)
+            return rc;
+        *used += u;
+        *total += t;
+    }
+    return SM_NVML_SUCCESS;
 }
 
 /* At open: v2 when the library has it and the driver accepts the tag
@@ -508,12 +629,14 @@ static sm_nvml_return choose_memory(const struct gpu *g, struct gpu_dev *d)
         d->mem_v2 = 1;
         rc = read_memory(g, d, &used, &total);
         if (rc == SM_NVML_SUCCESS || rc == SM_NVML_ERROR_GPU_IS_LOST || !g->f.memory) {
-            d->mem_source = "nvmlDeviceGetMemoryInfo_v2";
+            d->mem_source = d->nmig ? "nvmlDeviceGetMemoryInfo_v2(MIG device handle)"
+                                    : "nvmlDeviceGetMemoryInfo_v2";
             return rc;
         }
     }
     d->mem_v2 = 0;
-    d->mem_source = "nvmlDeviceGetMemoryInfo";
+    d->mem_source = d->nmig ? "nvmlDeviceGetMemoryInfo(MIG device handle)"
+                            : "nvmlDeviceGetMemoryInfo";
     if (g->f.memory)
         rc = read_memory(g, d, &used, &total);
     return rc;
@@ -882,10 +1005,23 @@ static int query_procs(struct gpu *g, struct gpu_dev *d, struct procs *pr, sm_po
         return 0;
     memset(info, 0, sizeof info);
     /* INSUFFICIENT_SIZE (more than PROC_LIST processes: the list is not
-     * filled) is judged as any transient error: skipped, one line a streak */
-    rc = g->f.processes(d->h, &count, info);
-    if (!got(g, d, rc, Q_PROCS, "nvmlDeviceGetComputeRunningProcesses_v3", at_open, msg, msglen,
-             skipped))
+     * filled) is judged as any transient error: skipped, one line a streak.
+     * Under MIG each named instance lists its own processes through its MIG
+     * device handle (the parent's answers the whole board only with
+     * privilege); the lists are put one after the other. */
+    if (!d->nmig) {
+        rc = g->f.processes(d->h, &count, info);
+    } else {
+        count = 0;
+        rc = SM_NVML_SUCCESS;
+        for (unsigned int k = 0; k < d->nmig && rc == SM_NVML_SUCCESS; k++) {
+            unsigned int c = PROC_LIST - count;
+            rc = g->f.processes(d->mig[k], &c, info + count);
+            if (rc == SM_NVML_SUCCESS)
+                count += c < PROC_LIST - count ? c : PROC_LIST - count;
+        }
+    }
+    if (!got(g, d, rc, Q_PROCS, d->procs_source, at_open, msg, msglen, skipped))
         return 0;
     memset(&h, 0, sizeof h);
     memset(by_rank, 0, sizeof by_rank);
@@ -924,10 +1060,10 @@ static int query_procs(struct gpu *g, struct gpu_dev *d, struct procs *pr, sm_po
             int rk = pr->rank0 + r;
             if (rk == pr->own_rank)
                 sm__emit(out, d->key[M_PROC_MEM], by_rank[r], unit[M_PROC_MEM],
-                        "nvmlDeviceGetComputeRunningProcesses_v3", SM_AGG_MEAN);
+                        d->procs_source, SM_AGG_MEAN);
             else
                 sm__emit_rank(out, rk, d->key[M_PROC_MEM], by_rank[r], unit[M_PROC_MEM],
-                             "nvmlDeviceGetComputeRunningProcesses_v3", SM_AGG_MEAN);
+                             d->procs_source, SM_AGG_MEAN);
         }
     if (!at_open && h.used >= d->peak.used && h.used > 0)
         d->peak = h;
@@ -1040,6 +1176,8 @@ static unsigned int resolve_optional(struct gpu *g, char *msg, size_t msglen)
     resolve(g->lib, "nvmlDeviceGetUUID", &g->f.uuid);
     resolve(g->lib, "nvmlDeviceGetMaxMigDeviceCount", &g->f.mig_count);
     resolve(g->lib, "nvmlDeviceGetMigDeviceHandleByIndex", &g->f.mig_handle);
+    resolve(g->lib, "nvmlDeviceGetGpuInstanceId", &g->f.gi_id);
+    resolve(g->lib, "nvmlDeviceGetComputeInstanceId", &g->f.ci_id);
     resolve(g->lib, "nvmlDeviceGetMemoryInfo_v2", &g->f.memory_v2);
     resolve(g->lib, "nvmlDeviceGetMemoryInfo", &g->f.memory);
     if (!g->f.memory_v2 && !g->f.memory) {
@@ -1133,6 +1271,10 @@ static void open_devices(struct gpu *g, const unsigned int *sel, size_t nsel, un
         d->index = sel[i];
         d->want = ALL_BITS & ~drop;
         d->key = gpu_keys[d->index];
+        d->nmig = g->sel_nmig[d->index];
+        memcpy(d->mig, g->sel_mig[d->index], sizeof d->mig);
+        d->procs_source = d->nmig ? "nvmlDeviceGetComputeRunningProcesses_v3(MIG device handle)"
+                                  : "nvmlDeviceGetComputeRunningProcesses_v3";
         nrc = g->f.handle(d->index, &d->h);
         if (nrc != SM_NVML_SUCCESS) {
             sm__line_join(devnote, devcap, "GPU %u %s(nvmlDeviceGetHandleByIndex_v2: %s): "

@@ -86,12 +86,17 @@ typedef sm_nvml_return (*sm_nvml_utilization_fn)(sm_nvml_device, sm_nvml_utiliza
                                                             /* nvmlDeviceGetUtilizationRates */
 typedef sm_nvml_return (*sm_nvml_uint_fn)(sm_nvml_device, unsigned int *);
                /* nvmlDeviceGetPowerUsage, nvmlDeviceGetEnforcedPowerLimit (mW),
-                * nvmlDeviceGetMaxMigDeviceCount */
+                * nvmlDeviceGetMaxMigDeviceCount, and on a MIG device handle
+                * nvmlDeviceGetGpuInstanceId, nvmlDeviceGetComputeInstanceId */
 typedef sm_nvml_return (*sm_nvml_string_fn)(char *, unsigned int);   /* nvmlSystemGetDriverVersion */
 typedef sm_nvml_return (*sm_nvml_dev_string_fn)(sm_nvml_device, char *, unsigned int);
                                                             /* nvmlDeviceGetUUID */
 typedef sm_nvml_return (*sm_nvml_mig_handle_fn)(sm_nvml_device, unsigned int, sm_nvml_device *);
                                                   /* nvmlDeviceGetMigDeviceHandleByIndex */
+/* A MIG device handle is an sm_nvml_device too: NVML takes it in place of the
+ * parent's for the queries it answers per instance (memory info, compute
+ * processes); the board-wide ones (utilization, power, clocks, temperature,
+ * ECC) answer NOT_SUPPORTED on it and are asked of the parent. */
 
 /* ---- health fields (docs/gpu.md "Series"): enums are int-sized ------------ */
 

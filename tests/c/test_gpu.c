@@ -26,6 +26,7 @@ static char fake_path[1024], minimal_path[1024];
 static int (*init_refs)(void);
 static void (*raise_xid)(int, unsigned int);
 static void (*fail_call)(int, const char *, int);
+static void (*fail_mig)(int, int, const char *, int);
 
 /* stderr of the collector, captured to a file per step */
 static int saved_stderr = -1;
@@ -668,6 +669,96 @@ static void who_holds_memory(void)
     free(p);
 }
 
+/* A MIG instance (docs/gpu.md "MIG"): the board holds 70 GB of 80 GB and
+ * lists this process with 5 GB and a stranger with 60 GB; the named
+ * instance holds 10 GB of its 40 GB and lists this process with 1 GB and a
+ * stranger with 2 GB.  Memory, the process series and the peak's holders
+ * must be the instance's (any of the board's numbers fails), utilization
+ * and the health fields the board's; a failure on the instance's handle
+ * costs only its series, one line, and recovers. */
+static void mig_instance_fields(void)
+{
+    sm_points *p = calloc(1, sizeof *p);
+    sm_tags *t = calloc(1, sizeof *t);
+    char dev[300], procs[100], msg[300] = "";
+    struct opened o;
+    const char *v, *err;
+    int gpu_fd;
+
+    reset_env();
+    snprintf(dev, sizeof dev, "%s/dev/nvidia0", sysroot);
+    gpu_fd = open(dev, O_RDONLY | O_CLOEXEC); /* this process has a "CUDA context" */
+    CHECK(gpu_fd >= 0);
+    setenv("FAKE_NVML_MIG_0", "2", 1);
+    setenv("FAKE_NVML_MEM_TOTAL_0", "80000000000", 1);
+    setenv("FAKE_NVML_MEM_USED_0", "70000000000", 1);
+    setenv("FAKE_NVML_MIG_MEM_TOTAL_0_1", "40000000000", 1);
+    setenv("FAKE_NVML_MIG_MEM_USED_0_1", "10000000000", 1);
+    snprintf(procs, sizeof procs, "%d:5000000000,4000000:60000000000", (int)getpid());
+    setenv("FAKE_NVML_PROCS_0", procs, 1);
+    snprintf(procs, sizeof procs, "%d:1000000000,4000001:2000000000", (int)getpid());
+    setenv("FAKE_NVML_MIG_PROCS_0_1", procs, 1);
+    setenv("CUDA_VISIBLE_DEVICES", "MIG-f4ce0000-0001", 1);
+    o = open_gpu();
+    CHECK_EQ_INT(o.rc, 0);
+    CHECK(strstr(o.res.msg, "MIG: gpu_0_memory_usage_* and gpu_0_process_memory_megabytes "
+                            "are the named instance's") != NULL);
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    CHECK_EQ_INT(p->n, GPU_SERIES);
+    CHECK_NEAR(value(p, "gpu_0_memory_usage_megabytes"), 10000.0, 1e-9);
+    CHECK_NEAR(value(p, "gpu_0_memory_usage_percentage"), 25.0, 1e-9);
+    CHECK_NEAR(value(p, "gpu_0_process_memory_megabytes"), 1000.0, 1e-9);
+    CHECK_EQ_STR(find(p, "gpu_0_process_memory_megabytes")->source,
+                 "nvmlDeviceGetComputeRunningProcesses_v3(MIG device handle)");
+    CHECK_NEAR(value(p, "gpu_0_utilization_percentage"), 40.0, 1e-9);   /* the board's */
+    CHECK_NEAR(value(p, "gpu_0_power_usage_watts"), 150.0, 1e-9);
+    CHECK_NEAR(value(p, "gpu_0_temperature_celsius"), 60.0, 1e-9);
+    sm__coll_gpu.tags(o.state, SM_TAGS_WINDOW, t);
+    v = tag_of(t, "gpu_memory_at_peak");
+    CHECK_EQ_STR(v ? v : "(none)", "gpu0 used_mb=10000.0 own_mb=1000.0 foreign_mb=2000.0");
+
+    /* the instance's memory fails mid-run (transient): only its two series
+     * go, one line, and come back */
+    fail_mig(0, 1, "MEMV2", 999);
+    for (int k = 0; k < 2; k++) {
+        p->n = 0;
+        capture_begin();
+        CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+        err = capture_end();
+        CHECK_EQ_INT(p->n, GPU_SERIES - 2);
+        CHECK(find(p, "gpu_0_memory_usage_megabytes") == NULL);
+        CHECK_NEAR(value(p, "gpu_0_process_memory_megabytes"), 1000.0, 1e-9);
+        CHECK_NEAR(value(p, "gpu_0_utilization_percentage"), 40.0, 1e-9);
+        CHECK_EQ_STR(err, k ? "" : "scopemeter: warning: gpu: GPU 0: nvmlDeviceGetMemoryInfo_v2"
+                                   "(MIG device handle) failed: fake NVML: Unknown Error; its "
+                                   "values are skipped until it recovers\n");
+    }
+    fail_mig(0, 1, "MEMV2", 0);
+    p->n = 0;
+    capture_begin();
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    CHECK_EQ_STR(capture_end(), "scopemeter: gpu: GPU 0 recovered\n");
+    CHECK_NEAR(value(p, "gpu_0_memory_usage_megabytes"), 10000.0, 1e-9);
+
+    /* the instance's process list refused: that series alone is dropped */
+    fail_mig(0, 1, "PROCS", 4);
+    p->n = 0;
+    capture_begin();
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    err = capture_end();
+    CHECK_EQ_INT(p->n, GPU_SERIES - 1);
+    CHECK(find(p, "gpu_0_process_memory_megabytes") == NULL);
+    CHECK_NEAR(value(p, "gpu_0_memory_usage_megabytes"), 10000.0, 1e-9);
+    CHECK_EQ_STR(err, "scopemeter: warning: gpu: gpu_0_process_memory_megabytes dropped: "
+                      "nvmlDeviceGetComputeRunningProcesses_v3(MIG device handle) says fake "
+                      "NVML: Insufficient Permissions\n");
+    fail_mig(0, 1, "PROCS", 0);
+    close_gpu(&o);
+    close(gpu_fd);
+    free(t);
+    free(p);
+}
+
 /* ---- per-field degrade, field by field (docs/gpu.md "Per-field degrade") ---- */
 
 /* One sample of a collector opened with the environment as it is now. */
@@ -1009,8 +1100,13 @@ int main(void)
         void *sym = dlsym(fake, "fake_nvml_fail");
         memcpy(&fail_call, &sym, sizeof sym);
     }
-    if (!init_refs || !raise_xid || !fail_call) {
-        fprintf(stderr, "fake_nvml_init_refs, fake_nvml_raise_xid or fake_nvml_fail missing\n");
+    {
+        void *sym = dlsym(fake, "fake_nvml_fail_mig");
+        memcpy(&fail_mig, &sym, sizeof sym);
+    }
+    if (!init_refs || !raise_xid || !fail_call || !fail_mig) {
+        fprintf(stderr, "fake_nvml_init_refs, fake_nvml_raise_xid, fake_nvml_fail or "
+                "fake_nvml_fail_mig missing\n");
         return 1;
     }
     snprintf(minimal_path, sizeof minimal_path, "%s/libnvidia-ml-minimal.so", dir);
@@ -1041,6 +1137,7 @@ int main(void)
     old_driver();
     xid_reaches_tag();
     who_holds_memory();
+    mig_instance_fields();
     degrade_each_call();
     degrade_remap_and_retired();
     remap_transient_at_open();

@@ -53,6 +53,18 @@
  *   FAKE_NVML_MIG_i=k              k MIG instances on device i, UUIDs
  *                                  FAKE_NVML_MIG_UUID_i_j, default
  *                                  MIG-f4ce000i-000j-4000-8000-000000000000
+ *   per MIG instance j of device i (its MIG device handle answers memory and
+ *   processes as its own; every other device query on it says NOT_SUPPORTED,
+ *   as NVML does for the board-wide fields):
+ *   FAKE_NVML_MIG_MEM_TOTAL_i_j    bytes (default 10 GiB (j + 1))
+ *   FAKE_NVML_MIG_MEM_USED_i_j     bytes allocated (default 1 GiB + j GB)
+ *   FAKE_NVML_MIG_MEM_RESERVED_i_j bytes reserved (default 0)
+ *   FAKE_NVML_MIG_PROCS_i_j=pid:bytes,...  its process list (default none)
+ *   FAKE_NVML_MIG_GI_i_j, _CI_i_j  nvmlDeviceGetGpuInstanceId / ComputeInstanceId
+ *                                  (defaults j + 1 and 0)
+ *   FAKE_NVML_MIG_FAIL_<CALL>_i_j=rc  CALL one of MEM MEMV2 PROCS on the MIG handle;
+ *                                  fake_nvml_fail_mig(i, j, "CALL", rc) sets or
+ *                                  clears one later (an in-process test)
  *
  * Built twice: the full library, and with -DFAKE_NVML_MINIMAL, an old or
  * stripped NVML without nvmlDeviceGetMemoryInfo_v2, nvmlDeviceGetUtilizationRates,
@@ -111,9 +123,18 @@ struct seq {
     int n, at, cycle;
 };
 
+struct proclist {
+    int n;
+    struct { unsigned int pid; unsigned long long bytes; } v[16];
+};
+
 struct mig {
     int dev;
     char uuid[96];
+    unsigned long long total, used, reserved;
+    unsigned int gi, ci;
+    int fail[C_N];
+    struct proclist procs;
 };
 
 struct dev {
@@ -130,8 +151,7 @@ struct dev {
     struct seq reasons, pcie[2], ecc[2], remap, retired;
     int field_fail[2];
     struct seq xid;      /* pending Xid codes; at: delivered so far */
-    int nproc;
-    struct { unsigned int pid; unsigned long long bytes; } proc[16];
+    struct proclist procs;
 };
 
 static int refs;
@@ -157,6 +177,27 @@ static unsigned long long num(const char *name, int i, unsigned long long def)
 {
     const char *v = env_i(name, i, -1);
     return v && *v ? strtoull(v, NULL, 10) : def;
+}
+
+static unsigned long long num2(const char *name, int i, int j, unsigned long long def)
+{
+    const char *v = env_i(name, i, j);
+    return v && *v ? strtoull(v, NULL, 10) : def;
+}
+
+/* pid:bytes,... */
+static void procs_parse(struct proclist *l, const char *v)
+{
+    l->n = 0;
+    while (v && *v && l->n < 16) {
+        char *end;
+        l->v[l->n].pid = (unsigned int)strtoul(v, &end, 10);
+        l->v[l->n].bytes = *end == ':' ? strtoull(end + 1, &end, 10) : 0;
+        l->n++;
+        if (*end != ',')
+            break;
+        v = end + 1;
+    }
 }
 
 static void seq_parse(struct seq *q, const char *v, unsigned long long dflt, int cycle)
@@ -235,27 +276,31 @@ static void configure(void)
         seq_parse(&d->xid, env_i("FAKE_NVML_XID", i, -1), ~0ull, 0);
         d->field_fail[0] = (int)num("FAKE_NVML_FAIL_PCIE_RX", i, 0);
         d->field_fail[1] = (int)num("FAKE_NVML_FAIL_PCIE_TX", i, 0);
-        d->nproc = 0;
-        for (v = env_i("FAKE_NVML_PROCS", i, -1); v && *v && d->nproc < 16;) {
-            char *end;
-            d->proc[d->nproc].pid = (unsigned int)strtoul(v, &end, 10);
-            d->proc[d->nproc].bytes = *end == ':' ? strtoull(end + 1, &end, 10) : 0;
-            d->nproc++;
-            if (*end != ',')
-                break;
-            v = end + 1;
-        }
+        procs_parse(&d->procs, env_i("FAKE_NVML_PROCS", i, -1));
         d->nmig = (int)num("FAKE_NVML_MIG", i, 0);
         if (d->nmig > MAX_MIG)
             d->nmig = MAX_MIG;
         for (int j = 0; j < d->nmig; j++) {
-            d->mig[j].dev = i;
+            struct mig *m = &d->mig[j];
+            m->dev = i;
             v = env_i("FAKE_NVML_MIG_UUID", i, j);
             if (v)
-                snprintf(d->mig[j].uuid, sizeof d->mig[j].uuid, "%s", v);
+                snprintf(m->uuid, sizeof m->uuid, "%s", v);
             else
-                snprintf(d->mig[j].uuid, sizeof d->mig[j].uuid,
-                         "MIG-f4ce%04d-%04d-4000-8000-000000000000", i, j);
+                snprintf(m->uuid, sizeof m->uuid, "MIG-f4ce%04d-%04d-4000-8000-000000000000",
+                         i, j);
+            m->total = num2("FAKE_NVML_MIG_MEM_TOTAL", i, j, 10737418240ull * (unsigned)(j + 1));
+            m->used = num2("FAKE_NVML_MIG_MEM_USED", i, j,
+                           1073741824ull + 1000000000ull * (unsigned)j);
+            m->reserved = num2("FAKE_NVML_MIG_MEM_RESERVED", i, j, 0);
+            m->gi = (unsigned int)num2("FAKE_NVML_MIG_GI", i, j, (unsigned)j + 1);
+            m->ci = (unsigned int)num2("FAKE_NVML_MIG_CI", i, j, 0);
+            for (int c = 0; c < C_N; c++) {
+                char name[48];
+                snprintf(name, sizeof name, "FAKE_NVML_MIG_FAIL_%s", call_name[c]);
+                m->fail[c] = (int)num2(name, i, j, 0);
+            }
+            procs_parse(&m->procs, env_i("FAKE_NVML_MIG_PROCS", i, j));
         }
     }
 }
@@ -282,6 +327,31 @@ static int is_lost_for(const struct dev *d, enum call c)
                                             : d->lost_after >= 0 && d->queries > d->lost_after;
 }
 
+static struct mig *mig_of(void *h)
+{
+    for (unsigned int i = 0; i < ndev; i++)
+        for (int j = 0; j < devs[i].nmig; j++)
+            if (h == &devs[i].mig[j])
+                return &devs[i].mig[j];
+    return NULL;
+}
+
+/* The prologue of a query a MIG device handle answers (memory, processes):
+ * 1 with *rc set when h is a MIG handle, 0 when it is not. */
+static int mig_query(void *h, enum call c, struct mig **out, nvml_rc *rc)
+{
+    struct mig *m;
+
+    if (refs <= 0)
+        return *rc = E_UNINITIALIZED, 1;
+    m = mig_of(h);
+    if (!m)
+        return 0;
+    *out = m;
+    *rc = is_lost(&devs[m->dev]) ? E_GPU_IS_LOST : m->fail[c] ? m->fail[c] : OK;
+    return 1;
+}
+
 /* Common prologue of a device query: state, handle, scripted failure. */
 static nvml_rc query(void *h, enum call c, struct dev **out)
 {
@@ -291,7 +361,8 @@ static nvml_rc query(void *h, enum call c, struct dev **out)
         return E_UNINITIALIZED;
     d = dev_of(h);
     if (!d)
-        return E_INVALID_ARGUMENT;
+        /* a board-wide query on a MIG device handle: NVML has no per-instance value */
+        return mig_of(h) ? E_NOT_SUPPORTED : E_INVALID_ARGUMENT;
     if (is_lost_for(d, c))
         return E_GPU_IS_LOST;
     if (d->fail[c] && d->fail_times != 0) {
@@ -374,8 +445,18 @@ API nvml_rc nvmlDeviceGetHandleByIndex_v2(unsigned int index, void **handle)
 API nvml_rc nvmlDeviceGetMemoryInfo(void *h, struct mem_v1 *m)
 {
     struct dev *d = NULL;
-    nvml_rc rc = m ? query(h, C_MEM, &d) : E_INVALID_ARGUMENT;
+    struct mig *g = NULL;
+    nvml_rc rc;
 
+    if (m && mig_query(h, C_MEM, &g, &rc)) {
+        if (rc != OK)
+            return rc;
+        m->total = g->total; /* the instance's own memory */
+        m->used = g->used + g->reserved;
+        m->free = g->total - m->used;
+        return OK;
+    }
+    rc = m ? query(h, C_MEM, &d) : E_INVALID_ARGUMENT;
     if (rc != OK)
         return rc;
     m->total = d->total;
@@ -556,23 +637,36 @@ API nvml_rc nvmlDeviceGetComputeRunningProcesses_v3(void *h, unsigned int *count
                                                      struct procinfo *infos)
 {
     struct dev *d = NULL;
+    struct mig *g = NULL;
+    const struct proclist *l;
+    unsigned int gi = 0xFFFFFFFFu, ci = 0xFFFFFFFFu;
     nvml_rc rc;
 
     if (!count || (*count && !infos))
         return E_INVALID_ARGUMENT;
-    rc = query(h, C_PROCS, &d);
-    if (rc != OK)
-        return rc;
-    if (*count < (unsigned int)d->nproc) {
-        *count = (unsigned int)d->nproc;
+    if (mig_query(h, C_PROCS, &g, &rc)) {
+        if (rc != OK)
+            return rc;
+        l = &g->procs; /* the instance's processes only */
+        gi = g->gi;
+        ci = g->ci;
+    } else {
+        rc = query(h, C_PROCS, &d);
+        if (rc != OK)
+            return rc;
+        l = &d->procs;
+    }
+    if (*count < (unsigned int)l->n) {
+        *count = (unsigned int)l->n;
         return E_INSUFFICIENT_SIZE;
     }
-    for (int j = 0; j < d->nproc; j++) {
-        infos[j].pid = d->proc[j].pid;
-        infos[j].used = d->proc[j].bytes;
-        infos[j].gi = infos[j].ci = 0xFFFFFFFFu;
+    for (int j = 0; j < l->n; j++) {
+        infos[j].pid = l->v[j].pid;
+        infos[j].used = l->v[j].bytes;
+        infos[j].gi = gi;
+        infos[j].ci = ci;
     }
-    *count = (unsigned int)d->nproc;
+    *count = (unsigned int)l->n;
     return OK;
 }
 
@@ -670,6 +764,7 @@ API nvml_rc nvmlEventSetFree(void *set)
 API nvml_rc nvmlDeviceGetMemoryInfo_v2(void *h, struct mem_v2 *m)
 {
     struct dev *d = NULL;
+    struct mig *g = NULL;
     nvml_rc rc;
 
     if (!m)
@@ -677,6 +772,15 @@ API nvml_rc nvmlDeviceGetMemoryInfo_v2(void *h, struct mem_v2 *m)
     /* NVML_STRUCT_VERSION(Memory, 2): size in the low bits, 2 in the top byte */
     if (m->version != (unsigned int)(sizeof(struct mem_v2) | (2u << 24)))
         return E_ARGUMENT_VERSION_MISMATCH;
+    if (mig_query(h, C_MEMV2, &g, &rc)) {
+        if (rc != OK)
+            return rc;
+        m->total = g->total; /* the instance's own memory */
+        m->reserved = g->reserved;
+        m->used = g->used;
+        m->free = g->total - g->used - g->reserved;
+        return OK;
+    }
     rc = query(h, C_MEMV2, &d);
     if (rc != OK)
         return rc;
@@ -722,15 +826,6 @@ API nvml_rc nvmlSystemGetDriverVersion(char *buf, unsigned int len)
     return OK;
 }
 
-static struct mig *mig_of(void *h)
-{
-    for (unsigned int i = 0; i < ndev; i++)
-        for (int j = 0; j < devs[i].nmig; j++)
-            if (h == &devs[i].mig[j])
-                return &devs[i].mig[j];
-    return NULL;
-}
-
 static nvml_rc copy_uuid(const char *uuid, char *buf, unsigned int len)
 {
     if (!buf)
@@ -769,6 +864,42 @@ API nvml_rc nvmlDeviceGetMaxMigDeviceCount(void *h, unsigned int *count)
         return E_NOT_SUPPORTED; /* MIG mode off */
     *count = MAX_MIG;
     return OK;
+}
+
+/* a MIG device handle's ids; NOT_SUPPORTED on a GPU handle, as NVML's */
+static nvml_rc instance_id(void *h, unsigned int *id, int ci)
+{
+    struct mig *m;
+
+    if (refs <= 0)
+        return E_UNINITIALIZED;
+    if (!id)
+        return E_INVALID_ARGUMENT;
+    m = mig_of(h);
+    if (!m)
+        return dev_of(h) ? E_NOT_SUPPORTED : E_INVALID_ARGUMENT;
+    *id = ci ? m->ci : m->gi;
+    return OK;
+}
+
+API nvml_rc nvmlDeviceGetGpuInstanceId(void *h, unsigned int *id)
+{
+    return instance_id(h, id, 0);
+}
+
+API nvml_rc nvmlDeviceGetComputeInstanceId(void *h, unsigned int *id)
+{
+    return instance_id(h, id, 1);
+}
+
+/* CALL's failure on MIG instance j of device i (rc 0: answers again) */
+API void fake_nvml_fail_mig(int i, int j, const char *call, int rc)
+{
+    if (i < 0 || i >= MAX_DEV || j < 0 || j >= MAX_MIG || !call)
+        return;
+    for (int c = 0; c < C_N; c++)
+        if (strcmp(call, call_name[c]) == 0)
+            devs[i].mig[j].fail[c] = rc;
 }
 
 API nvml_rc nvmlDeviceGetMigDeviceHandleByIndex(void *h, unsigned int index, void **mig)

@@ -282,29 +282,111 @@ def test_cuda_visible_devices_hides_everything(machine, probe_json, visible):
             in out["notes"])
 
 
-def test_cuda_visible_devices_mig_maps_to_parent(machine, lib, probe_json):
+MIG_NOTE = ("MIG: gpu_{i}_memory_usage_* and gpu_{i}_process_memory_megabytes are the named "
+            "instance's (through its MIG device handle); utilization, power, "
+            "temperature, clocks, throttled, PCIe, ECC and gpu_events are the whole parent "
+            "GPU's (every instance on it)")
+
+
+def mig_expected(i, inst_used, inst_total):
+    """The parent's values but memory, which is the instance's (docs/gpu.md, MIG)."""
+    want = expected(i)
+    want[f"gpu_{i}_memory_usage_percentage"] = 100.0 * inst_used / inst_total
+    want[f"gpu_{i}_memory_usage_megabytes"] = inst_used / 1e6
+    return want
+
+
+def test_cuda_visible_devices_mig_is_keyed_by_parent_memory_per_instance(machine, lib, probe_json):
     root = machine.dev_nodes("nvidia0", "nvidia1")
+    # the board holds 70 GB of 80 GB; the named instance (GPU 1, slot 1) 10 GB
+    # of its 40 GB slice, slot 0 (not named) 5 GB of 20 GB: a value of the
+    # board or of the other instance in the memory series fails the test
     env = {"SCOPEMETER_NVML_LIBRARY": lib["full"], "FAKE_NVML_DEVICES": "2",
-           "FAKE_NVML_MIG_1": "2"}
+           "FAKE_NVML_MIG_1": "2", "FAKE_NVML_MEM_TOTAL_1": "80000000000",
+           "FAKE_NVML_MEM_USED_1": "70000000000",
+           "FAKE_NVML_MIG_MEM_TOTAL_1_1": "40000000000",
+           "FAKE_NVML_MIG_MEM_USED_1_1": "10000000000",
+           "FAKE_NVML_MIG_MEM_TOTAL_1_0": "20000000000", "FAKE_NVML_MIG_MEM_USED_1_0": "5000000000"}
     # current form: MIG-<uuid of the instance> (fake default for GPU 1, slot 1)
     out = probe_json(sysroot=root, env={**env,
                                         "CUDA_VISIBLE_DEVICES": "MIG-f4ce0001-0001"})
-    assert_values(gpu_series(out), expected(1))
-    assert any("a MIG instance is logged as its whole parent GPU" in n for n in out["notes"])
-    # pre-470 form: MIG-GPU-<parent uuid>/<gi>/<ci>
+    s = gpu_series(out)
+    assert_values(s, mig_expected(1, 10e9, 40e9))
+    assert s["gpu_1_memory_usage_percentage"]["raw"] == pytest.approx(25.0)
+    # the source says which handle answered; the board-wide fields are the parent's
+    assert s["gpu_1_memory_usage_megabytes"]["source"] == \
+        "nvmlDeviceGetMemoryInfo_v2(MIG device handle)"
+    assert s["gpu_1_process_memory_megabytes"]["source"] == \
+        "nvmlDeviceGetComputeRunningProcesses_v3(MIG device handle)"
+    assert s["gpu_1_utilization_percentage"]["source"] == "nvmlDeviceGetUtilizationRates"
+    assert any(MIG_NOTE.format(i=1) in n for n in out["notes"]), gpu_notes(out)
+    assert not any("whole parent GPU (memory" in n for n in out["notes"])
+    # both instances named: their sum (15 GB of 60 GB), once each
     out = probe_json(sysroot=root, env={
-        **env, "CUDA_VISIBLE_DEVICES": "MIG-GPU-f4ce0000-0000-4000-8000-000000000000/1/0"})
-    assert_values(gpu_series(out), expected(0))
+        **env, "CUDA_VISIBLE_DEVICES": "MIG-f4ce0001-0001,MIG-f4ce0001-0000,MIG-f4ce0001-0001"})
+    assert_values(gpu_series(out), mig_expected(1, 15e9, 60e9))
     # a MIG-enabled board that says NOT_SUPPORTED to ECC and remapped rows (as
     # nvmlDeviceGetRemappedRows documents under MIG): those two go, the rest stays
     out = probe_json(sysroot=root, env={**env, "CUDA_VISIBLE_DEVICES": "MIG-f4ce0001-0001",
                                         "FAKE_NVML_FAIL_ECC_1": "3",
                                         "FAKE_NVML_FAIL_REMAP_1": "3"})
-    want = expected(1)
+    want = mig_expected(1, 10e9, 40e9)
     del want["gpu_1_ecc_errors_corrected"], want["gpu_1_ecc_errors_uncorrected"]
     assert_values(gpu_series(out), want)
     assert any("gpu_1_ecc_errors_* dropped: nvmlDeviceGetTotalEccErrors says fake NVML: "
                "Not Supported" in n for n in out["notes"])
+
+
+def test_cuda_visible_devices_mig_pre470_form(machine, lib, probe_json):
+    root = machine.dev_nodes("nvidia0", "nvidia1")
+    env = {"SCOPEMETER_NVML_LIBRARY": lib["full"], "FAKE_NVML_DEVICES": "2",
+           "FAKE_NVML_MIG_0": "2", "FAKE_NVML_MIG_GI_0_0": "3", "FAKE_NVML_MIG_GI_0_1": "5",
+           "FAKE_NVML_MIG_MEM_TOTAL_0_1": "40000000000",
+           "FAKE_NVML_MIG_MEM_USED_0_1": "10000000000"}
+    # MIG-GPU-<parent uuid>/<gi>/<ci>: the instance of those ids (slot 1)
+    parent = "MIG-GPU-f4ce0000-0000-4000-8000-000000000000"
+    out = probe_json(sysroot=root, env={**env, "CUDA_VISIBLE_DEVICES": f"{parent}/5/0"})
+    assert_values(gpu_series(out), mig_expected(0, 10e9, 40e9))
+    assert any(MIG_NOTE.format(i=0) in n for n in out["notes"]), gpu_notes(out)
+    # ids NVML does not list (or a board without MIG): the whole parent, said so
+    for e in ({**env, "CUDA_VISIBLE_DEVICES": f"{parent}/1/0"},
+              {"SCOPEMETER_NVML_LIBRARY": lib["full"], "FAKE_NVML_DEVICES": "2",
+               "CUDA_VISIBLE_DEVICES": f"{parent}/1/0"}):
+        out = probe_json(sysroot=root, env=e)
+        assert_values(gpu_series(out), expected(0))
+        assert any("entry whose instance NVML does not list is logged as its whole parent GPU"
+                   in n for n in out["notes"]), gpu_notes(out)
+        assert not any("MIG: gpu_" in n for n in out["notes"])
+
+
+@pytest.mark.parametrize("call", ["MEMV2", "PROCS"])
+@pytest.mark.parametrize("rc", ["3", "4", "999"])
+def test_mig_handle_failure_degrades_only_its_series(machine, lib, probe_json, call, rc):
+    # a query failing on the instance's handle costs its series alone, and
+    # the parent's answer (the board's) is never put in its place
+    root = machine.dev_nodes("nvidia0", "nvidia1")
+    fail = {f"FAKE_NVML_MIG_FAIL_{call}_1_1": rc}
+    if call == "MEMV2":
+        fail["FAKE_NVML_MIG_FAIL_MEM_1_1"] = rc  # v1, the fallback, says the same
+    out = probe_json(sysroot=root, env={
+        "SCOPEMETER_NVML_LIBRARY": lib["full"], "FAKE_NVML_DEVICES": "2", "FAKE_NVML_MIG_1": "2",
+        "FAKE_NVML_MIG_MEM_TOTAL_1_1": "40000000000", "FAKE_NVML_MIG_MEM_USED_1_1": "10000000000",
+        "CUDA_VISIBLE_DEVICES": "MIG-f4ce0001-0001", **fail})
+    want = mig_expected(1, 10e9, 40e9)
+    keys = (["gpu_1_memory_usage_percentage", "gpu_1_memory_usage_megabytes"]
+            if call == "MEMV2" else ["gpu_1_process_memory_megabytes"])
+    for k in keys:  # dropped (3, 4) or skipped in the probe's one sample (999)
+        del want[k]
+    assert_values(gpu_series(out), want)
+    label = "memory_usage_*" if call == "MEMV2" else "process_memory_megabytes"
+    src = ("nvmlDeviceGetMemoryInfo(MIG device handle)" if call == "MEMV2"
+           else "nvmlDeviceGetComputeRunningProcesses_v3(MIG device handle)")
+    if rc != "999":
+        text = "Not Supported" if rc == "3" else "Insufficient Permissions"
+        assert any(f"gpu_1_{label} dropped: {src} says fake NVML: {text}" in n
+                   for n in out["notes"]), gpu_notes(out)
+    else:
+        assert f"GPU 1: {src} failed: fake NVML: Unknown Error" in out["_stderr"], out["_stderr"]
 
 
 # ---- metrics dropped, devices lost ----------------------------------------------

@@ -86,6 +86,9 @@ FN3(nvmlDeviceGetUUID, sm_nvml_dev_string_fn, DEV, (char *, char *),
     (unsigned int, unsigned int))
 FN3(nvmlDeviceGetMigDeviceHandleByIndex, sm_nvml_mig_handle_fn, DEV,
     (unsigned int, unsigned int), (sm_nvml_device *, nvmlDevice_t *))
+/* a MIG device handle's instance ids (the pre-470 MIG-GPU-<uuid>/<gi>/<ci> entry) */
+FN2(nvmlDeviceGetGpuInstanceId, sm_nvml_uint_fn, DEV, UINTP)
+FN2(nvmlDeviceGetComputeInstanceId, sm_nvml_uint_fn, DEV, UINTP)
 /* the health fields */
 FN3(nvmlDeviceGetTemperature, sm_nvml_temperature_fn, DEV, (int, nvmlTemperatureSensors_t),
     UINTP)
