@@ -139,6 +139,15 @@ const char *const *sm__gpu_keys(unsigned int i)
  * AND it has a GPU device open there (every CUDA context holds
  * /dev/nvidiactl and /dev/nvidiaN), so a host pid that happens to number
  * another process here is not taken for it.
+ *
+ * In a pid namespace of its own (a container without hostPID) no pid NVML
+ * lists can be this container's: the driver knows no pid namespace and
+ * always answers the host's (NVIDIA, docs/gpu.md), and nothing in a
+ * container's /proc maps a host pid back (NSpid lists the namespaces from
+ * the reader's down, fs/proc/array.c).  Classing them all "foreign" would
+ * say "another container holds 30 GB" of the job's own memory, so there the
+ * process list is not read at all: its series and the holders of the peak
+ * tag are dropped in one line (procs_open, open_procs_ns).
  */
 enum pclass { P_OWN, P_RANK, P_UNRANKED, P_FOREIGN };
 #define PCACHE 128
@@ -162,6 +171,7 @@ struct held {               /* one GPU's memory by class, MB */
 struct procs {
     sm_ctx ctx;            /* the sysroot, for /proc and /dev */
     int self_pid, own_rank, rank0, nranks; /* recorded ranks rank0 .. rank0+nranks-1 */
+    int own_pid_ns;        /* /proc is a pid namespace of its own: NVML's pids are not its */
     unsigned int sample;
     struct pcache_entry cache[PCACHE];
     char env[65536];       /* /proc/PID/environ, read when a new pid appears */
@@ -1480,8 +1490,27 @@ static void gpu_tags(void *state, int phase, sm_tags *out)
     g->t_shipped = now;
 }
 
+/* Whether /proc (through the sysroot) shows a pid namespace of its own.
+ * The host's shows the kernel's threads: pid 2 is kthreadd, whose parent is
+ * no process (init/main.c, rest_init).  A container's namespace starts at
+ * its own pid 1 and shows no kernel thread.  Only a /proc that has a pid 1
+ * and no such pid 2 is taken for one: a fake machine's tree without pid 1
+ * is a host's, as before. */
+static int own_pid_ns(const sm_ctx *ctx)
+{
+    char buf[512];
+    sm_pid_stat st;
+    ssize_t n;
+
+    if (sm__read_file(ctx, "/proc/1/stat", buf, sizeof buf) <= 0)
+        return 0;
+    n = sm__read_file(ctx, "/proc/2/stat", buf, sizeof buf);
+    return !(n > 13 && strncmp(buf, "2 (kthreadd) ", 13) == 0 &&
+             sm__parse_pid_stat(buf, (size_t)n, &st) == 0 && st.ppid == 0);
+}
+
 /* The pid of /proc/self through the sysroot (a fake /proc links it to its
- * root, as for coll_proc.c), the rank and the sysroot. */
+ * root, as for coll_proc.c), the rank, the sysroot and its pid namespace. */
 static void procs_open(struct procs *pr, const sm_ctx *ctx)
 {
     char path[SM_PATH_MAX], link[64];
@@ -1498,6 +1527,21 @@ static void procs_open(struct procs *pr, const sm_ctx *ctx)
         link[n] = '\0';
         pr->self_pid = atoi(link);
     }
+    pr->own_pid_ns = own_pid_ns(ctx);
+}
+
+/* In a pid namespace of its own the process list is not read (see "Who
+ * holds a GPU's memory" above): its metric joins the dropped ones of every
+ * device, said in one clause. */
+static unsigned int open_procs_ns(const struct gpu *g, char *note, size_t cap)
+{
+    if (!g->procs.own_pid_ns || !g->f.processes)
+        return 0;
+    sm__line_join(note, cap, "gpu_*_process_memory_megabytes and the holders of "
+                  "gpu_memory_at_peak dropped: this process has a pid namespace of its own "
+                  "(a container without hostPID) and NVML lists the host's pids, which cannot "
+                  "be mapped into it");
+    return q_mask[Q_PROCS];
 }
 
 /* The ranks whose gpu_i_process_memory_megabytes this collector records:
@@ -1509,7 +1553,7 @@ static void procs_ranks(struct gpu *g, const sm_ctx *ctx, char *note, size_t cap
     struct procs *pr = &g->procs;
     int want = 1, fit;
 
-    if (!g->f.processes || g->n == 0)
+    if (!g->f.processes || g->n == 0 || pr->own_pid_ns)
         return;
     if (ctx->all_workers && ctx->id.local_rank == 0 && ctx->id.local_world_size > 1 &&
         !ctx->id.invalid[0])
@@ -1616,6 +1660,7 @@ static int gpu_open(void *state, const sm_ctx *ctx, sm_opened *res)
         return SM_ABSENT;
     }
     procs_open(&g->procs, ctx);
+    drop |= open_procs_ns(g, devnote, sizeof devnote);
     open_devices(g, sel, nsel, drop, devnote, sizeof devnote);
     if (g->n == 0) {
         sm__line(res->msg, sizeof res->msg, "no usable GPU although /dev/%s exists: %s", node,

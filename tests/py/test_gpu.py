@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, clean_env
 
 # Defaults of the fake (fakenvml.c): 80 GiB per device, 20 GiB + i GB used
 # (v2; v1 adds the 512 MiB reserve), utilization 40 + i %, power
@@ -774,3 +774,55 @@ def test_xid_and_stray_context_reach_the_report(scopemeter_bin, mlflow_server, t
     flat = " ".join(txt.stdout.split())  # the terminal's text wraps at 100 columns
     assert f"rank 0: {xid}" in flat, txt.stdout
     assert stray in flat, txt.stdout
+
+
+@pytest.mark.timeout(120)
+def test_own_pid_namespace_drops_the_process_list_instead_of_calling_it_foreign(
+        scopemeter_bin, tmp_path, lib):
+    """NVML's pids are the host's and the driver knows no pid namespace
+    (docs/gpu.md, "Who holds the GPU's memory"): in a container's own pid
+    namespace none of them maps to a process there, and classing them
+    foreign would say "another container holds" the job's own memory.  A
+    real pid namespace (unshare --pid --mount-proc, its /proc the new
+    namespace's): the fake lists a real process of this rank holding GPU 0;
+    on the host it is the rank's own 2000 MB, in the namespace the process
+    series and the peak tag's holders are dropped, with one clause saying
+    why, and every other GPU series stays."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        pytest.skip("needs root and util-linux unshare")
+    root = tmp_path / "root"
+    os.makedirs(root / "dev")
+    (root / "dev" / "nvidia0").write_text("")
+    os.symlink("/proc", root / "proc")  # the /proc of whichever namespace runs the probe
+    node = os.path.realpath(root / "dev" / "nvidia0")
+    hold = ("import os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY); "
+            "print('ready', flush=True); time.sleep(60)")
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK")}
+    holder = subprocess.Popen([sys.executable, "-c", hold, node], env={**env, "RANK": "0"},
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "ready\n"
+        penv = clean_env(SCOPEMETER_SYSROOT=str(root), SCOPEMETER_NVML_LIBRARY=lib["full"],
+                         FAKE_NVML_PROCS_0=f"{holder.pid}:2000000000")
+        probe = [scopemeter_bin, "probe", "--json", "--interval", "0.2"]
+        outs = {}
+        for where, pre in (("host", []), ("ns", ["unshare", "--pid", "--fork", "--mount-proc"])):
+            p = subprocess.run(pre + probe, env=penv, capture_output=True, text=True, timeout=60)
+            assert p.returncode == 0, (where, p.stderr)
+            outs[where] = json.loads(p.stdout)
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    host, ns = (gpu_series(outs[w]) for w in ("host", "ns"))
+    assert host["gpu_0_process_memory_megabytes"]["raw"] == pytest.approx(2000.0)
+    assert "gpu_0_process_memory_megabytes" not in ns, ns.keys()
+    assert set(host) - set(ns) == {"gpu_0_process_memory_megabytes"}, set(host) ^ set(ns)
+    clause = ("gpu_*_process_memory_megabytes and the holders of gpu_memory_at_peak dropped: "
+              "this process has a pid namespace of its own (a container without hostPID) and "
+              "NVML lists the host's pids, which cannot be mapped into it")
+    assert any(clause in n for n in gpu_notes(outs["ns"])), gpu_notes(outs["ns"])
+    assert not any(clause in n for n in gpu_notes(outs["host"])), gpu_notes(outs["host"])
