@@ -27,6 +27,29 @@ SM_EXTERN int sm_monitor_set_run(sm_monitor *m, const char *tracking_uri, const 
  * never printed.  Call it after sm_monitor_set_run (-EINVAL before: the
  * headers belong to that sink's settings). */
 SM_EXTERN int sm_monitor_set_headers(sm_monitor *m, const char *const *headers);
+/* REST sink: the companion (docs/monitor.md, docs/design.md §7): the
+ * recording outlives this process.  cli_path is the `scopemeter` CLI's
+ * (only the program knows where it is installed); NULL or "" turns it off.
+ * Call it after sm_monitor_set_run or sm_monitor_set_resolved (-EINVAL
+ * before, or with unknown flags: the companion belongs to that sink's
+ * settings) and before sm_monitor_start (-EBUSY after).  Once the start
+ * succeeds, the monitor starts `cli_path companion` as this process's child
+ * (posix_spawn: safe in a multi-threaded caller; in its cgroup), with a
+ * pipe on its stdin whose write end is O_CLOEXEC here.  It records nothing
+ * while this process lives; if the process dies without sm_monitor_stop
+ * (an OOM kill, SIGKILL, _exit) it writes the rank's end tags the cgroup
+ * kept, scopemeter.rankN.ended_by=companion and .end_reason, and, with
+ * SM_COMPANION_OWNS_RUN (this process created the run and ends it: not a
+ * worker attached to its launcher's or rank 0's run), ends the run if still
+ * RUNNING (KILLED, FAILED or FINISHED by how it died, run tag
+ * scopemeter.end_reason).  sm_monitor_stop, after its flush, writes "stop"
+ * to it and reaps it (it exits at once; 2 s, then SIGKILL).  A companion
+ * that cannot start is one line and the monitor records anyway;
+ * SCOPEMETER_COMPANION=0 in the environment turns it off.  It reaches the
+ * store with the environment's credentials and TLS settings (as
+ * `scopemeter run`); headers of sm_monitor_set_headers are not its. */
+#define SM_COMPANION_OWNS_RUN 1u
+SM_EXTERN int sm_monitor_set_companion(sm_monitor *m, const char *cli_path, unsigned flags);
 /* JSONL sink: every record as one JSON object per line, appended to path
  * by the sink's own thread; the closing line says how many were written
  * (docs/cli.md).  The file is opened at start: a path that cannot be opened

@@ -86,6 +86,8 @@ struct sm_monitor {
     char *uri;
     void *sink_settings;   /* the factory's own, opaque here (sink.h); owned */
     void (*free_settings)(void *);
+    void (*sink_started)(void *settings, const char *target, int rank); /* sink.h; NULL: none */
+    void (*sink_stopped)(void *settings);
     char *rec_key;         /* the recording key (docs/design.md §9); NULL: def_key */
     char *def_key;         /* the key the sink's setter named (the run id), or NULL */
     int lock_fd;           /* the bound @scopemeter/<key>/rank<N> socket, or -1 */
@@ -262,6 +264,8 @@ static void drop_settings(sm_monitor *m)
         m->free_settings(m->sink_settings);
     m->sink_settings = NULL;
     m->free_settings = NULL;
+    m->sink_started = NULL;
+    m->sink_stopped = NULL;
     free(m->def_key);
     m->def_key = NULL;
 }
@@ -309,6 +313,21 @@ void *sm__monitor_sink_settings(sm_monitor *m, sm_sink_factory f)
     if (!m || m->state != ST_NEW || m->use_queue || !f || m->factory != f)
         return NULL;
     return m->sink_settings;
+}
+
+int sm__monitor_set_sink_hooks(sm_monitor *m, sm_sink_factory f,
+                              void (*started)(void *settings, const char *target, int rank),
+                              void (*stopped)(void *settings))
+{
+    if (!m || !f)
+        return -EINVAL;
+    if (m->state != ST_NEW)
+        return -EBUSY;
+    if (m->use_queue || m->factory != f)
+        return -EINVAL;
+    m->sink_started = started;
+    m->sink_stopped = stopped;
+    return 0;
 }
 
 int sm__monitor_default_recording_key(sm_monitor *m, const char *key)
@@ -971,6 +990,8 @@ int sm_monitor_start(sm_monitor *m, char *err, size_t errlen)
     push_start_tags(m);
     if ((rc = start_thread(m, err, errlen)) < 0)
         return rc;
+    if (m->sink_started) /* the companion (sink.h): the run and the rank are known */
+        m->sink_started(m->sink_settings, m->uri, m->ctx.id.rank);
     if (m->budget > 0)
         sm__log(SM_INFO, "collecting %zu series every %g s (%d collector%s, write budget %g "
                "rows/s)", m->nslots, m->interval * m->samples, m->collectors,
@@ -1056,6 +1077,10 @@ int sm_monitor_stop(sm_monitor *m)
         }
         pthread_mutex_unlock(&m->mu);
     }
+    /* 4. after the monitor's own end: a kill during the stop is still the
+     * companion's to see */
+    if (m->sink_stopped)
+        m->sink_stopped(m->sink_settings);
     m->stop_rc = rc;
     m->state = ST_STOPPED;
     unlock_rank(m); /* after the flush: the run has everything this recorder wrote */

@@ -163,6 +163,17 @@ SM_HIDDEN int sm__monitor_set_sink_factory(sm_monitor *m, sm_sink_factory f, con
  * not started yet; NULL when another sink (or none) is chosen.  A sink's
  * own setters (sm_monitor_set_headers) change them here. */
 SM_HIDDEN void *sm__monitor_sink_settings(sm_monitor *m, sm_sink_factory f);
+/* monitor.c: hooks of the sink registered with f, called with its settings
+ * on the caller's thread: started(settings, target, rank) at the end of a
+ * successful sm_monitor_start (the run checked, the rank known), stopped at
+ * sm_monitor_stop after the flush (the monitor's end delivered or given up);
+ * a companion's (mlflow/companion.c).  NULL hooks: none.  -EINVAL when f is
+ * not the chosen sink's factory, -EBUSY once started.  Cleared with the
+ * settings. */
+SM_HIDDEN int sm__monitor_set_sink_hooks(sm_monitor *m, sm_sink_factory f,
+                                        void (*started)(void *settings, const char *target,
+                                                        int rank),
+                                        void (*stopped)(void *settings));
 /* monitor.c: the recording key (docs/design.md §9) when none was set: the
  * sink that knows the run names it (copied). */
 SM_HIDDEN int sm__monitor_default_recording_key(sm_monitor *m, const char *key);

@@ -168,8 +168,21 @@ typedef struct sm_rest_settings {
     char **headers;   /* NULL or NULL-terminated name, value pairs (owned) */
     double check_s;   /* bound of the run check at start: 0 the default, < 0 none */
     sm_run_check check; /* the resolution's (sm_monitor_set_resolved), else NONE */
+    /* the companion (sm_monitor_set_companion, companion.c) */
+    char *companion;         /* the CLI's path (owned), NULL: none */
+    int companion_owns;      /* --owns-run */
+    int companion_fd;        /* the stop pipe's write end while companion_pid > 0 */
+    pid_t companion_pid;     /* the running companion, 0: none */
+    pid_t companion_parent;  /* the process that started it */
 } sm_rest_settings;
 SM_HIDDEN void sm__rest_settings_free(void *settings);
+/* companion.c: the monitor's sink hooks (sink.h) of a REST sink with a
+ * companion: started spawns it (settings: an sm_rest_settings), stopped
+ * tells it "stop" and reaps it; settings_free stops one still running and
+ * frees its part of set. */
+SM_HIDDEN void sm__companion_started(void *settings, const char *uri, int rank);
+SM_HIDDEN void sm__companion_stopped(void *settings);
+SM_HIDDEN void sm__companion_settings_free(sm_rest_settings *set);
 
 /* sink_mlflow.c: the REST sink's constructor (an sm_sink_factory). */
 struct sm_sink;

@@ -225,6 +225,7 @@ void sm__rest_settings_free(void *settings)
     if (!set)
         return;
     free_strv(set->headers);
+    sm__companion_settings_free(set);
     free(set);
 }
 
@@ -287,5 +288,32 @@ int sm_monitor_set_headers(sm_monitor *m, const char *const *headers)
         }
     free_strv(set->headers);
     set->headers = v;
+    return 0;
+}
+
+/* The companion (companion.c) is a setting of this sink: after
+ * sm_monitor_set_run, dropped with it, as the headers. */
+int sm_monitor_set_companion(sm_monitor *m, const char *cli_path, unsigned flags)
+{
+    sm_rest_settings *set = sm__monitor_sink_settings(m, sm__sink_mlflow_new);
+    char *p = NULL;
+    int rc;
+
+    if (!set) /* started (-EBUSY), or no REST sink chosen (-EINVAL): changes nothing */
+        return sm__monitor_set_sink_hooks(m, sm__sink_mlflow_new, NULL, NULL) == -EBUSY ?
+               -EBUSY : -EINVAL;
+    if (flags & ~(unsigned)SM_COMPANION_OWNS_RUN)
+        return -EINVAL;
+    if (cli_path && cli_path[0] && !(p = strdup(cli_path)))
+        return -ENOMEM;
+    rc = sm__monitor_set_sink_hooks(m, sm__sink_mlflow_new, p ? sm__companion_started : NULL,
+                                    p ? sm__companion_stopped : NULL);
+    if (rc < 0) {
+        free(p);
+        return rc;
+    }
+    free(set->companion);
+    set->companion = p;
+    set->companion_owns = (flags & SM_COMPANION_OWNS_RUN) != 0;
     return 0;
 }

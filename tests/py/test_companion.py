@@ -3,6 +3,8 @@ docs/design.md §7): enable_system_metrics() starts `scopemeter companion`,
 which watches the process through a pidfd and, when it dies without a stop,
 writes the end tags the cgroup kept and why it died, and marks the run it
 opened KILLED / FAILED; after the front's SIGTERM stop it only ends the run.
+The C API starts the same companion (sm_monitor_set_companion): the
+test_capi_* tests drive tests/c/capi_companion.c on libscopemeter.so.
 
 Real parts: the Python front in a real process against a real MLflow server
 (the REST path) and a local sqlite store (the MlflowClient path, the
@@ -21,7 +23,7 @@ import time
 
 import pytest
 
-from conftest import have, is_root
+from conftest import c_test_program, clean_env, have, is_root
 from pyfront_util import SMALLEST_RING, new_run, python_env
 from test_cgroup_real import MOUNTS, MiB, write
 from test_composition_real import limited
@@ -397,3 +399,89 @@ def test_oom_kill_in_a_v1_cgroup_is_recorded_and_ends_the_run(store, tmp_path):
             proc.kill()
             proc.wait()
         cg.remove()
+
+
+# ---- the C API's companion (sm_monitor_set_companion, docs/monitor.md) ----------------
+
+def companions_of(pid):
+    """Pids of the `scopemeter companion` children of pid."""
+    found = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid and argv[1:2] == [b"companion"]:
+            found.append(int(d))
+    return found
+
+
+def start_capi(scopemeter_bin, uri, mode):
+    exe = c_test_program(scopemeter_bin, "capi_companion")
+    proc = subprocess.Popen([exe, uri, scopemeter_bin, mode], env=clean_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline().split()
+    assert line[:1] == ["RUN"], (line, proc.stderr.read() if proc.poll() is not None else "")
+    run_id = line[1]
+    line = proc.stdout.readline().split()
+    assert line == ["RECORDING"], (line, proc.stderr.read() if proc.poll() is not None else "")
+    comps = companions_of(proc.pid)  # started in sm_monitor_start, before it returned
+    assert len(comps) == 1 and alive(comps[0]), "no companion while the C program records"
+    return proc, run_id, comps[0]
+
+
+def test_capi_kill9_the_companion_ends_the_run(mlflow_server, tmp_path, scopemeter_bin):
+    """A native program that set the companion and created its run is
+    SIGKILLed: its companion writes the rank's end and marks the run KILLED."""
+    proc, run_id, comp = start_capi(scopemeter_bin, mlflow_server, "wait")
+    try:
+        time.sleep(1.5)  # a window or two recorded
+        os.kill(proc.pid, signal.SIGKILL)
+        run, took = wait_ended(mlflow_server, run_id)
+        proc.wait(30)
+        err = proc.stderr.read()
+        tags = run.data.tags
+        assert run.info.status == "KILLED", (run.info.status, err[-2000:])
+        assert run.info.end_time
+        assert tags["scopemeter.rank0.ended_by"] == "companion", tags
+        assert tags["scopemeter.rank0.end_reason"] == "signal 9 (SIGKILL)", tags
+        assert tags["scopemeter.end_reason"] == \
+            "KILLED by scopemeter companion of rank 0: signal 9 (SIGKILL)", tags
+        assert "scopemeter.rank0.cgroup" in tags  # the monitor itself recorded
+        assert wait_gone(comp), "the companion outlived its job"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_capi_clean_stop_reaps_the_companion_and_leaves_the_run(mlflow_server, tmp_path,
+                                                               scopemeter_bin):
+    """sm_monitor_stop tells the companion and reaps it while the program
+    lives; the program then exits without ending its run, which stays as it
+    left it (RUNNING: a companion not told would have ended it FINISHED)."""
+    proc, run_id, comp = start_capi(scopemeter_bin, mlflow_server, "stop")
+    try:
+        line = proc.stdout.readline().split()
+        assert line == ["STOPPED", "0"], (line, proc.stderr.read())
+        # reaped by the stop, the program still alive: not even a zombie
+        assert not os.path.exists(f"/proc/{comp}"), "the companion outlived sm_monitor_stop"
+        assert companions_of(proc.pid) == []
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0 and "DONE" in out, err[-2000:]
+        time.sleep(2)  # a companion left behind would end the run within this
+        run = get_run(mlflow_server, run_id)
+        tags = run.data.tags
+        assert run.info.status == "RUNNING", run.info.status
+        assert "scopemeter.rank0.ended_by" not in tags and "scopemeter.end_reason" not in tags
+        assert "scopemeter.rank0.cgroup" in tags  # the monitor itself recorded
+        assert "companion" not in err, err[-2000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

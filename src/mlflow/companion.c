@@ -1,0 +1,192 @@
+/*
+ * companion.c — the C API's companion (sm_monitor_set_companion,
+ * scopemeter_mlflow.h; docs/monitor.md, docs/design.md §7): the recording
+ * outlives its caller on this surface too.
+ *
+ * sm_monitor_set_companion (sink_mlflow.c: a setting of the REST sink)
+ * registers these as the monitor's sink hooks (sm__monitor_set_sink_hooks,
+ * sink.h), called on the caller's thread: at the end of a successful
+ * sm_monitor_start (the run checked, the rank known) it starts `scopemeter
+ * companion --pid <getpid()> --run-id <run> --tracking-uri <uri> --rank
+ * <rank> [--owns-run]`, the argv
+ * the Python front builds (python/scopemeter/_front.py, _start_companion),
+ * as the caller's child (so in its cgroup) through posix_spawn (the caller
+ * may be multi-threaded: no fork), its stdin a pipe whose write end stays
+ * here, O_CLOEXEC; at sm_monitor_stop, after the flush, it writes "stop\n",
+ * closes the pipe and reaps the companion (it exits at once; bounded, then
+ * SIGKILL).  A companion that cannot start is one line: the monitor records
+ * as before.  The store is http(s): the REST sink's, the only one the C API
+ * records into an MLflow run with.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "mlflow_rest.h"
+#include "scopemeter_mlflow.h"
+
+extern char **environ;
+
+#define COMPANION_WAIT_S 2.0 /* it answers the stop word at once (as the front's) */
+
+/* fd moved to >= 3, O_CLOEXEC: a pipe end that landed on 0..2 (a caller
+ * with a closed stdin) would be lost to the dup2 onto the child's stdin. */
+static int above_stdio(int fd)
+{
+    int nfd;
+
+    if (fd > 2)
+        return fd;
+    nfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    close(fd);
+    return nfd;
+}
+
+void sm__companion_started(void *settings, const char *uri, int rank)
+{
+    sm_rest_settings *set = settings;
+    char pid[24], rk[24], shown[256];
+    const char *env = getenv("SCOPEMETER_COMPANION");
+    char *argv[13];
+    int p[2], n = 0, rc;
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
+    sigset_t none, dfl;
+    pid_t child;
+
+    if (!set || !set->companion || set->companion_pid > 0)
+        return;
+    if (env && strcmp(env, "0") == 0)
+        return; /* off, as for the Python front */
+    snprintf(pid, sizeof pid, "%d", (int)getpid());
+    snprintf(rk, sizeof rk, "%d", rank);
+    argv[n++] = set->companion;
+    argv[n++] = "companion";
+    argv[n++] = "--pid";
+    argv[n++] = pid;
+    argv[n++] = "--run-id";
+    argv[n++] = set->run_id;
+    argv[n++] = "--tracking-uri";
+    argv[n++] = (char *)uri;
+    argv[n++] = "--rank";
+    argv[n++] = rk;
+    if (set->companion_owns)
+        argv[n++] = "--owns-run";
+    argv[n] = NULL;
+
+    if (pipe2(p, O_CLOEXEC) < 0) {
+        rc = errno;
+        goto fail;
+    }
+    p[0] = above_stdio(p[0]);
+    p[1] = above_stdio(p[1]);
+    if (p[0] < 0 || p[1] < 0) {
+        rc = errno;
+        if (p[0] >= 0)
+            close(p[0]);
+        if (p[1] >= 0)
+            close(p[1]);
+        goto fail;
+    }
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, p[0], 0); /* dup2 clears O_CLOEXEC on 0 */
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawnattr_init(&at);
+    /* the caller's blocked signals and ignored SIGCHLD (its waitpid of the
+     * Python writer) or SIGPIPE are not the companion's */
+    sigemptyset(&none);
+    sigemptyset(&dfl);
+    sigaddset(&dfl, SIGCHLD);
+    sigaddset(&dfl, SIGPIPE);
+    posix_spawnattr_setsigmask(&at, &none);
+    posix_spawnattr_setsigdefault(&at, &dfl);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    rc = posix_spawn(&child, set->companion, &fa, &at, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&at);
+    close(p[0]);
+    if (rc != 0) {
+        close(p[1]);
+        goto fail;
+    }
+    set->companion_pid = child;
+    set->companion_fd = p[1];
+    set->companion_parent = getpid();
+    return;
+fail:
+    sm_mlflow_redact_uri(uri, shown, sizeof shown);
+    sm__log(SM_WARN, "the companion (%s) did not start: %s; if this process is OOM-killed or "
+           "SIGKILLed, run %s at %s keeps no end tags%s", set->companion, strerror(rc),
+           set->run_id, shown, set->companion_owns ? " and stays RUNNING" : "");
+}
+
+/* write(2) of the stop word without a SIGPIPE for the caller when the
+ * companion is gone already: the signal is blocked on this thread for the
+ * call and a pending one of ours consumed. */
+static void tell(int fd, const char *word)
+{
+    sigset_t pipe_set, old, pending;
+    int had;
+
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    sigpending(&pending);
+    had = sigismember(&pending, SIGPIPE);
+    if (write(fd, word, strlen(word)) < 0 && errno == EPIPE && !had) {
+        struct timespec zero = {0, 0};
+        sigtimedwait(&pipe_set, NULL, &zero);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+static int reap(pid_t pid, double bound_s)
+{
+    struct timespec nap = {0, 10 * 1000 * 1000};
+    int status;
+
+    for (double waited = 0; waited < bound_s; waited += 0.01) {
+        pid_t w = waitpid(pid, &status, WNOHANG);
+        if (w == pid || (w < 0 && errno != EINTR))
+            return 0; /* reaped, or not ours to reap (SIGCHLD ignored, reaped elsewhere) */
+        nanosleep(&nap, NULL);
+    }
+    return -ETIMEDOUT;
+}
+
+void sm__companion_stopped(void *settings)
+{
+    sm_rest_settings *set = settings;
+    pid_t pid;
+
+    if (!set || set->companion_pid <= 0 || set->companion_parent != getpid())
+        return; /* none, or a forked child's copy: the companion is the parent's */
+    pid = set->companion_pid;
+    set->companion_pid = 0;
+    tell(set->companion_fd, "stop\n");
+    close(set->companion_fd);
+    set->companion_fd = -1;
+    if (reap(pid, COMPANION_WAIT_S) < 0) {
+        sm__log(SM_WARN, "the companion (pid %d) did not exit within %g s of its stop; killed",
+               (int)pid, COMPANION_WAIT_S);
+        kill(pid, SIGKILL);
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+    }
+}
+
+void sm__companion_settings_free(sm_rest_settings *set)
+{
+    sm__companion_stopped(set); /* a monitor freed without its stop (a failed start) */
+    free(set->companion);
+    set->companion = NULL;
+}
