@@ -119,6 +119,17 @@ def wait_gone(pid, bound=30):
     return not alive(pid)
 
 
+def assert_killed_by_sigkill(run, err):
+    """The run a SIGKILLed rank 0 left, as its companion ends it."""
+    tags = run.data.tags
+    assert run.info.status == "KILLED", (run.info.status, err[-2000:])
+    assert run.info.end_time
+    assert tags["scopemeter.rank0.end_reason"] == "signal 9 (SIGKILL)", tags
+    assert tags["scopemeter.rank0.ended_by"] == "companion", tags
+    assert tags["scopemeter.end_reason"] == \
+        "KILLED by scopemeter companion of rank 0: signal 9 (SIGKILL)", tags
+
+
 @pytest.mark.parametrize("mode", ["wait", "fork"])
 def test_kill9_marks_the_run_killed_with_the_signal(store, tmp_path, mode):
     """fork: a forked worker that outlives the parent holds the stop pipe's
@@ -143,13 +154,7 @@ def test_kill9_marks_the_run_killed_with_the_signal(store, tmp_path, mode):
             os.kill(worker, signal.SIGKILL)
             worker = 0
         err = proc.stderr.read()
-        tags = run.data.tags
-        assert run.info.status == "KILLED", (run.info.status, err[-2000:])
-        assert run.info.end_time
-        assert tags["scopemeter.rank0.end_reason"] == "signal 9 (SIGKILL)", tags
-        assert tags["scopemeter.rank0.ended_by"] == "companion", tags
-        assert tags["scopemeter.end_reason"] == \
-            "KILLED by scopemeter companion of rank 0: signal 9 (SIGKILL)", tags
+        assert_killed_by_sigkill(run, err)
         assert wait_gone(comp), "the companion outlived its job"
     finally:
         if worker:
@@ -445,14 +450,8 @@ def test_capi_kill9_the_companion_ends_the_run(mlflow_server, tmp_path, scopemet
         run, took = wait_ended(mlflow_server, run_id)
         proc.wait(30)
         err = proc.stderr.read()
-        tags = run.data.tags
-        assert run.info.status == "KILLED", (run.info.status, err[-2000:])
-        assert run.info.end_time
-        assert tags["scopemeter.rank0.ended_by"] == "companion", tags
-        assert tags["scopemeter.rank0.end_reason"] == "signal 9 (SIGKILL)", tags
-        assert tags["scopemeter.end_reason"] == \
-            "KILLED by scopemeter companion of rank 0: signal 9 (SIGKILL)", tags
-        assert "scopemeter.rank0.cgroup" in tags  # the monitor itself recorded
+        assert_killed_by_sigkill(run, err)
+        assert "scopemeter.rank0.cgroup" in run.data.tags  # the monitor itself recorded
         assert wait_gone(comp), "the companion outlived its job"
     finally:
         if proc.poll() is None:
