@@ -22,7 +22,7 @@ from ._report_model import RankData, ReportError
 from ._report_values import finite, first_line, printable
 
 if TYPE_CHECKING:
-    from mlflow.entities import Run
+    from mlflow.entities import Metric, Run
     from mlflow.tracking import MlflowClient
 
 # Logged keys, system/<key>[/NODE]/rankN (docs/design.md §2), are read with
@@ -197,7 +197,8 @@ def read(client: "MlflowClient", run_id: str) -> Tuple["Run", Dict[int, RankData
 FETCHERS = 8
 
 
-def _histories(client: "MlflowClient", run_id: str, keys: List[str]) -> List[list]:
+def _histories(client: "MlflowClient", run_id: str,
+               keys: List[str]) -> List[List["Metric"]]:
     """Each key's metric history, in the order of keys."""
     uri = str(getattr(client, "tracking_uri", "") or "")
     if len(keys) < 2 or not uri.startswith(("http://", "https://")):
