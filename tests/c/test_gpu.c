@@ -770,6 +770,14 @@ static void sample_once(sm_points *p, struct opened *o)
     CHECK_EQ_INT(sm__coll_gpu.sample(o->state, p, msg, sizeof msg), 0);
 }
 
+/* sample_once, returning what it said on stderr (capture_end's buffer). */
+static const char *sample_said(sm_points *p, struct opened *o)
+{
+    capture_begin();
+    sample_once(p, o);
+    return capture_end();
+}
+
 /* p is base without exactly the keys of drop (NULL-terminated): every other
  * point is there with base's value.  A key that base lacks fails: nothing
  * can be "dropped" that was never produced. */
@@ -873,9 +881,7 @@ static void degrade_each_call(void)
         CHECK_EQ_STR(o.res.status, "nvml 550.54.15, 2 devices");
         CHECK_EQ_STR(o.res.msg, cases[c].line);
         for (int k = 0; k < 2; k++) { /* the drop holds; said once, at open */
-            capture_begin();
-            sample_once(p, &o);
-            err = capture_end();
+            err = sample_said(p, &o);
             CHECK_EQ_STR(err, "");
             same_but(p, base, cases[c].drop);
         }
@@ -930,9 +936,7 @@ static void degrade_remap_and_retired(void)
         t->n = 0;
         sm__coll_gpu.tags(o.state, SM_TAGS_START, t);
         CHECK_EQ_STR(tag_of(t, "gpu_events"), cases[c].tag);
-        capture_begin();
-        sample_once(p, &o);
-        CHECK_EQ_STR(capture_end(), "");
+        CHECK_EQ_STR(sample_said(p, &o), "");
         same_but(p, base, none);
         t->n = 0; /* the window re-reads them: still left out, nothing new */
         sm__coll_gpu.tags(o.state, SM_TAGS_END, t);
@@ -1016,54 +1020,40 @@ static void health_fails_mid_run(void)
     same_but(p, base, none);
 
     fail_call(0, "REASONS", 3);
-    capture_begin();
-    sample_once(p, &o);
-    err = capture_end();
+    err = sample_said(p, &o);
     same_but(p, base, thr);
     CHECK_EQ_STR(err, "scopemeter: warning: gpu: gpu_0_throttled_* dropped: "
                       "nvmlDeviceGetCurrentClocksEventReasons says fake NVML: Not Supported\n");
     fail_call(0, "REASONS", 0); /* answers again: dropped is dropped */
-    capture_begin();
-    sample_once(p, &o);
-    CHECK_EQ_STR(capture_end(), "");
+    CHECK_EQ_STR(sample_said(p, &o), "");
     same_but(p, base, thr);
 
     fail_call(0, "ECC", 3);
-    capture_begin();
-    sample_once(p, &o);
-    err = capture_end();
+    err = sample_said(p, &o);
     same_but(p, base, thr_ecc);
     CHECK_EQ_STR(err, "scopemeter: warning: gpu: gpu_0_ecc_errors_* dropped: "
                       "nvmlDeviceGetTotalEccErrors says fake NVML: Not Supported\n");
 
     fail_call(0, "TEMP", 999);
     for (int k = 0; k < 2; k++) { /* one line for the streak */
-        capture_begin();
-        sample_once(p, &o);
-        err = capture_end();
+        err = sample_said(p, &o);
         same_but(p, base, thr_ecc_temp);
         CHECK_EQ_STR(err, k ? "" : "scopemeter: warning: gpu: GPU 0: nvmlDeviceGetTemperature "
                                    "failed: fake NVML: Unknown Error; its values are skipped "
                                    "until it recovers\n");
     }
     fail_call(0, "TEMP", 0);
-    capture_begin();
-    sample_once(p, &o);
-    err = capture_end();
+    err = sample_said(p, &o);
     same_but(p, base, thr_ecc);
     CHECK_EQ_STR(err, "scopemeter: gpu: GPU 0 recovered\n");
 
     fail_call(0, "PROCS", 4);
-    capture_begin();
-    sample_once(p, &o);
-    err = capture_end();
+    err = sample_said(p, &o);
     same_but(p, base, thr_ecc_procs);
     CHECK_EQ_STR(err, "scopemeter: warning: gpu: gpu_0_process_memory_megabytes dropped: "
                       "nvmlDeviceGetComputeRunningProcesses_v3 says fake NVML: Insufficient "
                       "Permissions\n");
-    capture_begin();
-    sample_once(p, &o);
-    CHECK_EQ_STR(capture_end(), "");
+    CHECK_EQ_STR(sample_said(p, &o), "");
     same_but(p, base, thr_ecc_procs);
     close_gpu(&o);
     free(p);

@@ -119,6 +119,15 @@ def wait_gone(pid, bound=30):
     return not alive(pid)
 
 
+def assert_left_alone(run, err):
+    """A run whose recorder stopped cleanly: the monitor recorded, the
+    companion wrote nothing and said nothing."""
+    tags = run.data.tags
+    assert "scopemeter.rank0.ended_by" not in tags and "scopemeter.end_reason" not in tags
+    assert "scopemeter.rank0.cgroup" in tags  # the monitor itself recorded
+    assert "companion" not in err, err[-2000:]
+
+
 def assert_killed_by_sigkill(run, err):
     """The run a SIGKILLed rank 0 left, as its companion ends it."""
     tags = run.data.tags
@@ -226,10 +235,7 @@ def test_clean_exit_leaves_nothing_running_and_the_run_to_mlflow(store, tmp_path
         assert not os.path.exists(f"/proc/{comp}"), "the companion outlived a clean exit"
         run = get_run(store, run_id)
         assert run.info.status == "FINISHED"  # MLflow's own end of the with block
-        tags = run.data.tags
-        assert "scopemeter.rank0.ended_by" not in tags and "scopemeter.end_reason" not in tags
-        assert "scopemeter.rank0.cgroup" in tags  # the monitor itself recorded
-        assert "companion" not in err, err[-2000:]
+        assert_left_alone(run, err)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -475,11 +481,8 @@ def test_capi_clean_stop_reaps_the_companion_and_leaves_the_run(mlflow_server, t
         assert proc.returncode == 0 and "DONE" in out, err[-2000:]
         time.sleep(2)  # a companion left behind would end the run within this
         run = get_run(mlflow_server, run_id)
-        tags = run.data.tags
         assert run.info.status == "RUNNING", run.info.status
-        assert "scopemeter.rank0.ended_by" not in tags and "scopemeter.end_reason" not in tags
-        assert "scopemeter.rank0.cgroup" in tags  # the monitor itself recorded
-        assert "companion" not in err, err[-2000:]
+        assert_left_alone(run, err)
     finally:
         if proc.poll() is None:
             proc.kill()
