@@ -36,17 +36,21 @@
  *                                error_code/message; that batch is dropped
  *                                and counted, never retried
  *
- * Patience.  A request moving no byte for 10 s is an outage, said while the
- * job runs -- but a server that queues the job's requests answers each late,
- * and works on one its client gave up on all the same: giving up and
- * retrying only adds to its queue, until every answer goes to a client that
- * has left (1024 collectors' last windows, CI 2026-12-04: 4273 log-batches
- * answered 200, and 1023 collectors reached the stop bound undelivered).  So a request given up doubles this
- * collector's patience for the next one, an answer sets it to twice the time
- * that answer took (the server's queue as this collector meets it), always
- * within 10 s and 120 s (MLflow's request timeout): sm__deliver_patience.
- * Once the stop began a request is waited for until the stop bound: the
- * answer to it is the only one that can still come in time.
+ * Patience.  A request with no byte back for 10 s is an outage, said while
+ * the job runs (stalled(), from inside the transfer) -- and then waited for,
+ * up to the request's total timeout (MLflow's MLFLOW_HTTP_REQUEST_TIMEOUT,
+ * 120 s, the bound MLflow's own client gives a request).  A server that
+ * queues the job's requests answers each late and works on one its client
+ * gave up on all the same: giving up and sending again only adds to its
+ * queue, until every answer goes to a client that has left.  CI saw it twice
+ * with 1024 collectors: giving up at 10 s, 4273 log-batches answered and 1023
+ * collectors undelivered at the stop bound (2026-12-04); giving up at 10 s
+ * doubling to 120 s, 606 requests given up during the recording, 293 of the
+ * re-sends refused as duplicates of a write still under way, and 506
+ * collectors undelivered at the stop bound (2026-12-06).  Waiting costs
+ * nothing the job needs: the ring holds an hour.  Once the stop began a
+ * request is waited for until the stop bound: the answer to it is the only
+ * one that can still come in time.
  *
  * Stop: flush(deadline) closes the ring and lets the driver deliver what is
  * queued; at the deadline delivery is aborted (libcurl's xferinfo sees the
@@ -75,8 +79,7 @@
 #define BACKOFF_FLUSH_CAP_S 2.0
 #define SPREAD_PER_COLLECTOR_S 0.05
 #define SPILL_CHUNK 4096
-#define STALL_MIN_S 10.0
-#define STALL_MAX_S 120.0
+#define SAY_STALL_S 10
 
 struct sm_deliver {
     sm_sink base;
@@ -87,8 +90,6 @@ struct sm_deliver {
     sm_ring ring;
     size_t cap;
     double spread_s;          /* upper bound of the random delay before a post */
-    double stall_s;           /* patience with a request (see the top of the file) */
-    double sent_at;           /* when the batch handed out went (monotonic s) */
     double period_s;
     int64_t step_base;        /* added to every step: after the run's earlier system steps */
 
@@ -331,25 +332,32 @@ static double flush_cap(sm_deliver *d)
     return cap > BACKOFF_FLUSH_CAP_S ? cap : BACKOFF_FLUSH_CAP_S;
 }
 
-double sm__deliver_patience(double stall_s, int timed_out, double answer_s)
+/* A request has had no byte back for waited_s (the transport's, inside the
+ * transfer; see the top of the file): said as an outage once, and waited for. */
+static void stalled(void *arg, double waited_s)
 {
-    double s = timed_out ? 2 * stall_s : answer_s >= 0 ? 2 * answer_s : stall_s;
+    sm_deliver *d = arg;
 
-    return s < STALL_MIN_S ? STALL_MIN_S : s > STALL_MAX_S ? STALL_MAX_S : s;
+    atomic_store(&d->failing, 1);
+    if (d->outage_since == 0) {
+        d->outage_since = sm__now_mono() - waited_s;
+        d->dropped_before = lost(d);
+        sm__log(SM_WARN, "cannot deliver to MLflow (runs/log-batch on %s: no answer for %.0f s; "
+               "waited for, not sent again); %zu points wait in the buffer (room for %zu)",
+               d->shown, waited_s, sm__ring_len(&d->ring), d->cap);
+    }
 }
 
-/* The patience for the request about to go, in whole seconds (libcurl's
- * unit), and when it went (see the top of the file). */
-static long patience(sm_deliver *d)
+/* The request about to go: said after SAY_STALL_S without an answer. */
+static void hand_out(sm_deliver *d, sm_deliver_batch *b)
 {
-    long long dl = atomic_load(&d->deadline_ms);
-    double s = d->stall_s;
-
-    d->sent_at = sm__now_mono();
-    if (dl > 0)
-        s = (double)dl / 1000.0 - d->sent_at;
-    /* rounded up by hand: the CLI links no libm (test_text_order) */
-    return s < 1 ? 1 : (long)s + ((double)(long)s < s);
+    b->recs = d->batch;
+    b->n = d->nbatch;
+    b->step_base = d->step_base;
+    b->ring = &d->ring;
+    b->say_s = SAY_STALL_S;
+    b->stalled = stalled;
+    b->stalled_arg = d;
 }
 
 /* Past the flush deadline: nothing more is tried (flush is about to abort). */
@@ -473,11 +481,7 @@ int sm__deliver_next(sm_deliver *d, sm_deliver_batch *b)
         spill_if_needed(d);
         /* the spool first, oldest first: its records are older than the ring's */
         if (spool_batch(d)) {
-            b->recs = d->batch;
-            b->n = d->nbatch;
-            b->step_base = d->step_base;
-            b->ring = &d->ring;
-            b->stall_s = patience(d);
+            hand_out(d, b);
             return 1;
         }
         d->from_spool = 0;
@@ -501,11 +505,7 @@ int sm__deliver_next(sm_deliver *d, sm_deliver_batch *b)
             consume(d, d->nraw); /* all non-finite */
             continue;
         }
-        b->recs = d->batch;
-        b->n = d->nbatch;
-        b->step_base = d->step_base;
-        b->ring = &d->ring;
-        b->stall_s = patience(d);
+        hand_out(d, b);
         return 1;
     }
 end:
@@ -526,9 +526,6 @@ void sm__deliver_done(sm_deliver *d, size_t taken, const sm_rest_result *a)
         return;
     if (taken > d->nbatch)
         taken = d->nbatch;
-    d->stall_s = sm__deliver_patience(d->stall_s, a->timed_out,
-                                      a->outcome == SM_REST_OK || a->outcome == SM_REST_REFUSED
-                                          ? sm__now_mono() - d->sent_at : -1);
     used = taken < d->nbatch ? d->from[taken] : d->nraw;
     if (d->from_spool && (a->outcome == SM_REST_OK ||
                           (a->outcome == SM_REST_REFUSED &&
@@ -783,7 +780,6 @@ int sm__deliver_new(const char *run_id, const char *shown, sm_deliver **out)
     snprintf(d->run_id, sizeof d->run_id, "%s", run_id ? run_id : "");
     snprintf(d->shown, sizeof d->shown, "%s", shown ? shown : "");
     d->fresh = 1;
-    d->stall_s = STALL_MIN_S;
     d->seed = sm__rest_seed(d);
     atomic_init(&d->abort, 0);
     atomic_init(&d->deadline_ms, 0);

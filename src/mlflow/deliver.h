@@ -47,9 +47,12 @@ typedef struct sm_deliver_batch {
     size_t n;
     int64_t step_base;    /* added to every metric's step (a re-attached run) */
     const sm_ring *ring;  /* key and text strings: sm__ring_str(ring, id) */
-    long stall_s;         /* how long the request may go without a byte back before it
-                           * is given up (deliver.c, "Patience"); a transport with a
-                           * timer of its own may ignore it */
+    /* A request with no byte back for say_s seconds: the transport calls
+     * stalled(stalled_arg, seconds) once and goes on waiting up to its total
+     * timeout (deliver.c, "Patience"); a transport that cannot may ignore it */
+    long say_s;
+    void (*stalled)(void *arg, double waited_s);
+    void *stalled_arg;
 } sm_deliver_batch;
 
 /* One request of a thread-driven transport; *taken receives how many of
@@ -78,10 +81,6 @@ SM_HIDDEN int sm__deliver_start_thread(sm_deliver *d, sm_deliver_post post, void
  * returns 1; returns 0 when delivery is over (stopped and empty, stop bound
  * passed, cancelled).  done: what became of that batch (taken of b->n). */
 SM_HIDDEN int sm__deliver_next(sm_deliver *d, sm_deliver_batch *b);
-/* The patience with the next request (deliver.c, "Patience"), pure: after
- * one given up (timed_out), or one answered in answer_s seconds (< 0: no
- * answer, as a refused connection). */
-SM_HIDDEN double sm__deliver_patience(double stall_s, int timed_out, double answer_s);
 SM_HIDDEN void sm__deliver_done(sm_deliver *d, size_t taken, const sm_rest_result *a);
 /* Ends delivery now: next() returns 0 (a start that failed, a driver to end). */
 SM_HIDDEN void sm__deliver_cancel(sm_deliver *d);

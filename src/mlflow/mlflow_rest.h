@@ -58,7 +58,18 @@ typedef struct sm_rest {
     long connect_timeout_s;
     long total_timeout_s;
     long stall_s;             /* a transfer that moves no byte this long is given up
-                               * (CURLOPT_LOW_SPEED_TIME); 0: 10 s */
+                               * (CURLOPT_LOW_SPEED_TIME); 0: 10 s; < 0: only the
+                               * total timeout gives it up */
+    /* A transfer that moves no byte for say_s (> 0) calls stalled(stalled_arg,
+     * seconds) once, from inside the transfer (the calling thread), and goes
+     * on: the caller says a slow server without sending its request again
+     * (deliver.c, "Patience"). */
+    long say_s;
+    void (*stalled)(void *arg, double waited_s);
+    void *stalled_arg;
+    double moved_at;          /* monotonic s of the transfer's last byte (on_progress) */
+    long long moved;          /* bytes moved by then, both ways */
+    int said;                 /* stalled() was called for this transfer */
     /* Abort: the transfer stops when *abort_flag is non-zero or the monotonic
      * clock passes *abort_deadline_ms (> 0, CLOCK_MONOTONIC milliseconds);
      * checked by the xferinfo callback. */

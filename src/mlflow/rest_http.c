@@ -119,9 +119,17 @@ static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, cu
     sm_rest *r = ud;
 
     (void)dt;
-    (void)dn;
     (void)ut;
-    (void)un;
+    if (r->say_s > 0 && r->stalled && !r->said) {
+        double now = sm__now_mono();
+        if ((long long)(dn + un) != r->moved) {
+            r->moved = (long long)(dn + un);
+            r->moved_at = now;
+        } else if (now - r->moved_at >= (double)r->say_s) {
+            r->said = 1;
+            r->stalled(r->stalled_arg, now - r->moved_at);
+        }
+    }
     if (r->abort_flag && atomic_load(r->abort_flag))
         return 1;
     if (sm__rest_cancel_asked())
@@ -308,10 +316,15 @@ static void set_options(sm_rest *r, const char *url, int post, const char *body,
     }
     /* a server that accepted and stalls: under 1 byte/s for 10 s is an outage
      * (said while the job runs); MLflow answers a log-batch in milliseconds.
-     * The delivery policy may wait longer for one it knows is queueing
-     * (deliver.c, "Patience") */
-    c->easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    c->easy_setopt(h, CURLOPT_LOW_SPEED_TIME, r->stall_s > 0 ? r->stall_s : 10L);
+     * The delivery policy says it after say_s and waits for the answer up to
+     * the total timeout instead (deliver.c, "Patience") */
+    if (r->stall_s >= 0) {
+        c->easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+        c->easy_setopt(h, CURLOPT_LOW_SPEED_TIME, r->stall_s > 0 ? r->stall_s : 10L);
+    }
+    r->moved = 0;
+    r->moved_at = sm__now_mono();
+    r->said = 0;
     c->easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
     c->easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
     c->easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);

@@ -66,8 +66,13 @@ static void post(void *arg, const sm_deliver_batch *b, size_t *taken, sm_rest_re
         snprintf(a->msg, sizeof a->msg, "out of memory building runs/log-batch");
         return;
     }
-    t->rest.stall_s = b->stall_s;
+    t->rest.stall_s = -1; /* waited for up to the total timeout (deliver.c, "Patience") */
+    t->rest.say_s = b->say_s;
+    t->rest.stalled = b->stalled;
+    t->rest.stalled_arg = b->stalled_arg;
     sm__rest_once(&t->rest, "POST", "runs/log-batch", body, len, a);
+    t->rest.stall_s = t->rest.say_s = 0; /* the handle's other requests: as they were */
+    t->rest.stalled = NULL;
     free(body);
     if (a->outcome == SM_REST_RETRY && a->http == 0 && a->os_errno > 0)
         /* no answer: said by the socket's errno, as the MlflowClient

@@ -82,25 +82,6 @@ static void test_backoff(void)
     CHECK(ok);
 }
 
-/* deliver.c, "Patience": a request given up doubles it, an answer sets it
- * to twice its time, within 10 s and 120 s -- a server queueing 25 s of
- * requests is waited for after two give-ups, and stays waited for. */
-static void test_patience(void)
-{
-    double p = 10;
-
-    p = sm__deliver_patience(p, 1, -1);
-    CHECK_NEAR(p, 20, 1e-9);
-    p = sm__deliver_patience(p, 1, -1);
-    CHECK_NEAR(p, 40, 1e-9);
-    p = sm__deliver_patience(p, 0, 25);  /* answered after 25 s */
-    CHECK_NEAR(p, 50, 1e-9);
-    CHECK_NEAR(sm__deliver_patience(p, 0, -1), 50, 1e-9); /* refused connection: as it was */
-    CHECK_NEAR(sm__deliver_patience(p, 0, 0.02), 10, 1e-9);  /* a prompt answer: 10 s */
-    CHECK_NEAR(sm__deliver_patience(100, 1, -1), 120, 1e-9); /* MLflow's request timeout */
-    CHECK_NEAR(sm__deliver_patience(10, 0, 500), 120, 1e-9);
-}
-
 static void test_run_id_rule(void)
 {
     CHECK(sm_mlflow_valid_run_id("0123abcdef"));
@@ -375,7 +356,6 @@ int main(void)
     test_retry_after();
     test_redact();
     test_backoff();
-    test_patience();
     test_run_id_rule();
     test_parse_reply();
     test_run_check();

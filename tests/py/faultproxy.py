@@ -16,7 +16,8 @@ Faults (``set_fault``):
                           Retry-After header when given), then pass
   hang                    read the request and never answer (until ``set_fault``
                           changes the mode or the proxy stops)
-  slow                    wait ``delay`` seconds, then forward
+  slow                    wait ``delay`` seconds, then forward, for the next
+                          ``count`` matching requests, then pass
   reply                   answer ``code`` with ``body`` (bytes), or with ``size``
                           bytes of filler, to the next ``count`` matching
                           requests, then pass: oversized or malformed replies
@@ -216,13 +217,14 @@ class FaultProxy:
                         # the next matching requests get the follow-up reply
                         proxy.mode = "reply"
                         reply_body = proxy.body
-                    elif applies and mode in ("status", "reply", "reset") and proxy.count > 0:
+                    elif applies and mode in ("status", "reply", "reset", "slow") and \
+                            proxy.count > 0:
                         proxy.count -= 1
                         code, retry_after = proxy.code, proxy.retry_after
                         reply_body, reply_size = proxy.body, proxy.size
                         if proxy.count == 0:
                             proxy.mode = "pass"
-                    elif applies and mode in ("status", "reply", "reset"):
+                    elif applies and mode in ("status", "reply", "reset", "slow"):
                         mode = "pass"
                     delay = proxy.delay
                 if applies and mode == "stored_reset":

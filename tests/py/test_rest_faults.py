@@ -19,6 +19,7 @@ import pytest
 
 from conftest import c_test_program, clean_env
 from faultproxy import FaultProxy
+from test_one_path import closing
 from runread import (assert_steps_contiguous, get_run, histories, new_run, run_cli, sm_lines,
                      start_cli, tags_of)
 
@@ -198,6 +199,35 @@ def test_429_retry_after_is_honoured(scopemeter_bin, mlflow_server, proxy):
     # the next attempt waited for Retry-After (a lower bound, not a timing race)
     assert batches[1].t - batches[0].t >= 1.9, batches[1].t - batches[0].t
     assert any("429" in l and "Retry-After" in l for l in sm_lines(p.stderr)), p.stderr
+    assert_steps_contiguous(histories(mlflow_server, p.run_id))
+
+
+def test_a_slow_answer_is_said_and_waited_for_not_sent_again(scopemeter_bin, mlflow_server,
+                                                            proxy):
+    """A server that answers one log-batch after 15 s (what a queue of a 1024-rank job's
+    windows looks like to one collector): the outage is said after 10 s while the job runs,
+    and the request is waited for, not given up and sent again on top of the work the server
+    is doing for it (deliver.c, "Patience": giving up at 10 s turned CI's 1024-collector stop
+    into a queue of re-sends) -- every point reaches the server once, and lands."""
+    proxy.set_fault("slow", match=LOG_BATCH, delay=15, count=1)
+    p = run_cli(scopemeter_bin, ["--interval", "0.5", "--", "sh", "-c",
+                                 "sleep 22; echo JOB END >&2"],
+                env={"MLFLOW_TRACKING_URI": proxy.uri})
+    assert p.returncode == 0, p.stderr
+    lines = p.stderr.splitlines()
+    said = [ln for ln in lines[:lines.index("JOB END")] if "cannot deliver to MLflow" in ln]
+    assert len(said) == 1 and "no answer for 10 s" in said[0], p.stderr
+    assert sum("cannot deliver to MLflow" in ln for ln in lines) == 1, p.stderr
+    assert any("reachable again" in ln and "no point lost" in ln for ln in lines), p.stderr
+    batches = proxy.log(LOG_BATCH)
+    assert batches[0].fault == "slow 15" and batches[0].status == 200, batches[0]
+    # every point went once (a peak tag is set again, with the same value if unchanged)
+    sent = [metrics_in(b.body) for b in batches]
+    assert sum(map(len, sent)) == len(set().union(*sent)), "a point was sent twice"
+    c = closing(p.stderr)
+    assert c["delivered"] == c["points"] + c["tags"], p.stderr
+    assert {("metric", k, s) for k, s in set().union(*sent)} <= records_of_run(mlflow_server,
+                                                                               p.run_id)
     assert_steps_contiguous(histories(mlflow_server, p.run_id))
 
 
