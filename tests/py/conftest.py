@@ -304,14 +304,14 @@ SERVER_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
 LOADED_MACHINE = "--timeout-worker-healthcheck 60"
 
 
-def start_postgres_server(tmp_path_factory, postgres, db, name):
+def start_postgres_server(tmp_path_factory, postgres, db, name, **env):
     """`mlflow server` on PostgreSQL with four workers, as a deployment runs
-    it (MLflow's default SQLAlchemy pool per worker; docs/rest.md), on a new
-    database db of the session's PostgreSQL, in a directory name[N]; returns
-    (process, uri, its log)."""
+    it (MLflow's default SQLAlchemy pool per worker, unless env sets another;
+    docs/rest.md), on a new database db of the session's PostgreSQL, in a
+    directory name[N]; returns (process, uri, its log)."""
     tmp = str(tmp_path_factory.mktemp(name))
     proc, uri = start_mlflow_server(tmp, backend=postgres.createdb(db), workers=4,
-                                    env=SERVER_ENV, uvicorn_opts=LOADED_MACHINE)
+                                    env=dict(SERVER_ENV, **env), uvicorn_opts=LOADED_MACHINE)
     return proc, uri, os.path.join(tmp, "server.log")
 
 
