@@ -62,11 +62,15 @@
 #include "cli.h"
 #include "internal.h"
 #include "mlflow/spool.h"
+#include "oom_guard.h"
 #include "parse.h"
 #include "scopemeter_mlflow.h"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434 /* one number on every architecture (asm-generic/unistd.h) */
+#endif
+#ifndef SYS_close_range
+#define SYS_close_range 436 /* the same (asm-generic/unistd.h) */
 #endif
 
 #define MAX_TAGS (SM_TAGS_MAX + 3)
@@ -398,6 +402,36 @@ static int end_python(struct comp *c, double deadline, int *ended)
     return rc;
 }
 
+/* Closes every descriptor but stdin, stdout and stderr.  The companion
+ * lives as long as its parent and may outlive it by the end's bound: a pipe
+ * end it inherited (the C API spawns it from a caller whose descriptors need
+ * not be O_CLOEXEC; the front's Popen closes them already) would hold that
+ * pipe open, and a launcher reading it would wait for an EOF that comes only
+ * with the companion.  close_range(2) (Linux >= 5.9, through syscall(2): the
+ * glibc 2.17 of the wheels has no wrapper), else each entry of /proc/self/fd. */
+static void close_inherited(void)
+{
+    DIR *dir;
+    struct dirent *e;
+    int fds[256], n;
+
+    if (syscall(SYS_close_range, 3U, ~0U, 0U) == 0)
+        return;
+    do { /* closing while listing may skip entries: list, close, list again */
+        if (!(dir = opendir("/proc/self/fd")))
+            return;
+        n = 0;
+        while (n < (int)(sizeof fds / sizeof fds[0]) && (e = readdir(dir))) {
+            int fd = atoi(e->d_name);
+            if (fd > 2 && fd != dirfd(dir))
+                fds[n++] = fd;
+        }
+        closedir(dir);
+        for (int i = 0; i < n; i++)
+            close(fds[i]);
+    } while (n > 0);
+}
+
 /* Without a pidfd: whether the parent is gone (a zombie that is not our
  * parent still answers kill(0): it is seen once reaped). */
 static int gone(const struct comp *c)
@@ -509,6 +543,16 @@ int cmd_companion(int argc, char **argv)
     signal(SIGHUP, SIG_IGN);
     signal(SIGQUIT, SIG_IGN);
     signal(SIGPIPE, SIG_IGN);
+    close_inherited();
+    /* The job's memory may be no one's rss (tmpfs, /dev/shm): once the killed
+     * process is gone, the next charge picks among the live processes by
+     * size, and this one may be the largest left -- the end it is here to
+     * write dies with it.  As scopemeter run (cli/oom_guard.c, docs/cgroup.md
+     * §7): -999 where the kernel lets it (CAP_SYS_RESOURCE; still killable,
+     * so a cgroup left with only this process has a victim); without it, it
+     * stays at its parent's value, unsaid: raising the job's own value is
+     * scopemeter run's to do for its CMD, not a watcher's for its parent. */
+    (void)sm_oom_guard_lower_self();
     c->ppid_watch = getppid() == c->pid;
     open_cgroup(c);
     if (watch(c) == 0)

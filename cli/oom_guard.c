@@ -139,6 +139,17 @@ out:
     return d < ADJ_MAX ? d : ADJ_MAX;
 }
 
+int sm_oom_guard_lower_self(void)
+{
+    char text[16];
+    int adj = 0, rc = read_adj(&adj), n;
+
+    if (rc < 0 || adj <= GUARD_ADJ)
+        return rc;
+    n = snprintf(text, sizeof text, "%d", GUARD_ADJ);
+    return write_adj(text, (size_t)n); /* EACCES without CAP_SYS_RESOURCE */
+}
+
 int sm_oom_guard_lower(void)
 {
     char text[16];

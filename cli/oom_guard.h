@@ -8,6 +8,10 @@
  * (docs/cgroup.md §7). */
 int sm_oom_guard_lower(void);
 
+/* The companion's (cli/cmd_companion.c): lower this process's oom_score_adj
+ * to -999 where the kernel lets us, nothing else, nothing said.  0 or -errno. */
+int sm_oom_guard_lower_self(void);
+
 /* In the child between fork and exec (async-signal-safe): give CMD the
  * oom_score_adj this process was started with, or the raised one. */
 void sm_oom_guard_child(void);

@@ -98,6 +98,22 @@ def alive(pid):
         return False
 
 
+def oom_score_adj(pid):
+    with open(f"/proc/{pid}/oom_score_adj") as f:
+        return int(f.read())
+
+
+def assert_below_its_job(comp, parent):
+    """The companion left the OOM order of its job (cmd_companion.c, as scopemeter
+    run: -999 with CAP_SYS_RESOURCE, which the suite, run as root, has); its parent's
+    value is untouched.  Set as it starts: its first moment may not have it yet."""
+    before = oom_score_adj(parent)
+    deadline = time.monotonic() + 10
+    while oom_score_adj(comp) != -999 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (oom_score_adj(comp), oom_score_adj(parent)) == (-999, before)
+
+
 def get_run(uri, run_id):
     from mlflow.tracking import MlflowClient
     return MlflowClient(tracking_uri=uri).get_run(run_id)
@@ -148,6 +164,7 @@ def test_kill9_marks_the_run_killed_with_the_signal(store, tmp_path, mode):
     try:
         run_id, comp = first_line(proc)
         assert comp and alive(comp), "no companion while the process runs"
+        assert_below_its_job(comp, proc.pid)
         line = proc.stdout.readline().split()
         if mode == "fork":
             worker = int(line[1])
@@ -432,10 +449,32 @@ def companions_of(pid):
     return found
 
 
+def pipe_ends_held(pid, pipe):
+    """The descriptors of pid that are an end of pipe ("pipe:[inode]")."""
+    held = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") == pipe:
+                held.append(int(fd))
+        except OSError:
+            pass
+    return held
+
+
 def start_capi(scopemeter_bin, uri, mode):
+    """The C program started as a launcher starts a worker: with a pipe's write
+    end it did not open O_CLOEXEC (a launcher's output pipe).  Its companion
+    must not keep it: the launcher's EOF would wait for the companion."""
     exe = c_test_program(scopemeter_bin, "capi_companion")
-    proc = subprocess.Popen([exe, uri, scopemeter_bin, mode], env=clean_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    r, w = os.pipe()
+    pipe = os.readlink(f"/proc/self/fd/{r}")
+    try:
+        proc = subprocess.Popen([exe, uri, scopemeter_bin, mode], env=clean_env(),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                pass_fds=(w,))
+    finally:
+        os.close(w)
+        os.close(r)
     line = proc.stdout.readline().split()
     assert line[:1] == ["RUN"], (line, proc.stderr.read() if proc.poll() is not None else "")
     run_id = line[1]
@@ -443,6 +482,14 @@ def start_capi(scopemeter_bin, uri, mode):
     assert line == ["RECORDING"], (line, proc.stderr.read() if proc.poll() is not None else "")
     comps = companions_of(proc.pid)  # started in sm_monitor_start, before it returned
     assert len(comps) == 1 and alive(comps[0]), "no companion while the C program records"
+    assert pipe_ends_held(proc.pid, pipe) == [w]  # the program holds it, as given
+    # the companion closes what it inherited beyond stdio as it starts
+    # (cmd_companion.c, close_inherited): its first moment may still hold it
+    deadline = time.monotonic() + 10
+    while pipe_ends_held(comps[0], pipe) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert pipe_ends_held(comps[0], pipe) == [], "the companion kept the caller's pipe"
+    assert_below_its_job(comps[0], proc.pid)
     return proc, run_id, comps[0]
 
 
