@@ -4,7 +4,7 @@ code `scopemeter run` uses, so both surfaces survive the same faults and say
 the same lines.  Against a real `mlflow server` behind tests/py/faultproxy.py:
 
   - 503 for 5 s, then 429 with Retry-After, then one reset connection, during
-    a 12 s run at 1 s: every series holds every step, front and CLI, five
+    a 12 s run at 1 s: every series holds every step, front and CLI, three
     times each;
   - a server that never answers: the failing line comes while the job runs,
     the closing line counts every record as undelivered;
@@ -95,10 +95,11 @@ def faults_seen(proxy):
 @pytest.mark.backends
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("surface", ["front", "cli"])
-def test_503_429_reset_lose_nothing_five_times(mlflow_server, scopemeter_bin, surface):
-    # five times on sqlite (the fault sequence's timing is what repeats); once
-    # on PostgreSQL, where what is new is the store, not the sequence
-    for attempt in range(5 if mlflow_server.backend == "sqlite" else 1):
+def test_503_429_reset_lose_nothing_three_times(mlflow_server, scopemeter_bin, surface):
+    # three times on sqlite (the fault sequence's timing is what repeats: five
+    # until CI's hour ran short, 2026-12-06, 164 s of it); once on PostgreSQL,
+    # where what is new is the store, not the sequence
+    for attempt in range(3 if mlflow_server.backend == "sqlite" else 1):
         px = FaultProxy(mlflow_server)
         stop = threading.Event()
         try:
