@@ -115,6 +115,9 @@ static int print_json(const sm_plan_input *in, int nodes_given, const sm_plan *p
     json_object_set_new(root, "server_cores", json_integer(p->server_cores));
     json_object_set_new(root, "ui_charts_over", json_boolean(p->ui_charts_over));
     json_object_set_new(root, "ui_charts_warn", json_integer(SM_PLAN_UI_CHARTS_WARN));
+    json_object_set_new(root, "pod_memory_front_mb", json_real(p->pod_memory_front_mb));
+    json_object_set_new(root, "pod_memory_companion_mb", json_real(p->pod_memory_companion_mb));
+    json_object_set_new(root, "pod_memory_cli_mb", json_real(p->pod_memory_cli_mb));
     s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
     json_decref(root);
     if (!s)
@@ -183,6 +186,10 @@ static void print_text(const sm_plan_input *in, int nodes_given, const sm_plan *
     human_bytes(p->bytes_per_day, bytes, sizeof bytes);
     printf("bytes/day    %s (at %.0f bytes per row, a measured backend; docs/plan.md)\n", bytes,
            p->bytes_per_row);
+    printf("memory       in each collecting pod, within its limit: the Python front %.1f MB (%.1f in "
+           "the training process + %.1f its companion), scopemeter run %.1f MB (docs/plan.md)\n",
+           p->pod_memory_front_mb + p->pod_memory_companion_mb, p->pod_memory_front_mb,
+           p->pod_memory_companion_mb, p->pod_memory_cli_mb);
     if (p->write_budget > 0)
         print_budget(p);
     if (!in->all_workers && pods > 1) {

@@ -441,9 +441,15 @@ typedef struct sm_plan {
     int server_cores;         /* server cores for max(budget, rows/s): docs/rest.md's sizing table */
     /* appended in 0.2.1 */
     int ui_charts_over;       /* 1: charts > SM_PLAN_UI_CHARTS_WARN, the tab too large to read (docs/plan.md) */
+    /* resident memory the recorder adds in each collecting pod, counted against its
+     * memory limit, by surface (docs/plan.md "Memory"): the Python front's thread in
+     * the training process, its companion's own process, scopemeter run's process */
+    double pod_memory_front_mb;
+    double pod_memory_companion_mb;
+    double pod_memory_cli_mb;
 } sm_plan;
 #define SM_PLAN_INIT {sizeof(sm_plan), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-                      0, 0, 0, 0, 0, 0}
+                      0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 /* The preflight: reads in (in->size bytes), writes out (out->size bytes).
  * 0, or -EINVAL with the bound in err (a size below this header's, the

@@ -18,6 +18,14 @@
  * day).  docs/plan.md says what it covers and how the tests
  * compare it with MLflow's own sqlite store. */
 #define BYTES_PER_ROW 433.0
+/* What the recorder holds resident in a collecting pod, MB (docs/plan.md
+ * "Memory"): the bounds the measurements sit under -- the front's thread and
+ * scopemeter run over https, bench/README.md table 5 (0.98 and 4.61 MB);
+ * the companion waiting, issue 32's bound (1.94 MB over http, 2.08 over
+ * https; tests/py/test_plan.py measures it against this). */
+#define POD_MEMORY_FRONT_MB 1.0
+#define POD_MEMORY_COMPANION_MB 2.5
+#define POD_MEMORY_CLI_MB 5.0
 
 static int ceil_div(int a, int b)
 {
@@ -261,5 +269,8 @@ static int compute(const sm_plan_input *in, sm_plan *out, char *err, size_t errl
     out->bytes_per_row = BYTES_PER_ROW;
     out->bytes_per_day = out->rows_per_hour * 24.0 * BYTES_PER_ROW;
     out->ui_charts_over = out->charts > SM_PLAN_UI_CHARTS_WARN;
+    out->pod_memory_front_mb = POD_MEMORY_FRONT_MB;
+    out->pod_memory_companion_mb = POD_MEMORY_COMPANION_MB;
+    out->pod_memory_cli_mb = POD_MEMORY_CLI_MB;
     return 0;
 }

@@ -1054,7 +1054,9 @@ def plan(workers: Optional[int] = 1, workers_per_pod: Optional[int] = 1,
     budget_period_s (the period it asks: above period_s it cannot be met),
     rows_per_s and server_cores (docs/rest.md's sizing table); ui_charts_over (more
     charts than ui_charts_warn, the largest System metrics tab the UI was seen to
-    draw: said in one warning line, as the CLI's).  Raises ValueError for an
+    draw: said in one warning line, as the CLI's); pod_memory_front_mb,
+    pod_memory_companion_mb, pod_memory_cli_mb (what the recorder holds in each
+    collecting pod, docs/plan.md "Memory").  Raises ValueError for an
     impossible job (this is a planning tool, not the training path), and
     TypeError for an argument of the wrong type (a str, a bool where a number
     is expected).  nodes=None means one node per pod, as the CLI assumes

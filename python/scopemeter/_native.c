@@ -918,7 +918,11 @@ static PyObject *mod_plan(PyObject *Py_UNUSED(mod), PyObject *args, PyObject *kw
         dict_set(d, "rows_per_s", PyFloat_FromDouble(out.rows_per_s)) < 0 ||
         dict_set(d, "server_cores", PyLong_FromLong(out.server_cores)) < 0 ||
         dict_set(d, "ui_charts_over", PyBool_FromLong(out.ui_charts_over)) < 0 ||
-        dict_set(d, "ui_charts_warn", PyLong_FromLong(SM_PLAN_UI_CHARTS_WARN)) < 0) {
+        dict_set(d, "ui_charts_warn", PyLong_FromLong(SM_PLAN_UI_CHARTS_WARN)) < 0 ||
+        dict_set(d, "pod_memory_front_mb", PyFloat_FromDouble(out.pod_memory_front_mb)) < 0 ||
+        dict_set(d, "pod_memory_companion_mb",
+                 PyFloat_FromDouble(out.pod_memory_companion_mb)) < 0 ||
+        dict_set(d, "pod_memory_cli_mb", PyFloat_FromDouble(out.pod_memory_cli_mb)) < 0) {
         Py_DECREF(d);
         return NULL;
     }

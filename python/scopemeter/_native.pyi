@@ -98,6 +98,9 @@ class PlanResult(TypedDict):
     server_cores: int
     ui_charts_over: bool
     ui_charts_warn: int
+    pod_memory_front_mb: float
+    pod_memory_companion_mb: float
+    pod_memory_cli_mb: float
 
 
 # series_parse(): a logged key's parts (docs/design.md §2); node is the tier

@@ -10,6 +10,7 @@ import math
 import os
 import re
 import subprocess
+import time
 
 import pytest
 
@@ -355,3 +356,39 @@ def test_python_plan_warns_as_the_cli_does(scopemeter_bin, caplog):
             assert warned[0].startswith(f"plan: warning: {got['charts']} charts")
         seen.add(over)
     assert seen == {True, False}
+
+
+def test_plan_counts_the_companions_memory_and_it_holds(scopemeter_bin):
+    """Issue 32: the recorder's memory in each collecting pod is counted by plan, the
+    companion's included, and the companion stays within what plan counts for it: its
+    own VmRSS while it waits for its parent (what it does for the whole job), over http
+    and https (the TLS module loads only when it writes an end)."""
+    got = plan_json(scopemeter_bin, "--workers", "8")
+    out = plan(scopemeter_bin, "--workers", "8").stdout
+    line = next(ln for ln in out.splitlines() if ln.startswith("memory"))
+    front = got["pod_memory_front_mb"] + got["pod_memory_companion_mb"]
+    assert f"the Python front {front:.1f} MB" in line, line
+    assert f"+ {got['pod_memory_companion_mb']:.1f} its companion" in line, line
+    assert f"scopemeter run {got['pod_memory_cli_mb']:.1f} MB" in line, line
+    parent = subprocess.Popen(["sleep", "60"])
+    try:
+        for uri in ("http://127.0.0.1:9", "https://127.0.0.1:9"):
+            comp = subprocess.Popen([scopemeter_bin, "companion", "--pid", str(parent.pid),
+                                     "--run-id", "0123456789abcdef0123456789abcdef",
+                                     "--tracking-uri", uri, "--rank", "0"],
+                                    stdin=subprocess.DEVNULL, env=clean_env())
+            try:
+                rss = 0
+                for _ in range(40):  # its start: the cgroup opened, then the wait
+                    time.sleep(0.05)
+                    with open(f"/proc/{comp.pid}/status") as f:
+                        rss = int(next(ln for ln in f if ln.startswith("VmRSS:")).split()[1])
+                print(f"companion over {uri.split(':')[0]}: VmRSS {rss} kB")
+                assert comp.poll() is None, "the companion left while its parent lives"
+                assert rss * 1024 <= got["pod_memory_companion_mb"] * 1e6, (uri, rss)
+            finally:
+                comp.kill()
+                comp.wait()
+    finally:
+        parent.kill()
+        parent.wait()
