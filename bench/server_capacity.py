@@ -3,6 +3,15 @@
 takes from one job (bench/README.md table 11; docs/rest.md "Sizing").
 
     bench/server_capacity.py [--build DIR] [--quick] [--json PATH]
+        [--backends postgres,sqlite] [--sizes 64,256,1024] [--start R] [--steps K]
+        [--pool SIZE+OVERFLOW]
+
+--start R begins every search at R rows/s (a size whose search from the
+smaller job's budget would take longer than one sitting: 1024 collectors);
+--steps K bounds the steps of a search (8; --quick: 1); --pool sets the
+PostgreSQL server's pool per worker (MLFLOW_SQLALCHEMYSTORE_POOL_SIZE and
+_MAX_OVERFLOW; default MLflow's stock 5+10, as the postgres tier runs it),
+e.g. 10+31, the pool docs/rest.md sizes a shared server with.
 
 For each server — PostgreSQL with `mlflow server --workers 4` (the postgres
 tier's deployment: conftest.py's SERVER_ENV and pool, a cluster of its own)
@@ -171,7 +180,7 @@ def settle(server, bound=600.0):
     return False
 
 
-def search(server, driver, n, known, steps_max, results, backend):
+def search(server, driver, n, known, steps_max, results, backend, start=None):
     """The largest passing budget for n collectors, doubling.  The first step
     is the budget of a FIRST_PERIOD period, or, when a smaller job already
     passed at fewer rows/s than that, its best budget: a window costs the server
@@ -183,6 +192,8 @@ def search(server, driver, n, known, steps_max, results, backend):
     budget = SERIES * n / FIRST_PERIOD
     if known is not None and known < budget:
         budget = known
+    if start:
+        budget = start
     best, up = None, None
     for _ in range(steps_max):
         period = SERIES * n / budget
@@ -217,11 +228,14 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--backends", default="postgres,sqlite")
     ap.add_argument("--sizes", default=None)
+    ap.add_argument("--start", type=float, default=None)
+    ap.add_argument("--steps", type=int, default=None)
+    ap.add_argument("--pool", default=None)
     a = ap.parse_args()
     driver = os.path.join(a.build, "tests", "many_collectors")
     sizes = [int(x) for x in a.sizes.split(",")] if a.sizes else ([16] if a.quick
                                                                    else [64, 256, 1024])
-    steps_max = 1 if a.quick else 8
+    steps_max = a.steps or (1 if a.quick else 8)
     # the pools of the harness's servers: PostgreSQL as the postgres tier runs it
     # (conftest.py's postgres_server: MLflow's default QueuePool), sqlite as
     # bench/run's (NullPool, its note on MLflow's nested sessions)
@@ -233,11 +247,18 @@ def main():
                 os.environ["MLFLOW_SQLALCHEMYSTORE_POOLCLASS"] = pools[backend]
             else:
                 os.environ.pop("MLFLOW_SQLALCHEMYSTORE_POOLCLASS", None)
+            for k in ("MLFLOW_SQLALCHEMYSTORE_POOL_SIZE", "MLFLOW_SQLALCHEMYSTORE_MAX_OVERFLOW"):
+                os.environ.pop(k, None)
+            if a.pool and backend == "postgres":
+                size, overflow = a.pool.split("+")
+                os.environ["MLFLOW_SQLALCHEMYSTORE_POOL_SIZE"] = str(int(size))
+                os.environ["MLFLOW_SQLALCHEMYSTORE_MAX_OVERFLOW"] = str(int(overflow))
             server = Server(tmp, backend)
             try:
                 known = None   # the best budget of the previous (smaller) size
                 for n in sorted(sizes):
-                    best = search(server, driver, n, known, steps_max, results, backend)
+                    best = search(server, driver, n, known, steps_max, results, backend,
+                                  a.start)
                     results.append(dict(backend=backend, n=n, best=best))
                     known = best["budget"] if best else known
             finally:
