@@ -445,6 +445,9 @@ def test_the_companion_ends_an_oom_killed_process_from_memory_events_v2(ooms):
     assert tags["scopemeter.rank0.end_reason"] == "oom_kill", tags
     assert tags["scopemeter.rank0.ended_by"] == "companion", tags
     assert "ended without a stop (oom_kill)" in err, err[-2000:]
+    # the guest's root holds CAP_SYS_RESOURCE: the companion left the OOM order of
+    # its job, its parent kept its own value (cmd_companion.c, docs/cgroup.md §7)
+    assert (read(d, "companion.adj").strip(), read(d, "parent.adj").strip()) == ("-999", "0")
 
 
 # ---- what filled the pod (docs/design.md §9): whatfilled.sh --------------------------

@@ -101,6 +101,11 @@ c = subprocess.Popen([sys.argv[1], 'companion', '--pid', str(os.getpid()), '--ru
                       sys.argv[2]], stdin=subprocess.PIPE)
 open('companion.pid', 'w').write(str(c.pid))
 time.sleep(1)
+adj = lambda pid: open('/proc/%d/oom_score_adj' % pid).read()
+n = 0
+while adj(c.pid).strip() != '-999' and n < 100:  # its start under TCG: up to 10 s
+    time.sleep(0.1); n += 1
+open('companion.adj', 'w').write(adj(c.pid)); open('parent.adj', 'w').write(adj(os.getpid()))
 $ALLOC400" $SM $d/writer) > $d/run.err 2>&1
 echo $? > $d/rc
 waitfile $d/end_args
