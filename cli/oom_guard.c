@@ -139,20 +139,24 @@ out:
     return d < ADJ_MAX ? d : ADJ_MAX;
 }
 
-int sm_oom_guard_lower_self(void)
+/* This process to GUARD_ADJ: EACCES without CAP_SYS_RESOURCE. */
+static int write_guard(void)
 {
     char text[16];
-    int adj = 0, rc = read_adj(&adj), n;
+    int n = snprintf(text, sizeof text, "%d", GUARD_ADJ);
 
-    if (rc < 0 || adj <= GUARD_ADJ)
-        return rc;
-    n = snprintf(text, sizeof text, "%d", GUARD_ADJ);
-    return write_adj(text, (size_t)n); /* EACCES without CAP_SYS_RESOURCE */
+    return write_adj(text, (size_t)n);
+}
+
+int sm_oom_guard_lower_self(void)
+{
+    int adj = 0, rc = read_adj(&adj);
+
+    return rc < 0 || adj <= GUARD_ADJ ? rc : write_guard();
 }
 
 int sm_oom_guard_lower(void)
 {
-    char text[16];
     uint64_t limit;
     const char *of;
     int adj = 0, rc, n, to;
@@ -163,8 +167,7 @@ int sm_oom_guard_lower(void)
         return rc;
     if (adj <= GUARD_ADJ)
         return 0; /* already as low (-1000: never killed), nothing to give back */
-    n = snprintf(text, sizeof text, "%d", GUARD_ADJ);
-    rc = write_adj(text, (size_t)n); /* EACCES without CAP_SYS_RESOURCE */
+    rc = write_guard();
     if (rc == 0) {
         to = adj; /* CMD gets the original back */
     } else {

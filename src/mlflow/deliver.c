@@ -48,9 +48,9 @@
  * stop bound (2026-12-06; the server's stock pool deadlocked too, which no
  * client fixes: docs/rest.md, "The pool").  With the pool sized, a 25 s
  * stall of the server cost 379 re-sends giving up at 10 s, none waiting.
- * Waiting costs nothing the job needs: the ring holds an hour.  Once the stop began a
- * request is waited for until the stop bound: the answer to it is the only
- * one that can still come in time.
+ * Waiting costs nothing the job needs: the ring holds an hour.  Once the
+ * stop began a request is waited for until the stop bound: the answer to it
+ * is the only one that can still come in time.
  *
  * Stop: flush(deadline) closes the ring and lets the driver deliver what is
  * queued; at the deadline delivery is aborted (libcurl's xferinfo sees the
