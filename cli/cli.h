@@ -11,6 +11,7 @@ int cmd_run(int argc, char **argv);
 int cmd_report(int argc, char **argv); /* execs python -m scopemeter report */
 int cmd_companion(int argc, char **argv); /* watches a recorder, ends what it left */
 int cmd_sync(int argc, char **argv);
+int cmd_reserve(int argc, char **argv); /* holds scopemeter run's OOM reserve */
 
 enum cli_kind { CLI_FLAG, CLI_INT, CLI_SECONDS, CLI_NUMBER, CLI_STRING };
 

@@ -187,7 +187,8 @@ static void print_text(const sm_plan_input *in, int nodes_given, const sm_plan *
     printf("bytes/day    %s (at %.0f bytes per row, a measured backend; docs/plan.md)\n", bytes,
            p->bytes_per_row);
     printf("memory       in each collecting pod, within its limit: the Python front %.1f MB (%.1f in "
-           "the training process + %.1f its companion), scopemeter run %.1f MB (docs/plan.md)\n",
+           "the training process + %.1f its companion), scopemeter run %.1f MB (itself and its OOM "
+           "reserve; docs/plan.md)\n",
            p->pod_memory_front_mb + p->pod_memory_companion_mb, p->pod_memory_front_mb,
            p->pod_memory_companion_mb, p->pod_memory_cli_mb);
     if (p->write_budget > 0)

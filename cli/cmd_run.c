@@ -20,8 +20,10 @@
  *      it exits (below: why every signal reaches CMD exactly once); be the
  *      subreaper of CMD's tree (reaped() below); in an interactive run keep a
  *      sentinel in CMD's group that sees the terminal's Ctrl-C (watch_group);
+ *      beside CMD, with a memory limit, the OOM reserve (cli/oom_guard.c);
  *   5. stop the monitor (bounded), mark a run this process owns FINISHED,
- *      FAILED or KILLED, exit with CMD's status (128+N for signal N).
+ *      FAILED or KILLED, exit with CMD's status (128+N for signal N);
+ *   6. end the reserve, and say when the kernel took it.
  */
 #include <errno.h>
 #include <malloc.h>
@@ -77,6 +79,7 @@ struct run_state {
     pid_t sentinel;            /* the sentinel in CMD's group (watch_group), or 0 */
     int sentinel_fd;           /* where it says what the group got, or -1 */
     int group_sig;             /* a terminating signal CMD's group got (Ctrl-C), or 0 */
+    int collecting;            /* the monitor records: CMD gets an OOM reserve beside it */
 
     /* JSONL fallback (the monitor's JSONL sink writes it) */
     char jsonl_path[4096];
@@ -390,6 +393,8 @@ static pid_t spawn(char **cmd, char **env, struct run_state *st, const sigset_t 
         return -1;
     }
     (void)sm_oom_guard_lower(); /* CMD goes before us in an OOM: docs/cgroup.md §7 */
+    if (st->collecting)
+        (void)sm_oom_guard_reserve(); /* and memory for our end when nothing of CMD is left */
     pid = fork();
     if (pid < 0) {
         *exec_errno = errno;
@@ -457,6 +462,8 @@ static int reaped(struct run_state *st, pid_t child, int *status, int flags)
             break;
         if (w == st->sentinel && !WIFSTOPPED(ws))
             st->sentinel = 0; /* reaped: end_sentinel must not signal its pid */
+        if (!WIFSTOPPED(ws))
+            (void)sm_oom_guard_reaped(w, ws); /* the reserve, taken by an OOM */
         /* an orphan of CMD's tree reaped (or stopped); look for more */
     }
     if (w == child && WIFSTOPPED(ws)) {
@@ -838,8 +845,12 @@ static int run_cmd(struct run_state *st, const struct run_opts *o, const sigset_
      * scopemeter; when scopemeter exits they are reparented on, to the next
      * subreaper or init.  Those already dead are reaped now, so the last
      * sample does not count zombies. */
-    while (waitpid(-1, NULL, WNOHANG) > 0)
-        ;
+    {
+        pid_t w;
+        int ws;
+        while ((w = waitpid(-1, &ws, WNOHANG)) > 0)
+            (void)sm_oom_guard_reaped(w, ws);
+    }
     if (exec_errno) {
         fprintf(stderr, "scopemeter: cannot run %s: %s\n", o->cmd[0], strerror(exec_errno));
         return exec_errno == ENOENT ? 127 : 126;
@@ -864,6 +875,33 @@ static void stop_recording(const struct run_state *st, const struct run_opts *o,
         sm_monitor_stop(m);
     if (st->owns_run)
         end_run(st, run_status, bound - (mono() - t0) > reserve ? bound - (mono() - t0) : reserve);
+}
+
+/* 6. The OOM reserve goes (cli/oom_guard.c).  When the kernel took it, the
+ * cgroup stayed full with nothing of CMD left and the reserve is why the end
+ * above was written: said, and tagged, since that kill is one of the
+ * cgroup's oom_kill count and not one of CMD's processes.  The tag comes
+ * after the run's end (the reserve may be taken by the end's own request)
+ * and waits at most the end's share of the stop bound. */
+static void reserve_end(const struct run_state *st, const struct run_opts *o)
+{
+    double mb, bound = o->stop_timeout >= 0 ? o->stop_timeout : SM_STOP_TIMEOUT_DEFAULT;
+    char key[64], value[32], err[600];
+
+    if (!sm_oom_guard_reserve_end(&mb))
+        return;
+    fprintf(stderr, "scopemeter: the recorder's reserve (%.1f MB) was SIGKILLed before the "
+            "run's end: in an OOM that is the kernel taking it instead of the recorder, the "
+            "cgroup full with no process of CMD left; that kill is one of the cgroup's oom_kill "
+            "count, not one of CMD's processes\n", mb);
+    if (!st->run_id[0] || !st->uri)
+        return;
+    snprintf(key, sizeof key, "scopemeter.rank%d.oom_reserve_taken", sm_identity_rank(st->id));
+    snprintf(value, sizeof value, "%.1f", mb);
+    if (sm_mlflow_set_tag(st->uri, st->run_id, key, value, end_run_reserve(bound), err,
+                          sizeof err) < 0)
+        fprintf(stderr, "scopemeter: could not tag run %s with %s: %s\n", st->run_id, key,
+                err);
 }
 
 int cmd_run(int argc, char **argv)
@@ -905,6 +943,7 @@ int cmd_run(int argc, char **argv)
                 st.id ? sm_identity_invalid(st.id) : sm_strerror(rc));
     else
         collecting = start_recording(&st, &o, m);
+    st.collecting = collecting;
 
     if (check_early_signal(&st)) {
         fprintf(stderr, "scopemeter: %s before CMD started; not starting it\n",
@@ -916,6 +955,7 @@ int cmd_run(int argc, char **argv)
         exit_code = run_cmd(&st, &o, &orig, &status, &forwarded_term);
     }
     stop_recording(&st, &o, m, collecting, run_status_of(exit_code, status, forwarded_term));
+    reserve_end(&st, &o);
 
     sm_monitor_free(m);
     sm_identity_free(st.id);

@@ -1,5 +1,6 @@
 /*
- * main.c — the `scopemeter` command: probe, plan, run, report, sync, companion.
+ * main.c — the `scopemeter` command: probe, plan, run, report, sync, companion,
+ * reserve.
  * Each subcommand lives in its own cmd_*.c and uses the public API only.
  */
 #include <errno.h>
@@ -30,6 +31,7 @@ static const struct command commands[] = {
     {"report", cmd_report, "how close a run came to OOM, and where (Python, docs/report.md)"},
     {"companion", cmd_companion, "internal: ends the run of a recorder that died (docs/cli.md)"},
     {"sync", cmd_sync, "deliver what a dead recorder left in its spool (docs/cli.md)"},
+    {"reserve", cmd_reserve, "internal: holds run's memory for its last writes (docs/cli.md)"},
 };
 
 static void usage(FILE *f)

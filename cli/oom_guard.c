@@ -30,12 +30,31 @@
  * scopemeter's own size (twice its resident size at the start, at least
  * 8 MiB); CMD's tree inherits it (proc(5)).  A process of CMD, however
  * small, then outranks scopemeter; one line says so at start.
+ *
+ * Order decides who goes first, not whether the recorder survives the last
+ * OOM.  When CMD's last process is gone and the memory that fills the cgroup
+ * belongs to no process (a /dev/shm file CMD left), the recorder is the only
+ * process the kernel can take, and its next page kills it whatever its
+ * oom_score_adj: a page of its own code evicted while the cgroup filled and
+ * read back for the run's end, a buffer for the last window.  So the
+ * recorder keeps a reserve that the kernel itself frees at that moment: a
+ * child, `scopemeter reserve` (cmd_reserve.c, comm "sm-reserve"), holding as
+ * much anonymous memory as the recorder has resident (all it could need to
+ * read back) and nothing else.  It runs at the recorder's oom_score_adj and
+ * is larger than the recorder, so the kernel takes it first; CMD's raise (or
+ * CMD's own higher value when the recorder went down to -999) outweighs it,
+ * so every process of CMD goes before it.  Its death uncharges the reserve,
+ * and the charge that asked for the OOM succeeds.  Only with a cgroup memory
+ * limit: a node OOM ranks every process of the node.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cgroup.h"
@@ -96,47 +115,160 @@ static int write_adj(const char *text, size_t len)
     return rc;
 }
 
-/* The raise that makes a process of CMD with no memory of its own outrank
- * this process: oom_badness adds adj * (totalpages / 1000) pages, totalpages
- * the OOMing cgroup's limit (mem_cgroup_get_max, plus swap) or the node's
- * RAM (mm/oom_kill.c).  The lowest limit over the hierarchy (cgroup.c) is
- * the smallest totalpages an OOM of this job can have.  *limit: the bytes
- * sized against. */
-static int raise_by(uint64_t *limit, const char **of)
+/* What an OOM of this job is sized against: the lowest memory limit over
+ * the hierarchy (cgroup.c), else the node's RAM (*of says which), and this
+ * process's own resident size (/proc/self/status VmRSS, proc(5); not the
+ * sysroot's: fixtures stand in for the cgroup files only).  0 when a cgroup
+ * limit was found, -ENOENT when only the node's, -ENOMEM. */
+static int job_sizes(uint64_t *limit, const char **of, uint64_t *rss)
 {
     sm_ctx *ctx = calloc(1, sizeof *ctx);
     sm_cgroup *cg = calloc(1, sizeof *cg);
     char buf[4096];
-    uint64_t kb = 0, self, per_point;
-    long page = sysconf(_SC_PAGESIZE);
+    uint64_t kb = 0;
     ssize_t n;
-    int d = ADJ_MAX;
+    int rc = -ENOMEM;
 
     *limit = 0;
+    *rss = 0;
     *of = "the cgroup's";
-    if (!ctx || !cg || page <= 0)
+    if (!ctx || !cg)
         goto out;
     (void)sm__ctx_init(ctx);
-    if (sm__cgroup_resolve(ctx, cg) == 0 && cg->mem_limit)
+    if (sm__cgroup_resolve(ctx, cg) == 0 && cg->mem_limit) {
         *limit = cg->mem_limit;
-    else {
+        rc = 0;
+    } else {
         *limit = ctx->mem_total; /* no cgroup limit: the node's OOM */
         *of = "the node's";
+        rc = -ENOENT;
     }
-    /* this process's own size, not the sysroot's (fixtures stand in for
-     * the cgroup files only) */
     ctx->sysroot[0] = '\0';
     n = sm__read_file(ctx, "/proc/self/status", buf, sizeof buf);
-    if (n >= 0)
-        (void)sm__parse_kb(buf, (size_t)n, "VmRSS:", &kb);
-    self = 2 * kb * 1024 > FLOOR_BYTES ? 2 * kb * 1024 : FLOOR_BYTES;
-    per_point = *limit / (uint64_t)page / 1000; /* pages one point adds */
-    if (per_point)
-        d = (int)(((self + (uint64_t)page - 1) / (uint64_t)page + per_point - 1) / per_point);
+    if (n >= 0 && sm__parse_kb(buf, (size_t)n, "VmRSS:", &kb) == 0)
+        *rss = kb * 1024;
 out:
     free(ctx);
     free(cg);
+    return rc;
+}
+
+/* The raise that makes a process of CMD with no memory of its own outrank
+ * this process: oom_badness adds adj * (totalpages / 1000) pages, totalpages
+ * the OOMing cgroup's limit (mem_cgroup_get_max, plus swap) or the node's
+ * RAM (mm/oom_kill.c).  The lowest limit over the hierarchy is the smallest
+ * totalpages an OOM of this job can have.  *limit: the bytes sized
+ * against.  Twice this process's size also outweighs the reserve (below):
+ * this size again in anonymous memory, its other pages shared with us. */
+static int raise_by(uint64_t *limit, const char **of)
+{
+    uint64_t rss, self, per_point;
+    long page = sysconf(_SC_PAGESIZE);
+    int d = ADJ_MAX;
+
+    if (job_sizes(limit, of, &rss) == -ENOMEM || page <= 0)
+        return d;
+    self = 2 * rss > FLOOR_BYTES ? 2 * rss : FLOOR_BYTES;
+    per_point = *limit / (uint64_t)page / 1000; /* pages one point adds */
+    if (per_point)
+        d = (int)(((self + (uint64_t)page - 1) / (uint64_t)page + per_point - 1) / per_point);
     return d < ADJ_MAX ? d : ADJ_MAX;
+}
+
+/* The reserve process while it lives (0 once reaped), whether it died of a
+ * SIGKILL not ours, and its size. */
+static pid_t reserve_pid;
+static int reserve_taken;
+static uint64_t reserve_bytes;
+
+int sm_oom_guard_reserve(void)
+{
+    uint64_t limit, rss;
+    const char *of;
+    char bytes[24], ppid[24], *const empty_env[] = {NULL};
+    char *argv[] = {"scopemeter", "reserve", bytes, ppid, NULL};
+    posix_spawn_file_actions_t fa;
+    int p[2], rc;
+    char c;
+    ssize_t n;
+    pid_t pid;
+
+    if (reserve_pid)
+        return 0;
+    rc = job_sizes(&limit, &of, &rss);
+    if (rc < 0)
+        return rc; /* no cgroup limit: nothing a reserve in it would change */
+    /* at least 1 MiB: a recorder whose size could not be read still needs its
+     * code back */
+    reserve_bytes = rss > (1u << 20) ? rss : (1u << 20);
+    snprintf(bytes, sizeof bytes, "%llu", (unsigned long long)reserve_bytes);
+    snprintf(ppid, sizeof ppid, "%ld", (long)getpid());
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return -errno;
+    /* posix_spawn: threads exist (the monitor's); stdout is the pipe, whose
+     * other copies close at exec; the signal mask is ours (forwarded signals
+     * blocked), and stays so in the reserve */
+    rc = posix_spawn_file_actions_init(&fa);
+    if (rc == 0) {
+        rc = posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+        if (rc == 0)
+            rc = posix_spawn_file_actions_adddup2(&fa, p[1], STDOUT_FILENO);
+        if (rc == 0)
+            rc = posix_spawn(&pid, "/proc/self/exe", &fa, NULL, argv, empty_env);
+        posix_spawn_file_actions_destroy(&fa);
+    }
+    close(p[1]);
+    if (rc == 0) {
+        do
+            n = read(p[0], &c, 1);
+        while (n < 0 && errno == EINTR);
+        if (n == 1) {
+            reserve_pid = pid;
+            reserve_taken = 0;
+        } else {
+            rc = EIO; /* it could not map or touch its memory: gone */
+            while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+        }
+    }
+    close(p[0]);
+    if (rc != 0)
+        fprintf(stderr, "scopemeter: no OOM reserve (%s): if CMD leaves the cgroup full when "
+                "it ends (a file in /dev/shm), the recorder may be killed before the run's "
+                "end\n", strerror(rc));
+    return -rc;
+}
+
+int sm_oom_guard_reaped(pid_t pid, int status)
+{
+    if (!reserve_pid || pid != reserve_pid)
+        return 0;
+    reserve_pid = 0;
+    /* SIGKILL before our own at the end: the kernel's OOM killer (or a kill
+     * -9 of the reserve alone, which frees it the same way) */
+    reserve_taken = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+    return 1;
+}
+
+int sm_oom_guard_reserve_end(double *mb)
+{
+    int status;
+    pid_t w;
+
+    *mb = (double)reserve_bytes / 1e6;
+    if (reserve_pid) {
+        while ((w = waitpid(reserve_pid, &status, WNOHANG)) < 0 && errno == EINTR)
+            ;
+        if (w == reserve_pid) {
+            (void)sm_oom_guard_reaped(w, status);
+        } else {
+            (void)kill(reserve_pid, SIGKILL);
+            while (waitpid(reserve_pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+            reserve_pid = 0;
+        }
+    }
+    return reserve_taken;
 }
 
 /* This process to GUARD_ADJ: EACCES without CAP_SYS_RESOURCE. */

@@ -2,6 +2,8 @@
 #ifndef SM_CLI_OOM_GUARD_H
 #define SM_CLI_OOM_GUARD_H
 
+#include <sys/types.h>
+
 /* Before fork: lower this process's oom_score_adj below CMD's, where the
  * kernel lets us (CAP_SYS_RESOURCE).  Returns 0 when lowered, else -errno:
  * then CMD is to run at a raised value instead, and one line said so
@@ -15,5 +17,20 @@ int sm_oom_guard_lower_self(void);
 /* In the child between fork and exec (async-signal-safe): give CMD the
  * oom_score_adj this process was started with, or the raised one. */
 void sm_oom_guard_child(void);
+
+/* After sm_oom_guard_lower (the reserve inherits the value it left): start
+ * the reserve process, `scopemeter reserve` (cmd_reserve.c), when the job's
+ * cgroup has a memory limit.  0 when it holds its memory, -ENOENT without a
+ * limit, else -errno after one line. */
+int sm_oom_guard_reserve(void);
+
+/* A child reaped by scopemeter run's wait loop: 1 when it was the reserve
+ * (its status kept), else 0. */
+int sm_oom_guard_reaped(pid_t pid, int status);
+
+/* At the end: kill and reap the reserve if it still lives.  1 when the
+ * kernel took it before (an OOM with no process of CMD left to take), else 0;
+ * *mb: its size, MB. */
+int sm_oom_guard_reserve_end(double *mb);
 
 #endif

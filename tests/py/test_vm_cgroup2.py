@@ -23,7 +23,9 @@ guest, with real allocations inside the cgroup (tests/vm/alloc.c, python3):
   status 137); memory that belongs to no process filling the cgroup (the
   kernel ranks the live processes by size: scopemeter's lowered
   oom_score_adj keeps it out of the way, and without CAP_SYS_RESOURCE it is
-  the victim); memory.oom.group=1 (everything in the cgroup dies); the
+  the victim); such a file left in place, the recorder the last process in
+  a full cgroup (its reserve, not it, is what the kernel may take then);
+  memory.oom.group=1 (everything in the cgroup dies); the
   Python front's companion ending an OOM-killed process from memory.events.
 
 - what filled the pod (docs/design.md §9, tests/vm/whatfilled.sh, the third
@@ -405,6 +407,21 @@ def test_without_cap_sys_resource_cmd_is_raised_instead(ooms):
     assert victims and victims[0] == "head" and "scopemeter" not in victims, lines
     assert int(tags(recs).get("scopemeter.rank0.oom_kill", 0)) >= 1, (lines, err)
     assert closing(err) is not None, err
+
+
+def test_the_file_stays_and_the_recorder_still_ends_the_run(ooms):
+    """The issue's reproduction as a user leaves it, on v2: the 200M file stays
+    after CMD's processes are taken, the cgroup full with the recorder the last
+    process in it.  It writes its end (closing line, oom_kill); if the end
+    needed a page the kernel took its reserve, never the recorder, and the run
+    said so (docs/cgroup.md §7)."""
+    d, rc, err, recs, lines = oom_run(ooms, "keep")
+    victims = killed(lines)
+    assert victims and "scopemeter" not in victims, (lines, err[-1500:])
+    assert rc in (3, 137), (rc, err)  # head taken (sh goes on), or sh itself
+    assert int(tags(recs)["scopemeter.rank0.oom_kill"]) >= 1, (lines, err)
+    assert closing(err) is not None, err
+    assert ("sm-reserve" in victims) == ("recorder's reserve" in err), (lines, err[-1500:])
 
 
 def test_oom_group_kills_everything_in_the_cgroup(ooms):

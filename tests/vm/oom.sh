@@ -75,6 +75,14 @@ one_run nocap nocap setpriv --inh-caps=-sys_resource --bounding-set=-sys_resourc
   -- env NAME=nocap sh -c "$NOCAP_FILL"
 rm -f /tmp/fill-nocap
 
+# 2b. the file stays, as the user left it: CMD's processes are
+# taken and the 200M file keeps the cgroup full with the recorder the last
+# process in it; it writes its end, its reserve (docs/cgroup.md §7) what the
+# kernel takes if that end needs a page
+echo "keep $(cut -d' ' -f1 /proc/uptime)"
+one_run keep keep -- sh -c 'head -c 200M /dev/zero > /tmp/fill-keep; exit 3'
+rm -f /tmp/fill-keep
+
 # 3. memory.oom.group=1 (Kubernetes >= 1.28 sets it on v2 containers)
 echo "group $(cut -d' ' -f1 /proc/uptime)"
 OOM_GROUP=1 one_run group group -- python3 -c "$ALLOC400"
