@@ -280,11 +280,16 @@ def test_front_oom_killed_keeps_its_window_tags(mlflow_server, tmp_path):
         assert list(ev) == ["max", "oom_kill"], ev  # v1: memory.failcnt, oom_control
         tree = dict(kv.split("=") for kv in tags["scopemeter.rank0.process_tree_peak"].split())
         assert int(tree["processes"]) >= 1, tree
-        # the tree is the front alone: its Pss grew with the allocations, up to the
-        # limit; a peak between two reads is the estimate, within its documented
-        # error of max(2 % of Pss, 4 MB) (docs/design.md §9, "The estimate")
+        # the tree is the front and its companion: its Pss grew with the allocations,
+        # up to the limit; a peak between two reads is the estimate, within its
+        # documented error of max(2 % of Pss, 4 MB) (docs/design.md §9, "The
+        # estimate").  Pss also holds the interpreter's and its libraries' file
+        # pages, charged to the cgroup that first read them (here the root's), so
+        # not under this limit: 18 MB of them on 2026-12-06 (tree 437.1 MB, working
+        # set 419.0), fewer when more processes map the same files (Pss divides).
         mb = limit / 1e6
-        assert 0.4 * mb <= float(tree["memory_mb"]) <= mb + max(0.02 * mb, 4) + 0.1, tree
+        files = 64
+        assert 0.4 * mb <= float(tree["memory_mb"]) <= mb + max(0.02 * mb, 4) + files, tree
         assert tags["scopemeter.rank0.memory_limit_bytes"] == str(limit)
     finally:
         if proc and proc.poll() is None:
