@@ -224,6 +224,7 @@ class _Session:
         self.mon = mon
         self.status = status          # "collecting" | "not collecting" | "skipped"
         self.rest = False             # the engine ships (REST sink): no pump
+        self.headers: List[Tuple[str, str]] = []  # MLflow's request headers the sink sends
         self.delivery = delivery      # the engine's policy the pump drives (MlflowClient path)
         self.pid = os.getpid()
         self.thread: Optional[threading.Thread] = None
@@ -354,7 +355,7 @@ class _Session:
     # -- the companion (docs/design.md §7): watches this process, ends what it leaves --
     def start_companion(self, owns_run: bool) -> None:
         self.companion = _start_companion(self.run_id, self.tracking_uri, owns_run,
-                                          client=not self.rest)
+                                          client=not self.rest, headers=self.headers)
 
     def stop_companion(self, word: str = "stop") -> None:
         """The stop word: the companion exits at once, touching nothing; it
@@ -413,7 +414,27 @@ def _companion_bin() -> Optional[str]:
     return None
 
 
-def _start_companion(run_id: str, uri: str, owns_run: bool, client: bool) -> Optional[Any]:
+def _companion_env(headers: List[Tuple[str, str]]) -> Optional[Dict[str, str]]:
+    """This process's environment with MLflow's request headers (the ones the
+    REST sink sends) added to SCOPEMETER_HTTP_HEADERS, which every request of
+    the companion carries (docs/rest.md): behind a gateway that asks for a
+    header, its end would be refused without them.  None: ours as it is."""
+    if not headers:
+        return None
+    env = dict(os.environ)
+    try:
+        merged = json.loads(env.get("SCOPEMETER_HTTP_HEADERS") or "{}")
+    except ValueError:
+        merged = None  # a bad one is the engine's to say, as it said it here
+    if not isinstance(merged, dict):
+        return None
+    merged.update(headers)
+    env["SCOPEMETER_HTTP_HEADERS"] = json.dumps(merged)
+    return env
+
+
+def _start_companion(run_id: str, uri: str, owns_run: bool, client: bool,
+                     headers: Optional[List[Tuple[str, str]]] = None) -> Optional[Any]:
     """Starts `scopemeter companion` as this process's child, in its cgroup
     (docs/design.md §7): it ends the recording if this process dies without
     a stop (OOM kill, SIGKILL).  SCOPEMETER_COMPANION=0 turns it off.  None
@@ -440,7 +461,7 @@ def _start_companion(run_id: str, uri: str, owns_run: bool, client: bool) -> Opt
     try:
         import subprocess
         return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                close_fds=True)
+                                close_fds=True, env=_companion_env(headers or []))
     except Exception as e:
         _log(f"the companion ({exe}) did not start: {_short(e)}; if this process is OOM-killed "
              "or SIGKILLed the run keeps no end tags and stays RUNNING", warn=True)
@@ -986,6 +1007,7 @@ def _enable(all_workers: bool, interval: Optional[float], samples: Optional[int]
                                   write_budget=budget)
         s = _Session(run_id, uri, mon, "starting", delivery)
         s.rest = path == "rest"
+        s.headers = extra if path == "rest" else []
         s.enabled_ms = called_ms
         if delivery is not None:
             # before start: a start that skips delivers its scopemeter.skipped

@@ -14,7 +14,9 @@
  * may be multi-threaded: no fork), its stdin a pipe whose write end stays
  * here, O_CLOEXEC; at sm_monitor_stop, after the flush, it writes "stop\n",
  * closes the pipe and reaps the companion (it exits at once; bounded, then
- * SIGKILL).  A companion that cannot start is one line: the monitor records
+ * SIGKILL).  Its environment is the caller's with the sink's headers added
+ * to SCOPEMETER_HTTP_HEADERS (companion_env), so its requests pass a gateway
+ * the sink's pass.  A companion that cannot start is one line: the monitor records
  * as before.  The store is http(s): the REST sink's, the only one the C API
  * records into an MLflow run with.
  */
@@ -38,6 +40,55 @@ extern char **environ;
 
 #define COMPANION_WAIT_S 2.0 /* it answers the stop word at once (as the front's) */
 
+#define HEADERS_VAR "SCOPEMETER_HTTP_HEADERS"
+
+/* The companion's environment: ours, with SCOPEMETER_HTTP_HEADERS (read by
+ * every REST handle, rest_http.c) holding the sink's headers
+ * (sm_monitor_set_headers) besides what it held here, so the companion's
+ * requests carry what this process's carry: behind a gateway that asks for
+ * a header, an end without it would be refused.  NULL when the sink has no
+ * headers (environ as it is) or out of memory (the same, said by the
+ * companion's refused end).  *text: the variable, the caller frees it. */
+static char **companion_env(const sm_rest_settings *set, char **text)
+{
+    const char *cur = getenv(HEADERS_VAR);
+    json_t *o;
+    char *dump, **env;
+    size_t n = 0, k = 0, len;
+
+    *text = NULL;
+    if (!set->headers || !set->headers[0])
+        return NULL;
+    o = cur && *cur ? json_loads(cur, JSON_REJECT_DUPLICATES, NULL) : NULL;
+    if (!json_is_object(o)) {
+        json_decref(o); /* a bad one is the companion's to say, as ours was */
+        o = json_object();
+    }
+    for (size_t i = 0; o && set->headers[i] && set->headers[i + 1]; i += 2)
+        (void)json_object_set_new(o, set->headers[i], json_string(set->headers[i + 1]));
+    dump = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    while (environ[n])
+        n++;
+    env = dump ? calloc(n + 2, sizeof *env) : NULL;
+    len = dump ? strlen(HEADERS_VAR) + 1 + strlen(dump) + 1 : 0;
+    if (env && (*text = malloc(len)) != NULL) {
+        snprintf(*text, len, "%s=%s", HEADERS_VAR, dump);
+        for (size_t i = 0; i < n; i++)
+            if (strncmp(environ[i], HEADERS_VAR "=", sizeof HEADERS_VAR) != 0)
+                env[k++] = environ[i];
+        env[k] = *text;
+    } else {
+        free(env);
+        env = NULL;
+    }
+    if (dump) {
+        memset(dump, 0, strlen(dump)); /* header values may be secrets */
+        free(dump);
+    }
+    return env;
+}
+
 /* fd moved to >= 3, O_CLOEXEC: a pipe end that landed on 0..2 (a caller
  * with a closed stdin) would be lost to the dup2 onto the child's stdin. */
 static int above_stdio(int fd)
@@ -56,7 +107,7 @@ void sm__companion_started(void *settings, const char *uri, int rank)
     sm_rest_settings *set = settings;
     char pid[24], rk[24], shown[256];
     const char *env = getenv("SCOPEMETER_COMPANION");
-    char *argv[13];
+    char *argv[13], **cenv, *env_text;
     int p[2], n = 0, rc;
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t at;
@@ -110,9 +161,15 @@ void sm__companion_started(void *settings, const char *uri, int rank)
     posix_spawnattr_setsigmask(&at, &none);
     posix_spawnattr_setsigdefault(&at, &dfl);
     posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    rc = posix_spawn(&child, set->companion, &fa, &at, argv, environ);
+    cenv = companion_env(set, &env_text);
+    rc = posix_spawn(&child, set->companion, &fa, &at, argv, cenv ? cenv : environ);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&at);
+    free(cenv);
+    if (env_text) {
+        memset(env_text, 0, strlen(env_text));
+        free(env_text);
+    }
     close(p[0]);
     if (rc != 0) {
         close(p[1]);

@@ -143,6 +143,8 @@ static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, cu
 }
 
 /* ---- init / free ------------------------------------------------------------- */
+static int env_headers(sm_rest *r, char *err, size_t errlen);
+
 int sm__rest_init(sm_rest *r, const char *uri, char *err, size_t errlen)
 {
     char *auth = NULL;
@@ -202,6 +204,9 @@ int sm__rest_init(sm_rest *r, const char *uri, char *err, size_t errlen)
     }
     sm__rest_free_secret(auth);
     auth = NULL;
+    rc = env_headers(r, err, errlen);
+    if (rc < 0)
+        goto fail;
     return 0;
 nomem:
     snprintf(err, errlen, "out of memory");
@@ -255,6 +260,52 @@ int sm__rest_add_headers(sm_rest *r, const char *const *pairs, char *err, size_t
         r->headers = l;
     }
     return 0;
+}
+
+/* SCOPEMETER_HTTP_HEADERS: extra headers on every request this process
+ * makes, a JSON object of names and string values ({"X-Gateway-Key": "…"};
+ * docs/rest.md): what a proxy in front of MLflow asks of `scopemeter run`,
+ * and how the companion gets the headers of the process it watches
+ * (sm_monitor_set_headers, MLflow's request-header providers: companion.c,
+ * the front).  Read with every handle, like the credentials; a value that is
+ * not such an object is -EINVAL with one line, every request refused rather
+ * than sent without what the user asked for. */
+static int env_headers(sm_rest *r, char *err, size_t errlen)
+{
+    static const char name[] = "SCOPEMETER_HTTP_HEADERS";
+    const char *v = sm__rest_env(name), *key;
+    json_error_t je;
+    json_t *o, *val;
+    int rc = 0;
+
+    if (!v)
+        return 0;
+    o = json_loads(v, JSON_REJECT_DUPLICATES, &je);
+    if (!json_is_object(o)) {
+        /* not jansson's text: it quotes the input near the error, a secret */
+        if (o)
+            snprintf(err, errlen, "%s is not a JSON object of header names and values", name);
+        else
+            snprintf(err, errlen, "%s is not a JSON object of header names and values (invalid "
+                     "JSON at character %d)", name, je.position);
+        rc = -EINVAL;
+        goto out;
+    }
+    json_object_foreach(o, key, val) {
+        const char *pair[3] = {key, json_string_value(val), NULL};
+        if (!pair[1] || strlen(pair[1]) != json_string_length(val)) {
+            snprintf(err, errlen, "%s: the value of %.80s is not a string without NUL", name,
+                     key);
+            rc = -EINVAL;
+            break;
+        }
+        rc = sm__rest_add_headers(r, pair, err, errlen);
+        if (rc < 0)
+            break;
+    }
+out:
+    json_decref(o);
+    return rc;
 }
 
 void sm__rest_free(sm_rest *r)

@@ -5,7 +5,12 @@
  * stopped cleanly (the companion is reaped, the run left as the program left
  * it: RUNNING, since it never ends it).
  *
- *   capi_companion URI CLI MODE      MODE: wait (sleep until killed), stop
+ *   capi_companion URI CLI MODE [NAME=VALUE]
+ *
+ * MODE: wait (sleep until killed), stop.  NAME=VALUE: a header a gateway in
+ * front of the server asks for; the program's own calls send it through
+ * SCOPEMETER_HTTP_HEADERS, unset before the monitor starts, whose sink gets
+ * it from sm_monitor_set_headers only: the companion must carry it too.
  *
  * stdout: "RUN <run_id> PID <pid>", "RECORDING", then for stop "STOPPED <rc>"
  * and "DONE"; the library's lines go to stderr. */
@@ -25,9 +30,22 @@ int main(int argc, char **argv)
     sm_monitor *m;
     int rc;
 
-    if (argc != 4) {
-        fprintf(stderr, "usage: capi_companion URI CLI wait|stop\n");
+    char hname[128] = "", hjson[512];
+    const char *hv = NULL;
+
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: capi_companion URI CLI wait|stop [NAME=VALUE]\n");
         return 2;
+    }
+    if (argc == 5) {
+        const char *eq = strchr(argv[4], '=');
+        if (!eq || (size_t)(eq - argv[4]) >= sizeof hname)
+            return 2;
+        memcpy(hname, argv[4], (size_t)(eq - argv[4]));
+        hname[eq - argv[4]] = '\0';
+        hv = eq + 1;
+        snprintf(hjson, sizeof hjson, "{\"%s\": \"%s\"}", hname, hv);
+        setenv("SCOPEMETER_HTTP_HEADERS", hjson, 1);
     }
     uri = argv[1];
     cli = argv[2];
@@ -41,10 +59,12 @@ int main(int argc, char **argv)
         return 1;
     }
     printf("RUN %s PID %d\n", run, (int)getpid());
+    unsetenv("SCOPEMETER_HTTP_HEADERS");
     m = sm_monitor_new();
     if (!m || sm_monitor_set_interval(m, 0.5) < 0 || sm_monitor_set_samples(m, 1) < 0 ||
         sm_monitor_set_companion(m, cli, SM_COMPANION_OWNS_RUN) != -EINVAL || /* before set_run */
         sm_monitor_set_run(m, uri, run) < 0 ||
+        (hv && sm_monitor_set_headers(m, (const char *const[]){hname, hv, NULL}) < 0) ||
         sm_monitor_set_companion(m, cli, 2) != -EINVAL ||                      /* unknown flag */
         (rc = sm_monitor_set_companion(m, cli, SM_COMPANION_OWNS_RUN)) < 0) {
         fprintf(stderr, "configuring the monitor failed (%d)\n", rc);

@@ -28,6 +28,8 @@ Faults (``set_fault``):
                           then answer the following ``count`` matching requests
                           ``code`` with ``body`` (what a store says to a retry
                           that meets the first write), then pass
+``require = (name, value)`` makes it a gateway that asks for a header: a request
+without it is answered 401 (UNAUTHENTICATED), whatever the fault.
 ``down()`` closes the listening socket (connections are refused, kept-alive
 ones are cut) and ``up()`` opens it again on the same port.  ``match`` limits
 a fault to paths that contain it (e.g. "runs/log-batch").  ``prefix="/mlflow"``
@@ -98,6 +100,7 @@ class FaultProxy:
         self.mode, self.match, self.code, self.count, self.retry_after, self.delay = (
             "pass", None, 0, 0, None, 0.0)
         self.body, self.size = b"", 0
+        self.require = None  # (name, value): a gateway's header, else 401
         self.generation = 0
         self._conns = set()
         self._server = None
@@ -208,6 +211,19 @@ class FaultProxy:
                 n = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(n) if n else b""
                 req = Request(self.command, path, self.headers.get("Authorization"), proxied, body)
+                need = proxy.require
+                if need and self.headers.get(need[0]) != need[1]:
+                    with proxy.cond:
+                        proxy.requests.append(req)
+                    req.fault, req.status = "unauthenticated", 401
+                    out = json.dumps({"error_code": "UNAUTHENTICATED",
+                                      "message": f"faultproxy: no {need[0]} header"}).encode()
+                    self.send_response(401)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(out)))
+                    self.end_headers()
+                    self.wfile.write(out)
+                    return
                 with proxy.cond:
                     proxy.requests.append(req)
                     mode, match = proxy.mode, proxy.match

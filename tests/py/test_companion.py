@@ -472,7 +472,7 @@ def pipe_ends_held(pid, pipe):
     return held
 
 
-def start_capi(scopemeter_bin, uri, mode):
+def start_capi(scopemeter_bin, uri, mode, *extra):
     """The C program started as a launcher starts a worker: with a pipe's write
     end it did not open O_CLOEXEC (a launcher's output pipe).  Its companion
     must not keep it: the launcher's EOF would wait for the companion."""
@@ -480,7 +480,7 @@ def start_capi(scopemeter_bin, uri, mode):
     r, w = os.pipe()
     pipe = os.readlink(f"/proc/self/fd/{r}")
     try:
-        proc = subprocess.Popen([exe, uri, scopemeter_bin, mode], env=clean_env(),
+        proc = subprocess.Popen([exe, uri, scopemeter_bin, mode, *extra], env=clean_env(),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 pass_fds=(w,))
     finally:
@@ -545,3 +545,93 @@ def test_capi_clean_stop_reaps_the_companion_and_leaves_the_run(mlflow_server, t
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+# ---- behind a gateway that asks for a header ------------------------------------------
+
+GATEWAY = ("X-Gateway-Key", "k-2026")
+
+# an MLflow request-header provider, as a plugin package installs one (its
+# entry point in the group MLflow's registry reads at import)
+PROVIDER = """
+from mlflow.tracking.request_header.abstract_request_header_provider import \\
+    RequestHeaderProvider
+
+
+class Gateway(RequestHeaderProvider):
+    def in_context(self):
+        return True
+
+    def request_headers(self):
+        return {"%s": "%s"}
+""" % GATEWAY
+
+
+def gateway(mlflow_server):
+    from faultproxy import FaultProxy
+    proxy = FaultProxy(mlflow_server)
+    proxy.require = GATEWAY
+    return proxy
+
+
+def refused(proxy):
+    return [r for r in proxy.requests if r.fault == "unauthenticated"]
+
+
+def kill9_through(proxy, mlflow_server, proc, run_id, comp):
+    """SIGKILL of the recording process; its companion must end the run through
+    the gateway: KILLED, gone, no request refused, the run's end among them."""
+    try:
+        time.sleep(1.5)
+        os.kill(proc.pid, signal.SIGKILL)
+        run, took = wait_ended(mlflow_server, run_id)
+        proc.wait(30)
+        assert_killed_by_sigkill(run, proc.stderr.read())
+        assert wait_gone(comp), "the companion outlived its job"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert not refused(proxy), refused(proxy)
+    ends = [r for r in proxy.requests if r.path.endswith("runs/update")]
+    assert ends and all(r.status == 200 for r in ends), ends
+
+
+def test_capi_companion_carries_the_headers_of_sm_monitor_set_headers(mlflow_server,
+                                                                       scopemeter_bin):
+    """A gateway in front of the server refuses a request without its header.
+    The C program gives it to its sink with sm_monitor_set_headers only; when
+    the program is SIGKILLed, its companion's end goes through the same gateway
+    and must carry it (companion.c passes it in SCOPEMETER_HTTP_HEADERS):
+    without, every request of the end was refused and the run stayed RUNNING."""
+    proxy = gateway(mlflow_server)
+    try:
+        proc, run_id, comp = start_capi(scopemeter_bin, proxy.uri, "wait", "%s=%s" % GATEWAY)
+        kill9_through(proxy, mlflow_server, proc, run_id, comp)
+    finally:
+        proxy.close()
+
+
+def test_front_companion_carries_mlflows_request_headers(mlflow_server, tmp_path):
+    """The Python front ships with the headers MLflow's request-header providers
+    give (a plugin's, here the gateway's); its companion, a process of its own,
+    gets them in SCOPEMETER_HTTP_HEADERS and ends the SIGKILLed run through the
+    gateway."""
+    plugin = tmp_path / "plugin"
+    info = plugin / "sm_gateway_plugin-1.0.dist-info"
+    info.mkdir(parents=True)
+    (plugin / "sm_gateway_plugin.py").write_text(textwrap.dedent(PROVIDER))
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: sm-gateway-plugin\n"
+                                   "Version: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        "[mlflow.request_header_provider]\ngateway = sm_gateway_plugin:Gateway\n")
+    proxy = gateway(mlflow_server)
+    try:
+        proc = start(tmp_path, proxy.uri, "wait", PYTHONPATH=str(plugin))
+        run_id, comp = first_line(proc)
+        assert comp and alive(comp)
+        kill9_through(proxy, mlflow_server, proc, run_id, comp)
+        batches = [r for r in proxy.requests if r.path.endswith("runs/log-batch")]
+        assert batches and all(r.status == 200 for r in batches), batches  # the sink's own
+    finally:
+        proxy.close()

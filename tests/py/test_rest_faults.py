@@ -331,6 +331,37 @@ def test_credentials_file_like_mlflow(scopemeter_bin, mlflow_server, proxy, tmp_
     assert {r.auth for r in proxy.log()} == {want}
 
 
+def test_headers_from_the_environment_pass_a_gateway(scopemeter_bin, mlflow_server, proxy):
+    """SCOPEMETER_HTTP_HEADERS (docs/rest.md): a gateway in front of MLflow that
+    refuses a request without its header lets every request of scopemeter run
+    through; without the variable it refuses them (said, CMD runs); a malformed
+    value is one line that never quotes it, and nothing is sent without it."""
+    secret = "gw-" + "7" * 12
+    proxy.require = ("X-Gateway-Key", secret)
+    p = run_cli(scopemeter_bin, ["--interval", "0.5", "--", "sleep", "1"],
+                env={"MLFLOW_TRACKING_URI": proxy.uri,
+                     "SCOPEMETER_HTTP_HEADERS": json.dumps({"X-Gateway-Key": secret})})
+    assert p.returncode == 0 and p.run_id, p.stderr
+    assert proxy.log() and not [r for r in proxy.log() if r.fault], proxy.log()
+    assert histories(mlflow_server, p.run_id), "no point landed"
+    assert_no_secret(secret, p.stdout, p.stderr, all_run_text(mlflow_server, p.run_id))
+    n = len(proxy.log())
+    p = run_cli(scopemeter_bin, ["--interval", "0.5", "--", "true"],
+                env={"MLFLOW_TRACKING_URI": proxy.uri})
+    assert p.returncode == 0 and p.run_id is None, p.stderr
+    assert "401" in p.stderr, p.stderr
+    assert {r.fault for r in proxy.log()[n:]} == {"unauthenticated"}
+    n = len(proxy.log())
+    p = run_cli(scopemeter_bin, ["--interval", "0.5", "--", "true"],
+                env={"MLFLOW_TRACKING_URI": proxy.uri,
+                     "SCOPEMETER_HTTP_HEADERS": '{"X-Gateway-Key": "%s"' % secret})
+    assert p.returncode == 0 and p.run_id is None, p.stderr
+    said = [ln for ln in p.stderr.splitlines() if "SCOPEMETER_HTTP_HEADERS" in ln]
+    assert len(said) == 1 and "not a JSON object" in said[0], p.stderr
+    assert_no_secret(secret, p.stdout, p.stderr)
+    assert len(proxy.log()) == n  # nothing sent without the header
+
+
 def test_secrets_in_uri_and_failures_never_shown(scopemeter_bin, mlflow_server, proxy):
     """userinfo in the tracking URI, a token, and a server that fails: every
     line that names the server must be redacted."""
