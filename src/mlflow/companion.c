@@ -82,10 +82,7 @@ static char **companion_env(const sm_rest_settings *set, char **text)
         free(env);
         env = NULL;
     }
-    if (dump) {
-        memset(dump, 0, strlen(dump)); /* header values may be secrets */
-        free(dump);
-    }
+    sm__rest_free_secret(dump); /* header values may be secrets */
     return env;
 }
 
@@ -166,10 +163,7 @@ void sm__companion_started(void *settings, const char *uri, int rank)
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&at);
     free(cenv);
-    if (env_text) {
-        memset(env_text, 0, strlen(env_text));
-        free(env_text);
-    }
+    sm__rest_free_secret(env_text);
     close(p[0]);
     if (rc != 0) {
         close(p[1]);

@@ -97,6 +97,10 @@ SM_HIDDEN void sm__rest_free(sm_rest *r);
  * name or value with a control character is -EINVAL (header injection). */
 SM_HIDDEN int sm__rest_add_headers(sm_rest *r, const char *const *pairs, char *err,
                                   size_t errlen);
+/* rest_auth.c: wipes and frees a string that may hold a secret (NULL ok);
+ * the wipe survives the compiler (a plain memset before free() is a dead
+ * store it may drop). */
+SM_HIDDEN void sm__rest_free_secret(char *s);
 
 /* One request, no retry.  method "GET" or "POST"; endpoint relative to
  * <uri>/api/2.0/mlflow/ (e.g. "runs/log-batch", "runs/get?run_id=..");

@@ -33,8 +33,6 @@ SM_HIDDEN int sm__rest_cancel_asked(void);
  * credentials into *out (NULL when there are none; the caller wipes it with
  * sm__rest_free_secret).  0 or -ENOMEM. */
 SM_HIDDEN int sm__rest_auth_header(char **out);
-/* rest_auth.c: wipes and frees a string that may hold a secret (NULL ok). */
-SM_HIDDEN void sm__rest_free_secret(char *s);
 /* rest_auth.c: frees a header list made by c, wiped first (it holds the
  * Authorization value). */
 SM_HIDDEN void sm__rest_free_headers(const sm_curl_api *c, struct curl_slist *headers);
