@@ -38,6 +38,7 @@ import pytest
 from conftest import clean_env, is_root
 from runread import get_run, scratch_cwd, tags_of
 from test_cgroup_real import MOUNTS, MiB, read
+from test_companion import oom_score_adj as adj
 from test_composition_real import limited
 from test_plan import plan_json
 
@@ -217,11 +218,6 @@ def children(pid):
 def comm(pid):
     with open(f"/proc/{pid}/comm") as f:
         return f.read().strip()
-
-
-def adj(pid):
-    with open(f"/proc/{pid}/oom_score_adj") as f:
-        return int(f.read())
 
 
 def score(pid):
