@@ -52,6 +52,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <sys/syscall.h>
@@ -74,7 +75,6 @@ struct tree {
     double t;              /* when (monotonic s); 0: no previous sample */
     int said;              /* its "not visible" line was printed */
     double mem_next;       /* no smaps_rollup read before this (monotonic s) */
-    double pss_per_rss;    /* the last read's Pss / resident: the estimate between reads */
     double mem_next_fast;  /* ... or before this when the tree changed (MEM_BUDGET_CHANGE) */
     int mem_n;             /* processes in the tree at the last read */
     double mem_t;          /* when the last read was (monotonic s); 0: none yet */
@@ -82,6 +82,21 @@ struct tree {
     uint64_t mem_kb;       /* the tree's Pss kB the last read gave */
     uint64_t mem_flt;      /* the tree's page faults (minflt + majflt) at the last read */
     uint64_t mem_room_kb;  /* what unsharing can still add to Pss (MEM_UNSHARE) */
+    uint64_t mem_priv_kb;  /* the tree's Private_Clean + Private_Dirty at the last read */
+    int mem_ok;            /* the last read counted some process: the estimate has a base */
+    int recs;              /* its processes' records in proc_state.rec at the last read
+                            * (MEM_SET; the trees' lie in tree order); -1: they did not fit */
+};
+
+/* One process at its tree's last read (MEM_SET). */
+struct prec {
+    int pid;
+    int read;              /* its smaps_rollup was read: it is in the tree's mem_kb */
+    int seen;              /* the sample that last found it in the tree */
+    uint64_t start;        /* starttime: a reused pid is another process */
+    uint64_t rss_kb, flt;  /* resident pages and page faults (stat) at the read */
+    uint64_t priv_kb;      /* Private_Clean + Private_Dirty: what its exit takes away */
+    uint64_t room_kb;      /* what unsharing can still add to its Pss (MEM_UNSHARE) */
 };
 
 /* Reading smaps_rollup walks the page tables of every mapping under the
@@ -128,26 +143,43 @@ struct tree {
  * do_huge_pmd_wp_page), counted in its minflt (/proc/PID/stat field 10,
  * summed over its threads: fs/proc/array.c do_task_stat).  Each adds one page
  * to the tree's Pss and nothing to its resident pages.  So between reads the
- * estimate adds the faults resident pages do not explain — Δfaults × page −
- * the resident growth, at most what the last read said unsharing could still
- * add (Σ Anonymous − Pss_Anon of smaps_rollup, Documentation/ABI/testing/
- * procfs-smaps_rollup; a kernel without Pss_Anon: resident − Pss) — and, beyond max(2 % of Pss, 4 MB) of those, reads the
+ * estimate adds the faults resident pages do not explain — per process,
+ * Δfaults × page − its resident growth, at most what the last read said
+ * unsharing could still add to it (Anonymous − Pss_Anon of its smaps_rollup,
+ * Documentation/ABI/testing/procfs-smaps_rollup; a kernel without Pss_Anon:
+ * resident − Pss) — and, beyond max(2 % of Pss, 4 MB) of those, reads the
  * tree again at the sooner MEM_BUDGET_CHANGE spacing.  Faults that are not
  * unsharing (pages mapped, touched and unmapped between two samples: a
  * DataLoader's batches in shared memory) look the same: the estimate is then
  * high by at most that room until the read corrects it.  No syscall is
- * added: the faults are in the stat line read anyway, the two kB lines in
- * the smaps_rollup text read anyway. */
-/* MEM_ESTIMATE: between reads the tree's Pss is the last read's, plus the
- * resident growth counted whole (new resident pages are mostly memory the
- * tree allocated and touched: private, each a whole page of Pss; scaling them
- * by the last ratio made a 128 MB allocation after a fork read as 32 MB),
- * minus the resident shrink scaled by the last Pss/resident (what is freed is
- * as shared as the tree was), plus the unsharing above.  Exact to the page for
- * allocations and copy-on-write within the tree; a move it gets wrong (pages
- * shared with a process outside the tree mapped, private pages of a shared
- * tree freed, faults that were not unsharing) is wrong by at most that move,
- * and one beyond max(2 % of Pss, 4 MB) is read again (MEM_MOVE_REL). */
+ * added: the faults are in the stat line read anyway, the kB lines in the
+ * smaps_rollup text read anyway. */
+/* MEM_SET: processes come and go between reads.  A page counts once in the
+ * tree's Pss however many of its processes map it (each mapper 1/mapcount,
+ * Documentation/filesystems/proc.rst "Pss"), so a process that exits takes
+ * away only its private pages (Private_Clean + Private_Dirty of its
+ * smaps_rollup at the last read); those it shared stay, moved to the other
+ * mappers' Pss.  Scaling its resident pages by the tree's Pss/resident did
+ * not: DataLoader workers exiting took 137 MB too many off a 317 MB tree
+ * (CI), 9 children of a 1 GB parent 911 MB.  A process forked since shares
+ * every resident page with its parent: it adds what it faulted since (its
+ * minflt and majflt start at 0, kernel/fork.c copy_mm), each a page it made
+ * its own by writing or newly touched, at most its resident pages.  So the
+ * estimate keeps, per process of the last read, its pid, start time,
+ * resident pages, faults and private pages (TREE_MAX records over all
+ * trees; a tree whose records do not fit is estimated as one process). */
+/* MEM_ESTIMATE: between reads the tree's Pss is the last read's, plus each
+ * process's resident growth counted whole (new resident pages are mostly
+ * memory it allocated and touched: private, each a whole page of Pss;
+ * scaling them by the last ratio made a 128 MB allocation after a fork read
+ * as 32 MB), minus its resident shrink scaled by its last private/resident
+ * (what it frees is as private as it was: a page it shared stays with the
+ * others), plus its unsharing above, plus the processes forked and minus
+ * those exited (MEM_SET).  Exact to the page for allocations, forks, exits
+ * and copy-on-write within the tree; a move it gets wrong (pages shared with
+ * a process outside the tree mapped, a new program's shared libraries, faults
+ * that were not unsharing) is wrong by at most that move, and one beyond
+ * max(2 % of Pss, 4 MB) is read again (MEM_MOVE_REL). */
 
 /* The cost of a read is this thread's CPU time (the page-table walk runs in
  * the kernel on our behalf), not wall time: on a loaded node a preempted read
@@ -172,9 +204,12 @@ struct proc_state {
     int cap_said, mem_said, budget_said;
     int ntrees;
     struct tree trees[TREES_MAX];
-    /* the tree being walked */
+    /* the tree being walked, and what each one's stat said (alive: it was read) */
     int n, over;
     int list[TREE_MAX];
+    struct { uint64_t start, rss_kb, flt; int alive; } cur[TREE_MAX];
+    /* the processes of every tree at its last read, each tree's sorted by pid */
+    struct prec rec[TREE_MAX];
     /* the fallback's scan */
     size_t nscan;
     int scan_over;
@@ -349,32 +384,129 @@ static double mem_slack(const struct tree *t)
     return limit > MEM_MOVE_KB ? limit : MEM_MOVE_KB;
 }
 
-/* The estimate of tree t may be wrong (see MEM_MOVE_REL): read it again. */
-static int mem_stale(const struct proc_state *s, const struct tree *t, uint64_t rss_kb,
-                     double now)
+/* The estimate of tree t may be wrong (see MEM_MOVE_REL): read it again.
+ * changed: a process came or went since the read. */
+static int mem_stale(const struct tree *t, uint64_t rss_kb, double now, int changed)
 {
     uint64_t move = rss_kb > t->mem_rss_kb ? rss_kb - t->mem_rss_kb : t->mem_rss_kb - rss_kb;
 
-    return s->n != t->mem_n || (double)move > mem_slack(t) || now - t->mem_t >= MEM_MAX_AGE;
+    return changed || (double)move > mem_slack(t) || now - t->mem_t >= MEM_MAX_AGE;
 }
 
-/* The kB copy-on-write may have unshared since the last read (MEM_UNSHARE):
- * the faults the resident growth does not explain, within the room. */
-static uint64_t mem_unshared(const struct proc_state *s, const struct tree *t, uint64_t rss_kb,
-                             uint64_t flt)
+static int by_pid(const void *a, const void *b)
 {
-    uint64_t f = flt > t->mem_flt ? (flt - t->mem_flt) * s->page_kb : 0;
-    uint64_t grew = rss_kb > t->mem_rss_kb ? rss_kb - t->mem_rss_kb : 0;
+    int x = ((const struct prec *)a)->pid, y = ((const struct prec *)b)->pid;
 
-    f = f > grew ? f - grew : 0;
-    return f < t->mem_room_kb ? f : t->mem_room_kb;
+    return (x > y) - (x < y);
 }
 
-/* One process's memory in kB: Pss, or VmRSS without smaps_rollup.  -errno
- * when unreadable (gone: ENOENT/ESRCH; another user's: EACCES). */
-static int proc_kb(struct proc_state *s, int pid, uint64_t *kb, uint64_t *room)
+/* Where tree ti's records start in s->rec: after the earlier trees'. */
+static struct prec *recs_at(struct proc_state *s, int ti, int *used)
 {
-    uint64_t anon, pss_anon;
+    int off = 0;
+
+    *used = 0;
+    for (int j = 0; j < s->ntrees; j++) {
+        int m = s->trees[j].recs > 0 ? s->trees[j].recs : 0;
+        off += j < ti ? m : 0;
+        *used += m;
+    }
+    return s->rec + off;
+}
+
+/* Makes tree ti's records n long, moving the later trees' (at a read, or 0
+ * when its tree ended: nothing per sample).  NULL, the tree then keeping
+ * none (recs -1), when they do not fit in TREE_MAX with the others'. */
+static struct prec *recs_make(struct proc_state *s, int ti, int n)
+{
+    struct tree *t = &s->trees[ti];
+    int used, have = t->recs > 0 ? t->recs : 0;
+    struct prec *r = recs_at(s, ti, &used);
+    size_t tail = (size_t)(used - (int)(r - s->rec) - have);
+
+    if (used - have + n > TREE_MAX)
+        n = -1;
+    memmove(r + (n > 0 ? n : 0), r + have, tail * sizeof *r);
+    t->recs = n;
+    return n >= 0 ? r : NULL;
+}
+
+/* What one process (or a tree without records, as one) moved the tree's Pss
+ * by since the read (MEM_ESTIMATE): resident growth whole, a shrink as
+ * private as it was, and the faults the growth does not explain, within its
+ * room (MEM_UNSHARE), which are added to *unshared too. */
+static double moved(const struct proc_state *s, const struct prec *r, uint64_t rss_kb,
+                    uint64_t flt, uint64_t *unshared)
+{
+    uint64_t f = flt > r->flt ? (flt - r->flt) * s->page_kb : 0;
+    double d;
+
+    if (rss_kb >= r->rss_kb) {
+        d = (double)(rss_kb - r->rss_kb);
+        f = f > rss_kb - r->rss_kb ? f - (rss_kb - r->rss_kb) : 0;
+    } else { /* stat's resident and the rollup's private may disagree by a page */
+        d = -(double)(r->rss_kb - rss_kb) *
+            (r->priv_kb < r->rss_kb ? (double)r->priv_kb / (double)r->rss_kb : 1.0);
+    }
+    f = f < r->room_kb ? f : r->room_kb;
+    *unshared += f;
+    return d + (double)f;
+}
+
+/* Tree ti's Pss between reads, in kB (MEM_ESTIMATE, MEM_SET), from what
+ * sum_tree read of the walked processes; *changed when one came or went
+ * since the read, *unshared what their faults added (MEM_UNSHARE).  Pss is
+ * never above resident. */
+static uint64_t mem_estimate(struct proc_state *s, int ti, uint64_t rss_kb, uint64_t flt,
+                             int *changed, uint64_t *unshared)
+{
+    struct tree *t = &s->trees[ti];
+    double est = (double)t->mem_kb;
+    int used;
+    struct prec *rec = recs_at(s, ti, &used);
+
+    *unshared = 0;
+    if (t->recs < 0) { /* no records: the tree as one process, a change by its count */
+        struct prec one = {.rss_kb = t->mem_rss_kb, .flt = t->mem_flt,
+                           .priv_kb = t->mem_priv_kb, .room_kb = t->mem_room_kb};
+        *changed = s->n != t->mem_n;
+        est += moved(s, &one, rss_kb, flt, unshared);
+        return est <= 0 ? 0 : est >= (double)rss_kb ? rss_kb : (uint64_t)est;
+    }
+    *changed = 0;
+    for (int i = 0; i < s->n; i++) {
+        struct prec key = {.pid = s->list[i]}, *r;
+
+        if (!s->cur[i].alive)
+            continue;
+        r = bsearch(&key, rec, (size_t)t->recs, sizeof *rec, by_pid);
+        if (r && r->start == s->cur[i].start) {
+            r->seen = s->samples;
+            if (r->read)
+                est += moved(s, r, s->cur[i].rss_kb, s->cur[i].flt, unshared);
+            continue;
+        }
+        /* forked since the read (a reused pid too): what it faulted since */
+        *changed = 1;
+        est += (double)(s->cur[i].flt * s->page_kb < s->cur[i].rss_kb
+                            ? s->cur[i].flt * s->page_kb : s->cur[i].rss_kb);
+    }
+    for (int j = 0; j < t->recs; j++)
+        if (rec[j].seen != s->samples) { /* exited: its private pages go */
+            *changed = 1;
+            if (rec[j].read)
+                est -= (double)rec[j].priv_kb;
+        }
+    return est <= 0 ? 0 : est >= (double)rss_kb ? rss_kb : (uint64_t)est;
+}
+
+/* One process's memory in kB: Pss, or VmRSS without smaps_rollup; with
+ * smaps_rollup also its private pages (MEM_SET) and the room unsharing has
+ * (MEM_UNSHARE).  -errno when unreadable (gone: ENOENT/ESRCH; another
+ * user's: EACCES). */
+static int proc_kb(struct proc_state *s, int pid, uint64_t *kb, uint64_t *room, uint64_t *priv)
+{
+    uint64_t anon, pss_anon, clean, dirty;
     char abs[64];
     ssize_t n;
 
@@ -384,6 +516,7 @@ static int proc_kb(struct proc_state *s, int pid, uint64_t *kb, uint64_t *room)
         return (int)n;
     /* a kernel thread or a zombie has no mm: an empty file, nothing resident */
     *room = 0;
+    *priv = 0;
     if (n == 0) {
         *kb = 0;
         return 0;
@@ -397,11 +530,20 @@ static int proc_kb(struct proc_state *s, int pid, uint64_t *kb, uint64_t *room)
         *room = UINT64_MAX;
     else if (s->rollup)
         *room = anon > pss_anon ? anon - pss_anon : 0;
+    /* private pages: without the two lines, Pss (what is freed is then as
+     * shared as the process was) */
+    if (s->rollup && (sm__parse_kb(s->buf, (size_t)n, "Private_Clean:", &clean) < 0 ||
+                      sm__parse_kb(s->buf, (size_t)n, "Private_Dirty:", &dirty) < 0))
+        *priv = UINT64_MAX;
+    else if (s->rollup)
+        *priv = clean + dirty;
     n = sm__parse_kb(s->buf, (size_t)n, s->rollup ? "Pss:" : "VmRSS:", kb);
     if (n == -ENOENT && !s->rollup) { /* status of a zombie: no VmRSS line */
         *kb = 0;
         return 0;
     }
+    if (*priv == UINT64_MAX)
+        *priv = *kb;
     return (int)n;
 }
 
@@ -419,39 +561,68 @@ static void sum_tree(struct proc_state *s, int *count, uint64_t *ticks, uint64_t
     for (int i = 0; i < s->n; i++) {
         sm_pid_stat st;
 
-        if (read_pid_stat(s, s->list[i], &st) < 0)
+        s->cur[i].alive = read_pid_stat(s, s->list[i], &st) == 0;
+        if (!s->cur[i].alive)
             continue; /* exited since the walk */
         live++;
+        s->cur[i].start = st.starttime;
+        s->cur[i].rss_kb = st.rss_pages * s->page_kb;
+        s->cur[i].flt = st.minflt + st.majflt;
         *ticks += st.utime + st.stime + st.cutime + st.cstime;
-        *rss_kb += st.rss_pages * s->page_kb;
-        *flt += st.minflt + st.majflt;
+        *rss_kb += s->cur[i].rss_kb;
+        *flt += s->cur[i].flt;
     }
     *count = live;
 }
 
-/* The tree's memory read (Pss, or VmRSS without smaps_rollup).  *mem_ok is 0
- * when no process's memory could be read; the first unreadable one is said
+/* Tree ti's memory read (Pss, or VmRSS without smaps_rollup) into its
+ * mem_* and, with smaps_rollup, each process's record (MEM_SET).  *mem_ok is
+ * 0 when no process's memory could be read; the first unreadable one is said
  * once. */
-static void sum_mem(struct proc_state *s, uint64_t *kb, uint64_t *room, int *mem_ok)
+static void sum_mem(struct proc_state *s, int ti, uint64_t *kb, int *mem_ok)
 {
-    int mem_n = 0;
+    struct tree *t = &s->trees[ti];
+    struct prec *rec = NULL;
+    int mem_n = 0, m = 0;
 
+    if (s->rollup) {
+        for (int i = 0; i < s->n; i++)
+            m += s->cur[i].alive;
+        rec = recs_make(s, ti, m);
+        m = 0;
+    }
     *kb = 0;
-    *room = 0;
+    t->mem_room_kb = 0;
+    t->mem_priv_kb = 0;
     for (int i = 0; i < s->n; i++) {
-        uint64_t k, r = 0;
-        int rc = proc_kb(s, s->list[i], &k, &r);
+        uint64_t k = 0, r = 0, p = 0;
+        int rc;
 
+        if (!s->cur[i].alive)
+            continue; /* exited since the walk */
+        rc = proc_kb(s, s->list[i], &k, &r, &p);
         if (rc == 0) {
+            if (r == UINT64_MAX)
+                r = s->cur[i].rss_kb > k ? s->cur[i].rss_kb - k : 0;
             *kb += k;
-            *room = r == UINT64_MAX || *room == UINT64_MAX ? UINT64_MAX : *room + r;
+            t->mem_room_kb += r;
+            t->mem_priv_kb += p;
             mem_n++;
-        } else if (rc != -ENOENT && rc != -ESRCH && !s->mem_said) {
+        }
+        if (rec && rc != -ENOENT && rc != -ESRCH) /* unreadable: found, not counted */
+            rec[m++] = (struct prec){.pid = s->list[i], .read = rc == 0, .seen = s->samples,
+                                     .start = s->cur[i].start, .rss_kb = s->cur[i].rss_kb,
+                                     .flt = s->cur[i].flt, .priv_kb = p, .room_kb = r};
+        if (rc != 0 && rc != -ENOENT && rc != -ESRCH && !s->mem_said) {
             sm__log(SM_WARN, "process_memory_megabytes: cannot read %s of pid %d (%s); that "
                    "process's memory is not counted (said once)",
                    s->rollup ? "smaps_rollup" : "status", s->list[i], strerror(-rc));
             s->mem_said = 1;
         }
+    }
+    if (rec) {
+        recs_make(s, ti, m); /* fewer: those gone since the walk */
+        qsort(rec, (size_t)m, sizeof *rec, by_pid);
     }
     *mem_ok = mem_n > 0;
 }
@@ -570,13 +741,15 @@ static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)
 
     for (int i = 0; i < s->ntrees; i++) {
         struct tree *t = &s->trees[i];
-        int count, mem_ok, cpu_ok, read_mem;
-        uint64_t ticks, kb, rss_kb, flt, room, unshared = 0;
+        int count, mem_ok, cpu_ok, read_mem, changed = 0;
+        uint64_t ticks, kb, rss_kb, flt, est = 0, unshared = 0;
         double now, cpu = 0, mb, cost = 0;
 
         if (t->rank != SM_RANK_OWN)
             find_sibling(s, t);
         if (t->pid <= 0) {
+            if (t->recs > 0)
+                recs_make(s, i, 0); /* a sibling that ended: its tree is read anew */
             if (baseline) /* the series exist from the start (see the top) */
                 emit3(out, t->rank, 0, 0, 1, 0, 1, mem_src, tree_src);
             continue;
@@ -585,34 +758,24 @@ static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)
         sum_tree(s, &count, &ticks, &rss_kb, &flt);
         now = sm__now_mono();
         if (s->rollup && t->mem_t > 0)
-            unshared = mem_unshared(s, t, rss_kb, flt);
+            est = mem_estimate(s, i, rss_kb, flt, &changed, &unshared);
         read_mem = !s->rollup || baseline || t->mem_t <= 0 || /* VmRSS: as cheap as stat */
-                   (now >= t->mem_next && mem_stale(s, t, rss_kb, now)) ||
-                   ((s->n != t->mem_n || (double)unshared > mem_slack(t)) &&
-                    now >= t->mem_next_fast);
+                   (now >= t->mem_next && mem_stale(t, rss_kb, now, changed)) ||
+                   ((changed || (double)unshared > mem_slack(t)) && now >= t->mem_next_fast);
         kb = 0;
         mem_ok = 0;
         if (read_mem) {
             cost = thread_cpu_s();
-            sum_mem(s, &kb, &room, &mem_ok);
+            sum_mem(s, i, &kb, &mem_ok);
             cost = thread_cpu_s() - cost;
             t->mem_n = s->n;
             t->mem_t = now;
             t->mem_rss_kb = rss_kb;
             t->mem_kb = kb;
             t->mem_flt = flt;
-            t->mem_room_kb = room != UINT64_MAX ? room : rss_kb > kb ? rss_kb - kb : 0;
-        }
-        if (s->rollup && read_mem && mem_ok && rss_kb > 0) {
-            t->pss_per_rss = (double)kb / (double)rss_kb;
-        } else if (s->rollup && !read_mem && t->pss_per_rss > 0 && rss_kb > 0) {
-            /* the estimate (MEM_ESTIMATE); Pss is never above resident */
-            double est = (double)t->mem_kb + (double)unshared;
-            if (rss_kb >= t->mem_rss_kb)
-                est += (double)(rss_kb - t->mem_rss_kb);
-            else
-                est -= (double)(t->mem_rss_kb - rss_kb) * t->pss_per_rss;
-            kb = est <= 0 ? 0 : est >= (double)rss_kb ? rss_kb : (uint64_t)est;
+            t->mem_ok = mem_ok && rss_kb > 0;
+        } else if (s->rollup && t->mem_ok && rss_kb > 0) {
+            kb = est; /* the estimate (MEM_ESTIMATE) */
             mem_ok = 1;
         }
         if (read_mem && s->rollup && cost >= MEM_SLOW) {
@@ -635,6 +798,8 @@ static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)
                 t->pid = 0; /* the sibling ended: found again when it binds again */
                 t->t = 0;
                 t->mem_t = 0; /* its next tree is read, not estimated */
+                if (t->recs > 0)
+                    recs_make(s, i, 0);
                 if (baseline)
                     emit3(out, t->rank, 0, 0, 1, 0, 1, mem_src, tree_src);
             }
