@@ -1,17 +1,21 @@
 /*
- * cmd_reserve.c — `scopemeter reserve BYTES PPID` (internal): the memory
+ * cmd_reserve.c — `scopemeter reserve BYTES PPID [ADJ]` (internal): the memory
  * scopemeter run keeps for its own last writes, held by a process the
  * kernel's OOM killer takes before the recorder (cli/oom_guard.c,
  * docs/cgroup.md §7).
  *
- * It touches BYTES of anonymous memory (charged to the job's cgroup), says so
- * with one byte on stdout, and waits to be killed: by scopemeter run at its
- * end, by the kernel in an OOM where no process of CMD is left to take, or
- * by PR_SET_PDEATHSIG when the recorder (PPID) dies first.  It must never do
- * anything else: no allocation after the reserve, no output, no signal
- * handled (it keeps the recorder's mask, which blocks every signal the
- * recorder forwards).
+ * It raises its oom_score_adj to ADJ (between the recorder's and CMD's:
+ * oom_guard.c reserve_adj; raising needs no capability), touches BYTES of
+ * anonymous memory (charged to the job's cgroup), says so with one byte on
+ * stdout, and waits to be killed: by scopemeter run at its end, by the
+ * kernel in an OOM where no process of CMD is left to take, or by
+ * PR_SET_PDEATHSIG when the recorder (PPID) dies first.  It must never do
+ * anything else: no allocation after the reserve, no output after its byte,
+ * no signal handled (it keeps the recorder's mask, which blocks every signal
+ * the recorder forwards).
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,11 +29,13 @@
 int cmd_reserve(int argc, char **argv)
 {
     static const sm_num_spec bytes_spec = {"BYTES", 4096, 1u << 30, 1, 0},
-                             ppid_spec = {"PPID", 1, 1 << 22, 1, 0};
-    static const char usage[] = "usage: scopemeter reserve BYTES PPID (internal: scopemeter "
-                                "run starts it; docs/cli.md)\n";
+                             ppid_spec = {"PPID", 1, 1 << 22, 1, 0},
+                             adj_spec = {"ADJ", -1000, 1000, 1, 0};
+    static const char usage[] = "usage: scopemeter reserve BYTES PPID [ADJ] (internal: "
+                                "scopemeter run starts it; docs/cli.md)\n";
     char err[160];
-    double bytes, ppid;
+    double bytes, ppid, adj = 0;
+    int ok, fd;
     long page = sysconf(_SC_PAGESIZE);
     size_t len, i;
     void *p;
@@ -38,11 +44,11 @@ int cmd_reserve(int argc, char **argv)
         printf("%s", usage);
         return 0;
     }
-    if (argc != 3 || page <= 0 ||
-        sm__num_parse(argv[1], &bytes_spec, &bytes, err, sizeof err) < 0 ||
-        sm__num_parse(argv[2], &ppid_spec, &ppid, err, sizeof err) < 0) {
-        fprintf(stderr, "scopemeter reserve: %s%s", argc == 3 && page > 0 ? err : "",
-                argc == 3 && page > 0 ? "; " : "");
+    ok = (argc == 3 || argc == 4) && page > 0;
+    if (!ok || sm__num_parse(argv[1], &bytes_spec, &bytes, err, sizeof err) < 0 ||
+        sm__num_parse(argv[2], &ppid_spec, &ppid, err, sizeof err) < 0 ||
+        (argc == 4 && sm__num_parse(argv[3], &adj_spec, &adj, err, sizeof err) < 0)) {
+        fprintf(stderr, "scopemeter reserve: %s%s", ok ? err : "", ok ? "; " : "");
         fprintf(stderr, "%s", usage);
         return 2;
     }
@@ -52,6 +58,22 @@ int cmd_reserve(int argc, char **argv)
         return 1;
     /* the name the kernel's log and ps show: "Killed process N (sm-reserve)" */
     (void)prctl(PR_SET_NAME, "sm-reserve", 0, 0, 0);
+    if (argc == 4) {
+        char text[16];
+        int n = snprintf(text, sizeof text, "%d", (int)adj);
+
+        ssize_t w = -1;
+
+        fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+        if (fd >= 0)
+            w = write(fd, text, (size_t)n);
+        if (w != n) /* a short write sets no errno */
+            fprintf(stderr, "scopemeter reserve: cannot raise its oom_score_adj to %s (%s): in "
+                    "an OOM the kernel orders it and the recorder by their sizes alone\n",
+                    text, w < 0 ? strerror(errno) : "short write");
+        if (fd >= 0)
+            close(fd);
+    }
     len = ((size_t)bytes + (size_t)page - 1) / (size_t)page * (size_t)page;
     p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)

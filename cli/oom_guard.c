@@ -27,8 +27,8 @@
  * Without it (a Kubernetes container: no CAP_SYS_RESOURCE) the other side
  * moves instead: any process may raise its own value, so CMD gets, between
  * fork and exec, its value plus enough thousandths of the limit to outweigh
- * scopemeter's own size (twice its resident size at the start, at least
- * 8 MiB); CMD's tree inherits it (proc(5)).  A process of CMD, however
+ * scopemeter's own size and its reserve's (four times its resident size at
+ * the start, at least 16 MiB); CMD's tree inherits it (proc(5)).  A process of CMD, however
  * small, then outranks scopemeter; one line says so at start.
  *
  * Order decides who goes first, not whether the recorder survives the last
@@ -40,10 +40,12 @@
  * recorder keeps a reserve that the kernel itself frees at that moment: a
  * child, `scopemeter reserve` (cmd_reserve.c, comm "sm-reserve"), holding as
  * much anonymous memory as the recorder has resident (all it could need to
- * read back) and nothing else.  It runs at the recorder's oom_score_adj and
- * is larger than the recorder, so the kernel takes it first; CMD's raise (or
- * CMD's own higher value when the recorder went down to -999) outweighs it,
- * so every process of CMD goes before it.  Its death uncharges the reserve,
+ * read back) and nothing else.  Its oom_score_adj sits between the
+ * recorder's and CMD's, in the middle of what lies between the recorder and
+ * a process of CMD with no memory (reserve_adj), so the kernel takes it
+ * first even after the recorder grew (a guest saw the recorder at 4.4 MB
+ * beside a reserve sized at its start, at the same value: the recorder was
+ * taken), and every process of CMD goes before it.  Its death uncharges the reserve,
  * and the charge that asked for the OOM succeeds.  Only with a cgroup memory
  * limit: a node OOM ranks every process of the node.
  */
@@ -65,13 +67,16 @@
 #define ADJ_PATH "/proc/self/oom_score_adj"
 #define GUARD_ADJ (-999)
 #define ADJ_MAX 1000
-/* the least the raise outweighs: above the CLI's resident size measured over
- * https (4.61 MB, bench/README.md) with room for NVML's pages */
-#define FLOOR_BYTES (8u << 20)
+/* the least the raise outweighs: the recorder, its reserve (reserve_adj) and
+ * room between them, above four times the CLI's resident size measured over
+ * http (2.6 MB; 4.61 MB over https, bench/README.md) */
+#define FLOOR_BYTES (16u << 20)
 
 /* CMD's value, formatted before fork (the child only writes) */
 static char cmd_text[16];
 static size_t cmd_len;
+/* this process's value and CMD's once sm_oom_guard_lower read them */
+static int adj_known, self_adj, cmd_adj;
 
 static int read_adj(int *adj)
 {
@@ -158,8 +163,10 @@ out:
  * the OOMing cgroup's limit (mem_cgroup_get_max, plus swap) or the node's
  * RAM (mm/oom_kill.c).  The lowest limit over the hierarchy is the smallest
  * totalpages an OOM of this job can have.  *limit: the bytes sized
- * against.  Twice this process's size also outweighs the reserve (below):
- * this size again in anonymous memory, its other pages shared with us. */
+ * against.  Four times this process's size also leaves room for the
+ * reserve (below: about twice this size, this size again in anonymous
+ * memory and its own file pages) with as much again split between the
+ * reserve's two sides. */
 static int raise_by(uint64_t *limit, const char **of)
 {
     uint64_t rss, self, per_point;
@@ -168,11 +175,33 @@ static int raise_by(uint64_t *limit, const char **of)
 
     if (job_sizes(limit, of, &rss) == -ENOMEM || page <= 0)
         return d;
-    self = 2 * rss > FLOOR_BYTES ? 2 * rss : FLOOR_BYTES;
+    self = 4 * rss > FLOOR_BYTES ? 4 * rss : FLOOR_BYTES;
     per_point = *limit / (uint64_t)page / 1000; /* pages one point adds */
     if (per_point)
         d = (int)(((self + (uint64_t)page - 1) / (uint64_t)page + per_point - 1) / per_point);
     return d < ADJ_MAX ? d : ADJ_MAX;
+}
+
+/* The reserve's oom_score_adj: oom_badness adds adj * (limit / 1000) to each
+ * process's rss + page tables (the raise_by comment), so between the
+ * recorder's value and CMD's lie (cmd - self) * limit / 1000 bytes of rank.
+ * The reserve's own size takes a part of that (twice bytes: the recorder's
+ * resident size at the start in anonymous memory, and its own file pages,
+ * 1.7 MB measured beside 2.7 MB of anonymous); it goes up by half of the
+ * rest, so the recorder may grow by as much before it outranks the reserve
+ * as a process of CMD with no memory outranks the reserve by (300 MiB, no
+ * CAP_SYS_RESOURCE: recorder 0, reserve 18, CMD 54; 5.7 MB each side).  The recorder's value when there
+ * is no room (the same value, or a limit too small for a point); called
+ * only once sm_oom_guard_lower read it. */
+static int reserve_adj(uint64_t limit, uint64_t bytes)
+{
+    uint64_t point = limit / 1000;
+    int64_t gap = (int64_t)cmd_adj - self_adj, own;
+
+    if (point == 0 || gap <= 0)
+        return self_adj;
+    own = (int64_t)((2 * bytes + point - 1) / point);
+    return gap > own ? self_adj + (int)((gap - own + 1) / 2) : self_adj;
 }
 
 /* The reserve process while it lives (0 once reaped), whether it died of a
@@ -185,8 +214,8 @@ int sm_oom_guard_reserve(void)
 {
     uint64_t limit, rss;
     const char *of;
-    char bytes[24], ppid[24], *const empty_env[] = {NULL};
-    char *argv[] = {"scopemeter", "reserve", bytes, ppid, NULL};
+    char bytes[24], ppid[24], adj[16], *const empty_env[] = {NULL};
+    char *argv[] = {"scopemeter", "reserve", bytes, ppid, adj, NULL};
     posix_spawn_file_actions_t fa;
     int p[2], rc;
     char c;
@@ -203,6 +232,9 @@ int sm_oom_guard_reserve(void)
     reserve_bytes = rss > (1u << 20) ? rss : (1u << 20);
     snprintf(bytes, sizeof bytes, "%llu", (unsigned long long)reserve_bytes);
     snprintf(ppid, sizeof ppid, "%ld", (long)getpid());
+    snprintf(adj, sizeof adj, "%d", reserve_adj(limit, reserve_bytes));
+    if (!adj_known)
+        argv[4] = NULL; /* it keeps ours */
     if (pipe2(p, O_CLOEXEC) < 0)
         return -errno;
     /* posix_spawn: threads exist (the monitor's); stdout is the pipe, whose
@@ -297,11 +329,14 @@ int sm_oom_guard_lower(void)
     rc = read_adj(&adj);
     if (rc < 0)
         return rc;
+    self_adj = cmd_adj = adj;
+    adj_known = 1;
     if (adj <= GUARD_ADJ)
         return 0; /* already as low (-1000: never killed), nothing to give back */
     rc = write_guard();
     if (rc == 0) {
         to = adj; /* CMD gets the original back */
+        self_adj = GUARD_ADJ;
     } else {
         int want = raise_by(&limit, &of);
         to = adj + want;
@@ -326,6 +361,7 @@ int sm_oom_guard_lower(void)
     }
     n = snprintf(cmd_text, sizeof cmd_text, "%d", to);
     cmd_len = (size_t)n;
+    cmd_adj = to;
     return rc;
 }
 

@@ -78,9 +78,14 @@ rm -f /tmp/fill-nocap
 # 2b. the file stays, as the issue's user left it: CMD's processes are
 # taken and the 200M file keeps the cgroup full with the recorder the last
 # process in it; it writes its end, its reserve (docs/cgroup.md §7) what the
-# kernel takes if that end needs a page
+# kernel takes if that end needs a page.  CMD first records its own, its
+# parent's and the reserve's (its sibling's) oom_score_adj
+KEEP='cat /proc/self/oom_score_adj > adj_cmd; cat /proc/$PPID/oom_score_adj > adj_scopemeter;
+for p in $(cat /proc/$PPID/task/*/children); do
+  [ "$(cat /proc/$p/comm)" = sm-reserve ] && cat /proc/$p/oom_score_adj > adj_reserve; done;
+head -c 200M /dev/zero > /tmp/fill-keep; exit 3'
 echo "keep $(cut -d' ' -f1 /proc/uptime)"
-one_run keep keep -- sh -c 'head -c 200M /dev/zero > /tmp/fill-keep; exit 3'
+one_run keep keep -- sh -c "$KEEP"
 rm -f /tmp/fill-keep
 
 # 3. memory.oom.group=1 (Kubernetes >= 1.28 sets it on v2 containers)
