@@ -14,8 +14,6 @@
  * no signal handled (it keeps the recorder's mask, which blocks every signal
  * the recorder forwards).
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,6 +23,7 @@
 
 #include "cli.h"
 #include "number.h"
+#include "oom_guard.h"
 
 int cmd_reserve(int argc, char **argv)
 {
@@ -35,7 +34,7 @@ int cmd_reserve(int argc, char **argv)
                                 "scopemeter run starts it; docs/cli.md)\n";
     char err[160];
     double bytes, ppid, adj = 0;
-    int ok, fd;
+    int ok, rc;
     long page = sysconf(_SC_PAGESIZE);
     size_t len, i;
     void *p;
@@ -58,22 +57,10 @@ int cmd_reserve(int argc, char **argv)
         return 1;
     /* the name the kernel's log and ps show: "Killed process N (sm-reserve)" */
     (void)prctl(PR_SET_NAME, "sm-reserve", 0, 0, 0);
-    if (argc == 4) {
-        char text[16];
-        int n = snprintf(text, sizeof text, "%d", (int)adj);
-
-        ssize_t w = -1;
-
-        fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
-        if (fd >= 0)
-            w = write(fd, text, (size_t)n);
-        if (w != n) /* a short write sets no errno */
-            fprintf(stderr, "scopemeter reserve: cannot raise its oom_score_adj to %s (%s): in "
-                    "an OOM the kernel orders it and the recorder by their sizes alone\n",
-                    text, w < 0 ? strerror(errno) : "short write");
-        if (fd >= 0)
-            close(fd);
-    }
+    if (argc == 4 && (rc = sm_oom_guard_set_self((int)adj)) < 0)
+        fprintf(stderr, "scopemeter reserve: cannot raise its oom_score_adj to %d (%s): in an "
+                "OOM the kernel orders it and the recorder by their sizes alone\n", (int)adj,
+                strerror(-rc));
     len = ((size_t)bytes + (size_t)page - 1) / (size_t)page * (size_t)page;
     p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)

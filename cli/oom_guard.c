@@ -28,8 +28,9 @@
  * moves instead: any process may raise its own value, so CMD gets, between
  * fork and exec, its value plus enough thousandths of the limit to outweigh
  * scopemeter's own size and its reserve's (four times its resident size at
- * the start, at least 16 MiB); CMD's tree inherits it (proc(5)).  A process of CMD, however
- * small, then outranks scopemeter; one line says so at start.
+ * the start, at least 16 MiB); CMD's tree inherits it (proc(5)).  A process
+ * of CMD, however small, then outranks scopemeter; one line says so at
+ * start.
  *
  * Order decides who goes first, not whether the recorder survives the last
  * OOM.  When CMD's last process is gone and the memory that fills the cgroup
@@ -45,8 +46,8 @@
  * a process of CMD with no memory (reserve_adj), so the kernel takes it
  * first even after the recorder grew (a guest saw the recorder at 4.4 MB
  * beside a reserve sized at its start, at the same value: the recorder was
- * taken), and every process of CMD goes before it.  Its death uncharges the reserve,
- * and the charge that asked for the OOM succeeds.  Only with a cgroup memory
+ * taken), and every process of CMD goes before it.  Its death uncharges the
+ * reserve, and the charge that asked for the OOM succeeds.  Only with a cgroup memory
  * limit: a node OOM ranks every process of the node.
  */
 #include <errno.h>
@@ -190,9 +191,9 @@ static int raise_by(uint64_t *limit, const char **of)
  * 1.7 MB measured beside 2.7 MB of anonymous); it goes up by half of the
  * rest, so the recorder may grow by as much before it outranks the reserve
  * as a process of CMD with no memory outranks the reserve by (300 MiB, no
- * CAP_SYS_RESOURCE: recorder 0, reserve 18, CMD 54; 5.7 MB each side).  The recorder's value when there
- * is no room (the same value, or a limit too small for a point); called
- * only once sm_oom_guard_lower read it. */
+ * CAP_SYS_RESOURCE: recorder 0, reserve 18, CMD 54; 5.7 MB each side).
+ * The recorder's value when there is no room (the same value, or a limit
+ * too small for a point); called only once sm_oom_guard_lower read it. */
 static int reserve_adj(uint64_t limit, uint64_t bytes)
 {
     uint64_t point = limit / 1000;
@@ -303,11 +304,10 @@ int sm_oom_guard_reserve_end(double *mb)
     return reserve_taken;
 }
 
-/* This process to GUARD_ADJ: EACCES without CAP_SYS_RESOURCE. */
-static int write_guard(void)
+int sm_oom_guard_set_self(int adj)
 {
     char text[16];
-    int n = snprintf(text, sizeof text, "%d", GUARD_ADJ);
+    int n = snprintf(text, sizeof text, "%d", adj);
 
     return write_adj(text, (size_t)n);
 }
@@ -316,7 +316,7 @@ int sm_oom_guard_lower_self(void)
 {
     int adj = 0, rc = read_adj(&adj);
 
-    return rc < 0 || adj <= GUARD_ADJ ? rc : write_guard();
+    return rc < 0 || adj <= GUARD_ADJ ? rc : sm_oom_guard_set_self(GUARD_ADJ);
 }
 
 int sm_oom_guard_lower(void)
@@ -333,7 +333,7 @@ int sm_oom_guard_lower(void)
     adj_known = 1;
     if (adj <= GUARD_ADJ)
         return 0; /* already as low (-1000: never killed), nothing to give back */
-    rc = write_guard();
+    rc = sm_oom_guard_set_self(GUARD_ADJ); /* EACCES without CAP_SYS_RESOURCE */
     if (rc == 0) {
         to = adj; /* CMD gets the original back */
         self_adj = GUARD_ADJ;

@@ -18,9 +18,13 @@ int sm_oom_guard_lower_self(void);
  * oom_score_adj this process was started with, or the raised one. */
 void sm_oom_guard_child(void);
 
-/* After sm_oom_guard_lower (the reserve inherits the value it left): start
- * the reserve process, `scopemeter reserve` (cmd_reserve.c), when the job's
- * cgroup has a memory limit.  0 when it holds its memory, -ENOENT without a
+/* This process's oom_score_adj to adj (a raise needs no capability, a
+ * lowering CAP_SYS_RESOURCE).  0 or -errno (-EIO: a short write). */
+int sm_oom_guard_set_self(int adj);
+
+/* After sm_oom_guard_lower (which read the two values the reserve's lies
+ * between): start the reserve process, `scopemeter reserve` (cmd_reserve.c),
+ * when the job's cgroup has a memory limit.  0 when it holds its memory, -ENOENT without a
  * limit, else -errno after one line. */
 int sm_oom_guard_reserve(void);
 
