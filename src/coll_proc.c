@@ -76,6 +76,7 @@ struct tree {
     int said;              /* its "not visible" line was printed */
     double mem_next;       /* no smaps_rollup read before this (monotonic s) */
     double mem_next_fast;  /* ... or before this when the tree changed (MEM_BUDGET_CHANGE) */
+    double mem_next_doubt; /* ... or before this when an exit took an unknown share (MEM_DOUBT) */
     int mem_n;             /* processes in the tree at the last read */
     double mem_t;          /* when the last read was (monotonic s); 0: none yet */
     uint64_t mem_rss_kb;   /* the tree's resident kB at the last read */
@@ -96,6 +97,7 @@ struct prec {
     uint64_t start;        /* starttime: a reused pid is another process */
     uint64_t rss_kb, flt;  /* resident pages and page faults (stat) at the read */
     uint64_t priv_kb;      /* Private_Clean + Private_Dirty: what its exit takes away */
+    uint64_t pss_kb;       /* Pss: its exit takes away at most this (MEM_DOUBT) */
     uint64_t room_kb;      /* what unsharing can still add to its Pss (MEM_UNSHARE) */
 };
 
@@ -116,6 +118,19 @@ struct prec {
  * exit) is read again sooner, within 2 % of one core: the ratio of the last
  * read no longer describes it.  A steady tree stays within MEM_BUDGET. */
 #define MEM_BUDGET_CHANGE 0.02
+/* MEM_DOUBT: an exit takes away the process's private pages (MEM_SET) and
+ * also the pages it shared only with processes that exited with it: pages
+ * the parent copied (wrote) or freed after forking them, still mapped by the
+ * workers alone (mapcount 2 among two workers, neither's Private).  No file
+ * says which: smaps_rollup gives each process's sums, not who shares a page.
+ * What an exit took is between its private pages and its Pss at the read;
+ * when the exits' Pss − private passes max(2 % of Pss, 4 MB) the tree is read
+ * at the next sample, within 10 % of one core (CI: 2 DataLoader workers of a
+ * torch parent that ran the loader's loop after forking them took 9 MB more
+ * than their private pages off a 317 MB tree, and the 2 % spacing kept the
+ * estimate 7 MB high for seconds).  An exit is an event, not a state: a
+ * DataLoader's workers end once an epoch. */
+#define MEM_BUDGET_DOUBT 0.1
 /* Past its spacing a tree is read only when the estimate may be wrong: in a
  * steady tree resident pages × the last ratio stays right, and a read would
  * only cost (a 190 MB interpreter: 5-7 ms, every window at 10 s before this
@@ -176,7 +191,8 @@ struct prec {
  * (what it frees is as private as it was: a page it shared stays with the
  * others), plus its unsharing above, plus the processes forked and minus
  * those exited (MEM_SET).  Exact to the page for allocations, forks, exits
- * and copy-on-write within the tree; a move it gets wrong (pages shared with
+ * (those that took more are read again, MEM_DOUBT) and copy-on-write within
+ * the tree; a move it gets wrong (pages shared with
  * a process outside the tree mapped, a new program's shared libraries, faults
  * that were not unsharing) is wrong by at most that move, and one beyond
  * max(2 % of Pss, 4 MB) is read again (MEM_MOVE_REL). */
@@ -455,10 +471,11 @@ static double moved(const struct proc_state *s, const struct prec *r, uint64_t r
 
 /* Tree ti's Pss between reads, in kB (MEM_ESTIMATE, MEM_SET), from what
  * sum_tree read of the walked processes; *changed when one came or went
- * since the read, *unshared what their faults added (MEM_UNSHARE).  Pss is
- * never above resident. */
+ * since the read, *unshared what their faults added (MEM_UNSHARE), *doubt
+ * what the exits may have taken beyond their private pages (MEM_DOUBT).
+ * Pss is never above resident. */
 static uint64_t mem_estimate(struct proc_state *s, int ti, uint64_t rss_kb, uint64_t flt,
-                             int *changed, uint64_t *unshared)
+                             int *changed, uint64_t *unshared, uint64_t *doubt)
 {
     struct tree *t = &s->trees[ti];
     double est = (double)t->mem_kb;
@@ -466,6 +483,7 @@ static uint64_t mem_estimate(struct proc_state *s, int ti, uint64_t rss_kb, uint
     struct prec *rec = recs_at(s, ti, &used);
 
     *unshared = 0;
+    *doubt = 0;
     if (t->recs < 0) { /* no records: the tree as one process, a change by its count */
         struct prec one = {.rss_kb = t->mem_rss_kb, .flt = t->mem_flt,
                            .priv_kb = t->mem_priv_kb, .room_kb = t->mem_room_kb};
@@ -494,8 +512,10 @@ static uint64_t mem_estimate(struct proc_state *s, int ti, uint64_t rss_kb, uint
     for (int j = 0; j < t->recs; j++)
         if (rec[j].seen != s->samples) { /* exited: its private pages go */
             *changed = 1;
-            if (rec[j].read)
+            if (rec[j].read) {
                 est -= (double)rec[j].priv_kb;
+                *doubt += rec[j].pss_kb > rec[j].priv_kb ? rec[j].pss_kb - rec[j].priv_kb : 0;
+            }
         }
     return est <= 0 ? 0 : est >= (double)rss_kb ? rss_kb : (uint64_t)est;
 }
@@ -612,7 +632,8 @@ static void sum_mem(struct proc_state *s, int ti, uint64_t *kb, int *mem_ok)
         if (rec && rc != -ENOENT && rc != -ESRCH) /* unreadable: found, not counted */
             rec[m++] = (struct prec){.pid = s->list[i], .read = rc == 0, .seen = s->samples,
                                      .start = s->cur[i].start, .rss_kb = s->cur[i].rss_kb,
-                                     .flt = s->cur[i].flt, .priv_kb = p, .room_kb = r};
+                                     .flt = s->cur[i].flt, .priv_kb = p, .pss_kb = k,
+                                     .room_kb = r};
         if (rc != 0 && rc != -ENOENT && rc != -ESRCH && !s->mem_said) {
             sm__log(SM_WARN, "process_memory_megabytes: cannot read %s of pid %d (%s); that "
                    "process's memory is not counted (said once)",
@@ -742,7 +763,7 @@ static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)
     for (int i = 0; i < s->ntrees; i++) {
         struct tree *t = &s->trees[i];
         int count, mem_ok, cpu_ok, read_mem, changed = 0;
-        uint64_t ticks, kb, rss_kb, flt, est = 0, unshared = 0;
+        uint64_t ticks, kb, rss_kb, flt, est = 0, unshared = 0, doubt = 0;
         double now, cpu = 0, mb, cost = 0;
 
         if (t->rank != SM_RANK_OWN)
@@ -758,10 +779,11 @@ static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)
         sum_tree(s, &count, &ticks, &rss_kb, &flt);
         now = sm__now_mono();
         if (s->rollup && t->mem_t > 0)
-            est = mem_estimate(s, i, rss_kb, flt, &changed, &unshared);
+            est = mem_estimate(s, i, rss_kb, flt, &changed, &unshared, &doubt);
         read_mem = !s->rollup || baseline || t->mem_t <= 0 || /* VmRSS: as cheap as stat */
                    (now >= t->mem_next && mem_stale(t, rss_kb, now, changed)) ||
-                   ((changed || (double)unshared > mem_slack(t)) && now >= t->mem_next_fast);
+                   ((changed || (double)unshared > mem_slack(t)) && now >= t->mem_next_fast) ||
+                   ((double)doubt > mem_slack(t) && now >= t->mem_next_doubt);
         kb = 0;
         mem_ok = 0;
         if (read_mem) {
@@ -781,6 +803,7 @@ static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)
         if (read_mem && s->rollup && cost >= MEM_SLOW) {
             t->mem_next = now + cost / MEM_BUDGET;
             t->mem_next_fast = now + cost / MEM_BUDGET_CHANGE;
+            t->mem_next_doubt = now + cost / MEM_BUDGET_DOUBT;
             if (!s->budget_said) {
                 sm__log(SM_INFO, "process_memory_megabytes: reading smaps_rollup of the tree took "
                        "%.0f ms of CPU (the kernel walks its page tables); read at most every "
