@@ -138,11 +138,11 @@ ORPHAN = STEPS + """
     wait("g99")
     os.waitpid(keep, 0)
 """
-# The hold after the exits begins 1.5 s later: the read they call for comes
+# The hold after the exits begins 2.5 s later: the read they call for comes
 # T/0.1 after the last (coll_proc.c MEM_DOUBT), 1-2 s at the 0.1-0.2 s a read
-# of this tree costs, and the exits come about 2 s after it; the 2 % spacing
+# of this tree costs, and the exits come 1.5-2 s after it; the 2 % spacing
 # waits T/0.02, 5-10 s.
-ORPHAN_STEPS = [(None, ["d0"]), ("g1", ["d1"]), ("g2", ["d2"]), ("g3", ["d3"], 1.5)]
+ORPHAN_STEPS = [(None, ["d0"]), ("g1", ["d1"]), ("g2", ["d2"]), ("g3", ["d3"], 2.5)]
 
 LOADER = STEPS + """
     import torch
