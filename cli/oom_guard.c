@@ -47,8 +47,8 @@
  * first even after the recorder grew (a guest saw the recorder at 4.4 MB
  * beside a reserve sized at its start, at the same value: the recorder was
  * taken), and every process of CMD goes before it.  Its death uncharges the
- * reserve, and the charge that asked for the OOM succeeds.  Only with a cgroup memory
- * limit: a node OOM ranks every process of the node.
+ * reserve, and the charge that asked for the OOM succeeds.  Only with a
+ * cgroup memory limit: a node OOM ranks every process of the node.
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -24,8 +24,8 @@ int sm_oom_guard_set_self(int adj);
 
 /* After sm_oom_guard_lower (which read the two values the reserve's lies
  * between): start the reserve process, `scopemeter reserve` (cmd_reserve.c),
- * when the job's cgroup has a memory limit.  0 when it holds its memory, -ENOENT without a
- * limit, else -errno after one line. */
+ * when the job's cgroup has a memory limit.  0 when it holds its memory,
+ * -ENOENT without a limit, else -errno after one line. */
 int sm_oom_guard_reserve(void);
 
 /* A child reaped by scopemeter run's wait loop: 1 when it was the reserve

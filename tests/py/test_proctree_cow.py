@@ -18,6 +18,8 @@ every hold must be within the documented bound, max(2 % of Pss, 4 MB) plus the
   of them then take 16 MB of their own and exit, 3 more are forked and take
   16 MB each, all exit: a tree that costs 0.2-0.4 s a read, so what follows
   the first forks is between reads, where the series is estimated;
+- orphan.py: a parent of 1 GB forks 6 children, frees 600 MB of it (theirs
+  alone now), and they exit: what they took is more than their private pages;
 - a torch DataLoader whose 2 forked workers each write into the tensor the
   dataset inherited from the parent (16 MB a step, 128 MB in all).
 """
@@ -78,7 +80,8 @@ COW_STEPS = ([(None, ["d0"]), ("g0", ["d1"])] +
              [(f"g{c}{q}", [f"d{c}{q}"]) for c in (1, 2, 3) for q in (1, 2, 3, 4)] +
              [("g98", ["d98"])])
 
-SHARE = STEPS + """
+# children that wait, and their parent's join; SHARE and ORPHAN fork with it
+FORKS = """
     def fork(n, until, grow=None, name=""):
         kids = []
         for c in range(n):
@@ -96,6 +99,9 @@ SHARE = STEPS + """
         for pid in kids:
             os.waitpid(pid, 0)
         mark(done)
+"""
+
+SHARE = STEPS + FORKS + """
     N = 1000 * 1000 * 1000
     b = touch(N)
     mark("d0")
@@ -114,29 +120,21 @@ SHARE = STEPS + """
 SHARE_STEPS = [(None, ["d0"]), ("g1", ["d1"]), ("g2", [f"e{c}" for c in range(6)]),
                ("g3", ["d3"]), ("g4", ["d4", "n0", "n1", "n2"]), ("g98", ["d98"])]
 
-ORPHAN = STEPS + """
-    def fork(until):
-        pid = os.fork()
-        if pid == 0:                    # forked: every page shared, none written
-            wait(until)
-            os._exit(0)
-        return pid
+ORPHAN = STEPS + FORKS + """
     c = touch(400 * 1000 * 1000)
-    keep = fork("g99")                  # c is shared with it to the end
+    keep = fork(1, "g99")               # c is shared with it to the end
     b = touch(600 * 1000 * 1000)
     mark("d0")
     wait("g1")
-    kids = [fork("g3") for _ in range(6)]
+    kids = fork(6, "g3")
     mark("d1")
     wait("g2")
     del b                               # the parent frees b: the 6 children's alone
     mark("d2")
     wait("g3")
-    for pid in kids:
-        os.waitpid(pid, 0)
-    mark("d3")
+    join(kids, "d3")
     wait("g99")
-    os.waitpid(keep, 0)
+    join(keep, "d99")
 """
 # The hold after the exits begins 2.5 s later: the read they call for comes
 # T/0.1 after the last (coll_proc.c MEM_DOUBT), 1-2 s at the 0.1-0.2 s a read
