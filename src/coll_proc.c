@@ -196,6 +196,20 @@ struct prec {
  * a process outside the tree mapped, a new program's shared libraries, faults
  * that were not unsharing) is wrong by at most that move, and one beyond
  * max(2 % of Pss, 4 MB) is read again (MEM_MOVE_REL). */
+/* MEM_AT: a read is not an instant.  The walk of a process's page tables
+ * takes milliseconds per 100 MB (15 ms for 500 MB here), and a process that
+ * touches memory meanwhile (an interpreter filling a 600 MB buffer: 20 MB
+ * over one walk here) has its Pss counted where the walk passed, not where
+ * its stat stood before the read.  The estimate moves from the read by
+ * resident pages, so taking them from that stat counted the growth during
+ * the walk twice (CI: 1056 MB for a 1013 MB tree, held until the next read
+ * seconds later).  Each record's resident pages are the walk's own (the
+ * rollup's Rss, the same walk as its Pss) kept between the stat before the
+ * read and one after it: on a still process stat's counters win, which lag
+ * the walk's sum by a few hundred kB.  Its faults are those after the read:
+ * growth the walk missed then explains faults it did not count, rather than
+ * passing for unsharing (up to the room of the pages it shares).  One stat
+ * read more per process per read, within the read's measured cost. */
 
 /* The cost of a read is this thread's CPU time (the page-table walk runs in
  * the kernel on our behalf), not wall time: on a loaded node a preempted read
@@ -521,10 +535,12 @@ static uint64_t mem_estimate(struct proc_state *s, int ti, uint64_t rss_kb, uint
 }
 
 /* One process's memory in kB: Pss, or VmRSS without smaps_rollup; with
- * smaps_rollup also its private pages (MEM_SET) and the room unsharing has
- * (MEM_UNSHARE).  -errno when unreadable (gone: ENOENT/ESRCH; another
+ * smaps_rollup also its private pages (MEM_SET), the room unsharing has
+ * (MEM_UNSHARE) and the resident pages the walk saw (MEM_AT; UINT64_MAX
+ * without the line).  -errno when unreadable (gone: ENOENT/ESRCH; another
  * user's: EACCES). */
-static int proc_kb(struct proc_state *s, int pid, uint64_t *kb, uint64_t *room, uint64_t *priv)
+static int proc_kb(struct proc_state *s, int pid, uint64_t *kb, uint64_t *room, uint64_t *priv,
+                   uint64_t *rss)
 {
     uint64_t anon, pss_anon, clean, dirty;
     char abs[64];
@@ -537,6 +553,9 @@ static int proc_kb(struct proc_state *s, int pid, uint64_t *kb, uint64_t *room, 
     /* a kernel thread or a zombie has no mm: an empty file, nothing resident */
     *room = 0;
     *priv = 0;
+    *rss = UINT64_MAX;
+    if (s->rollup && n > 0 && sm__parse_kb(s->buf, (size_t)n, "Rss:", rss) < 0)
+        *rss = UINT64_MAX;
     if (n == 0) {
         *kb = 0;
         return 0;
@@ -595,11 +614,35 @@ static void sum_tree(struct proc_state *s, int *count, uint64_t *ticks, uint64_t
     *count = live;
 }
 
+/* Where process i was when the walk of its smaps_rollup (just read, rss: the
+ * resident pages it saw) passed (MEM_AT): *rss_kb the resident pages between
+ * its stat before and after the read nearest rss, *flt its faults after. */
+static void read_at_walk(struct proc_state *s, int i, uint64_t rss, uint64_t *rss_kb,
+                         uint64_t *flt)
+{
+    uint64_t lo = s->cur[i].rss_kb, hi = lo;
+    sm_pid_stat st;
+
+    *rss_kb = lo;
+    *flt = s->cur[i].flt;
+    if (rss == UINT64_MAX || read_pid_stat(s, s->list[i], &st) != 0 ||
+        st.starttime != s->cur[i].start)
+        return; /* exited during the read: its next sample says so */
+    if (st.rss_pages * s->page_kb < lo)
+        lo = st.rss_pages * s->page_kb;
+    else
+        hi = st.rss_pages * s->page_kb;
+    *rss_kb = rss < lo ? lo : rss > hi ? hi : rss;
+    *flt = st.minflt + st.majflt;
+}
+
 /* Tree ti's memory read (Pss, or VmRSS without smaps_rollup) into its
- * mem_* and, with smaps_rollup, each process's record (MEM_SET).  *mem_ok is
- * 0 when no process's memory could be read; the first unreadable one is said
- * once. */
-static void sum_mem(struct proc_state *s, int ti, uint64_t *kb, int *mem_ok)
+ * mem_* and, with smaps_rollup, each process's record (MEM_SET); *rss_kb and
+ * *flt the tree's resident pages and faults where its walks passed (MEM_AT).
+ * *mem_ok is 0 when no process's memory could be read; the first unreadable
+ * one is said once. */
+static void sum_mem(struct proc_state *s, int ti, uint64_t *kb, int *mem_ok, uint64_t *rss_kb,
+                    uint64_t *flt)
 {
     struct tree *t = &s->trees[ti];
     struct prec *rec = NULL;
@@ -612,28 +655,33 @@ static void sum_mem(struct proc_state *s, int ti, uint64_t *kb, int *mem_ok)
         m = 0;
     }
     *kb = 0;
+    *rss_kb = 0;
+    *flt = 0;
     t->mem_room_kb = 0;
     t->mem_priv_kb = 0;
     for (int i = 0; i < s->n; i++) {
-        uint64_t k = 0, r = 0, p = 0;
+        uint64_t k = 0, r = 0, p = 0, at = UINT64_MAX, rss = s->cur[i].rss_kb, f = s->cur[i].flt;
         int rc;
 
         if (!s->cur[i].alive)
             continue; /* exited since the walk */
-        rc = proc_kb(s, s->list[i], &k, &r, &p);
+        rc = proc_kb(s, s->list[i], &k, &r, &p, &at);
         if (rc == 0) {
             if (r == UINT64_MAX)
                 r = s->cur[i].rss_kb > k ? s->cur[i].rss_kb - k : 0;
+            if (s->rollup)
+                read_at_walk(s, i, at, &rss, &f);
             *kb += k;
             t->mem_room_kb += r;
             t->mem_priv_kb += p;
             mem_n++;
         }
+        *rss_kb += rss;
+        *flt += f;
         if (rec && rc != -ENOENT && rc != -ESRCH) /* unreadable: found, not counted */
             rec[m++] = (struct prec){.pid = s->list[i], .read = rc == 0, .seen = s->samples,
-                                     .start = s->cur[i].start, .rss_kb = s->cur[i].rss_kb,
-                                     .flt = s->cur[i].flt, .priv_kb = p, .pss_kb = k,
-                                     .room_kb = r};
+                                     .start = s->cur[i].start, .rss_kb = rss, .flt = f,
+                                     .priv_kb = p, .pss_kb = k, .room_kb = r};
         if (rc != 0 && rc != -ENOENT && rc != -ESRCH && !s->mem_said) {
             sm__log(SM_WARN, "process_memory_megabytes: cannot read %s of pid %d (%s); that "
                    "process's memory is not counted (said once)",
@@ -788,13 +836,11 @@ static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)
         mem_ok = 0;
         if (read_mem) {
             cost = thread_cpu_s();
-            sum_mem(s, i, &kb, &mem_ok);
+            sum_mem(s, i, &kb, &mem_ok, &t->mem_rss_kb, &t->mem_flt);
             cost = thread_cpu_s() - cost;
             t->mem_n = s->n;
             t->mem_t = now;
-            t->mem_rss_kb = rss_kb;
             t->mem_kb = kb;
-            t->mem_flt = flt;
             t->mem_ok = mem_ok && rss_kb > 0;
         } else if (s->rollup && t->mem_ok && rss_kb > 0) {
             kb = est; /* the estimate (MEM_ESTIMATE) */
