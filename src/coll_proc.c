@@ -79,9 +79,9 @@ struct tree {
     double mem_next_doubt; /* ... or before this when an exit took an unknown share (MEM_DOUBT) */
     int mem_n;             /* processes in the tree at the last read */
     double mem_t;          /* when the last read was (monotonic s); 0: none yet */
-    uint64_t mem_rss_kb;   /* the tree's resident kB at the last read */
+    uint64_t mem_rss_kb;   /* the tree's resident kB at the last read (MEM_AT) */
     uint64_t mem_kb;       /* the tree's Pss kB the last read gave */
-    uint64_t mem_flt;      /* the tree's page faults (minflt + majflt) at the last read */
+    uint64_t mem_flt;      /* the tree's faults (minflt + majflt) at the last read (MEM_AT) */
     uint64_t mem_room_kb;  /* what unsharing can still add to Pss (MEM_UNSHARE) */
     uint64_t mem_priv_kb;  /* the tree's Private_Clean + Private_Dirty at the last read */
     int mem_ok;            /* the last read counted some process: the estimate has a base */
@@ -95,7 +95,7 @@ struct prec {
     int read;              /* its smaps_rollup was read: it is in the tree's mem_kb */
     int seen;              /* the sample that last found it in the tree */
     uint64_t start;        /* starttime: a reused pid is another process */
-    uint64_t rss_kb, flt;  /* resident pages and page faults (stat) at the read */
+    uint64_t rss_kb, flt;  /* resident kB and faults where the read's walk passed (MEM_AT) */
     uint64_t priv_kb;      /* Private_Clean + Private_Dirty: what its exit takes away */
     uint64_t pss_kb;       /* Pss: its exit takes away at most this (MEM_DOUBT) */
     uint64_t room_kb;      /* what unsharing can still add to its Pss (MEM_UNSHARE) */
@@ -206,10 +206,13 @@ struct prec {
  * seconds later).  Each record's resident pages are the walk's own (the
  * rollup's Rss, the same walk as its Pss) kept between the stat before the
  * read and one after it: on a still process stat's counters win, which lag
- * the walk's sum by a few hundred kB.  Its faults are those after the read:
- * growth the walk missed then explains faults it did not count, rather than
- * passing for unsharing (up to the room of the pages it shares).  One stat
- * read more per process per read, within the read's measured cost. */
+ * the walk's sum by a few hundred kB.  Its faults at the walk are those
+ * before plus a page for each page it grew by up to there (at most those
+ * after): each new page a fault, so the growth after the walk explains the
+ * faults after it, which would otherwise pass for unsharing (up to the room
+ * of the pages it shares).  Unsharing during the walk itself may be counted
+ * or missed, by at most what unshared in those milliseconds.  One stat read
+ * more per process per read, within the read's measured cost. */
 
 /* The cost of a read is this thread's CPU time (the page-table walk runs in
  * the kernel on our behalf), not wall time: on a loaded node a preempted read
@@ -616,11 +619,12 @@ static void sum_tree(struct proc_state *s, int *count, uint64_t *ticks, uint64_t
 
 /* Where process i was when the walk of its smaps_rollup (just read, rss: the
  * resident pages it saw) passed (MEM_AT): *rss_kb the resident pages between
- * its stat before and after the read nearest rss, *flt its faults after. */
+ * its stat before and after the read nearest rss, *flt its faults before
+ * plus a page for each it grew by up to there, at most its faults after. */
 static void read_at_walk(struct proc_state *s, int i, uint64_t rss, uint64_t *rss_kb,
                          uint64_t *flt)
 {
-    uint64_t lo = s->cur[i].rss_kb, hi = lo;
+    uint64_t lo = s->cur[i].rss_kb, hi = lo, grew;
     sm_pid_stat st;
 
     *rss_kb = lo;
@@ -633,7 +637,8 @@ static void read_at_walk(struct proc_state *s, int i, uint64_t rss, uint64_t *rs
     else
         hi = st.rss_pages * s->page_kb;
     *rss_kb = rss < lo ? lo : rss > hi ? hi : rss;
-    *flt = st.minflt + st.majflt;
+    grew = *rss_kb > s->cur[i].rss_kb ? (*rss_kb - s->cur[i].rss_kb) / s->page_kb : 0;
+    *flt = *flt + grew < st.minflt + st.majflt ? *flt + grew : st.minflt + st.majflt;
 }
 
 /* Tree ti's memory read (Pss, or VmRSS without smaps_rollup) into its
@@ -667,10 +672,10 @@ static void sum_mem(struct proc_state *s, int ti, uint64_t *kb, int *mem_ok, uin
             continue; /* exited since the walk */
         rc = proc_kb(s, s->list[i], &k, &r, &p, &at);
         if (rc == 0) {
-            if (r == UINT64_MAX)
-                r = s->cur[i].rss_kb > k ? s->cur[i].rss_kb - k : 0;
             if (s->rollup)
                 read_at_walk(s, i, at, &rss, &f);
+            if (r == UINT64_MAX)
+                r = rss > k ? rss - k : 0;
             *kb += k;
             t->mem_room_kb += r;
             t->mem_priv_kb += p;

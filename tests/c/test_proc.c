@@ -402,6 +402,7 @@ static void test_read_when_stale(void)
  * test is linked with --wrap=sm__open_abs, and a hook may run as a path is
  * opened, the moment the kernel would walk it. */
 static void (*on_open)(const char *path);
+static int walks; /* the hook's walks of process 100 */
 int __real_sm__open_abs(const char *path);
 int __wrap_sm__open_abs(const char *path);
 int __wrap_sm__open_abs(const char *path)
@@ -422,6 +423,7 @@ static void walk_growing(const char *path)
 
     if (n < k || strcmp(path + n - k, tail) != 0)
         return;
+    walks++;
     /* its pages shared with 101 and 102 leave room for unsharing (MEM_UNSHARE) */
     put("/proc/100/smaps_rollup", "Rss:  125536 kB\nPss:  120000 kB\nPss_Anon:  100000 kB\n"
                                   "Anonymous:  125536 kB\n");
@@ -438,7 +440,8 @@ static void walk_growing(const char *path)
  * where the walk saw it (Pss 120 MB at 60 MB grown), not from its stat before
  * the read (which counted the 20 MB the walk grew through twice: 200 MB for a
  * 180 MB tree), nor takes the faults of the growth it missed for unsharing
- * (the same 200 MB, within the 25 MB of room the walk saw). */
+ * (the same 200 MB, within the 25 MB of room the walk saw), nor misses
+ * unsharing after it. */
 static void test_read_of_a_growing_process(void)
 {
     sm_ctx ctx;
@@ -452,6 +455,7 @@ static void test_read_of_a_growing_process(void)
     on_open = walk_growing;
     CHECK_EQ_INT(sample(s, &r), 0);
     on_open = NULL;
+    CHECK_EQ_INT(walks, 1); /* the hook is linked in (--wrap) and the read went through it */
     CHECK_NEAR(value(&r, "process_memory_megabytes"), 160000 * 1024 / 1e6, 1e-9);
     /* still at 80 MB grown, the next read 3.3 s away (the walk's 3 ms at
      * 0.09 % of one core): estimated, the 20 MB the walk missed added once */
@@ -459,6 +463,12 @@ static void test_read_of_a_growing_process(void)
         CHECK_EQ_INT(sample(s, &r), 0);
         CHECK_NEAR(value(&r, "process_memory_megabytes"), 180000 * 1024 / 1e6, 1e-9);
     }
+    /* then 900 write faults, resident flat: 3.6 MB unshared, estimated (below
+     * the 4 MB floor); faults taken after the walk would miss them */
+    minflt = 100 + 20000 + 900;
+    stat_file(100, "python3", 1, 500, 200, 30, 20);
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK_NEAR(value(&r, "process_memory_megabytes"), 183600 * 1024 / 1e6, 1e-9);
     close_coll(s);
     rss_pages = 400;
     minflt = 100;
