@@ -556,8 +556,7 @@ static int proc_kb(struct proc_state *s, int pid, uint64_t *kb, uint64_t *room, 
     /* a kernel thread or a zombie has no mm: an empty file, nothing resident */
     *room = 0;
     *priv = 0;
-    *rss = UINT64_MAX;
-    if (s->rollup && n > 0 && sm__parse_kb(s->buf, (size_t)n, "Rss:", rss) < 0)
+    if (!s->rollup || n == 0 || sm__parse_kb(s->buf, (size_t)n, "Rss:", rss) < 0)
         *rss = UINT64_MAX;
     if (n == 0) {
         *kb = 0;

@@ -4,9 +4,9 @@
  * of 3 processes (children from two threads' children files), a comm with
  * ") (" in it, the ppid scan without children files, the Rss fallback
  * without smaps_rollup, the CPU formula and its clamp, a process that exits
- * between samples, the peak tag shipped with windows, a read of a growing process, the naming
- * of a point with a rank of its own, and the
- * recorder lock (reclock.c) with the real kernel.
+ * between samples, the peak tag shipped with windows, a read of a growing
+ * process, the naming of a point with a rank of its own, and the recorder
+ * lock (reclock.c) with the real kernel.
  */
 #include <errno.h>
 #include <fcntl.h>
