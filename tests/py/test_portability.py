@@ -10,7 +10,8 @@ https path through the system's OpenSSL.
 Each root: debootstrap minbase + python3-venv and ca-certificates, a venv with
 mlflow-skinny from PyPI (its dependency), built once and cached outside the
 clone in $SCOPEMETER_ROOTS (default /var/cache/scopemeter/roots: CI's fresh
-clone on the same machine reuses it; a fresh machine builds it, minutes).
+clone on the same machine reuses it; on a fresh machine tests/run builds the
+roots in the background from its start, tests/py/roots.py).
 In each, against the session's real `mlflow server` on the host (127.0.0.1:
 a chroot shares the host's network):
 - `scopemeter probe` inside a real v1 cgroup with a memory and CPU limit made
@@ -26,7 +27,6 @@ import glob
 import json
 import os
 import re
-import shlex
 import shutil
 import subprocess
 
@@ -35,97 +35,14 @@ import pytest
 from conftest import clean_env, is_root
 from faultproxy import FaultProxy
 from pyfront_util import Pod, cgroups_usable, new_run, read_run, system_keys
+from roots import ARCH, HOST, QEMU, ROOT_DIR, ROOTS, SUITE, VENV, binfmt_ready, build_root, in_root, sh
 from test_rest_faults import pki  # noqa: F401  (fixture: the harness's CA and server certificate)
 from test_wheel import CLOSING
 
 pytestmark = [pytest.mark.portability, pytest.mark.wheel]
 # Each test's bound holds the root's first build when it is the first to ask
-# for it (a fresh machine: debootstrap, for arm64 under qemu, and pip; about
-# 10 minutes for arm64 on the 2-core machine, 2 for amd64); once cached, a
-# test takes seconds (amd64) to a minute or two (arm64, emulated).
+# for it and tests/run did not build it beforehand (roots.py).
 BUILD_BOUND = 2400
-
-ROOT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ROOTS = os.environ.get("SCOPEMETER_ROOTS") or "/var/cache/scopemeter/roots"
-SUITE = "bullseye"
-MIRROR = "http://deb.debian.org/debian"
-# Debian's arch names -> the wheels' (conftest.ARCHES)
-ARCH = {"amd64": "x86_64", "arm64": "aarch64"}
-HOST = {"x86_64": "amd64", "aarch64": "arm64"}[os.uname().machine]
-QEMU = "/usr/bin/qemu-aarch64-static"
-# binfmt_misc's 'P' registration of Debian's package names this
-# interpreter; without the 'F' flag the kernel opens it inside the chroot.
-BINFMT_INTERP = "/usr/libexec/qemu-binfmt/aarch64-binfmt-P"
-VENV = "/opt/sm"
-
-
-def sh(argv, timeout, **kw):
-    p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, **kw)
-    assert p.returncode == 0, (argv, p.stdout[-3000:], p.stderr[-3000:])
-    return p
-
-
-def binfmt_ready():
-    """arm64 executables run here: binfmt_misc mounted and qemu-aarch64
-    registered (scripts/install-deps installs qemu-user-static and
-    binfmt-support; a machine that booted without binfmt_misc mounted
-    registers nothing until it is)."""
-    reg = "/proc/sys/fs/binfmt_misc/qemu-aarch64"
-    if not os.path.exists("/proc/sys/fs/binfmt_misc/register"):
-        sh(["mount", "-t", "binfmt_misc", "binfmt_misc", "/proc/sys/fs/binfmt_misc"], 30)
-    if not os.path.exists(reg):
-        sh(["update-binfmts", "--import", "qemu-aarch64"], 60)
-    if open(reg).readline().strip() != "enabled":
-        sh(["update-binfmts", "--enable", "qemu-aarch64"], 60)
-
-
-def in_root(root, script, timeout, env=None, pod=None):
-    """Runs `sh -c script` chrooted into root, in a private mount namespace
-    with /proc, /sys (the host's cgroup hierarchies) and /dev, a clean
-    environment plus env; inside pod's cgroups when given."""
-    q = shlex.quote(root)
-    envs = " ".join(shlex.quote(f"{k}={v}") for k, v in (env or {}).items())
-    cmd = (f"mount -t proc proc {q}/proc && mount --rbind /sys {q}/sys && "
-           f"mount --rbind /dev {q}/dev && "
-           f"exec chroot {q} /usr/bin/env -i PATH={VENV}/bin:/usr/bin:/bin HOME=/root "
-           f"LANG=C.UTF-8 {envs} sh -c {shlex.quote(script)}")
-    argv = ["unshare", "-m", "--propagation", "private", "sh", "-c", cmd]
-    if pod is not None:
-        argv = pod.wrap(argv)
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-
-
-def build_root(deb_arch, suite=SUITE):
-    """The cached root of deb_arch, made when missing: debootstrap (foreign
-    for another arch: the second stage runs under qemu), then a venv with
-    mlflow-skinny.  Made in ROOT.tmp and renamed when complete, so a run cut
-    short leaves no half root that looks whole."""
-    root = os.path.join(ROOTS, f"{suite}-{deb_arch}")
-    if os.path.isfile(os.path.join(root, ".complete")):
-        return root
-    os.makedirs(ROOTS, exist_ok=True)
-    tmp = root + ".tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    foreign = deb_arch != HOST
-    sh(["debootstrap", "--variant=minbase", f"--arch={deb_arch}",
-        "--include=python3-venv,ca-certificates"] + (["--foreign"] if foreign else []) +
-       [suite, tmp, MIRROR], 1800)
-    if foreign:
-        shutil.copy(QEMU, tmp + QEMU)
-        os.makedirs(os.path.dirname(tmp + BINFMT_INTERP), exist_ok=True)
-        os.symlink(QEMU, tmp + BINFMT_INTERP)
-        sh(["chroot", tmp, "/debootstrap/debootstrap", "--second-stage"], 2400)
-    # the host's resolver and trust store: pip in the root reaches PyPI as the host does
-    shutil.copy("/etc/resolv.conf", os.path.join(tmp, "etc/resolv.conf"))
-    shutil.copy("/etc/ssl/certs/ca-certificates.crt", os.path.join(tmp, "root/host-ca.crt"))
-    p = in_root(tmp, f"python3 -m venv {VENV} && PIP_CERT=/root/host-ca.crt {VENV}/bin/pip "
-                     f"install -q --disable-pip-version-check mlflow-skinny", timeout=2400)
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    sh(["chroot", tmp, "apt-get", "clean"], 120)
-    open(os.path.join(tmp, ".complete"), "w").close()
-    shutil.rmtree(root, ignore_errors=True)
-    os.rename(tmp, root)
-    return root
 
 
 @pytest.fixture(scope="session", params=sorted(ARCH))
