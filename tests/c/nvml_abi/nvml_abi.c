@@ -18,7 +18,7 @@
 #include <stddef.h>
 
 #include NVIDIA_NVML_H
-#include "../../../src/nvml.h"
+#include "../../../src/collect/nvml.h"
 
 #define SAME(a, b) _Static_assert((a) == (b), #a " == " #b)
 #define SAME_TYPE(a, b)                                                                      \
