@@ -1,5 +1,5 @@
 /*
- * nvml_abi.c — src/nvml.h (the project's own NVML declarations) against
+ * nvml_abi.c — src/collect/nvml.h (the project's own NVML declarations) against
  * NVIDIA's nvml.h, at compile time.  scopemeter never includes NVIDIA's
  * header (the engine dlopens NVML and declares only what it calls), so a
  * wrong layout, constant or prototype there would reach a user's GPU
