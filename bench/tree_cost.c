@@ -1,5 +1,5 @@
 /*
- * tree_cost.c — what the process-tree collector (src/coll_proc.c) costs per
+ * tree_cost.c — what the process-tree collector (src/collect/coll_proc.c) costs per
  * sample for a tree of N processes holding M MB, against the floor of
  * reading the same files, and what a full sample costs with and without it
  * (issue 20, bench/README.md table 9).

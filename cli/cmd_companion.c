@@ -27,7 +27,7 @@
  *
  * On the parent's death without a stop word it says what killed it: the
  * cgroup's OOM kill counter against its value at start (the container
- * collector's own end tags, src/coll_container.c, opened here at start as
+ * collector's own end tags, src/collect/coll_container.c, opened here at start as
  * the monitor opened it), else the wait status the kernel keeps in
  * /proc/PID/stat field 52 while the parent is a zombie (readable until the
  * parent's own parent reaps it: a race it may lose, said in the tag).  Then

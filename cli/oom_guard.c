@@ -97,7 +97,7 @@ static int read_adj(int *adj)
     }
     buf[n] = '\0';
     /* the kernel writes "%d\n" (fs/proc/base.c); the one number parser
-     * (src/number.h) holds it to the kernel's range */
+     * (src/util/number.h) holds it to the kernel's range */
     if (sm__num_scan(&p, &spec, &v) < 0 || (*p && strcmp(p, "\n") != 0)) {
         rc = -EINVAL;
         goto out;

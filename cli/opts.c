@@ -2,7 +2,7 @@
  * opts.c — the one option parser of every subcommand.  Each subcommand
  * describes its options as a table (name, kind, bounds); the parser accepts
  * `--opt VALUE` and `--opt=VALUE`, takes numbers through the one number
- * parser (src/number.h: plain decimal, no 0x10, 1e9, inf: a typo must not
+ * parser (src/util/number.h: plain decimal, no 0x10, 1e9, inf: a typo must not
  * become a valid setting), checks exclusive pairs, and says every usage
  * error in one line:
  *   scopemeter run: --interval must be a number of seconds between 0.01 and 86400 s, got '0'
@@ -32,7 +32,7 @@ static int set_value(const char *cmd, struct cli_opt *o, const char *v)
     case CLI_INT:
     case CLI_SECONDS:
     case CLI_NUMBER: {
-        /* the one number parser and its line (src/number.h) */
+        /* the one number parser and its line (src/util/number.h) */
         const sm_num_spec spec = {o->name, o->min, o->max, o->kind == CLI_INT,
                                   o->kind == CLI_SECONDS};
         char err[256];

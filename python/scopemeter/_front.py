@@ -643,7 +643,7 @@ def _short(exc: BaseException) -> str:
 def _sysroot() -> str:
     """SCOPEMETER_SYSROOT without trailing slashes ("" for none or "/"), the
     prefix of every absolute path read, as the engine takes it (docs/design.md §8,
-    src/collectors.c sm__ctx_init)."""
+    src/collect/collectors.c sm__ctx_init)."""
     return (os.environ.get("SCOPEMETER_SYSROOT") or "").rstrip("/")
 
 
@@ -785,7 +785,7 @@ def _number(name: str, value: Optional[float], integer: bool) -> Union[int, floa
     """interval / samples of enable_system_metrics(), whose type
     _require_number checked: None is the default (0 for the engine); anything
     else within the engine's bounds, checked and said by the engine's one
-    number parser (src/number.h), as the CLI says them."""
+    number parser (src/util/number.h), as the CLI says them."""
     if value is None:
         return 0
     lo, hi = (1, _native.SAMPLES_MAX) if integer else (_native.INTERVAL_MIN, _native.INTERVAL_MAX)

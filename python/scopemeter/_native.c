@@ -38,7 +38,7 @@
  *   shown(name)  a name as the engine prints and tags it (one escaping).
  *   set_log(fn)  where the engine's lines of the caller's thread go: the
  *                front's logging (see "the engine's lines" below).
- *   parse_number(value, name, ...)  the one number parser (src/number.h):
+ *   parse_number(value, name, ...)  the one number parser (src/util/number.h):
  *                the front's range checks say what the CLI says.
  *
  * Which path, the hooks (atexit, SIGTERM, MLflow's run end) and the
@@ -1077,7 +1077,7 @@ static char *number_text(PyObject *str, PyObject **bytes)
 }
 
 /* parse_number(value, name, min=-inf, max=inf, *, whole=False,
- * seconds=False) -> float: the one number parser (src/number.h) for the
+ * seconds=False) -> float: the one number parser (src/util/number.h) for the
  * front.  A str goes through the grammar, as an option or an environment
  * variable does; an int or float (any real: __float__ / __index__) is
  * checked for its bounds and, with whole, for being whole.  ValueError with

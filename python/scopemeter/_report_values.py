@@ -246,7 +246,7 @@ def as_number(text: Optional[str], kind: Callable[[str], _N]) -> Optional[_N]:
 def build_of(text: str) -> Build:
     """scopemeter.rankN.build ("version=0.2.0 install=wheel tls=bundled
     nvml=550.54.15 path=/…"): space-separated key=value fields, the path
-    last with a space, tab, newline or backslash written as \\ooo (src/build.c,
+    last with a space, tab, newline or backslash written as \\ooo (src/identity/build.c,
     as mountinfo does)."""
     fields: Dict[str, str] = {}
     for word in text.split(" "):

@@ -3,7 +3,7 @@
  * binaries that link a libcurl without it: the Python extension,
  * libscopemeter.so and the CLI (curl_api.c says why).
  *
- * Everything in it is hidden (-fvisibility=hidden, and src/exports/https.map
+ * Everything in it is hidden (-fvisibility=hidden, and src/link/https.map
  * for the static libcurl and OpenSSL) except the one entry point, so its
  * OpenSSL never meets the one Python's ssl module loaded.
  */

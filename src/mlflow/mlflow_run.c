@@ -183,7 +183,7 @@ int sm_mlflow_resolve(const sm_run_request *req, sm_run_result *out)
     return rc;
 }
 
-/* 0.1's entry point and layouts (src/compat.c says why): no size field, the
+/* 0.1's entry point and layouts (src/api/compat.c says why): no size field, the
  * identity a 0.1 struct of SM_IDENTITY_V0_SIZE bytes, which resolve reads
  * no further than. */
 typedef struct {

@@ -1,5 +1,5 @@
 /*
- * test_budget.c — the write budget's rule (src/plan.c sm__budget_interval,
+ * test_budget.c — the write budget's rule (src/engine/plan.c sm__budget_interval,
  * docs/design.md §5) and the plan that applies it.  Unset, it must be the
  * seed's write-load cap exactly: the old formula is written out below, as it
  * stood, and every n from 1 to 1024 (with several intervals, samples and

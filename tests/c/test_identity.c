@@ -55,7 +55,7 @@ int main(void)
             {"RANK", "abc"}, {"RANK", "-1"}, {"RANK", "0x1"}, {"RANK", " 1"}, {"RANK", "\t1"}, {"RANK", "\n1"},
             {"WORLD_SIZE", "0"}, {"WORLD_SIZE", "two"}, {"LOCAL_RANK", "abc"},
             {"LOCAL_WORLD_SIZE", "0"},
-            /* the one number parser's grammar (src/number.h) */
+            /* the one number parser's grammar (src/util/number.h) */
             {"RANK", "-0"}, {"RANK", "+1"}, {"RANK", "1 "}, {"RANK", "1.0"}, {"RANK", "1e0"},
             {"RANK", "2147483648"}, {"LOCAL_WORLD_SIZE", "2x"},
         };

@@ -1,5 +1,5 @@
 /*
- * test_number.c — the one number parser (src/number.c): its grammar, its
+ * test_number.c — the one number parser (src/util/number.c): its grammar, its
  * bounds at and just outside each edge, and the one line every caller
  * prints (docs/design.md §8, "Numbers").
  */

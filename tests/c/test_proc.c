@@ -1,5 +1,5 @@
 /*
- * test_proc.c — the process tree collector (src/coll_proc.c, docs/design.md
+ * test_proc.c — the process tree collector (src/collect/coll_proc.c, docs/design.md
  * §9) on a fake /proc laid out under a temporary SCOPEMETER_SYSROOT: a tree
  * of 3 processes (children from two threads' children files), a comm with
  * ") (" in it, the ppid scan without children files, the Rss fallback

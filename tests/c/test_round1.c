@@ -1,5 +1,5 @@
 /*
- * test_round1.c — sm__round1 (src/collectors.c) computes by arithmetic below
+ * test_round1.c — sm__round1 (src/collect/collectors.c) computes by arithmetic below
  * 2^48 what printf("%.1f") + strtod computed (and still computes above):
  * the same double, bit for bit, -0 included, on every value tried — random
  * bit patterns, every magnitude, the exact ties (odd/4: 0.25, 0.75, ...),

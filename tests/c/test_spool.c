@@ -1,5 +1,5 @@
 /*
- * test_spool.c — the spool file (src/parse_spool.c, src/mlflow/spool.c):
+ * test_spool.c — the spool file (src/parse/parse_spool.c, src/mlflow/spool.c):
  * a header and frames read back as written; every prefix of a file is
  * truncated (-ENODATA) or a whole frame, never a read past the end; a flipped
  * byte is a CRC mismatch; another version and another magic are their own

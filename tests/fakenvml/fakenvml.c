@@ -4,7 +4,7 @@
  * No CI machine has a GPU, so the tests load this library through
  * SCOPEMETER_NVML_LIBRARY.  It implements the NVML entry points coll_gpu.c
  * resolves, with the documented ABI (layouts, return codes, the versioned
- * memory struct's tag), written here independently of src/nvml.h so that a
+ * memory struct's tag), written here independently of src/collect/nvml.h so that a
  * layout mistake in one does not hide in the other.  Values and failures are
  * chosen per test through environment variables read at nvmlInit_v2 (not per
  * call, so the benchmark's lower bound is not inflated by getenv):

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "internal.h"
 #include "parse.h"
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);

@@ -1,6 +1,6 @@
 /*
  * fuzz_spool.c — libFuzzer target for the spool file's reader
- * (src/parse_spool.c): sm__spool_header_parse, then every frame with
+ * (src/parse/parse_spool.c): sm__spool_header_parse, then every frame with
  * sm__spool_frame_parse from the commit on, every record of an 'R' frame
  * with sm__spool_rec_get — what `scopemeter sync` does with a file a dead
  * recorder (or anything else) left.

@@ -1,6 +1,6 @@
 /*
  * fuzz_user_number.c — libFuzzer target for the one parser of numbers
- * people write (src/number.c: options, environment and launcher variables,
+ * people write (src/util/number.c: options, environment and launcher variables,
  * MLflow settings, Python arguments).  The first byte picks the spec (whole
  * or not, seconds or not, one of several bounds, negative and unbounded
  * ones included); the rest is the text, NUL-terminated as getenv and argv

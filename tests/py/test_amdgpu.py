@@ -1,4 +1,4 @@
-"""AMD GPUs from the amdgpu sysfs (src/coll_amdgpu.c, docs/gpu.md) through
+"""AMD GPUs from the amdgpu sysfs (src/collect/coll_amdgpu.c, docs/gpu.md) through
 `scopemeter probe --json`:
 
 - the fixture machines of tests/fixtures/make-amd-fixtures (SCOPEMETER_SYSROOT):

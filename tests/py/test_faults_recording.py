@@ -481,7 +481,7 @@ def test_file_vanishes_and_comes_back_network_gap_then_resume(scopemeter_bin, ml
     tx = [v for _, _, v in hist["system/network_transmit_megabytes/rank0"]]
     assert set(tx) == {0.0}
     # Note: the file is emptied and refilled in place rather than unlinked.
-    # The collector keeps one descriptor per file (src/sysroot.c): procfs and
+    # The collector keeps one descriptor per file (src/util/sysroot.c): procfs and
     # kernfs files regenerate on each pread, and the kernel's /proc/net/dev
     # cannot be unlinked.  A regular file unlinked from a sysroot copy would
     # keep being read through the old descriptor, so only in-place loss of

@@ -36,7 +36,7 @@ MEM_MB = "system/container_memory_usage_megabytes/rank0"
 MEM_PCT = "system/container_memory_usage_percentage/rank0"
 CPU_PCT = "system/container_cpu_utilization_percentage/rank0"
 
-# container_disk_* (src/coll_io.c): with a limit, from the cgroup's block I/O
+# container_disk_* (src/collect/coll_io.c): with a limit, from the cgroup's block I/O
 # file at the limiting level; cumulative since the start, so 0.0 with
 # --interval 0.  name -> the file read (v1 blkio falls back to CFQ's file).
 DISK_R = "system/container_disk_read_megabytes/rank0"

@@ -1,13 +1,18 @@
-"""The source map's directions (docs/design.md §0) hold: the core (src/*.c,
-*.h) and the parsers (src/parse_*.c) never include an MLflow, libcurl or
-jansson header; the parsers include nothing but libc and parse.h (they are
-pure: no I/O); the MLflow layer (src/mlflow/) never includes a surface's
-header (cli/, python/).  Read from the #include lines, so a new file is
-checked the day it is added — and from the calls: a file never names a
-function defined in a higher layer's file.  The map itself is the one
-list of files: every source file is in it, every file it names exists, and
-no comment cites a source file that does not exist.  Each check is a
-function of a tree, held to a broken tree too (the *_can_fail tests)."""
+"""The source map's directions (docs/design.md §0) hold.  The core's folders
+are its layers, bottom to top: src/parse/ (pure parsers: libc and their
+own header only), src/util/, src/identity/, src/collect/, src/engine/,
+src/api/; then src/mlflow/ (the MLflow layer), then the surfaces (cli/,
+python/scopemeter/).  A file's layer is its folder's: a source file in no
+layer's folder fails, and so does an #include of a header of a higher layer
+or a call (naming a function) defined in a higher layer's file; inside one
+folder the files' calls make no circle.  The core never includes an MLflow,
+libcurl or jansson header; the surfaces include of the core and the MLflow
+layer only what docs/internals.md lists as borrowed, and name only the sm__
+functions it lists.  Read from the #include lines and the code, so a new
+file is checked the day it is added.  The map itself is the one list of
+files: every source file is in it, every file it names exists, and no
+comment cites a source file that does not exist.  Each check is a function
+of a tree, held to a broken tree too (the *_can_fail tests)."""
 import glob
 import os
 import re
@@ -17,7 +22,19 @@ INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
 MLFLOW = {"scopemeter_mlflow.h", "mlflow_rest.h", "rest_private.h", "curl_api.h", "answer.h",
           "deliver.h", "jansson.h"}
 LIBC_OK = re.compile(r"^(std[a-z]+|string|strings|errno|limits|math|ctype|inttypes|stddef|"
-                     r"stdarg|stdint|stdbool|stdio|stdlib)\.h$")
+                     r"stdarg|stdint|stdbool|stdio|stdlib|sys/types)\.h$")
+
+# The layers, bottom to top (docs/design.md §0): the folders of each; a
+# file may include and call what its own layer and the ones below define.
+LAYERS = (("src/parse/",), ("src/util/",), ("src/identity/",), ("src/collect/",),
+          ("src/engine/",), ("src/api/",), ("src/mlflow/",), ("cli/", "python/scopemeter/"))
+CORE = LAYERS[:6]
+SURFACES = len(LAYERS) - 1
+# the public headers: the core's (internal.h includes it) and the MLflow layer's
+PUBLIC = {"include/scopemeter.h": 1, "include/scopemeter_mlflow.h": 6}
+# where a quoted #include is looked for after the includer's own folder
+# (meson.build's inc: include/, src/ and the core's folders)
+INC_DIRS = ("include", "src") + tuple(folder.rstrip("/") for (folder,) in CORE)
 
 
 def includes(path):
@@ -25,12 +42,26 @@ def includes(path):
     return [(kind, name) for kind, name in INCLUDE.findall(text)]
 
 
-def files(pattern):
-    return sorted(glob.glob(os.path.join(ROOT, pattern)))
+def files(pattern, root=ROOT):
+    return sorted(glob.glob(os.path.join(root, pattern), recursive=True))
+
+
+def layer(rel):
+    """The index in LAYERS of rel's folder; None outside every layer's."""
+    if rel in PUBLIC:
+        return PUBLIC[rel]
+    for i, folders in enumerate(LAYERS):
+        if any(rel.startswith(f) and "/" not in rel[len(f):] for f in folders):
+            return i
+    return None
+
+
+def core_files(root=ROOT):
+    return [f for (folder,) in CORE for f in files(folder + "*.[ch]", root)]
 
 
 def test_the_core_does_not_include_mlflow_or_its_libraries():
-    core = [f for f in files("src/*.c") + files("src/*.h")]
+    core = core_files()
     assert len(core) > 20, core  # the glob found the tree
     bad = [(os.path.relpath(f, ROOT), n) for f in core for _, n in includes(f)
            if os.path.basename(n) in MLFLOW or n.startswith("curl/") or "mlflow/" in n]
@@ -38,26 +69,28 @@ def test_the_core_does_not_include_mlflow_or_its_libraries():
 
 
 def test_the_core_knows_no_mlflow_setting():
-    """A sink's settings are opaque to the core (src/sink.h: sm_sink_config
-    carries a settings pointer): the run id, the HTTP headers and the bound
-    of the run check belong to the MLflow layer that builds them."""
-    core = files("src/*.c") + files("src/*.h")
+    """A sink's settings are opaque to the core (src/engine/sink.h:
+    sm_sink_config carries a settings pointer): the run id, the HTTP headers
+    and the bound of the run check belong to the MLflow layer that builds
+    them."""
     words = re.compile(r"\b(run_id|headers|check_s)\b")
-    bad = [(os.path.relpath(f, ROOT), w) for f in core
+    bad = [(os.path.relpath(f, ROOT), w) for f in core_files()
            for w in words.findall(open(f, encoding="utf-8").read())]
     assert not bad, bad
 
 
+def impure_parsers(root):
+    """(file, include) for every include of src/parse/ that is neither libc
+    nor a header of src/parse/ itself: the parsers are pure."""
+    parsers = files("src/parse/*.[ch]", root)
+    own = {os.path.basename(f) for f in parsers if f.endswith(".h")}
+    return [(os.path.relpath(f, root), n) for f in parsers for kind, n in includes(f)
+            if not (n in own or (kind == "<" and LIBC_OK.match(n)))]
+
+
 def test_parsers_are_pure():
-    parsers = files("src/parse_*.c")
-    assert len(parsers) >= 3, parsers
-    bad = [(os.path.relpath(f, ROOT), n) for f in parsers for kind, n in includes(f)
-           if not (n == "parse.h" or (kind == "<" and LIBC_OK.match(n)))]
-    assert not bad, bad
-    # parse.h itself: libc and the internal header's types only
-    bad = [n for kind, n in includes(os.path.join(ROOT, "src", "parse.h"))
-           if not (n == "internal.h" or (kind == "<" and LIBC_OK.match(n)))]
-    assert not bad, bad
+    assert len(files("src/parse/parse_*.c")) >= 3
+    assert not impure_parsers(ROOT)
 
 
 def test_the_mlflow_layer_does_not_include_a_surface():
@@ -71,7 +104,7 @@ def test_the_mlflow_layer_does_not_include_a_surface():
 def test_the_rest_clients_private_header_stays_inside_it():
     """rest_private.h is what the REST client's files (rest_*.c) share; every
     other file reaches the client through mlflow_rest.h."""
-    users = [os.path.relpath(f, ROOT) for f in files("src/*.[ch]") + files("src/*/*.[ch]") + files("cli/*.[ch]") +
+    users = [os.path.relpath(f, ROOT) for f in files("src/**/*.[ch]") + files("cli/*.[ch]") +
              files("python/scopemeter/*.c") + files("tests/c/*.c")
              if "rest_private.h" in [n for _, n in includes(f)]]
     assert users, "no file includes rest_private.h: the glob or the header moved"
@@ -89,7 +122,7 @@ def test_the_check_can_fail(tmp_path):
 
 # ---- the one source map (docs/design.md §0) -----------------------------------
 
-SOURCES = ("src/*.[ch]", "src/mlflow/*.[ch]", "cli/*.[ch]", "python/scopemeter/*.c",
+SOURCES = ("src/**/*.[ch]", "cli/*.[ch]", "python/scopemeter/*.c",
            "python/scopemeter/*.py", "python/scopemeter/*.pyi")
 MAP_ENTRY = re.compile(r"`((?:src|cli|python)/[\w./-]+\.(?:c|h|py|pyi))`")
 CITE = re.compile(r"(?<![\w./*<-])((?:[\w.-]+/)*[\w-]+\.(?:c|h|py|pyi))(?![\w/])")
@@ -108,8 +141,8 @@ EXTERNAL = {
 
 
 def tree_files(root, patterns=SOURCES):
-    return sorted(os.path.relpath(f, root) for p in patterns
-                  for f in glob.glob(os.path.join(root, p)))
+    return sorted({os.path.relpath(f, root) for p in patterns
+                   for f in glob.glob(os.path.join(root, p), recursive=True)})
 
 
 def source_map(root):
@@ -166,9 +199,9 @@ def test_comments_cite_files_that_exist():
     assert not dead_citations(ROOT)
 
 
-# ---- calls across layers ---------------------------------------------------------
+# ---- folders, includes and calls across layers ------------------------------
 
-C_SOURCES = ("src/*.[ch]", "src/mlflow/*.[ch]", "cli/*.[ch]", "python/scopemeter/*.c")
+C_SOURCES = ("src/**/*.[ch]", "cli/*.[ch]", "python/scopemeter/*.c")
 CODE_ONLY = re.compile(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
 # a definition of a function with external linkage: its name at the start of
 # a line (the type before it), the parameters, and the body's brace alone on
@@ -178,15 +211,41 @@ DEFINITION = re.compile(r"^(?!static\b|typedef\b|extern\b|return\b|#)[A-Za-z_][\
 WORD = re.compile(r"\b[A-Za-z_]\w*\b")
 
 
-def layer(rel):
-    """0 parsers, 1 core, 2 MLflow, 3 surfaces (docs/design.md §0)."""
-    if re.match(r"src/parse[_.]", rel):
-        return 0
-    if re.match(r"src/[^/]+$", rel):
-        return 1
-    if rel.startswith("src/mlflow/"):
-        return 2
-    return 3
+def unlayered(root):
+    """The C files of src/, cli/ and python/scopemeter/ in no layer's folder
+    (src/x.c, src/new/x.c): where a file sits says what it may use."""
+    return [f for f in tree_files(root, C_SOURCES) if layer(f) is None]
+
+
+def test_every_file_is_in_a_layers_folder():
+    assert len(tree_files(ROOT, C_SOURCES)) > 60
+    assert not unlayered(ROOT), ("a layer's folder, docs/design.md §0", unlayered(ROOT))
+
+
+def resolve(root, rel, name):
+    """The tree's file a quoted #include of rel names, as the compiler finds
+    it (rel's own folder, then meson.build's inc); None for another
+    project's header (Python.h, jansson.h)."""
+    for d in (os.path.dirname(rel),) + INC_DIRS:
+        path = os.path.normpath(os.path.join(d, name))
+        if os.path.isfile(os.path.join(root, path)):
+            return path
+    return None
+
+
+def upward_includes(root):
+    """(file, header) for every quoted #include of a higher layer's header."""
+    bad = []
+    for f in tree_files(root, C_SOURCES):
+        for kind, name in includes(os.path.join(root, f)):
+            h = resolve(root, f, name) if kind == '"' else None
+            if h and layer(f) is not None and layer(h) is not None and layer(h) > layer(f):
+                bad.append((f, h))
+    return sorted(bad)
+
+
+def test_no_file_includes_a_higher_layers_header():
+    assert not upward_includes(ROOT)
 
 
 def code_of(root, rel):
@@ -195,14 +254,17 @@ def code_of(root, rel):
 
 def calls_between_files(root):
     """{(file, file it names a function of): [names]}, read from the code
-    (comments and strings left out), a function pointer counting as a call."""
+    (comments and strings left out), a function pointer counting as a call.
+    The callers are the .c files: a header's declaration names a function
+    without using it (src/util/internal.h declares the private functions
+    of every core layer; its includes are checked above)."""
     files = tree_files(root, C_SOURCES)
     defined = {}
     for f in files:
         for name in DEFINITION.findall(code_of(root, f)):
             defined.setdefault(name, f)
     edges = {}
-    for f in files:
+    for f in (f for f in files if f.endswith(".c")):
         for word in sorted(set(WORD.findall(code_of(root, f)))):
             g = defined.get(word)
             if g and g != f:
@@ -212,7 +274,7 @@ def calls_between_files(root):
 
 def upward_calls(root):
     return sorted((f, g, names) for (f, g), names in calls_between_files(root).items()
-                  if layer(f) < layer(g))
+                  if layer(f) is not None and layer(g) is not None and layer(f) < layer(g))
 
 
 def test_no_file_calls_into_a_higher_layer():
@@ -230,11 +292,15 @@ def _tree(tmp_path, files):
 
 
 GOOD = {
-    "docs/design.md": "# d\n\n## 0. Source map\n\n| `src/a.c` | a |\n| `src/parse_x.c` | x |\n"
+    "docs/design.md": "# d\n\n## 0. Source map\n\n| `src/util/a.c` | a |\n"
+                      "| `src/parse/parse_x.c` | x |\n| `src/parse/parse.h` | p |\n"
                       "| `src/mlflow/m.c` | m |\n\n## 1. Next\n\n`src/b.c` is not the map\n",
-    "src/a.c": "/* a.c: see parse_x.c and tests/c/t.c, the kernel's fs/proc/base.c */\n"
-               "int sm__a(void)\n{\n    return sm__x(1);\n}\n",
-    "src/parse_x.c": "/* parse_x.c */\nint sm__x(int v)\n{\n    return v; /* sm__a( */\n}\n",
+    "src/util/a.c": "/* a.c: see parse_x.c and tests/c/t.c, the kernel's fs/proc/base.c */\n"
+                    '#include "parse.h"\n'
+                    "int sm__a(void)\n{\n    return sm__x(1);\n}\n",
+    "src/parse/parse.h": "#include <stddef.h>\nint sm__x(int v);\n",
+    "src/parse/parse_x.c": '/* parse_x.c */\n#include <string.h>\n#include "parse.h"\n'
+                           "int sm__x(int v)\n{\n    return v; /* sm__a( */\n}\n",
     "src/mlflow/m.c": "static int helper(void)\n{\n    return sm__a();\n}\n",
     "tests/c/t.c": "",
 }
@@ -244,22 +310,48 @@ def test_the_map_checks_can_fail(tmp_path):
     root = _tree(tmp_path, GOOD)
     assert (missing_from_map(root), map_names_nothing(root), dead_citations(root),
             upward_calls(root)) == ([], [], [], [])
-    _tree(tmp_path, {"src/b.c": "/* b.c: what gone.c did, and src/mlflow/gone.h */\n"})
-    assert missing_from_map(root) == ["src/b.c"]  # named only after §0
-    assert dead_citations(root) == [("src/b.c", "gone.c"), ("src/b.c", "src/mlflow/gone.h")]
+    _tree(tmp_path, {"src/util/b.c": "/* b.c: what gone.c did, and src/mlflow/gone.h */\n"})
+    assert missing_from_map(root) == ["src/util/b.c"]  # named only after §0
+    assert dead_citations(root) == [("src/util/b.c", "gone.c"),
+                                    ("src/util/b.c", "src/mlflow/gone.h")]
     os.remove(os.path.join(root, "src/mlflow/m.c"))
     assert map_names_nothing(root) == ["src/mlflow/m.c"]
 
 
+def test_the_folder_check_can_fail(tmp_path):
+    """A file beside the layers' folders, or in a folder that is no layer's."""
+    root = _tree(tmp_path, GOOD)
+    assert unlayered(root) == []
+    _tree(tmp_path, {"src/b.c": "", "src/misc/c.h": "", "src/util/deeper/d.c": ""})
+    assert unlayered(root) == ["src/b.c", "src/misc/c.h", "src/util/deeper/d.c"]
+
+
+def test_the_include_check_can_fail(tmp_path):
+    """A parser including the util layer's header, a util file including an
+    engine header (the way log.c included sink.h), are found; an include
+    downward or of another project's header is not."""
+    root = _tree(tmp_path, dict(GOOD, **{
+        "src/util/internal.h": '#include "scopemeter.h"\n',
+        "include/scopemeter.h": "",
+        "src/engine/sink.h": '#include "internal.h"\n',
+        "src/engine/e.c": '#include "sink.h"\n#include "parse.h"\n#include "Python.h"\n'}))
+    assert upward_includes(root) == [] and impure_parsers(root) == []
+    _tree(tmp_path, {"src/parse/parse.h": '#include "internal.h"\n',
+                     "src/util/a.c": '#include "sink.h"\n'})
+    assert upward_includes(root) == [("src/parse/parse.h", "src/util/internal.h"),
+                                     ("src/util/a.c", "src/engine/sink.h")]
+    assert impure_parsers(root) == [("src/parse/parse.h", "internal.h")]
+
+
 def test_the_calls_check_can_fail(tmp_path):
-    """A parser calling a core function, the core naming an MLflow one (as a
+    """A parser calling a util function, the core naming an MLflow one (as a
     pointer too), are found; a name in a comment is not a call."""
     root = _tree(tmp_path, dict(GOOD, **{
-        "src/parse_x.c": "int sm__x(int v)\n{\n    return v + sm__a();\n}\n",
-        "src/b.c": "static int (*f)(void) = sm__m;\n",
+        "src/parse/parse_x.c": "int sm__x(int v)\n{\n    return v + sm__a();\n}\n",
+        "src/engine/b.c": "static int (*f)(void) = sm__m;\n",
         "src/mlflow/m.c": "int sm__m(void)\n{\n    return 0;\n}\n"}))
-    assert upward_calls(root) == [("src/b.c", "src/mlflow/m.c", ["sm__m"]),
-                                  ("src/parse_x.c", "src/a.c", ["sm__a"])]
+    assert upward_calls(root) == [("src/engine/b.c", "src/mlflow/m.c", ["sm__m"]),
+                                  ("src/parse/parse_x.c", "src/util/a.c", ["sm__a"])]
 
 
 def circles(root, folder="src/mlflow/"):
@@ -287,11 +379,13 @@ def circles(root, folder="src/mlflow/"):
     return found
 
 
-def test_the_mlflow_layer_has_no_circle_of_calls():
-    """The files of src/mlflow/ stack (docs/design.md §0): answer.c at the
-    bottom, one request, the retry loop over it, the calls, the policy, the
-    sinks on top; none calls back into a file that calls it."""
-    assert not circles(ROOT)
+def test_no_layer_has_a_circle_of_calls():
+    """The files of each folder stack (docs/design.md §0): in src/mlflow/
+    `answer.c` at the bottom, one request, the retry loop over it, the
+    calls, the policy, the sinks on top; in src/collect/ the collectors over
+    cgroup.c and collectors.c; none calls back into a file that calls it."""
+    assert {folder: circles(ROOT, folder) for (folder,) in LAYERS[:7]} == \
+        {folder: [] for (folder,) in LAYERS[:7]}
 
 
 def test_the_circle_check_can_fail(tmp_path):
@@ -299,5 +393,67 @@ def test_the_circle_check_can_fail(tmp_path):
         "src/mlflow/a.c": "int sm__a1(void)\n{\n    return sm__b1();\n}\n",
         "src/mlflow/b.c": "int sm__b1(void)\n{\n    return sm__c1();\n}\n",
         "src/mlflow/c.c": "int sm__c1(void)\n{\n    return sm__a1() + sm__d1();\n}\n",
-        "src/mlflow/d.c": "int sm__d1(void)\n{\n    return 0;\n}\n"}))
+        "src/mlflow/d.c": "int sm__d1(void)\n{\n    return 0;\n}\n",
+        "src/collect/x.c": "int sm__x1(void)\n{\n    return sm__y1();\n}\n",
+        "src/collect/y.c": "int sm__y1(void)\n{\n    return sm__x1();\n}\n"}))
     assert circles(root) == [["src/mlflow/a.c", "src/mlflow/b.c", "src/mlflow/c.c"]]
+    assert circles(root, "src/collect/") == [["src/collect/x.c", "src/collect/y.c"]]
+
+
+# ---- what the surfaces borrow (docs/internals.md) ------------------------------
+
+BORROWERS = ("cli/*.[ch]", "python/scopemeter/*.c")
+SM_INTERNAL = re.compile(r"\bsm__\w+")
+
+
+def borrow_list(root):
+    """The headers (`src/...h`) and sm__ names docs/internals.md's section
+    "What the surfaces borrow" lists."""
+    text = open(os.path.join(root, "docs", "internals.md"), encoding="utf-8").read()
+    start = text.index("\n## What the surfaces borrow")
+    end = text.find("\n## ", start + 1)
+    section = text[start:end if end > 0 else len(text)]
+    return (set(re.findall(r"`(src/[\w/.-]+\.h)`", section)),
+            set(re.findall(r"`(sm__\w+)`", section)))
+
+
+def unlisted_borrowing(root):
+    """(file, header or name) for every header of src/ a surface includes,
+    and every sm__ name of a src/ header it uses, that the list lacks."""
+    headers, names = borrow_list(root)
+    declared = {w for f in tree_files(root, ("src/**/*.h",))
+                for w in SM_INTERNAL.findall(code_of(root, f))}
+    bad = []
+    for f in tree_files(root, BORROWERS):
+        for kind, name in includes(os.path.join(root, f)):
+            h = resolve(root, f, name) if kind == '"' else None
+            if h and h.startswith("src/") and h not in headers:
+                bad.append((f, h))
+        bad += [(f, w) for w in sorted(set(SM_INTERNAL.findall(code_of(root, f))))
+                if w in declared and w not in names]
+    return sorted(bad)
+
+
+def test_the_surfaces_borrow_only_what_is_listed():
+    headers, names = borrow_list(ROOT)
+    assert len(headers) >= 5 and len(names) >= 20, (headers, names)  # the list was read
+    assert not unlisted_borrowing(ROOT), ("list it in docs/internals.md, or use the API",
+                                          unlisted_borrowing(ROOT))
+
+
+def test_the_borrow_check_can_fail(tmp_path):
+    root = _tree(tmp_path, dict(GOOD, **{
+        "docs/internals.md": "# i\n\n## What the surfaces borrow\n\n"
+                             "| `src/util/number.h` | `sm__num_parse` |\n\n## Next\n\n"
+                             "`src/util/internal.h` `sm__zalloc`\n",
+        "src/util/number.h": "int sm__num_parse(const char *s);\n",
+        "src/util/internal.h": "void *sm__zalloc(unsigned long n);\n",
+        "cli/cli.h": "int sm__cli_own(void);\n",
+        "cli/x.c": '#include "cli.h"\n#include "number.h"\n#include <stdio.h>\n'
+                   "int sm__cli_own(void)\n{\n    return sm__num_parse(\"1\");\n}\n"}))
+    assert unlisted_borrowing(root) == []
+    _tree(tmp_path, {"python/scopemeter/_native.c":
+                     '#include "internal.h"\n/* sm__zfree( */\n'
+                     "static void *f(void)\n{\n    return sm__zalloc(1);\n}\n"})
+    assert unlisted_borrowing(root) == [("python/scopemeter/_native.c", "sm__zalloc"),
+                                        ("python/scopemeter/_native.c", "src/util/internal.h")]

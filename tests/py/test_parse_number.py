@@ -1,5 +1,5 @@
 """The one number parser from Python (docs/design.md §8, "Numbers"):
-_native.parse_number is src/number.c, so the front's lines are the CLI's and
+_native.parse_number is src/util/number.c, so the front's lines are the CLI's and
 the environment's, word for word; a number already typed is checked only for
 its bounds and whole-ness."""
 import subprocess

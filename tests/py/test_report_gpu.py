@@ -2,7 +2,7 @@
 docs/gpu.md).
 
 The runs are written through MLflow's own client into the session's real
-`mlflow server`, with the GPU series and tags exactly as src/coll_gpu.c
+`mlflow server`, with the GPU series and tags exactly as src/collect/coll_gpu.c
 writes them (docs/series.md: `gpu_i_throttled_*`, `gpu_i_ecc_errors_*`,
 `gpu_i_process_memory_megabytes/rankN`, `scopemeter.rankN.gpu_events`,
 `scopemeter.rankN.gpu_memory_at_peak`):

@@ -1,4 +1,4 @@
-"""sm__round1 (src/collectors.c) against Python's own round(x, 1): what
+"""sm__round1 (src/collect/collectors.c) against Python's own round(x, 1): what
 MLflow's monitor logs.  tests/c/test_round1.c holds the arithmetic to the
 printf("%.1f") + strtod pair on millions of values; this holds both to
 Python on the values where they could part: exact ties (odd/4), the doubles

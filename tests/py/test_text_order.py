@@ -24,10 +24,10 @@ ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 # object (relative to the build) -> its list, and how many of its functions
 # the list must name at least (scripts/hot-text found the recording's code)
 OBJECTS = {
-    "cli/scopemeter-https.so": ("src/mlflow/tls-hot.txt", 1000),
-    "python/scopemeter-https-sys.so": ("src/mlflow/tls-hot.txt", 300),  # libcurl only
-    "cli/scopemeter": ("src/hot.txt", 250),
-    "python/_native.abi3.so": ("src/hot.txt", 250),
+    "cli/scopemeter-https.so": ("src/link/tls-hot.txt", 1000),
+    "python/scopemeter-https-sys.so": ("src/link/tls-hot.txt", 300),  # libcurl only
+    "cli/scopemeter": ("src/link/hot.txt", 250),
+    "python/_native.abi3.so": ("src/link/hot.txt", 250),
 }
 CLONE = re.compile(r"\.(localalias|part\.\d+|constprop\.\d+|isra\.\d+)$")
 

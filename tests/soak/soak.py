@@ -7,7 +7,7 @@ runs exactly that on loopback for a while and checks what docs/design.md
 promises at that scale:
 
   1. every point produced is in MLflow: each collector says at stop what it
-     logged (the closing line "logged W windows (P points, T tags): ...", src/log.c); the
+     logged (the closing line "logged W windows (P points, T tags): ...", src/engine/monitor.c); the
      run read back through metrics/get-history per key must hold exactly P
      points for that rank, steps 0..W-1 on every key, and D must be 0;
   2. the write-load cap holds: the rows per hour the collectors wrote,

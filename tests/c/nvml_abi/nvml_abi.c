@@ -1,5 +1,5 @@
 /*
- * nvml_abi.c — src/nvml.h (the project's own NVML declarations) against
+ * nvml_abi.c — src/collect/nvml.h (the project's own NVML declarations) against
  * NVIDIA's nvml.h, at compile time.  scopemeter never includes NVIDIA's
  * header (the engine dlopens NVML and declares only what it calls), so a
  * wrong layout, constant or prototype there would reach a user's GPU
@@ -18,7 +18,7 @@
 #include <stddef.h>
 
 #include NVIDIA_NVML_H
-#include "../../../src/nvml.h"
+#include "../../../src/collect/nvml.h"
 
 #define SAME(a, b) _Static_assert((a) == (b), #a " == " #b)
 #define SAME_TYPE(a, b)                                                                      \

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "internal.h"
 #include "parse.h"
 
 /* ---- node CPU -------------------------------------------------------------- */

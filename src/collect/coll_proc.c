@@ -58,6 +58,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "internal.h"
 #include "parse.h"
 
 #define TREE_MAX 4096      /* processes counted per tree */

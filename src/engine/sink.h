@@ -178,7 +178,7 @@ SM_HIDDEN int sm__monitor_set_sink_hooks(sm_monitor *m, sm_sink_factory f,
  * sink that knows the run names it (copied). */
 SM_HIDDEN int sm__monitor_default_recording_key(sm_monitor *m, const char *key);
 
-/* log.c: the closing line both surfaces print, and its warning when records
+/* monitor.c: the closing line both surfaces print, and its warning when records
  * were lost.  windows, points and tags are what the monitor logged. */
 SM_HIDDEN void sm__log_summary(int64_t windows, uint64_t points, uint64_t tags,
                               const sm_sink_counts *c);

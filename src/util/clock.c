@@ -9,7 +9,7 @@
 #include <errno.h>
 #include <time.h>
 
-#include "sink.h"
+#include "internal.h"
 
 double sm__now_mono(void)
 {

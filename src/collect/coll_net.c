@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "internal.h"
 #include "parse.h"
 
 struct net {

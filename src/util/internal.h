@@ -57,7 +57,7 @@ SM_HIDDEN int sm__identity_fill(sm_identity *id);
 #define SM_SHOWN_MAX(n) (4 * (n) + 1)
 SM_HIDDEN const char *sm__shown(char *out, size_t cap, const char *name);
 
-/* ---- 0.1's entry points (src/compat.c, src/identity.c) -------------------- */
+/* ---- 0.1's entry points (src/api/compat.c, src/identity/identity.c) ---- */
 /* Not in scopemeter.h any more; exported for programs built against 0.1,
  * with 0.1's struct layouts (tests/c/abi/0.1/scopemeter.h).  Each converts
  * to the sized API and back; nothing in the library calls them. */

@@ -8,10 +8,14 @@
 #ifndef SM_PARSE_H
 #define SM_PARSE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
-#include "internal.h"
+#ifndef SM_HIDDEN /* as internal.h: the bottom layer includes nothing of the core */
+#define SM_HIDDEN __attribute__((visibility("hidden")))
+#endif
 
 /* /proc/stat first line, in USER_HZ ticks (proc(5)).  Old kernels have
  * fewer fields; nfields says how many were present (at least 4). */

@@ -69,6 +69,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "internal.h"
 #include "parse.h"
 
 #define AMD_MAX 64 /* render nodes considered; keys beyond gpu_63 do not exist */

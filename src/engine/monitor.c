@@ -1004,6 +1004,29 @@ int sm_monitor_start(sm_monitor *m, char *err, size_t errlen)
 
 /* ---- stop, free ---------------------------------------------------------------- */
 
+void sm__log_summary(int64_t windows, uint64_t points, uint64_t tags, const sm_sink_counts *c)
+{
+    uint64_t lost = c->overflow + c->refused;
+
+    if (lost > 0)
+        sm__log(SM_WARN, "%llu points dropped during the run (buffer full or refused; oldest "
+               "first)", (unsigned long long)lost);
+    /* The process's own account, one line: a reader checks it against the
+     * run (tests/soak counts every rank's points against it). */
+    sm__log(SM_INFO, "logged %lld window%s (%llu point%s, %llu tag%s): %llu %s, %llu dropped "
+           "(buffer full), %llu refused, %llu %s at stop", (long long)windows,
+           windows == 1 ? "" : "s", (unsigned long long)points, points == 1 ? "" : "s",
+           (unsigned long long)tags, tags == 1 ? "" : "s", (unsigned long long)c->delivered,
+           c->to_file ? "written" : "delivered", (unsigned long long)c->overflow,
+           (unsigned long long)c->refused, (unsigned long long)c->undelivered,
+           c->to_file ? "not written" : "undelivered");
+    if (c->spooled)
+        sm__log(SM_INFO, "spool: %llu points spooled past the buffer: %llu replayed, %llu "
+               "dropped (spool full), %llu left for `scopemeter sync`",
+               (unsigned long long)c->spooled, (unsigned long long)c->replayed,
+               (unsigned long long)c->spool_dropped, (unsigned long long)c->spool_left);
+}
+
 int sm_monitor_stop(sm_monitor *m)
 {
     double deadline;

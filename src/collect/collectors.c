@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "internal.h"
 #include "number.h"
 #include "parse.h"
 
