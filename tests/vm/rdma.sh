@@ -5,7 +5,11 @@
 # and what the RDMA collector says (tests/c/cg_driver rdma) against the
 # kernel's own counter files read around the traffic, and the network
 # collector (cg_driver network) over the same span.  Then the link taken
-# down.  Each step writes its result into this directory (/tmp/out); the
+# down.  Not two network namespaces: this kernel's rxe opens its RoCE UDP
+# socket and routes its sends in the initial namespace only
+# (drivers/infiniband/sw/rxe/rxe_net.c of 6.1: rxe_setup_udp_tunnel(&init_net,
+# ...)), so an rxe on a veth moved into another namespace receives nothing.
+# Each step writes its result into this directory (/tmp/out); the
 # pytest compares.  Runs as root in the guest, cwd /tmp/out; bin/cg_driver
 # staged by the test.
 set -u
