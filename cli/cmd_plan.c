@@ -8,7 +8,7 @@
  *   scopemeter plan --workers W [--workers-per-pod P] [--nodes N]
  *                   [--gpus-per-worker G] [--interval S] [--samples K]
  *                   [--all-workers | --one-worker] [--no-container-limits]
- *                   [--write-budget R] [--json]
+ *                   [--rdma] [--write-budget R] [--json]
  */
 #include <math.h>
 #include <stdio.h>
@@ -26,7 +26,7 @@ static void plan_usage(FILE *f)
             "usage: scopemeter plan --workers W [--workers-per-pod P] [--nodes N]\n"
             "                       [--gpus-per-worker G] [--interval S] [--samples K]\n"
             "                       [--all-workers | --one-worker] [--no-container-limits]\n"
-            "                       [--write-budget R] [--json]\n"
+            "                       [--rdma] [--write-budget R] [--json]\n"
             "\n"
             "What recording system metrics costs for a job, before it runs:\n"
             "  --workers W            processes in the job (world size)\n"
@@ -40,6 +40,8 @@ static void plan_usage(FILE *f)
             "  --all-workers          every pod's local rank 0 collects\n"
             "  --one-worker           only rank 0 collects (the default)\n"
             "  --no-container-limits  pods have no cgroup limit: no container_* series\n"
+            "  --rdma                 pods are given RDMA ports (InfiniBand, RoCE): the rdma_*\n"
+            "                         series of the interconnect\n"
             "  --write-budget R       rows/s the tracking server takes from the job, all\n"
             "                         collectors together: the period that fits it, and the\n"
             "                         server it needs (default: four collectors at 10 s)\n"
@@ -80,6 +82,7 @@ static int print_json(const sm_plan_input *in, int nodes_given, const sm_plan *p
     json_object_set_new(root, "gpus_per_worker", json_integer(in->gpus_per_worker));
     json_object_set_new(root, "all_workers", json_boolean(in->all_workers));
     json_object_set_new(root, "container_limits", json_boolean(in->container_limits));
+    json_object_set_new(root, "rdma_ports", json_boolean(in->rdma_ports == 1));
     json_object_set_new(root, "collectors", json_integer(p->collectors));
     json_object_set_new(root, "requested_interval_s", json_real(asked_interval));
     json_object_set_new(root, "interval_s", json_real(p->interval_s));
@@ -93,6 +96,8 @@ static int print_json(const sm_plan_input *in, int nodes_given, const sm_plan *p
     json_object_set_new(root, "gpu_series_per_collector", json_integer(p->gpu_series_per_collector));
     json_object_set_new(root, "container_series_per_collector",
                         json_integer(p->container_series_per_collector));
+    json_object_set_new(root, "rdma_series_per_collector",
+                        json_integer(p->rdma_series_per_collector));
     json_object_set_new(root, "ranks_recorded", json_integer(p->ranks_recorded));
     json_object_set_new(root, "process_series", json_integer(p->process_series));
     json_object_set_new(root, "series", json_integer(p->series));
@@ -171,9 +176,11 @@ static void print_text(const sm_plan_input *in, int nodes_given, const sm_plan *
                asked_interval);
     printf("\n");
     printf("series       %d per collector (%d with the node tier: node_*, rootfs_*; "
-           "%d GPU; %d container; %d network)\n", p->series_per_collector, tiered,
+           "%d GPU; %d container; %d network; %d RDMA%s)\n", p->series_per_collector, tiered,
            p->gpu_series_per_collector, p->container_series_per_collector,
-           other - p->gpu_series_per_collector - p->container_series_per_collector);
+           other - p->gpu_series_per_collector - p->container_series_per_collector -
+               p->rdma_series_per_collector,
+           p->rdma_series_per_collector, in->rdma_ports == 1 ? "" : ": no --rdma");
     printf("             + %d process tree series (%d per rank, %d rank%s: process_*)\n",
            p->process_series, p->ranks_recorded ? p->process_series / p->ranks_recorded : 0,
            p->ranks_recorded, p->ranks_recorded == 1 ? "" : "s");
@@ -224,6 +231,7 @@ int cmd_plan(int argc, char **argv)
         {"--all-workers", CLI_FLAG, &in.all_workers, 0, 0, 1, "workers", 0},
         {"--one-worker", CLI_FLAG, &one, 0, 0, 1, "workers", 0},
         {"--no-container-limits", CLI_FLAG, &in.container_limits, 0, 0, 0, NULL, 0},
+        {"--rdma", CLI_FLAG, &in.rdma_ports, 0, 0, 1, NULL, 0},
         {"--write-budget", CLI_NUMBER, &in.write_budget, SM_WRITE_BUDGET_MIN, SM_WRITE_BUDGET_MAX,
          0, NULL, 0},
         {"--json", CLI_FLAG, &json, 0, 0, 1, NULL, 0},
@@ -232,6 +240,7 @@ int cmd_plan(int argc, char **argv)
     in.gpus_per_worker = 0;  /* the flags below set these from these values */
     in.all_workers = 0;
     in.container_limits = 1;
+    in.rdma_ports = 0;
     rc = cli_parse("plan", argc, argv, opts, sizeof opts / sizeof opts[0], 0);
     if (rc == CLI_HELP) {
         plan_usage(stdout);

@@ -72,6 +72,12 @@ static int print_json(const sm_probe *p)
         json_object_set_new(tags, key, json_string(sm_probe_gpu_status(p)));
         snprintf(key, sizeof key, "scopemeter.rank%d.cgroup", sm_identity_rank(id));
         json_object_set_new(tags, key, json_string(cg->tag ? cg->tag : ""));
+        /* the interconnect's ports and link health, where there are any */
+        for (const char *const *t = (const char *const[]){"rdma", "rdma_events", NULL}; *t; t++)
+            if (sm_probe_tag(p, *t)) {
+                snprintf(key, sizeof key, "scopemeter.rank%d.%s", sm_identity_rank(id), *t);
+                json_object_set_new(tags, key, json_string(sm_probe_tag(p, *t)));
+            }
     }
 
     for (size_t i = 0; i < sm_probe_note_count(p); i++)

@@ -255,6 +255,9 @@ SM_EXTERN const sm_identity *sm_probe_identity(const sm_probe *p);
 SM_EXTERN const char *sm_probe_collect_mode(const sm_probe *p);
 /* The gpu status and notes are valid until sm_probe_free; the mode is static. */
 SM_EXTERN const char *sm_probe_gpu_status(const sm_probe *p); /* the .gpu tag value */
+/* A start tag a collector gave, by its key after "scopemeter.rankN." ("rdma",
+ * "rdma_events"); NULL when it gave none.  Valid until sm_probe_free. */
+SM_EXTERN const char *sm_probe_tag(const sm_probe *p, const char *key);
 SM_EXTERN size_t sm_probe_note_count(const sm_probe *p);
 SM_EXTERN const char *sm_probe_note(const sm_probe *p, size_t i);
 SM_EXTERN void sm_probe_free(sm_probe *p);
@@ -406,9 +409,12 @@ typedef struct sm_plan_input {
     int container_limits;   /* 1 when pods have a cgroup limit (container_* exist); default 1 */
     /* appended in 0.2 (a caller's older size leaves it at its default) */
     double write_budget;    /* rows/s, SM_WRITE_BUDGET_MIN..MAX; default: none, the default rule */
+    /* appended in 0.2.2 */
+    int rdma_ports;         /* 1 when pods are given RDMA ports (rdma_* exist); default 0 */
 } sm_plan_input;
 #define SM_PLAN_INPUT_INIT {sizeof(sm_plan_input), SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, \
-                            SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, SM_DEFAULT}
+                            SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, \
+                            SM_DEFAULT}
 
 typedef struct sm_plan {
     size_t size;              /* SM_PLAN_INIT: sizeof(sm_plan) */
@@ -447,9 +453,11 @@ typedef struct sm_plan {
     double pod_memory_front_mb;
     double pod_memory_companion_mb;
     double pod_memory_cli_mb;
+    /* appended in 0.2.2: of series_per_collector, the RDMA ports' (rdma_*) */
+    int rdma_series_per_collector;
 } sm_plan;
 #define SM_PLAN_INIT {sizeof(sm_plan), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-                      0, 0, 0, 0, 0, 0, 0, 0, 0}
+                      0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 /* The preflight: reads in (in->size bytes), writes out (out->size bytes).
  * 0, or -EINVAL with the bound in err (a size below this header's, the

@@ -33,6 +33,7 @@ struct sm_probe {
     struct probe_series s[SM_POINTS_MAX];
     sm_notes notes;
     char gpu_status[sizeof ((sm_tag *)0)->value]; /* the whole .gpu tag value */
+    sm_tags tags; /* the collectors' start tags (sm_probe_tag) */
     const char *mode;
     sm_cgroup_info cginfo; /* what sm_probe_cgroup_info hands out */
 };
@@ -84,6 +85,7 @@ int sm_probe_run(double interval_s, sm_probe **out, char *err, size_t errlen)
     sm__sleep(interval_s);
     sm__collset_sample(&set, pts);
     sm__collset_tags(&set, SM_TAGS_START, &tags);
+    p->tags = tags;
 
     for (size_t i = 0; i < tags.n; i++)
         if (strcmp(tags.v[i].key, "gpu") == 0)
@@ -177,6 +179,14 @@ const char *sm_probe_collect_mode(const sm_probe *p)
 const char *sm_probe_gpu_status(const sm_probe *p)
 {
     return p->gpu_status;
+}
+
+const char *sm_probe_tag(const sm_probe *p, const char *key)
+{
+    for (size_t i = 0; p && key && i < p->tags.n; i++)
+        if (strcmp(p->tags.v[i].key, key) == 0)
+            return p->tags.v[i].value;
+    return NULL;
 }
 
 size_t sm_probe_note_count(const sm_probe *p)

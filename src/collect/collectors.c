@@ -24,6 +24,7 @@ static const sm_collector_ops *const table[] = {
     &sm__coll_node_cpu, &sm__coll_node_memory, &sm__coll_rootfs,
     &sm__coll_network,  &sm__coll_container,   &sm__coll_gpu,
     &sm__coll_io,       &sm__coll_amdgpu,   &sm__coll_proc,
+    &sm__coll_rdma,
 };
 
 int sm__collectors_series(int devices, int container_limits, int *node_scope)
@@ -37,6 +38,8 @@ int sm__collectors_series(int devices, int container_limits, int *node_scope)
             continue; /* container_* exist only where a limit does */
         if (c->per_rank)
             continue; /* per recorded rank: sm__process_series */
+        if (c->needs_ports)
+            continue; /* only where RDMA ports are given: sm__port_series */
         n += k;
         if (c->node_scope)
             node += k;
@@ -52,6 +55,16 @@ int sm__process_series(void)
 
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (table[i]->per_rank)
+            n += table[i]->series;
+    return n;
+}
+
+int sm__port_series(void)
+{
+    int n = 0;
+
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (table[i]->needs_ports)
             n += table[i]->series;
     return n;
 }

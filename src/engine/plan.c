@@ -182,6 +182,7 @@ static int compute(const sm_plan_input *in, sm_plan *out, char *err, size_t errl
         dflt.workers = 1;
     if (dflt.gpus_per_worker == SM_DEFAULT)
         dflt.gpus_per_worker = 0;
+    dflt.rdma_ports = dflt.rdma_ports != SM_DEFAULT && dflt.rdma_ports != 0;
     dflt.all_workers = dflt.all_workers != SM_DEFAULT && dflt.all_workers != 0;
     dflt.container_limits = dflt.container_limits == SM_DEFAULT || dflt.container_limits != 0;
     in = &dflt;
@@ -232,6 +233,9 @@ static int compute(const sm_plan_input *in, sm_plan *out, char *err, size_t errl
                                     sm__collectors_series(0, in->container_limits, NULL);
     out->container_series_per_collector = out->series_per_collector -
                                           sm__collectors_series(out->gpus_per_collector, 0, NULL);
+    /* rdma_* only where the pods are given RDMA ports (coll_rdma.c) */
+    out->rdma_series_per_collector = in->rdma_ports ? sm__port_series() : 0;
+    out->series_per_collector += out->rdma_series_per_collector;
     /* with all_workers the pod's collector also records, per GPU, the memory
      * each other local rank's processes hold on it (gpu_i_process_memory_
      * megabytes/rankN, coll_gpu.c); they share the own rank's sections */

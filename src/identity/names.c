@@ -27,6 +27,9 @@ static const struct family families[] = {
     {"system_memory_", "node_memory_", "node", 1},
     {"disk_", "rootfs_", "rootfs", 1},
     {"network_", "network_", "pod", 0},
+    /* the RDMA ports granted to the pod (coll_rdma.c): the pod's, as its
+     * network namespace's interfaces are, never the node's */
+    {"rdma_", "rdma_", "pod", 0},
     {"gpu_", "gpu_", "gpu", 0},
     {"container_", "container_", "container", 0},
     /* the recording process and its descendants (docs/design.md §9): per

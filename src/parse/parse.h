@@ -129,6 +129,19 @@ typedef struct sm_drm_fdinfo {
 } sm_drm_fdinfo;
 SM_HIDDEN int sm__parse_drm_fdinfo(const char *buf, size_t len, sm_drm_fdinfo *out);
 
+/* ---- RDMA files of sysfs (parse_rdma.c) ----------------------------------------- */
+/* A counter of ports/N/counters/ or ports/N/hw_counters/: a decimal and a
+ * newline (drivers/infiniband/core/sysfs.c).  -EINVAL for any other text,
+ * -ERANGE above 64 bits. */
+SM_HIDDEN int sm__parse_rdma_counter(const char *buf, size_t len, uint64_t *out);
+/* ports/N/state, ports/N/phys_state: "4: ACTIVE", "5: LinkUp": the number,
+ * and the name cut to namecap - 1 bytes (namecap 0: not copied). */
+SM_HIDDEN int sm__parse_rdma_state(const char *buf, size_t len, unsigned *num, char *name,
+                                   size_t namecap);
+/* /sys/class/infiniband_verbs/uverbsN/ibdev: the device name ("mlx5_0"), one
+ * path segment; -EINVAL, -ENAMETOOLONG otherwise. */
+SM_HIDDEN int sm__parse_rdma_ibdev(const char *buf, size_t len, char *out, size_t cap);
+
 /* ---- cgroup files (parse_cgroup.c) -------------------------------------------
  * Iterators: *pos starts at 0; each call returns 1 with the next entry, 0 at
  * the end, -EINVAL on a malformed line (*pos is then left at that line).

@@ -321,6 +321,8 @@ typedef struct sm_collector_ops {
                             when it attached (collset_open) */
     bool counts_devices; /* the plan's GPUs are counted on this row: a GPU is either
                             vendor's, so a second vendor's row sets it false */
+    bool needs_ports;    /* exists only where RDMA ports are given (rdma_*): the plan
+                            counts it only when told so (sm__port_series) */
     size_t state_size;
     int (*open)(void *state, const sm_ctx *ctx, sm_opened *res);
     int (*sample)(void *state, sm_points *out, char *msg, size_t msglen);
@@ -341,6 +343,7 @@ extern const sm_collector_ops sm__coll_amdgpu;
  * power %, then NVML's health fields (coll_gpu.c's enum metric) */
 SM_HIDDEN const char *const *sm__gpu_keys(unsigned int i);
 extern const sm_collector_ops sm__coll_proc;
+extern const sm_collector_ops sm__coll_rdma;
 
 #define SM_COLLECTORS_MAX 16
 typedef struct sm_collset {
@@ -368,5 +371,9 @@ SM_HIDDEN int sm__collectors_series(int devices, int container_limits, int *node
 /* Series of one rank's process tree (process_*, docs/design.md §9): counted
  * per recorded rank, not per collector, so not in sm__collectors_series. */
 SM_HIDDEN int sm__process_series(void);
+/* Series of the RDMA ports (rows with needs_ports), which exist only where a
+ * pod is given ports: not in sm__collectors_series, added by the plan when
+ * its input says so. */
+SM_HIDDEN int sm__port_series(void);
 
 #endif /* SM_INTERNAL_H */

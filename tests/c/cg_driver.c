@@ -14,7 +14,8 @@
  *   quit / EOF        closes the collector and exits 0
  * When open fails or the collector is absent, it prints the four start lines
  * and exits 0 without reading commands.  An argument names another
- * collector of the table by its name (e.g. "disk_io": tests/py/test_disk_io.py).
+ * collector of the table by its name (e.g. "disk_io": tests/py/test_disk_io.py;
+ * "rdma", "network": tests/vm/rdma.sh).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -58,9 +59,14 @@ int main(int argc, char **argv)
     char line[4096];
     int rc;
 
-    if (argc > 1 && strcmp(argv[1], sm__coll_io.name) == 0)
-        ops = &sm__coll_io;
-    else if (argc > 1 && strcmp(argv[1], ops->name) != 0) {
+    /* the RDMA and network ones: tests/vm/rdma.sh, around real RDMA traffic */
+    static const sm_collector_ops *const others[] = {&sm__coll_io, &sm__coll_rdma,
+                                                     &sm__coll_network};
+
+    for (size_t i = 0; argc > 1 && i < sizeof others / sizeof others[0]; i++)
+        if (strcmp(argv[1], others[i]->name) == 0)
+            ops = others[i];
+    if (argc > 1 && strcmp(argv[1], ops->name) != 0) {
         fprintf(stderr, "cg_driver: unknown collector %s\n", argv[1]);
         free(pts);
         return 2;

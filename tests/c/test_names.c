@@ -231,6 +231,10 @@ int main(void)
     CHECK_EQ_STR(sm_series_scope("cpu_utilization_percentage"), "node");
     CHECK_EQ_STR(sm_series_scope("system/rootfs_usage_megabytes/rank0"), "rootfs");
     CHECK_EQ_STR(sm_series_scope("network_receive_megabytes"), "pod");
+    /* the RDMA ports given to the pod: its scope, never the node tier */
+    CHECK_EQ_STR(sm_series_scope("rdma_receive_megabytes"), "pod");
+    CHECK_EQ_STR(name("rdma_transmit_megabytes", 417, "gpu-node-1"),
+                 "system/rdma_transmit_megabytes/rank417");
     CHECK_EQ_STR(sm_series_scope("gpu_0_memory_usage_megabytes"), "gpu");
     CHECK_EQ_STR(sm_series_scope("container_memory_usage_percentage"), "container");
     CHECK(sm_series_scope("memory_usage") == NULL);

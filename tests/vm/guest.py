@@ -50,11 +50,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # builds CONFIG_VIRTIO_BLK, CONFIG_EXT4_FS, JBD2, FS_MBCACHE, CRC16 and
 # CRYPTO_CRC32C as modules; ext4's metadata checksums ask the crypto API for
 # crc32c, which insmod cannot load on demand, so crc32c_generic is loaded
-# too).  Names without .ko; absent ones are skipped (a kernel that builds
-# one in has no module for it).
+# too).  Soft-RoCE for the RDMA case (tests/vm/rdma.sh): ib_core, ib_uverbs
+# and rdma_rxe with its UDP tunnels, and the "crc32" hash rxe asks the crypto
+# API for (crc32_generic), none of which modprobe could load in the guest (the
+# host's /lib/modules).  Names without .ko; absent ones are skipped (a
+# kernel that builds one in has no module for it).
 MODULES = ["virtio", "virtio_ring", "virtio_pci_modern_dev", "virtio_pci_legacy_dev",
            "virtio_pci", "netfs", "fscache", "9pnet", "9pnet_virtio", "9p", "veth",
-           "virtio_blk", "crc16", "crc32c_generic", "mbcache", "jbd2", "ext4"]
+           "virtio_blk", "crc16", "crc32c_generic", "mbcache", "jbd2", "ext4",
+           "ib_core", "ib_uverbs", "udp_tunnel", "ip6_udp_tunnel", "crc32_generic", "rdma_rxe"]
 
 MEM_MB = 1024
 CPUS = 2
