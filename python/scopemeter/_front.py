@@ -61,6 +61,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, List, Literal, Optional,
                     Tuple, Union, overload)
 
 from . import _native
+from ._late import ATTACH_GRACE_S, OWN_RUN_GRACE_S
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -659,16 +660,6 @@ def _process_start_ms() -> int:
         return int((btime + ticks / os.sysconf("SC_CLK_TCK")) * 1000)
     except Exception:
         return 0
-
-
-# A call is late only when it comes after work the run should have recorded
-# (docs/design.md §8).  In the process that opened the run, that is anything
-# past one window or OWN_RUN_GRACE_S after the run's start: a second of delay
-# loses nothing worth a warning.  A worker attaching to a run opened earlier
-# (a launcher's, rank 0's) first imports its framework and joins the
-# rendezvous (init_process_group): ATTACH_GRACE_S after its own start.
-OWN_RUN_GRACE_S = 10.0
-ATTACH_GRACE_S = 60.0
 
 
 def _warn_if_late(run_id: str, start_ms: Optional[int], called_ms: int, period: float) -> None:
