@@ -1,6 +1,6 @@
 """_late.py — when a call of enable_system_metrics() is late (docs/design.md §8).
 
-Why this file exists: the recorder (_front.py) warns of a late call and the
+Why this file exists: the recorder (_session.py) warns of a late call and the
 report (_report/verdicts.py) says "recording started late" by the same
 graces; both import them from here, so the report never imports the
 recorder (its logging handler, its fork and signal hooks).  Nothing but
