@@ -141,7 +141,7 @@ def load_conftest():
 def pyfront_dir(build):
     """A directory to put on PYTHONPATH so `import scopemeter` loads this
     checkout's Python front with the extension built in `build`: the package's
-    .py files, build/python/_native*.so and the TLS modules copied side by side under
+    .py files (the _report/ package's too), build/python/_native*.so and the TLS modules copied side by side under
     build/bench-pyfront/scopemeter.  Copied, not linked, when the harness
     starts: an edit of python/scopemeter during a 20-minute run must not mix
     new Python with the extension built before it.  None when the extension
@@ -163,11 +163,14 @@ def pyfront_dir(build):
     for f in os.listdir(src):
         if f.endswith(".py"):
             shutil.copy2(os.path.join(src, f), pkg)
+        elif os.path.isfile(os.path.join(src, f, "__init__.py")):  # a subpackage: _report/
+            shutil.copytree(os.path.join(src, f), os.path.join(pkg, f),
+                            ignore=shutil.ignore_patterns("__pycache__"))
     for f in exts:
         shutil.copy2(os.path.join(ext_dir, f), pkg)
     # Byte-compiled, as pip installs a package: without .pyc files (and with
     # PYTHONDONTWRITEBYTECODE set, as here) every interpreter compiles
-    # _front.py and _report.py at import, and the compiler's ~2 MB of freed
+    # the front's and the report's modules at import, and the compiler's ~2 MB of freed
     # heap stays resident, which table 5 would charge to the front.
     compileall.compile_dir(pkg, quiet=1)
     return top

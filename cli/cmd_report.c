@@ -2,7 +2,7 @@
  * cmd_report.c — `scopemeter report [RUN_ID] [--json] [--all] [--plot FILE.png]`.
  *
  * Why this file is small: the report has one implementation, in Python
- * (python/scopemeter/_report.py and its _report_*.py, docs/report.md), because it reads runs
+ * (the package python/scopemeter/_report/, docs/report.md), because it reads runs
  * through MLflow's own client — every store (the local sqlite default, file:,
  * servers) and MLflow's auth plugins work there and nowhere else.  This
  * command only finds an interpreter that can import scopemeter and execs
@@ -169,11 +169,11 @@ static void own_bundle(char out[PATH_MAX])
     char *slash;
 
     out[0] = '\0';
-    if (exe_dir_join("../scopemeter/_report.py", pkg, sizeof pkg) != 0 ||
+    if (exe_dir_join("../scopemeter/_report/__init__.py", pkg, sizeof pkg) != 0 ||
         access(pkg, R_OK) != 0)
         return;
-    /* ".../bin/../scopemeter/_report.py" -> ".../bin/.." */
-    slash = strstr(pkg, "/../scopemeter/_report.py");
+    /* ".../bin/../scopemeter/_report/__init__.py" -> ".../bin/.." */
+    slash = strstr(pkg, "/../scopemeter/_report/__init__.py");
     slash[3] = '\0';
     if (!realpath(pkg, out))
         out[0] = '\0';

@@ -41,9 +41,9 @@
  *   parse_number(value, name, ...)  the one number parser (src/util/number.h):
  *                the front's range checks say what the CLI says.
  *
- * Which path, the hooks (atexit, SIGTERM, MLflow's run end) and the
- * MlflowClient path for other stores are Python, in _front.py: this file
- * only crosses the language boundary.
+ * Which path (_route.py), the hooks (atexit, SIGTERM, MLflow's run end:
+ * _front.py) and the MlflowClient path for other stores (_transport.py,
+ * _session.py) are Python: this file only crosses the language boundary.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -1083,7 +1083,7 @@ static char *number_text(PyObject *str, PyObject **bytes)
  * checked for its bounds and, with whole, for being whole.  ValueError with
  * the one line ("interval must be between 0.01 and 86400 s, got 0"); the
  * TypeError for a wrong type, with the public function's name, is the
- * front's (_front.py), raised before this is called. */
+ * front's (_checks.py), raised before this is called. */
 static PyObject *mod_parse_number(PyObject *Py_UNUSED(mod), PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"value", "name", "min", "max", "whole", "seconds", NULL};

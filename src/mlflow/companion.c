@@ -9,7 +9,7 @@
  * sm_monitor_start (the run checked, the rank known) it starts `scopemeter
  * companion --pid <getpid()> --run-id <run> --tracking-uri <uri> --rank
  * <rank> [--owns-run]`, the argv
- * the Python front builds (python/scopemeter/_front.py, _start_companion),
+ * the Python front builds (python/scopemeter/_companion.py, _start_companion),
  * as the caller's child (so in its cgroup) through posix_spawn (the caller
  * may be multi-threaded: no fork), its stdin a pipe whose write end stays
  * here, O_CLOEXEC; at sm_monitor_stop, after the flush, it writes "stop\n",

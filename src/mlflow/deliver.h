@@ -5,7 +5,8 @@
  * Two transports drive it: the REST sink's thread with libcurl
  * (sink_mlflow.c) and, for stores C cannot reach (sqlite:, file:, databases,
  * an MLflow auth plugin, Databricks), a Python daemon thread with
- * MlflowClient (python/scopemeter/_front.py through _native.c).  Both loop
+ * MlflowClient (python/scopemeter/_transport.py and _session.py's pump,
+ * through _native.c).  Both loop
  *
  *     while (sm__deliver_next(d, &batch))          waits: records, spread, backoff
  *         sm__deliver_done(d, taken, &answer);     after one request

@@ -94,9 +94,9 @@ _STAGED = []
 def staged_package():
     """Where `import scopemeter` comes from: with SCOPEMETER_BUILD (tests/run
     sets it to the meson build dir), a package assembled from this tree's
-    python/scopemeter/*.py and the extension just built there, so the tests
-    exercise the working tree, not an older `pip install .`; otherwise None
-    (the installed package)."""
+    python/scopemeter's .py files (its _report/ package's too) and the
+    extension just built there, so the tests exercise the working tree, not
+    an older `pip install .`; otherwise None (the installed package)."""
     if _STAGED:
         return _STAGED[0]
     build = os.environ.get("SCOPEMETER_BUILD")
@@ -108,9 +108,13 @@ def staged_package():
     pkg = os.path.join(root, "scopemeter")
     os.mkdir(pkg)
     src = os.path.join(os.path.dirname(os.path.dirname(HERE)), "python", "scopemeter")
-    for name in os.listdir(src):
-        if name.endswith(".py"):
-            shutil.copy(os.path.join(src, name), pkg)
+    for d, dirs, names in os.walk(src):
+        dirs[:] = [n for n in dirs if n != "__pycache__"]
+        here = os.path.join(pkg, os.path.relpath(d, src))
+        os.makedirs(here, exist_ok=True)
+        for name in names:
+            if name.endswith(".py"):
+                shutil.copy(os.path.join(d, name), here)
     os.symlink(os.path.abspath(ext), os.path.join(pkg, "_native.abi3.so"))
     _STAGED.append(root)
     atexit.register(shutil.rmtree, root, True)

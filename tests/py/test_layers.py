@@ -123,7 +123,7 @@ def test_the_check_can_fail(tmp_path):
 # ---- the one source map (docs/design.md §0) -----------------------------------
 
 SOURCES = ("src/**/*.[ch]", "cli/*.[ch]", "python/scopemeter/*.c",
-           "python/scopemeter/*.py", "python/scopemeter/*.pyi")
+           "python/scopemeter/*.py", "python/scopemeter/*/*.py", "python/scopemeter/*.pyi")
 MAP_ENTRY = re.compile(r"`((?:src|cli|python)/[\w./-]+\.(?:c|h|py|pyi))`")
 CITE = re.compile(r"(?<![\w./*<-])((?:[\w.-]+/)*[\w-]+\.(?:c|h|py|pyi))(?![\w/])")
 C_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)

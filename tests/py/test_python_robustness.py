@@ -33,21 +33,22 @@ def sm_lines(stderr):
     return [ln for ln in stderr.splitlines() if ln.startswith("scopemeter:")]
 
 
-def front():
-    """scopemeter._front of the working tree (staged with the built
-    extension when SCOPEMETER_BUILD is set), imported in this process."""
+def front(module="_front"):
+    """scopemeter._front (or another module of the front: _route,
+    _session) of the working tree (staged with the built extension when
+    SCOPEMETER_BUILD is set), imported in this process."""
     root = staged_package()
     if root and root not in sys.path:
         sys.path.insert(0, root)
-    from scopemeter import _front
-    return _front
+    import importlib
+    return importlib.import_module(f"scopemeter.{module}")
 
 
 # ---- 1. tracking URIs: only relative local stores are pinned -------------------------
 
 
 def test_absolute_uri_pins_only_relative_local_stores(tmp_path, monkeypatch):
-    f = front()
+    f = front("_route")
     monkeypatch.chdir(tmp_path)
     cwd = os.getcwd()
     unchanged = [
@@ -78,7 +79,7 @@ def test_pinned_file_uri_is_the_store_mlflow_would_have_used(tmp_path, monkeypat
     """file:relative pinned to file:///abs names the same directory for
     MLflow's own resolver."""
     from mlflow.utils.file_utils import local_file_uri_to_path
-    f = front()
+    f = front("_route")
     monkeypatch.chdir(tmp_path)
     for uri in ("file:mlruns", "file:my%20runs/x"):
         assert local_file_uri_to_path(f._absolute_uri(uri)) == \
@@ -125,7 +126,7 @@ def test_logging_thread_outlives_a_failing_drain(tmp_path, caplog):
     OSError (EINVAL) from the engine, every time it is called.  In-process,
     pytest has configured logging, so the front's line reaches its handlers
     through logging.getLogger("scopemeter") (docs/python.md)."""
-    f = front()
+    f = front("_session")
     from scopemeter import _native
     s = f._Session("0" * 32, f"sqlite:///{tmp_path}/mlflow.db", _native.Monitor(), "collecting")
     s.start_pump()
@@ -338,7 +339,7 @@ def test_native_stop_takes_a_timeout():
 
 
 def test_process_start_reads_under_the_sysroot(tmp_path, monkeypatch):
-    f = front()
+    f = front("_session")
     hz = os.sysconf("SC_CLK_TCK")
     (tmp_path / "proc" / "self").mkdir(parents=True)
     # proc(5): field 22 (starttime, clock ticks since boot) is the 20th after "(comm)"

@@ -424,7 +424,8 @@ def test_bundle_reports_with_its_own_package(scopemeter_bin, store, tmp_path):
     other = tmp_path / "other" / "scopemeter"
     other.mkdir(parents=True)
     (other / "__init__.py").write_text("raise SystemExit('the other scopemeter')\n")
-    (other / "_report.py").write_text("")
+    (other / "_report").mkdir()
+    (other / "_report" / "__init__.py").write_text("")
     exe = str(bundle / "bin" / "scopemeter")
     base = clean_env(MLFLOW_TRACKING_URI=store["uri"],
                      PATH=os.pathsep.join([os.path.dirname(sys.executable), "/usr/bin", "/bin"]))

@@ -15,7 +15,7 @@ writes them (docs/series.md: `gpu_i_throttled_*`, `gpu_i_ecc_errors_*`,
 - a clean GPU run: the same series and tags with nothing to say, and none of
   the GPU verdicts;
 - the words for Xid codes: docs/gpu.md's table and the report's one source
-  (_report_verdicts.XID) agree.
+  (_report/verdicts.py, XID) agree.
 """
 import json
 import os
@@ -224,7 +224,7 @@ def test_several_xids_a_failed_remap_and_only_foreign_holders(mlflow_server):
 
 def test_xid_words_have_one_source():
     """docs/gpu.md's table of common Xid codes says what the report says."""
-    code = "import json; from scopemeter._report_verdicts import XID; print(json.dumps(XID))"
+    code = "import json; from scopemeter._report.verdicts import XID; print(json.dumps(XID))"
     p = subprocess.run([sys.executable, "-c", code], env=python_env(), capture_output=True,
                        text=True, timeout=60)
     assert p.returncode == 0, p.stderr

@@ -27,7 +27,7 @@ starts took 244 s here and in CI the server answered nothing for ten
 minutes; since (2026-12-04, this machine, idle): starts 37 s, the
 simultaneous stop 74 s, test 370 s, of which the report (text + json, read
 in turn) 103 s.  With the report reading 8 histories at once
-(_report_fetch.FETCHERS) the test took 346 s in a full fresh-clone run of
+(_report/fetch.py, FETCHERS) the test took 346 s in a full fresh-clone run of
 tests/run (2026-12-06, this machine, other work beside it; CI 2026-12-05:
 600 s with the report read in turn).  What the server holds in rows/s is
 bench/server_capacity.py's (docs/rest.md, "Sizing").

@@ -80,13 +80,15 @@ def test_package_ships_the_type_information():
     """python/meson.build installs py.typed and the stub with the .py files,
     so the wheel carries them; and every module of the package (a module the
     list forgets is missing from `pip install .` and the wheels only: the
-    suite's staged package has it)."""
+    suite's staged package has it), the report's package's (_report/) too."""
     assert os.path.exists(os.path.join(PKG, "py.typed"))
     build = open(os.path.join(ROOT, "python", "meson.build")).read()
     for name in ("'scopemeter/py.typed'", "'scopemeter/_native.pyi'"):
         assert name in build, name
-    missing = [f for f in sorted(os.listdir(PKG))
-               if f.endswith(".py") and f"'scopemeter/{f}'" not in build]
+    modules = sorted(os.path.relpath(os.path.join(d, f), PKG) for d, _, names in os.walk(PKG)
+                     for f in names if f.endswith(".py"))
+    assert "_report/__init__.py" in modules, modules  # the walk sees the subpackage
+    missing = [f for f in modules if f"'scopemeter/{f}'" not in build]
     assert not missing, f"not installed by python/meson.build: {missing}"
 
 

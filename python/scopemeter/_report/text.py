@@ -6,7 +6,7 @@ with the node's name and one line per rank (or per GPU of a rank) -- so
 they are data here: each table is a Table of Columns (a head, a width, a
 cell function), drawn by one renderer.  A new table is one Table in
 TABLES; a new column is one Column.  Every line is at most 100 columns.
-Reads only the report (_report_model.Report); never MLflow.
+Reads only the report (model.Report); never MLflow.
 """
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import (AbstractSet, Any, Callable, Generic, Iterator, List, Mapping, Optional,
                     Sequence, Tuple, TypeVar)
 
-from ._report_model import Build, Gpu, RankReport, Report, TreePeak
-from ._report_scale import OUTLIER_DEVIATIONS, ordered, outlier_line
-from ._report_values import printable, r2
-from ._report_verdicts import span_text
+from .model import Build, Gpu, RankReport, Report, TreePeak
+from .scale import OUTLIER_DEVIATIONS, ordered, outlier_line
+from .values import printable, r2
+from .verdicts import span_text
 
 T = TypeVar("T")
 WIDTH = 100

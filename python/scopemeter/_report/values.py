@@ -5,7 +5,7 @@ verdicts, the table) reads values the same way -- a tag as a number, a
 "key=value" tag, a series' peak or mean -- and refuses the same values
 (NaN, infinities, MLflow's stand-in for them).  One place, so the rule
 "a value that cannot be a measurement is absent" is one rule.  Pure
-functions over the types of _report_model.py; no MLflow, no output.
+functions over the types of model.py; no MLflow, no output.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import math
 import re
 from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar, overload
 
-from ._report_model import Build, Series, Tags
+from .model import Build, Series, Tags
 
 _N = TypeVar("_N", int, float)
 

@@ -22,9 +22,9 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional, Tuple, Union
 
-from ._report_model import RankData, RankReport, Report, Series
-from ._report_values import printable
-from ._report_scale import ordered
+from .model import RankData, RankReport, Report, Series
+from .values import printable
+from .scale import ordered
 
 MAX_RANKS = 8      # more rows stop being readable; the most severe ranks are drawn
 WIDTH_IN, DPI = 16.0, 100

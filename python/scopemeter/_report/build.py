@@ -1,5 +1,5 @@
-"""The report's numbers: a run's series and tags (as _report_fetch.py reads
-them) turned into the report (_report_model.Report; docs/report.md).
+"""The report's numbers: a run's series and tags (as fetch.py reads
+them) turned into the report (model.Report; docs/report.md).
 
 Why this file exists: each field of the JSON has one rule for where it
 comes from (docs/report.md's tables, "source" and "meaning"); those rules
@@ -8,7 +8,7 @@ the recording's span, the GPUs, what filled the pod, the end), and
 rank_report assembles a rank's fields in the schema's order.  A new field
 is one line of rank_report (and of RankReport) fed by a function here.
 No MLflow calls (the run object is only read), no output; the verdicts are
-_report_verdicts.py's.
+verdicts.py's.
 """
 from __future__ import annotations
 
@@ -16,13 +16,13 @@ import re
 import time
 from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Tuple
 
-from . import _report_values as nums
-from ._report_fetch import rank_tags
-from ._report_model import (SCHEMA, AtPeak, Gpu, GpuAtPeak, GpuEvents, GpuHealth, RankData,
-                            RankReport, Report, Series, Tags, TreePeak)
-from ._report_scale import outliers, summary
-from ._report_values import r1
-from ._report_verdicts import PARTS, PRESSURE_WINDOW_S, rank_verdicts, run_verdicts
+from . import values as nums
+from .fetch import rank_tags
+from .model import (SCHEMA, AtPeak, Gpu, GpuAtPeak, GpuEvents, GpuHealth, RankData,
+                    RankReport, Report, Series, Tags, TreePeak)
+from .scale import outliers, summary
+from .values import r1
+from .verdicts import PARTS, PRESSURE_WINDOW_S, rank_verdicts, run_verdicts
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -169,6 +169,24 @@ def _gpus(s: Series, t: Tags) -> List[Gpu]:
              "power_mean_watts": r1(nums.mean(gpus[i], "power_usage_watts")),
              **gpu_health(gpus[i], at_peak.get(i), events.get(i))}
             for i in sorted(gpus)]
+
+
+class GpuMeans(NamedTuple):
+    """A rank's GPU fields over all its GPUs: utilization, SM clock and
+    temperature the mean of every GPU's points, the most throttled GPU's share."""
+    utilization_pct: Optional[float]
+    throttled_max_pct: Optional[float]
+    sm_clock_mhz: Optional[float]
+    temperature_c: Optional[float]
+
+
+def _gpu_means(s: Series, gpus: List[Gpu]) -> GpuMeans:
+    def over_all(pattern: "re.Pattern[str]") -> Optional[float]:
+        return r1(nums.mean(
+            {"x": [p for name, ser in s.items() if pattern.match(name) for p in ser]}, "x"))
+    thr_known = [g["throttled_percentage"] for g in gpus if g["throttled_percentage"] is not None]
+    return GpuMeans(over_all(_GPU_UTIL), max(thr_known) if thr_known else None,
+                    over_all(_GPU_SM_CLOCK), over_all(_GPU_TEMP))
 
 
 # ---- a GPU's health and who held its memory (issue 34; docs/gpu.md) --------------------
@@ -324,6 +342,29 @@ def is_tree_only(t: Tags, s: Series) -> bool:
     return bool(s) and all(sibling_series(n) for n in s) and "cgroup" not in t
 
 
+class Pressure(NamedTuple):
+    """A rank's pressure fields (PSI, docs/design.md §9): the peak of the end
+    tag and of the series, the last minute's memory share, the stalled seconds."""
+    memory_peak_pct: Optional[float]
+    memory_last_minute_pct: Optional[float]
+    memory_stalled_s: Optional[float]
+    cpu_peak_pct: Optional[float]
+    cpu_stalled_s: Optional[float]
+
+
+def _pressure(t: Tags, s: Series, end_ms: Optional[int]) -> Pressure:
+    pressure = nums.kv(t.get("pressure")) or {}
+    mem_psi_last = (nums.last_window_mean(s, "container_memory_pressure_percentage", end_ms,
+                                          PRESSURE_WINDOW_S) if end_ms is not None else None)
+    return Pressure(
+        r1(nums.max_of(pressure.get("memory_peak_pct"),
+                       nums.peak(s, "container_memory_pressure_percentage"))),
+        r1(mem_psi_last), r1(pressure.get("memory_some_s")),
+        r1(nums.max_of(pressure.get("cpu_peak_pct"),
+                       nums.peak(s, "container_cpu_pressure_percentage"))),
+        r1(pressure.get("cpu_some_s")))
+
+
 def rank_report(rank: int, data: RankData, tags: Tags, run: "Run", period_s: Optional[float],
                 recorder: Optional[int] = None, recorder_node: Optional[str] = None,
                 job_start_ms: Optional[float] = None) -> RankReport:
@@ -339,9 +380,9 @@ def rank_report(rank: int, data: RankData, tags: Tags, run: "Run", period_s: Opt
     thr = nums.num(t, "cpu_throttled_periods", int)
     comp, comp_source = composition(t, s, lim.memory_mb)
     events = nums.kv(t.get("memory_events"), int)
-    pressure = nums.kv(t.get("pressure")) or {}
-    mem_psi_last = (nums.last_window_mean(s, "container_memory_pressure_percentage", rec.end_ms,
-                                          PRESSURE_WINDOW_S) if rec.end_ms is not None else None)
+    psi = _pressure(t, s, rec.end_ms)
+    gpus = _gpus(s, t)
+    gm = _gpu_means(s, gpus)
     r: RankReport = {
         "rank": rank,
         "node": _node(t, data, tree_only, recorder_node),
@@ -365,7 +406,7 @@ def rank_report(rank: int, data: RankData, tags: Tags, run: "Run", period_s: Opt
         "cpu_throttled_percentage": r1(_throttled_pct(thr, rec.span_s, lim.cpu_period_us)),
         "node_cpu_mean_percentage": r1(nums.mean(s, "node_cpu_utilization_percentage")),
         "node_cpu_peak_percentage": r1(nums.peak(s, "node_cpu_utilization_percentage")),
-        "gpus": _gpus(s, t),
+        "gpus": gpus,
         "network_receive_megabytes": r1(nums.last(s, "network_receive_megabytes")),
         "network_transmit_megabytes": r1(nums.last(s, "network_transmit_megabytes")),
         "points": rec.points,
@@ -389,34 +430,26 @@ def rank_report(rank: int, data: RankData, tags: Tags, run: "Run", period_s: Opt
         "container_memory_at_peak_megabytes": comp,
         "container_memory_at_peak_source": comp_source,
         "memory_events": events,
-        "memory_pressure_peak_percentage": r1(nums.max_of(
-            pressure.get("memory_peak_pct"), nums.peak(s, "container_memory_pressure_percentage"))),
-        "memory_pressure_last_minute_percentage": r1(mem_psi_last),
-        "memory_pressure_stalled_s": r1(pressure.get("memory_some_s")),
-        "cpu_pressure_peak_percentage": r1(nums.max_of(
-            pressure.get("cpu_peak_pct"), nums.peak(s, "container_cpu_pressure_percentage"))),
-        "cpu_pressure_stalled_s": r1(pressure.get("cpu_some_s")),
+        "memory_pressure_peak_percentage": psi.memory_peak_pct,
+        "memory_pressure_last_minute_percentage": psi.memory_last_minute_pct,
+        "memory_pressure_stalled_s": psi.memory_stalled_s,
+        "cpu_pressure_peak_percentage": psi.cpu_peak_pct,
+        "cpu_pressure_stalled_s": psi.cpu_stalled_s,
         "process_tree_peak": process_tree_peak(t, s),
         "process_cpu_mean_percentage": r1(nums.mean(s, "process_cpu_utilization_percentage")),
         "container_memory_growth_megabytes_per_hour": r1(nums.slope_per_hour(
             s, "container_memory_usage_megabytes")),
         "process_memory_growth_megabytes_per_hour": r1(nums.slope_per_hour(
             s, "process_memory_megabytes")),
-        "gpu_utilization_mean_percentage": r1(nums.mean(
-            {"u": [p for name, ser in s.items() if _GPU_UTIL.match(name) for p in ser]}, "u")),
-        "gpu_throttled_max_percentage": None,  # from gpus[], below
-        "gpu_sm_clock_mean_megahertz": r1(nums.mean(
-            {"c": [p for name, ser in s.items() if _GPU_SM_CLOCK.match(name) for p in ser]}, "c")),
-        "gpu_temperature_mean_celsius": r1(nums.mean(
-            {"t": [p for name, ser in s.items() if _GPU_TEMP.match(name) for p in ser]}, "t")),
+        "gpu_utilization_mean_percentage": gm.utilization_pct,
+        "gpu_throttled_max_percentage": gm.throttled_max_pct,
+        "gpu_sm_clock_mean_megahertz": gm.sm_clock_mhz,
+        "gpu_temperature_mean_celsius": gm.temperature_c,
         "recorded_by_rank": recorder,
         "process_tree_only": tree_only,
         "verdict_codes": [],
         "verdicts": [],
     }
-    thr_known = [g["throttled_percentage"] for g in r["gpus"]
-                 if g["throttled_percentage"] is not None]
-    r["gpu_throttled_max_percentage"] = max(thr_known) if thr_known else None
     r["verdict_codes"], r["verdicts"] = rank_verdicts(r, period_s)
     return r
 
@@ -475,7 +508,7 @@ def recording_state(status: str, ranks: List[RankReport], period_s: Optional[flo
 
 
 def run_report(run: "Run", ranks: Dict[int, RankData], how: str) -> Report:
-    """The report of a run read by _report_fetch.read (ranks not empty),
+    """The report of a run read by fetch.read (ranks not empty),
     found by the rule `how` (found_by); every non-finite float as None."""
     tags = dict(run.data.tags)
     interval = nums.num(tags, "scopemeter.interval_s")

@@ -7,16 +7,16 @@ came near their limit, OOM kills, the worst ranks and what filled them) and
 the ranks whose numbers differ from the others' -- the slow rank, the
 leaking rank -- which no tracker finds for them.  The rule for "differs" is
 robust (median and MAD, not the mean: one extreme rank must not hide
-itself by moving the mean).  Reads only rank reports (_report_model); never
+itself by moving the mean).  Reads only rank reports (model); never
 MLflow, no output.
 """
 from __future__ import annotations
 
 from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
-from ._report_model import Outlier, RankReport, Summary, WorstRank
-from ._report_values import median, printable
-from ._report_verdicts import CODES, MEMORY_HIGH_PCT, cause_text
+from .model import Outlier, RankReport, Summary, WorstRank
+from .values import median, printable
+from .verdicts import CODES, MEMORY_HIGH_PCT, cause_text
 
 NEAR_PCT = 80.0        # the summary's second count: memory peak >= 80 % of the limit
 WORST = 5              # the summary's worst ranks

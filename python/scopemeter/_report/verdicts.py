@@ -3,7 +3,7 @@
 
 Why this file exists: a verdict is a rule with a threshold and a sentence,
 and the rules are what a reader of the report checks first.  Each is one
-function of a rank's report (RankReport, _report_model.py) returning its
+function of a rank's report (RankReport, model.py) returning its
 text or None, and RULES lists them most severe first: that order is the
 order of docs/report.md, of each rank's verdict_codes and of CODES.  A new
 verdict is one function and one row of RULES (and its line in
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ._front import ATTACH_GRACE_S, OWN_RUN_GRACE_S
-from ._report_model import AtPeak, GpuAtPeak, RankReport, RunVerdict
-from ._report_values import max_of, printable, r2
+from .._late import ATTACH_GRACE_S, OWN_RUN_GRACE_S
+from .model import AtPeak, GpuAtPeak, RankReport, RunVerdict
+from .values import max_of, printable, r2
 
 # Thresholds of the verdicts (docs/report.md, "Verdicts").
 MEMORY_HIGH_PCT = 90.0        # working-set peak as % of the memory limit
@@ -27,7 +27,7 @@ THROTTLED_MIN = 10            # ... and at least this many (a second of periods)
 NODE_HIGH_PCT = 90.0          # node memory peak, for the neighbours verdict ...
 CONTAINER_LOW_PCT = 50.0      # ... while the container stayed below this share of its limit
 # started_late: later than one logging window and than the front's graces
-# for a late call (_front.OWN_RUN_GRACE_S, ATTACH_GRACE_S; docs/python.md)
+# for a late call (_late.OWN_RUN_GRACE_S, ATTACH_GRACE_S; docs/python.md)
 
 # The composition of the working set (docs/design.md §9): the series'
 # names, the key of each part in the tag memory_at_peak and in the JSON, and

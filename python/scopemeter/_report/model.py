@@ -5,9 +5,9 @@ is a contract that programs read; here it is a type, so mypy --strict holds
 every module of the report to it and a field added in one place and not
 another is an error, not a silent difference.  The keys of the TypedDicts
 below are exactly the JSON's, in the JSON's order (a dict keeps the order
-it was built in, and the builders in _report_build.py write them in this
+it was built in, and the builders in build.py write them in this
 order).  This module holds no logic and imports nothing of the report's:
-every other _report_* module may import it.
+every other module of the report may import it.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ class ReportError(Exception):
 
 
 class RankData(TypedDict):
-    """One rank's series as _report_fetch.read gives them, and the node tier
+    """One rank's series as fetch.read gives them, and the node tier
     of its node_* keys (None when it has none)."""
     series: Series
     node_tier: Optional[str]

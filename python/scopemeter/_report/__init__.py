@@ -2,19 +2,21 @@
 
 Why this file exists: the charts of a run say the right thing, but a person
 still has to open a dozen charts per rank and read tags to answer the one
-question the project exists for.  This module is the report's front door:
+question the project exists for.  This file is the report's front door:
 ``report()`` (a dict with a stable schema), ``format_report()`` (the
 terminal table, at most 100 columns) and ``main()`` (``python -m scopemeter
 report``, which the C CLI's ``scopemeter report`` execs).  The work is done
-by one module per job, read in this order:
+by one module per job of this package, read in this order (each imports
+only those above it):
 
-- _report_model.py    the report's types: the JSON schema of docs/report.md
-- _report_fetch.py    finding the store and the run, reading it (MLflow's client)
-- _report_values.py   reading numbers out of series and tags
-- _report_build.py    a run's series and tags -> the report's fields
-- _report_verdicts.py the verdicts, one function per rule, most severe first
-- _report_text.py     the terminal tables, from column specs
-- _report_plot.py     the picture (matplotlib, optional)
+- model.py     the report's types: the JSON schema of docs/report.md
+- values.py    reading numbers out of series and tags
+- fetch.py     finding the store and the run, reading it (MLflow's client)
+- verdicts.py  the verdicts, one function per rule, most severe first
+- scale.py     the report of a big job: the summary, the outliers, "worst"
+- build.py     a run's series and tags -> the report's fields
+- text.py      the terminal tables, from column specs
+- plot.py      the picture (matplotlib, optional)
 
 It is the only implementation: it reads runs through MLflow's own client, so
 every store MLflow supports (the local default sqlite:///mlflow.db, file:,
@@ -30,12 +32,12 @@ import re
 import sys
 from typing import BinaryIO, Dict, NoReturn, Optional, Sequence, Tuple, Union
 
-from . import _report_fetch
-from ._report_build import run_report
-from ._report_model import SCHEMA, RankData, Report, ReportError
-from ._report_text import format_report
-from ._report_values import first_line
-from ._report_verdicts import CODES, PARTS
+from . import fetch
+from .build import run_report
+from .model import SCHEMA, RankData, Report, ReportError
+from .text import format_report
+from .values import first_line
+from .verdicts import CODES, PARTS
 
 __all__ = ["report", "format_report", "ReportError", "main", "SCHEMA", "CODES", "PARTS"]
 
@@ -43,13 +45,13 @@ __all__ = ["report", "format_report", "ReportError", "main", "SCHEMA", "CODES", 
 def _collect(run_id: Optional[str] = None, tracking_uri: Optional[str] = None
              ) -> Tuple[Report, Dict[int, RankData]]:
     """(the report, the series it was made of: the picture's)."""
-    client = _report_fetch.client(tracking_uri)
-    run_id, how = _report_fetch.resolve_run_id(client, run_id)
-    run, ranks = _report_fetch.read(client, run_id)
+    client = fetch.client(tracking_uri)
+    run_id, how = fetch.resolve_run_id(client, run_id)
+    run, ranks = fetch.read(client, run_id)
     if not ranks:
         skipped = run.data.tags.get("scopemeter.skipped")
         why = f" (scopemeter.skipped: {skipped})" if skipped else ""
-        started = _report_fetch.started_without_points(run)
+        started = fetch.started_without_points(run)
         if started is not None and not skipped:
             raise ReportError(f"run {run_id}: recording started{started} but no point "
                               "arrived: the recorder died at once")
@@ -89,8 +91,8 @@ def report(run_id: Optional[str] = None, tracking_uri: Optional[str] = None,
         _require_plot()
     rep, ranks = _collect(run_id, tracking_uri)
     if plot:
-        from . import _report_plot
-        _report_plot.draw(rep, ranks, plot)
+        from . import plot as _plot
+        _plot.draw(rep, ranks, plot)
     return rep
 
 
@@ -99,8 +101,8 @@ PLOT_HINT = "pip install 'scopemeter[report]'"
 
 def _require_plot() -> None:
     try:
-        from . import _report_plot
-        _report_plot.require()
+        from . import plot as _plot
+        _plot.require()
     except ImportError as e:
         raise ImportError(f"the report's picture needs matplotlib ({first_line(e)}): "
                           f"{PLOT_HINT}") from None
@@ -169,9 +171,9 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "scopemeter report") 
             else format_report(rep, args.all_ranks))
     closed = not _write_stdout(text + "\n")
     if args.plot:
-        from . import _report_plot
+        from . import plot as _plot
         try:
-            _report_plot.draw(rep, ranks, args.plot)
+            _plot.draw(rep, ranks, args.plot)
         except Exception as e:
             _say(f"cannot draw {args.plot}: {type(e).__name__}: {first_line(e)}")
             return 1

@@ -5,8 +5,8 @@ Why this file exists: it is the report's only contact with MLflow.  It finds
 the store (MLflow's own resolution; a local store that is not there is
 refused, never created), the run (an argument, the active run, MLFLOW_RUN_ID,
 or the most recent run holding scopemeter series), and reads the run's
-series and tags into the types of _report_model.py.  It computes nothing
-the report says: _report_build.py does.  MLflow is imported here when a
+series and tags into the types of model.py.  It computes nothing
+the report says: build.py does.  MLflow is imported here when a
 report is made, never at `import scopemeter`; it must never be imported at
 this module's top.
 """
@@ -17,9 +17,9 @@ import re
 import sys
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
-from . import _native
-from ._report_model import RankData, ReportError
-from ._report_values import finite, first_line, printable
+from .. import _native
+from .model import RankData, ReportError
+from .values import finite, first_line, printable
 
 if TYPE_CHECKING:
     from mlflow.entities import Metric, Run
