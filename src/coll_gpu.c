@@ -195,7 +195,7 @@ struct gpu_dev {
     /* cumulative series: the counter's last value, the sum of its deltas
      * since open (a counter that went back restarted: its value is new) */
     unsigned long long pcie_last[2], pcie_sum[2]; /* [0] receive, [1] transmit: bytes */
-    unsigned long long ecc_open[2];               /* [0] corrected, [1] uncorrected */
+    unsigned long long ecc_last[2], ecc_sum[2];   /* [0] corrected, [1] uncorrected */
     /* events and memory health (the gpu_events tag) */
     unsigned int xid_last, xids, ncodes;
     unsigned int codes[8];       /* distinct Xid codes, in order of first sight */
@@ -734,16 +734,26 @@ static sm_nvml_return field_u64(const sm_nvml_field_value *f, unsigned long long
     }
 }
 
-/* A cumulative series since open: the first value read is the start. */
-static double since_open(struct gpu_dev *d, enum metric m, unsigned long long *start,
-                         unsigned long long v)
+/*
+ * A cumulative series since open: the deltas between readings, summed from
+ * the first value read.  A reading below the last one is a counter that
+ * restarted — a PCIe counter that wrapped, volatile ECC counts cleared by
+ * nvmlDeviceClearEccErrorCounts (nvml.h: it "takes effect immediately") or
+ * by a driver reload — so its value is what happened since: added whole,
+ * never taken back (a difference from the first reading alone went down to
+ * the count since the clear).  What was counted between the last reading
+ * and the restart is not seen.
+ */
+static unsigned long long count_since_open(struct gpu_dev *d, enum metric m,
+                                           unsigned long long *last, unsigned long long *sum,
+                                           unsigned long long v)
 {
-    if (!(d->based & BIT(m))) {
-        *start = v;
-        d->based |= BIT(m);
-    }
-    /* below its start: the driver reloaded and restarted it; all of it is new */
-    return (double)(v >= *start ? v - *start : v);
+    if (!(d->based & BIT(m)))
+        *last = v;
+    d->based |= BIT(m);
+    *sum += v >= *last ? v - *last : v;
+    *last = v;
+    return *sum;
 }
 
 static const char *const src_temp = "nvmlDeviceGetTemperature(NVML_TEMPERATURE_GPU)";
@@ -810,16 +820,10 @@ static int query_health(const struct gpu *g, struct gpu_dev *d, sm_points *out, 
             if (!wants(d, q) ||
                 !got(g, d, frc, q, "nvmlDeviceGetFieldValues", at_open, msg, msglen, &skipped))
                 continue;
-            /* the counters may wrap (the header says so, not at what width):
-             * summed delta by delta, a counter that went back is restarted */
-            if (!(d->based & BIT(m)))
-                d->pcie_last[k] = v;
-            d->based |= BIT(m);
-            d->pcie_sum[k] += v >= d->pcie_last[k] ? v - d->pcie_last[k] : v;
-            d->pcie_last[k] = v;
+            /* the counters may wrap (the header says so, not at what width) */
+            v = count_since_open(d, m, &d->pcie_last[k], &d->pcie_sum[k], v);
             if (out)
-                sm__emit(out, d->key[m], (double)d->pcie_sum[k] / 1e6, unit[m], src_pcie[k],
-                        SM_AGG_LAST);
+                sm__emit(out, d->key[m], (double)v / 1e6, unit[m], src_pcie[k], SM_AGG_LAST);
         }
     }
     /* one query for both (a board without ECC, or ECC off, says NOT_SUPPORTED
@@ -834,11 +838,9 @@ static int query_health(const struct gpu *g, struct gpu_dev *d, sm_points *out, 
                       SM_NVML_VOLATILE_ECC, &c);
         if (!got(g, d, rc, q, "nvmlDeviceGetTotalEccErrors", at_open, msg, msglen, &skipped))
             continue;
-        {
-            double n = since_open(d, m, &d->ecc_open[k], c);
-            if (out)
-                sm__emit(out, d->key[m], n, unit[m], src_ecc[k], SM_AGG_LAST);
-        }
+        c = count_since_open(d, m, &d->ecc_last[k], &d->ecc_sum[k], c);
+        if (out)
+            sm__emit(out, d->key[m], (double)c, unit[m], src_ecc[k], SM_AGG_LAST);
     }
     return skipped;
 }

@@ -402,6 +402,37 @@ static void health_values(void)
     free(p);
 }
 
+/* ECC through two clears (nvmlDeviceClearEccErrorCounts, `nvidia-smi -p 0`,
+ * resets the volatile counts at once; issue 46 item 5): the counter reads
+ * 0 at open, then 20, 37, 43, cleared, 4, 10, 22, 34, cleared, 3, 9.  The
+ * series is the sum of what each reading added (a reading below the last is
+ * the count since the clear): 86 at the end, as many as the counter counted
+ * (43 + 34 + 9), never going down; the difference from the first reading
+ * alone read 4 after the first clear and ended at 9.  The uncorrected
+ * counter, cleared with it, likewise. */
+static void ecc_through_a_clear(void)
+{
+    static const double corr[9] = {20, 37, 43, 47, 53, 65, 77, 80, 86},
+                        uncorr[9] = {0, 1, 1, 1, 2, 2, 2, 2, 3};
+    sm_points *p = calloc(1, sizeof *p);
+    struct opened o;
+    char msg[300] = "";
+
+    reset_env();
+    setenv("FAKE_NVML_ECC_CORR_0", "0,20,37,43,4,10,22,34,3,9", 1);
+    setenv("FAKE_NVML_ECC_UNCORR_0", "0,0,1,1,0,1,1,1,0,1", 1);
+    o = open_gpu();
+    CHECK_EQ_INT(o.rc, 0);
+    for (int k = 0; k < 9; k++) {
+        p->n = 0;
+        CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+        CHECK_NEAR(value(p, "gpu_0_ecc_errors_corrected"), corr[k], 0);
+        CHECK_NEAR(value(p, "gpu_0_ecc_errors_uncorrected"), uncorr[k], 0);
+    }
+    close_gpu(&o);
+    free(p);
+}
+
 /* NOT_SUPPORTED drops that one series of that device, grouped in the open
  * line; a field of nvmlDeviceGetFieldValues fails on its own. */
 static void per_field_degrade(void)
@@ -1123,6 +1154,7 @@ int main(void)
     memory_v1_fallback();
     three_lines();
     health_values();
+    ecc_through_a_clear();
     per_field_degrade();
     old_driver();
     xid_reaches_tag();
