@@ -185,6 +185,7 @@ struct gpu_dev {
     unsigned int index;   /* NVML index: the i of the keys */
     unsigned int want;    /* BIT(metric) still produced */
     int mem_v2;           /* memory through nvmlDeviceGetMemoryInfo_v2 */
+    int temp_v;           /* temperature through nvmlDeviceGetTemperatureV */
     int lost;
     int failing;          /* a transient error was reported; cleared on success */
     const char *mem_source;
@@ -227,6 +228,7 @@ struct nvml_api {
     sm_nvml_mig_handle_fn mig_handle;
     sm_nvml_uint_fn gi_id;   /* nvmlDeviceGetGpuInstanceId */
     sm_nvml_uint_fn ci_id;   /* nvmlDeviceGetComputeInstanceId */
+    sm_nvml_temperature_v_fn temperature_v; /* NVML 13's; the old one is deprecated */
     sm_nvml_temperature_fn temperature;
     sm_nvml_clock_fn clock;
     sm_nvml_reasons_fn reasons;
@@ -756,7 +758,10 @@ static unsigned long long count_since_open(struct gpu_dev *d, enum metric m,
     return *sum;
 }
 
-static const char *const src_temp = "nvmlDeviceGetTemperature(NVML_TEMPERATURE_GPU)";
+static const char *const call_temp[2] = {"nvmlDeviceGetTemperature",
+                                         "nvmlDeviceGetTemperatureV"};
+static const char *const src_temp[2] = {"nvmlDeviceGetTemperature(NVML_TEMPERATURE_GPU)",
+                                        "nvmlDeviceGetTemperatureV(NVML_TEMPERATURE_GPU)"};
 static const char *const src_clock[2] = {"nvmlDeviceGetClockInfo(NVML_CLOCK_SM)",
                                          "nvmlDeviceGetClockInfo(NVML_CLOCK_MEM)"};
 static const char *const src_pcie[2] = {
@@ -766,6 +771,43 @@ static const char *const src_ecc[2] = {
     "nvmlDeviceGetTotalEccErrors(NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_VOLATILE_ECC)",
     "nvmlDeviceGetTotalEccErrors(NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC)"};
 
+static sm_nvml_return read_temperature(const struct gpu *g, const struct gpu_dev *d, int *t)
+{
+    sm_nvml_return rc;
+
+    if (d->temp_v) {
+        sm_nvml_temperature v;
+        memset(&v, 0, sizeof v);
+        v.version = SM_NVML_TEMPERATURE_V1_VERSION;
+        v.sensorType = SM_NVML_TEMPERATURE_GPU;
+        rc = g->f.temperature_v(d->h, &v);
+        *t = v.temperature;
+    } else {
+        unsigned int u = 0;
+        rc = g->f.temperature(d->h, SM_NVML_TEMPERATURE_GPU, &u);
+        *t = (int)u;
+    }
+    return rc;
+}
+
+/* At open, as choose_memory: nvmlDeviceGetTemperatureV when the library has
+ * it (nvml.h deprecates the old call as of NVML 13, so a later driver may
+ * drop it) and it answers, else the old call, which every driver before it
+ * has.  Returns the rc of the variant kept. */
+static sm_nvml_return choose_temperature(const struct gpu *g, struct gpu_dev *d, int *t)
+{
+    sm_nvml_return rc;
+
+    d->temp_v = g->f.temperature_v != NULL;
+    rc = read_temperature(g, d, t);
+    if (d->temp_v && g->f.temperature && rc != SM_NVML_SUCCESS &&
+        rc != SM_NVML_ERROR_GPU_IS_LOST) {
+        d->temp_v = 0;
+        rc = read_temperature(g, d, t);
+    }
+    return rc;
+}
+
 /* The health fields of one device (docs/gpu.md "Series"): temperature,
  * clocks, clock-event reasons, PCIe and ECC counters.  As query_device. */
 static int query_health(const struct gpu *g, struct gpu_dev *d, sm_points *out, int at_open,
@@ -774,11 +816,11 @@ static int query_health(const struct gpu *g, struct gpu_dev *d, sm_points *out, 
     int skipped = 0;
 
     if (wants(d, Q_TEMP)) {
-        unsigned int t = 0;
-        sm_nvml_return rc = g->f.temperature(d->h, SM_NVML_TEMPERATURE_GPU, &t);
-        if (got(g, d, rc, Q_TEMP, "nvmlDeviceGetTemperature", at_open, msg, msglen, &skipped) &&
-            out)
-            sm__emit(out, d->key[M_TEMP], (double)t, unit[M_TEMP], src_temp, SM_AGG_MEAN);
+        int t = 0;
+        sm_nvml_return rc = at_open ? choose_temperature(g, d, &t) : read_temperature(g, d, &t);
+        if (got(g, d, rc, Q_TEMP, call_temp[d->temp_v], at_open, msg, msglen, &skipped) && out)
+            sm__emit(out, d->key[M_TEMP], (double)t, unit[M_TEMP], src_temp[d->temp_v],
+                     SM_AGG_MEAN);
     }
     for (int k = 0; k < 2; k++) {
         enum query q = k ? Q_MEM_CLOCK : Q_SM_CLOCK;
@@ -1138,7 +1180,6 @@ static unsigned int resolve_health(struct gpu *g, char *msg, size_t msglen)
         void *fnp;
         unsigned int bits;
     } const opt[] = {
-        {"nvmlDeviceGetTemperature", &g->f.temperature, BIT(M_TEMP)},
         {"nvmlDeviceGetClockInfo", &g->f.clock, BIT(M_SM_CLOCK) | BIT(M_MEM_CLOCK)},
         {"nvmlDeviceGetFieldValues", &g->f.fields, PCIE_BITS},
         {"nvmlDeviceGetTotalEccErrors", &g->f.ecc, ECC_BITS},
@@ -1149,6 +1190,16 @@ static unsigned int resolve_health(struct gpu *g, char *msg, size_t msglen)
     char missing[256] = "";
     unsigned int drop = 0;
 
+    /* the new entry point first, the deprecated one as the fallback (a later
+     * driver may drop it; an older one lacks the new); both missing are
+     * named by the call every driver before NVML 13 has */
+    resolve(g->lib, "nvmlDeviceGetTemperatureV", &g->f.temperature_v);
+    if (resolve(g->lib, "nvmlDeviceGetTemperature", &g->f.temperature) < 0 &&
+        !g->f.temperature_v) {
+        drop |= BIT(M_TEMP);
+        sm__line_add(missing, sizeof missing, "%snvmlDeviceGetTemperature",
+                     missing[0] ? ", " : "");
+    }
     /* the R535 name first, then the name of the drivers before it (same
      * signature and bits) */
     g->f.reasons_call = "nvmlDeviceGetCurrentClocksEventReasons";
@@ -1328,6 +1379,15 @@ static void events_open(struct gpu *g, char *note, size_t cap)
     }
     for (size_t i = 0; i < g->n; i++) {
         rc = g->f.register_events(g->dev[i].h, SM_NVML_EVENT_TYPE_XID_CRITICAL_ERROR, g->events);
+        if (rc == SM_NVML_ERROR_UNKNOWN) {
+            /* nvml.h: "event set is in undefined state and should be freed"
+             * (NOT_SUPPORTED leaves it usable): no GPU's events are polled */
+            sm__line_join(note, cap, "no Xid events: nvmlDeviceRegisterEvents of GPU %u says %s, "
+                          "which leaves the event set undefined (nvml.h); it is freed",
+                          g->dev[i].index, nvml_text(g, rc));
+            registered = 0;
+            break;
+        }
         if (rc == SM_NVML_SUCCESS)
             registered++;
         else

@@ -180,8 +180,22 @@ _Static_assert(sizeof(sm_nvml_event_data) == 32 &&
                    __builtin_offsetof(sm_nvml_event_data, eventData) == 16,
                "nvmlEventData_t: the device pointer, two 64-bit words, two words");
 
+/* nvmlTemperature_v1_t (= nvmlTemperature_t of nvmlDeviceGetTemperatureV):
+ * the version tag and the sensor in, the degrees out (signed). */
+typedef struct sm_nvml_temperature {
+    unsigned int version;
+    int sensorType;  /* nvmlTemperatureSensors_t */
+    int temperature; /* °C */
+} sm_nvml_temperature;
+_Static_assert(sizeof(sm_nvml_temperature) == 12, "nvmlTemperature_v1_t is three words");
+/* NVML_STRUCT_VERSION(Temperature, 1) */
+#define SM_NVML_TEMPERATURE_V1_VERSION \
+    ((unsigned int)(sizeof(sm_nvml_temperature) | (1u << 24)))
+
+typedef sm_nvml_return (*sm_nvml_temperature_v_fn)(sm_nvml_device, sm_nvml_temperature *);
+                                                            /* nvmlDeviceGetTemperatureV */
 typedef sm_nvml_return (*sm_nvml_temperature_fn)(sm_nvml_device, int, unsigned int *);
-                                                            /* nvmlDeviceGetTemperature */
+                              /* nvmlDeviceGetTemperature (deprecated in NVML 13: the fallback) */
 typedef sm_nvml_return (*sm_nvml_clock_fn)(sm_nvml_device, int, unsigned int *);
                                                             /* nvmlDeviceGetClockInfo */
 typedef sm_nvml_return (*sm_nvml_reasons_fn)(sm_nvml_device, unsigned long long *);

@@ -22,8 +22,9 @@
 extern char **environ;
 
 static char sysroot[256];
-static char fake_path[1024], minimal_path[1024];
+static char fake_path[1024], minimal_path[1024], next_path[1024];
 static int (*init_refs)(void);
+static int (*event_set_live)(void);
 static void (*raise_xid)(int, unsigned int);
 static void (*fail_call)(int, const char *, int);
 static void (*fail_mig)(int, int, const char *, int);
@@ -499,6 +500,100 @@ static const char *tag_of(const sm_tags *t, const char *key)
         if (strcmp(t->v[i].key, key) == 0)
             return t->v[i].value;
     return NULL;
+}
+
+/* The temperature through nvmlDeviceGetTemperatureV, which NVML 13's nvml.h
+ * puts in place of the deprecated nvmlDeviceGetTemperature (issue 46 item
+ * 12): the full fake has both and the new one is used; a V that rejects the
+ * struct's version tag at open falls back to the old call; a later NVML
+ * without the deprecated calls (the next fake: no nvmlDeviceGetTemperature,
+ * no ...ClocksThrottleReasons) keeps the series and names nothing missing. */
+static void temperature_v_first(void)
+{
+    sm_points *p = calloc(1, sizeof *p);
+    struct opened o;
+    char msg[300] = "";
+
+    reset_env();
+    setenv("FAKE_NVML_TEMP_0", "71", 1);
+    o = open_gpu();
+    CHECK_EQ_INT(o.rc, 0);
+    CHECK_EQ_STR(o.res.msg, "");
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    CHECK_NEAR(value(p, "gpu_0_temperature_celsius"), 71.0, 0);
+    CHECK_EQ_STR(source(p, "gpu_0_temperature_celsius"),
+                 "nvmlDeviceGetTemperatureV(NVML_TEMPERATURE_GPU)");
+    close_gpu(&o);
+
+    setenv("FAKE_NVML_FAIL_TEMPV_0", "25", 1); /* ARGUMENT_VERSION_MISMATCH */
+    o = open_gpu();
+    CHECK_EQ_INT(o.rc, 0);
+    CHECK_EQ_STR(o.res.msg, "");
+    p->n = 0;
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    CHECK_NEAR(value(p, "gpu_0_temperature_celsius"), 71.0, 0);
+    CHECK_EQ_STR(source(p, "gpu_0_temperature_celsius"),
+                 "nvmlDeviceGetTemperature(NVML_TEMPERATURE_GPU)");
+    close_gpu(&o);
+
+    reset_env();
+    setenv("SCOPEMETER_NVML_LIBRARY", next_path, 1);
+    setenv("FAKE_NVML_TEMP_0", "64", 1);
+    setenv("FAKE_NVML_REASONS_0", "0x20", 1);
+    o = open_gpu();
+    CHECK_EQ_INT(o.rc, 0);
+    CHECK_EQ_STR(o.res.msg, "");
+    p->n = 0;
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    CHECK_EQ_INT(p->n, GPU_SERIES);
+    CHECK_NEAR(value(p, "gpu_0_temperature_celsius"), 64.0, 0);
+    CHECK_EQ_STR(source(p, "gpu_0_temperature_celsius"),
+                 "nvmlDeviceGetTemperatureV(NVML_TEMPERATURE_GPU)");
+    CHECK_NEAR(value(p, "gpu_0_throttled_thermal_percentage"), 100.0, 0);
+    close_gpu(&o);
+    /* no sensor: the line names the call there is */
+    setenv("FAKE_NVML_FAIL_TEMP_0", "3", 1);
+    o = open_gpu();
+    CHECK_EQ_INT(o.rc, 0);
+    CHECK_EQ_STR(o.res.msg, "gpu: gpu_0_temperature_celsius dropped: "
+                            "nvmlDeviceGetTemperatureV says fake NVML: Not Supported");
+    close_gpu(&o);
+    setenv("SCOPEMETER_NVML_LIBRARY", fake_path, 1);
+    free(p);
+}
+
+/* nvmlDeviceRegisterEvents answering UNKNOWN leaves the event set "in
+ * undefined state" (nvml.h: it "should be freed"; the fake's answers every
+ * wait on it with UNKNOWN): the set is freed at open with one clause and
+ * never polled, so an Xid raised later is neither a line nor a tag, and no
+ * wait fails.  Before, the set was kept for the GPUs registered before and
+ * after (issue 46 item 12). */
+static void events_set_undefined(void)
+{
+    sm_points *p = calloc(1, sizeof *p);
+    sm_tags *t = calloc(1, sizeof *t);
+    struct opened o;
+    char msg[300] = "";
+
+    reset_env();
+    setenv("FAKE_NVML_DEVICES", "3", 1);
+    setenv("FAKE_NVML_FAIL_EVENTS_1", "999", 1);
+    o = open_gpu();
+    CHECK_EQ_INT(o.rc, 0);
+    CHECK_EQ_STR(o.res.msg, "gpu: no Xid events: nvmlDeviceRegisterEvents of GPU 1 says fake "
+                            "NVML: Unknown Error, which leaves the event set undefined "
+                            "(nvml.h); it is freed");
+    CHECK_EQ_INT(event_set_live(), 0);
+    raise_xid(0, 79);
+    capture_begin();
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    CHECK_EQ_STR(capture_end(), "");
+    CHECK_EQ_INT(p->n, 3 * GPU_SERIES);
+    sm__coll_gpu.tags(o.state, SM_TAGS_END, t);
+    CHECK(tag_of(t, "gpu_events") == NULL);
+    close_gpu(&o);
+    free(t);
+    free(p);
 }
 
 /* An Xid the driver raises reaches the gpu_events tag at the next window
@@ -1069,7 +1164,7 @@ static void health_fails_mid_run(void)
     for (int k = 0; k < 2; k++) { /* one line for the streak */
         err = sample_said(p, &o);
         same_but(p, base, thr_ecc_temp);
-        CHECK_EQ_STR(err, k ? "" : "scopemeter: warning: gpu: GPU 0: nvmlDeviceGetTemperature "
+        CHECK_EQ_STR(err, k ? "" : "scopemeter: warning: gpu: GPU 0: nvmlDeviceGetTemperatureV "
                                    "failed: fake NVML: Unknown Error; its values are skipped "
                                    "until it recovers\n");
     }
@@ -1125,12 +1220,17 @@ int main(void)
         void *sym = dlsym(fake, "fake_nvml_fail_mig");
         memcpy(&fail_mig, &sym, sizeof sym);
     }
-    if (!init_refs || !raise_xid || !fail_call || !fail_mig) {
-        fprintf(stderr, "fake_nvml_init_refs, fake_nvml_raise_xid, fake_nvml_fail or "
-                "fake_nvml_fail_mig missing\n");
+    {
+        void *sym = dlsym(fake, "fake_nvml_event_set_live");
+        memcpy(&event_set_live, &sym, sizeof sym);
+    }
+    if (!init_refs || !raise_xid || !fail_call || !fail_mig || !event_set_live) {
+        fprintf(stderr, "fake_nvml_init_refs, fake_nvml_raise_xid, fake_nvml_fail, "
+                "fake_nvml_fail_mig or fake_nvml_event_set_live missing\n");
         return 1;
     }
     snprintf(minimal_path, sizeof minimal_path, "%s/libnvidia-ml-minimal.so", dir);
+    snprintf(next_path, sizeof next_path, "%s/libnvidia-ml-next.so", dir);
 
     snprintf(sysroot, sizeof sysroot, "/tmp/sm-test-gpu-XXXXXX");
     if (!mkdtemp(sysroot))
@@ -1158,6 +1258,8 @@ int main(void)
     per_field_degrade();
     old_driver();
     xid_reaches_tag();
+    temperature_v_first();
+    events_set_undefined();
     who_holds_memory();
     mig_instance_fields();
     degrade_each_call();

@@ -22,7 +22,8 @@
  *   FAKE_NVML_UTIL_i               percent (default 40 + i)
  *   FAKE_NVML_POWER_i              mW (default 150000 + 1000 i)
  *   FAKE_NVML_LIMIT_i              enforced limit, mW (default 300000)
- *   FAKE_NVML_TEMP_i               °C (default 60 + i)
+ *   FAKE_NVML_TEMP_i               °C (default 60 + i), from nvmlDeviceGetTemperatureV
+ *                                  and nvmlDeviceGetTemperature alike
  *   FAKE_NVML_SM_CLOCK_i           MHz (default 1980 - i), FAKE_NVML_MEM_CLOCK_i (2619)
  *   FAKE_NVML_REASONS_i=a,b,...    clock-event reason masks (0x.. or decimal), one per
  *                                  call, cycling: a known pattern (default 0)
@@ -40,8 +41,12 @@
  *                                  processes of their own and pids that exist nowhere)
  *   FAKE_NVML_FAIL_PCIE_RX_i=rc, _PCIE_TX_i  that field's own nvmlReturn
  *   FAKE_NVML_FAIL_<CALL>_i=rc     CALL one of HANDLE MEM MEMV2 UTIL POWER LIMIT UUID
- *                                  TEMP CLOCK REASONS FIELDS ECC REMAP RETIRED EVENTS PROCS
- *                                  (EVENTS: nvmlDeviceRegisterEvents)
+ *                                  TEMP TEMPV CLOCK REASONS FIELDS ECC REMAP RETIRED EVENTS
+ *                                  PROCS (TEMP: both temperature calls, one sensor; TEMPV:
+ *                                  nvmlDeviceGetTemperatureV alone; EVENTS:
+ *                                  nvmlDeviceRegisterEvents, whose UNKNOWN (999) leaves
+ *                                  the set undefined, as nvml.h says: every later
+ *                                  nvmlEventSetWait_v2 on it answers UNKNOWN)
  *   FAKE_NVML_FAIL_TIMES_i=n       the scripted failures of device i stop after n
  *                                  (a transient error that recovers)
  *                                  fake_nvml_fail(i, "CALL", rc) sets or (rc 0) clears
@@ -66,12 +71,16 @@
  *                                  fake_nvml_fail_mig(i, j, "CALL", rc) sets or
  *                                  clears one later (an in-process test)
  *
- * Built twice: the full library, and with -DFAKE_NVML_MINIMAL, an old or
+ * Built three times: the full library; with -DFAKE_NVML_MINIMAL, an old or
  * stripped NVML without nvmlDeviceGetMemoryInfo_v2, nvmlDeviceGetUtilizationRates,
  * nvmlDeviceGetEnforcedPowerLimit, nvmlSystemGetDriverVersion, nvmlDeviceGetUUID
  * the MIG calls and every health-field and event entry point but the old
- * nvmlDeviceGetCurrentClocksThrottleReasons.  fake_nvml_init_refs() lets an in-process test check
- * that every nvmlInit_v2 was matched by nvmlShutdown.
+ * nvmlDeviceGetCurrentClocksThrottleReasons; with -DFAKE_NVML_NEXT, a later
+ * NVML that has dropped the entry points NVIDIA's nvml.h marks DEPRECATED(13.0)
+ * among those the collector calls (nvmlDeviceGetTemperature,
+ * nvmlDeviceGetCurrentClocksThrottleReasons).  fake_nvml_init_refs() lets an
+ * in-process test check that every nvmlInit_v2 was matched by nvmlShutdown,
+ * fake_nvml_event_set_live() that an event set was freed.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,6 +98,7 @@ enum {
     E_INSUFFICIENT_SIZE = 7,
     E_GPU_IS_LOST = 15,
     E_ARGUMENT_VERSION_MISMATCH = 25,
+    E_UNKNOWN = 999,
 };
 
 struct mem_v1 {
@@ -109,12 +119,13 @@ _Static_assert(sizeof(struct mem_v2) == 40, "nvmlMemory_v2_t is 40 bytes on LP64
 /* the calls before C_UUID count as the queries of FAKE_NVML_LOST_AFTER_i */
 enum call {
     C_HANDLE, C_MEM, C_MEMV2, C_UTIL, C_POWER, C_LIMIT, C_UUID,
-    C_TEMP, C_CLOCK, C_REASONS, C_FIELDS, C_ECC, C_REMAP, C_RETIRED, C_EVENTS, C_PROCS, C_N
+    C_TEMP, C_CLOCK, C_REASONS, C_FIELDS, C_ECC, C_REMAP, C_RETIRED, C_EVENTS, C_PROCS,
+    C_TEMPV, C_N
 };
 static const char *const call_name[C_N] = {"HANDLE", "MEM",    "MEMV2",   "UTIL",  "POWER",
                                            "LIMIT",  "UUID",   "TEMP",    "CLOCK", "REASONS",
                                            "FIELDS", "ECC",    "REMAP",   "RETIRED", "EVENTS",
-                                           "PROCS"};
+                                           "PROCS",  "TEMPV"};
 
 /* A scripted sequence: one value per call; cycling or with its last repeating. */
 #define SEQ_MAX 64
@@ -478,9 +489,7 @@ API nvml_rc nvmlDeviceGetPowerUsage(void *h, unsigned int *mw)
 
 /* ---- the health fields ---------------------------------------------------- */
 
-/* nvmlDeviceGetCurrentClocksThrottleReasons: the drivers before R535 export
- * only this name, so the minimal library (an old driver) has it too. */
-API nvml_rc nvmlDeviceGetCurrentClocksThrottleReasons(void *h, unsigned long long *r)
+static nvml_rc clock_reasons(void *h, unsigned long long *r)
 {
     struct dev *d = NULL;
     nvml_rc rc = r ? query(h, C_REASONS, &d) : E_INVALID_ARGUMENT;
@@ -491,23 +500,63 @@ API nvml_rc nvmlDeviceGetCurrentClocksThrottleReasons(void *h, unsigned long lon
     return OK;
 }
 
+/* nvmlDeviceGetCurrentClocksThrottleReasons: the drivers before R535 export
+ * only this name, so the minimal library (an old driver) has it too; NVML 13
+ * deprecates it, so the next one does not. */
+#ifndef FAKE_NVML_NEXT
+API nvml_rc nvmlDeviceGetCurrentClocksThrottleReasons(void *h, unsigned long long *r)
+{
+    return clock_reasons(h, r);
+}
+#endif
+
 #ifndef FAKE_NVML_MINIMAL
 API nvml_rc nvmlDeviceGetCurrentClocksEventReasons(void *h, unsigned long long *r)
 {
-    return nvmlDeviceGetCurrentClocksThrottleReasons(h, r);
+    return clock_reasons(h, r);
 }
 
+/* NVML_TEMPERATURE_GPU (0) is the only sensor there is */
+#ifndef FAKE_NVML_NEXT
 API nvml_rc nvmlDeviceGetTemperature(void *h, int sensor, unsigned int *t)
 {
     struct dev *d = NULL;
     nvml_rc rc;
 
-    if (!t || sensor != 0) /* NVML_TEMPERATURE_GPU is the only sensor there is */
+    if (!t || sensor != 0)
         return E_INVALID_ARGUMENT;
     rc = query(h, C_TEMP, &d);
     if (rc != OK)
         return rc;
     *t = d->temp;
+    return OK;
+}
+#endif
+
+/* nvmlTemperature_v1_t as NVIDIA's header lays it out */
+struct temperature {
+    unsigned int version;
+    int sensor;
+    int degrees;
+};
+_Static_assert(sizeof(struct temperature) == 12, "nvmlTemperature_v1_t is 12 bytes");
+
+API nvml_rc nvmlDeviceGetTemperatureV(void *h, struct temperature *t)
+{
+    struct dev *d = NULL;
+    nvml_rc rc;
+
+    if (!t || t->sensor != 0)
+        return E_INVALID_ARGUMENT;
+    /* NVML_STRUCT_VERSION(Temperature, 1): size in the low bits, 1 in the top byte */
+    if (t->version != (unsigned int)(sizeof(struct temperature) | (1u << 24)))
+        return E_ARGUMENT_VERSION_MISMATCH;
+    rc = query(h, C_TEMPV, &d); /* its own scripted failure, then the sensor's */
+    if (rc == OK)
+        rc = query(h, C_TEMP, &d);
+    if (rc != OK)
+        return rc;
+    t->degrees = (int)d->temp;
     return OK;
 }
 
@@ -681,6 +730,7 @@ _Static_assert(sizeof(struct event) == 32, "nvmlEventData_t is 32 bytes on LP64"
 /* One event set at a time is enough for the collector; its address is the handle. */
 static struct {
     int live;
+    int undefined;           /* a registration answered UNKNOWN */
     unsigned int registered; /* bit per device */
 } evset;
 
@@ -691,6 +741,7 @@ API nvml_rc nvmlEventSetCreate(void **set)
     if (!set)
         return E_INVALID_ARGUMENT;
     evset.live = 1;
+    evset.undefined = 0;
     evset.registered = 0;
     *set = &evset;
     return OK;
@@ -704,10 +755,18 @@ API nvml_rc nvmlDeviceRegisterEvents(void *h, unsigned long long types, void *se
     if (set != &evset || !evset.live || !(types & 0x8)) /* nvmlEventTypeXidCriticalError */
         return E_INVALID_ARGUMENT;
     rc = query(h, C_EVENTS, &d);
+    if (rc == E_UNKNOWN)
+        evset.undefined = 1; /* nvml.h: "event set is in undefined state and should be freed" */
     if (rc != OK)
         return rc;
     evset.registered |= 1u << (d - devs);
     return OK;
+}
+
+/* 1 while an event set is created and not freed */
+API int fake_nvml_event_set_live(void)
+{
+    return evset.live;
 }
 
 /* CALL's failure on device i from the next call on, as FAKE_NVML_FAIL_<CALL>_i
@@ -739,6 +798,8 @@ API nvml_rc nvmlEventSetWait_v2(void *set, struct event *ev, unsigned int timeou
         return E_UNINITIALIZED;
     if (set != &evset || !evset.live || !ev)
         return E_INVALID_ARGUMENT;
+    if (evset.undefined)
+        return E_UNKNOWN;
     for (unsigned int i = 0; i < ndev; i++) {
         struct seq *q = &devs[i].xid;
         if (!(evset.registered & (1u << i)) || q->at >= q->n)

@@ -90,6 +90,8 @@ FN3(nvmlDeviceGetMigDeviceHandleByIndex, sm_nvml_mig_handle_fn, DEV,
 FN2(nvmlDeviceGetGpuInstanceId, sm_nvml_uint_fn, DEV, UINTP)
 FN2(nvmlDeviceGetComputeInstanceId, sm_nvml_uint_fn, DEV, UINTP)
 /* the health fields */
+FN2(nvmlDeviceGetTemperatureV, sm_nvml_temperature_v_fn, DEV,
+    (sm_nvml_temperature *, nvmlTemperature_t *))
 FN3(nvmlDeviceGetTemperature, sm_nvml_temperature_fn, DEV, (int, nvmlTemperatureSensors_t),
     UINTP)
 FN3(nvmlDeviceGetClockInfo, sm_nvml_clock_fn, DEV, (int, nvmlClockType_t), UINTP)
@@ -129,6 +131,15 @@ FIELD(sm_nvml_memory_v2, nvmlMemory_v2_t, reserved);
 FIELD(sm_nvml_memory_v2, nvmlMemory_v2_t, free);
 FIELD(sm_nvml_memory_v2, nvmlMemory_v2_t, used);
 SAME(SM_NVML_MEMORY_V2_VERSION, nvmlMemory_v2);
+/* nvmlDeviceGetTemperatureV takes nvmlTemperature_t, which is v1 */
+COMPAT(nvmlTemperature_t, nvmlTemperature_v1_t);
+SAME_TYPE(sm_nvml_temperature, nvmlTemperature_v1_t);
+FIELD(sm_nvml_temperature, nvmlTemperature_v1_t, version);
+FIELD(sm_nvml_temperature, nvmlTemperature_v1_t, sensorType);
+FIELD(sm_nvml_temperature, nvmlTemperature_v1_t, temperature);
+COMPAT(__typeof__(((sm_nvml_temperature *)0)->temperature),
+       __typeof__(((nvmlTemperature_v1_t *)0)->temperature)); /* signed, as NVIDIA's */
+SAME(SM_NVML_TEMPERATURE_V1_VERSION, nvmlTemperature_v1);
 SAME_TYPE(sm_nvml_utilization, nvmlUtilization_t);
 FIELD(sm_nvml_utilization, nvmlUtilization_t, gpu);
 FIELD(sm_nvml_utilization, nvmlUtilization_t, memory);
