@@ -338,7 +338,7 @@ extern const sm_collector_ops sm__coll_io;
 extern const sm_collector_ops sm__coll_amdgpu;
 /* coll_gpu.c: the gpu_<i>_* keys of index i (< 64), static storage, first
  * MLflow's five in the order memory %, memory MB, utilization, power W,
- * power %, then NVML's health fields (coll_gpu.c's enum metric) */
+ * power %, then NVML's health fields (gpu_int.h's enum metric) */
 SM_HIDDEN const char *const *sm__gpu_keys(unsigned int i);
 extern const sm_collector_ops sm__coll_proc;
 

@@ -1,6 +1,7 @@
 /*
  * nvml.h — the few NVML types, constants and entry-point signatures that
- * coll_gpu.c (and the fake library in tests/fakenvml) use, written from the
+ * the NVIDIA collector (coll_gpu.c and its gpu_*.c parts) and the fake
+ * library in tests/fakenvml use, written from the
  * documented ABI of libnvidia-ml.so.1 (NVML API reference, "Device Queries",
  * "Error reporting").  scopemeter never links NVML: it dlopen()s it at run
  * time, so a CPU-only build and a CPU worker need no NVIDIA package at all.

@@ -2,7 +2,7 @@
  * fakenvml.c — a fake libnvidia-ml.so.1 for the GPU collector's tests.
  *
  * No CI machine has a GPU, so the tests load this library through
- * SCOPEMETER_NVML_LIBRARY.  It implements the NVML entry points coll_gpu.c
+ * SCOPEMETER_NVML_LIBRARY.  It implements the NVML entry points gpu_nvml.c
  * resolves, with the documented ABI (layouts, return codes, the versioned
  * memory struct's tag), written here independently of src/nvml.h so that a
  * layout mistake in one does not hide in the other.  Values and failures are

@@ -65,7 +65,7 @@ BASE = ["index", "memory.used", "memory.total", "utilization.gpu", "power.draw",
         "clocks.sm", "clocks.mem", "REASONS", "ecc.errors.corrected.volatile.total",
         "ecc.errors.uncorrected.volatile.total"]
 REASONS = ("clocks_event_reasons.active", "clocks_throttle_reasons.active")
-# nvmlClocksEventReason* bits (NVIDIA's nvml.h), as src/coll_gpu.c groups them
+# nvmlClocksEventReason* bits (NVIDIA's nvml.h), as src/gpu_query.c groups them
 THR_NOT = 0x1 | 0x2        # GpuIdle, ApplicationsClocksSetting
 THR_POWER = 0x4 | 0x80     # SwPowerCap, HwPowerBrakeSlowdown
 THR_THERMAL = 0x20 | 0x40  # SwThermalSlowdown, HwThermalSlowdown

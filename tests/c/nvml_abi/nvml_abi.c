@@ -7,7 +7,7 @@
  * anything shipped.  tests/meson.build compiles it with NVIDIA_NVML_H set to
  * the header find_header.py found; without one the test is skipped.
  *
- * What is checked, for every entry point coll_gpu.c resolves:
+ * What is checked, for every entry point gpu_nvml.c resolves:
  *   - NVIDIA's prototype is the one written in the FN row (in NVIDIA's
  *     types: __builtin_types_compatible_p on the declared function);
  *   - our function-pointer type is the same row in our types;
