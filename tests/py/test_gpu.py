@@ -632,6 +632,63 @@ def test_run_records_gpu_series_and_tag(machine, lib, scopemeter_bin, mlflow_ser
                     "fake NVML: GPU is lost): gpu_1_* series stop"], p.stderr
 
 
+# CMD of the ECC run: polls the run (MLflow's REST API; MLFLOW_RUN_ID and
+# MLFLOW_TRACKING_URI are what `scopemeter run` gives CMD) until the series'
+# latest value is the whole count (argv[1]) or went down (the old code's
+# failure, seen at once), at most argv[2] seconds; prints what it saw.
+ECC_WAIT = r"""
+import json, os, sys, time, urllib.parse, urllib.request
+uri, run = os.environ["MLFLOW_TRACKING_URI"], os.environ["MLFLOW_RUN_ID"]
+want, deadline = float(sys.argv[1]), time.monotonic() + float(sys.argv[2])
+seen = []
+while time.monotonic() < deadline:
+    q = urllib.parse.urlencode({"run_id": run})
+    with urllib.request.urlopen(f"{uri}/api/2.0/mlflow/runs/get?{q}", timeout=30) as r:
+        ms = json.loads(r.read())["run"]["data"].get("metrics", [])
+    v = [m["value"] for m in ms if m["key"] == "system/gpu_0_ecc_errors_corrected/rank0"]
+    if v and (not seen or v[0] != seen[-1]):
+        seen.append(v[0])
+    if seen and (seen[-1] >= want or seen[-1] < max(seen)):
+        break
+    time.sleep(0.1)
+print("seen", seen, flush=True)
+"""
+
+
+@pytest.mark.timeout(300)
+def test_ecc_count_survives_a_clear_in_the_run(machine, lib, scopemeter_bin, mlflow_server):
+    """Volatile ECC counts cleared mid-run (nvmlDeviceClearEccErrorCounts,
+    `nvidia-smi -p 0`; issue 46 item 5): the counter reads 0 at open, then
+    20, 37, 43, cleared, 4, 10, 22, 34, cleared, 3, 9 (the fake's sequence,
+    one value a sample, the last repeating).  The run's series never goes
+    down and ends at 86, the errors the counter counted (43 + 34 + 9); the
+    old difference from the value at open went 43 -> 4 and ended at 9.  CMD
+    runs until the run shows the whole count (or a value going down), so no
+    verdict depends on how fast samples come."""
+    import sys
+    from runread import history, run_cli
+    root = machine.dev_nodes("nvidia0")
+    p = run_cli(scopemeter_bin, ["--interval", "0.2", "--", sys.executable, "-c", ECC_WAIT,
+                                 "86", "150"],
+                env={"MLFLOW_TRACKING_URI": mlflow_server, "SCOPEMETER_SYSROOT": str(root),
+                     "SCOPEMETER_NVML_LIBRARY": lib["full"],
+                     "FAKE_NVML_ECC_CORR_0": "0,20,37,43,4,10,22,34,3,9",
+                     "FAKE_NVML_ECC_UNCORR_0": "0,0,1,1,0,1,1,1,0,1"}, timeout=240)
+    assert p.returncode == 0, p.stderr
+    assert p.run_id, p.stderr
+    corr = [v for _, _, v in history(mlflow_server, p.run_id,
+                                     "system/gpu_0_ecc_errors_corrected/rank0")]
+    uncorr = [v for _, _, v in history(mlflow_server, p.run_id,
+                                       "system/gpu_0_ecc_errors_uncorrected/rank0")]
+    # every value a sum of the deltas so far, in order; the last the whole count
+    sums = [0, 20, 37, 43, 47, 53, 65, 77, 80, 86]
+    assert corr and corr[-1] == 86 and all(a <= b for a, b in zip(corr, corr[1:])), \
+        (corr, p.stdout)
+    assert set(corr) <= set(sums), (corr, sums)
+    assert uncorr and uncorr[-1] == 3 and all(a <= b for a, b in zip(uncorr, uncorr[1:])), \
+        uncorr
+
+
 def test_plan_counts_what_probe_emits_with_gpus(machine, lib, probe_json):
     """`plan`'s series per collector comes from the collectors' own counts
     (collectors.c); here it is tied to what a 3-GPU machine really emits."""
