@@ -75,6 +75,7 @@ def lib():
     return {
         "full": os.path.join(d, "libnvidia-ml.so.1"),
         "minimal": os.path.join(d, "libnvidia-ml-minimal.so"),
+        "next": os.path.join(d, "libnvidia-ml-next.so"),
         "notnvml": os.path.join(d, "libnotnvml.so"),
     }
 
@@ -596,6 +597,27 @@ def test_text_probe_shows_gpu_status(machine, lib, scopemeter_bin):
     assert p.returncode == 0, p.stderr
     assert "gpu: nvml 550.54.15, 2 devices" in p.stdout.splitlines()
     assert "system/gpu_1_power_usage_watts/rank0" in p.stdout
+
+
+def test_nvml_without_its_deprecated_calls_keeps_every_series(machine, lib, probe_json):
+    """A later NVML that has dropped what nvml.h 13 marks DEPRECATED(13.0)
+    (the fake's libnvidia-ml-next.so: no nvmlDeviceGetTemperature, no
+    nvmlDeviceGetCurrentClocksThrottleReasons; issue 46 item 12): probe
+    shows every series of both GPUs, the temperature through
+    nvmlDeviceGetTemperatureV, and no note of anything lacking."""
+    root = machine.dev_nodes("nvidia0", "nvidia1")
+    out = probe_json(sysroot=root, env={"SCOPEMETER_NVML_LIBRARY": lib["next"],
+                                        "FAKE_NVML_DEVICES": "2"})
+    got = gpu_series(out)
+    assert {k: v["value"] for k, v in got.items()} == \
+        {k: round(v * 10) / 10 for k, v in {**expected(0), **expected(1)}.items()}
+    for i in (0, 1):
+        assert got[f"gpu_{i}_temperature_celsius"]["source"] == \
+            "nvmlDeviceGetTemperatureV(NVML_TEMPERATURE_GPU)"
+        assert got[f"gpu_{i}_throttled_percentage"]["source"] == \
+            "nvmlDeviceGetCurrentClocksEventReasons"
+    assert not [n for n in out["notes"] if n.startswith("gpu:")], out["notes"]
+    assert out["gpu"] == "nvml 550.54.15, 2 devices"
 
 
 # ---- end to end: `scopemeter run` into a real MLflow server ---------------------
