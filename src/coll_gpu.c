@@ -41,7 +41,10 @@
      "gpu_" #i "_throttled_percentage",    "gpu_" #i "_throttled_power_percentage",            \
      "gpu_" #i "_throttled_thermal_percentage", "gpu_" #i "_pcie_receive_megabytes",           \
      "gpu_" #i "_pcie_transmit_megabytes", "gpu_" #i "_ecc_errors_corrected",                  \
-     "gpu_" #i "_ecc_errors_uncorrected",  "gpu_" #i "_process_memory_megabytes"}
+     "gpu_" #i "_ecc_errors_uncorrected",  "gpu_" #i "_process_memory_megabytes",              \
+     "gpu_" #i "_sm_active_percentage",    "gpu_" #i "_sm_occupancy_percentage",               \
+     "gpu_" #i "_tensor_active_percentage", "gpu_" #i "_dram_bandwidth_percentage",            \
+     "gpu_" #i "_nvlink_receive_megabytes", "gpu_" #i "_nvlink_transmit_megabytes"}
 #define GPU_KEYS10(t)                                                                       \
     GPU_KEYS(t##0), GPU_KEYS(t##1), GPU_KEYS(t##2), GPU_KEYS(t##3), GPU_KEYS(t##4),         \
         GPU_KEYS(t##5), GPU_KEYS(t##6), GPU_KEYS(t##7), GPU_KEYS(t##8), GPU_KEYS(t##9)
@@ -72,7 +75,7 @@ static void open_devices(struct gpu *g, const unsigned int *sel, size_t nsel, un
         sm_nvml_return nrc;
         memset(d, 0, sizeof *d);
         d->index = sel[i];
-        d->want = ALL_BITS & ~drop;
+        d->want = ALL_BITS & ~drop & (g->detail_full ? ALL_BITS : ~FULL_BITS);
         d->key = gpu_keys[d->index];
         d->nmig = g->sel_nmig[d->index];
         memcpy(d->mig, g->sel_mig[d->index], sizeof d->mig);
@@ -89,6 +92,8 @@ static void open_devices(struct gpu *g, const unsigned int *sel, size_t nsel, un
         sm__gpu_query_device(g, d, NULL, 1, devnote, devcap);
         if (d->lost)
             continue;
+        sm__gpu_gpm_open(g, d, devnote, devcap);
+        sm__gpu_gpm_query(g, d, NULL, 1, devnote, devcap);
         g->n++;
     }
     sm__gpu_say_drops(g, devnote, devcap);
@@ -108,6 +113,8 @@ static int gpu_open(void *state, const sm_ctx *ctx, sm_opened *res)
 
     if (!libname || !*libname)
         libname = "libnvidia-ml.so.1";
+    g->now = sm__now_mono;
+    g->detail_full = ctx->detail == SM_DETAIL_FULL;
 
     if (!sm__gpu_find_dev_node(ctx, node, sizeof node)) {
         sm__line(res->msg, sizeof res->msg,
@@ -164,6 +171,7 @@ static int gpu_open(void *state, const sm_ctx *ctx, sm_opened *res)
     sm__gpu_procs_ranks(g, ctx, devnote, sizeof devnote);
     sm__gpu_events_open(g, devnote, sizeof devnote);
     sm__gpu_health_read(g, 1);
+    sm__gpu_energy_open(g, devnote, sizeof devnote);
     sm__line(res->status, sizeof res->status, "nvml %s, %zu device%s", driver, g->n,
             g->n == 1 ? "" : "s");
     /* an AMD GPU beside these takes the indices after NVML's (coll_amdgpu.c) */
@@ -182,6 +190,8 @@ static int gpu_open(void *state, const sm_ctx *ctx, sm_opened *res)
     return 0;
 
 fail:
+    if (initialized)
+        sm__gpu_gpm_close(g);
     sm__gpu_unload(g, initialized);
     return rc;
 }
@@ -202,6 +212,8 @@ static int gpu_sample(void *state, sm_points *out, char *msg, size_t msglen)
         if (d->lost)
             continue;
         skipped = sm__gpu_query_device(g, d, out, 0, NULL, 0);
+        if (!d->lost)
+            skipped += sm__gpu_gpm_query(g, d, out, 0, NULL, 0);
         if (d->lost) {
             out->n = mark; /* a device lost mid-sample contributes nothing */
             continue;
@@ -218,12 +230,16 @@ static int gpu_sample(void *state, sm_points *out, char *msg, size_t msglen)
 
 static void gpu_close(void *state)
 {
+    sm__gpu_gpm_close(state);
     sm__gpu_unload(state, 1);
 }
 
 const sm_collector_ops sm__coll_gpu = {
     .name = "gpu",
-    .series_per_device = M_COUNT, /* per GPU: MLflow's five and the ten health fields */
+    /* per GPU: MLflow's five, the ten health fields, the own rank's memory;
+     * at detail full the six of gpu_gpm.c */
+    .series_per_device = M_COUNT - M_FULL_COUNT,
+    .series_per_device_full = M_FULL_COUNT,
     .status_tag = "gpu",
     .gpu = true,
     .counts_devices = true,

@@ -225,6 +225,7 @@ void sm__gpu_tags(void *state, int phase, sm_tags *out)
     double now = sm__now_mono();
 
     tag_mem_peak(g, phase, out);
+    sm__gpu_energy_tag(g, phase, out);
     if (phase != SM_TAGS_START)
         sm__gpu_health_read(g, 0);
     events_format(g, 0, val, sizeof val);

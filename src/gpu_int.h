@@ -9,6 +9,7 @@
  *   gpu_events.c   the gpu_events and gpu_memory_at_peak tags
  *   gpu_query.c    one device's queries of a sample; the open's first query
  *   gpu_holders.c  who holds a GPU's memory (the pids NVML lists, classed)
+ *   gpu_gpm.c      the GPU's real work (GPM), NVLink bytes, energy
  *   gpu_select.c   which GPUs: the device node, CUDA_VISIBLE_DEVICES, MIG
  *   gpu_nvml.c     the binding: dlopen, the entry points, what an rc means
  *
@@ -33,8 +34,12 @@ enum metric {
     M_TEMP, M_SM_CLOCK, M_MEM_CLOCK, M_THR, M_THR_POWER, M_THR_THERMAL,
     M_PCIE_RX, M_PCIE_TX, M_ECC_CORR, M_ECC_UNCORR,
     M_PROC_MEM, /* per recorded rank (sm__emit_rank), the own rank counted here */
+    /* detail level full only (docs/series.md "Levels"): the GPU's real work
+     * from GPM, NVLink from the field counters (or GPM's rates) */
+    M_SM_ACTIVE, M_SM_OCC, M_TENSOR, M_DRAM, M_NVLINK_RX, M_NVLINK_TX,
     M_COUNT
 };
+#define M_FULL_COUNT 6 /* the metrics from M_SM_ACTIVE on */
 
 #define BIT(m) (1u << (m))
 #define MEM_BITS (BIT(M_MEM_PCT) | BIT(M_MEM_MB))
@@ -42,13 +47,16 @@ enum metric {
 #define THR_BITS (BIT(M_THR) | BIT(M_THR_POWER) | BIT(M_THR_THERMAL))
 #define PCIE_BITS (BIT(M_PCIE_RX) | BIT(M_PCIE_TX))
 #define ECC_BITS (BIT(M_ECC_CORR) | BIT(M_ECC_UNCORR))
+#define GPM_BITS (BIT(M_SM_ACTIVE) | BIT(M_SM_OCC) | BIT(M_TENSOR) | BIT(M_DRAM))
+#define NVLINK_BITS (BIT(M_NVLINK_RX) | BIT(M_NVLINK_TX))
+#define FULL_BITS (GPM_BITS | NVLINK_BITS)
 #define ALL_BITS (BIT(M_COUNT) - 1u)
 
 /* The NVML queries of one sample (gpu_query.c maps each to the metrics it
  * feeds and to its label in the lines). */
 enum query {
     Q_MEM, Q_UTIL, Q_POWER, Q_LIMIT, Q_TEMP, Q_SM_CLOCK, Q_MEM_CLOCK, Q_REASONS,
-    Q_PCIE_RX, Q_PCIE_TX, Q_ECC, Q_PROCS, Q_COUNT
+    Q_PCIE_RX, Q_PCIE_TX, Q_ECC, Q_PROCS, Q_GPM, Q_NVLINK_RX, Q_NVLINK_TX, Q_COUNT
 };
 
 /* What an NVML return code means for a metric (gpu_nvml.c, sm__gpu_verdict):
@@ -112,6 +120,20 @@ struct gpu_dev {
     int remap_ok, retired_ok;    /* the call answered at open */
     unsigned int remap[4];       /* corrected rows, uncorrected rows, pending, failure */
     unsigned int retired[2];     /* pages: multiple single-bit, double-bit */
+    /* GPM (gpu_gpm.c): two sample buffers taken in turn, the last one's
+     * monotonic time; a metric the driver refuses leaves want */
+    int gpm;                     /* GPM samples are taken (Q_GPM) */
+    int gpm_mig;                 /* through nvmlGpmMigSampleGet(h, gpm_gi) */
+    unsigned int gpm_gi;
+    int nvlink_gpm;              /* NVLink from GPM's rates: the fields were refused */
+    sm_nvml_gpm_sample gpm_s[2];
+    int gpm_last;                /* gpm_s[gpm_last] holds the last sample; -1 none */
+    double gpm_t;                /* its time, monotonic s */
+    unsigned long long nvlink_last[2], nvlink_sum[2]; /* the field counters, KiB */
+    double nvlink_gpm_mb[2];     /* MB integrated from GPM's rates */
+    /* energy since open (the gpu_energy tag), mJ; wrap-safe as the counters */
+    int energy_ok, energy_based;
+    unsigned long long energy_last, energy_sum;
     double used_mb;              /* memory used at this sample (the memory series' value) */
     struct held peak;            /* by class at the highest used memory */
     double peak_shipped;         /* used MB of the peak last shipped; 0 none */
@@ -150,6 +172,14 @@ struct nvml_api {
     sm_nvml_event_wait_fn event_wait;
     sm_nvml_event_set_free_fn event_set_free;
     sm_nvml_processes_fn processes;
+    /* the GPU's real work and its energy (optional, detail full) */
+    sm_nvml_gpm_support_fn gpm_support;
+    sm_nvml_gpm_alloc_fn gpm_alloc;
+    sm_nvml_gpm_free_fn gpm_free;
+    sm_nvml_gpm_get_fn gpm_get;
+    sm_nvml_gpm_mig_get_fn gpm_mig_get;
+    sm_nvml_gpm_metrics_fn gpm_metrics;
+    sm_nvml_energy_fn energy;
 };
 
 struct gpu {
@@ -169,11 +199,15 @@ struct gpu {
     char shipped_news[sizeof ((sm_tag *)0)->value]; /* the same without the repeat counts */
     double t_open, t_shipped;  /* monotonic s */
     struct procs procs;
+    int detail_full;           /* SCOPEMETER_DETAIL=full: FULL_BITS are wanted */
+    double (*now)(void);       /* monotonic s: sm__now_mono; a test's own clock */
+    sm_nvml_gpm_metrics_get gpm_mg; /* 19 KB: the request of nvmlGpmMetricsGet */
 };
 
 /* ---- gpu_nvml.c: the binding ---------------------------------------------------- */
 SM_HIDDEN const char *sm__gpu_nvml_text(const struct gpu *g, sm_nvml_return rc);
 SM_HIDDEN enum verdict sm__gpu_verdict(sm_nvml_return rc);
+SM_HIDDEN sm_nvml_return sm__gpu_field_u64(const sm_nvml_field_value *f, unsigned long long *v);
 SM_HIDDEN int sm__gpu_load_nvml(struct gpu *g, const char *libname, const char *node,
                                 unsigned int *drop, char *symnote, size_t symcap,
                                 int *initialized, sm_opened *res);
@@ -197,6 +231,15 @@ SM_HIDDEN void sm__gpu_procs_ranks(struct gpu *g, const sm_ctx *ctx, char *note,
 SM_HIDDEN int sm__gpu_query_device(struct gpu *g, struct gpu_dev *d, sm_points *out,
                                    int at_open, char *msg, size_t msglen);
 SM_HIDDEN void sm__gpu_say_drops(const struct gpu *g, char *buf, size_t cap);
+
+/* ---- gpu_gpm.c: GPM, NVLink, energy ------------------------------------------------- */
+SM_HIDDEN void sm__gpu_gpm_open(struct gpu *g, struct gpu_dev *d, char *note, size_t cap);
+SM_HIDDEN int sm__gpu_gpm_query(struct gpu *g, struct gpu_dev *d, sm_points *out, int at_open,
+                                char *msg, size_t msglen);
+SM_HIDDEN void sm__gpu_gpm_close(struct gpu *g);
+SM_HIDDEN void sm__gpu_energy_open(struct gpu *g, char *note, size_t cap);
+SM_HIDDEN void sm__gpu_energy_read(struct gpu *g);
+SM_HIDDEN void sm__gpu_energy_tag(struct gpu *g, int phase, sm_tags *out);
 
 /* ---- gpu_events.c: the events and peak tags --------------------------------------- */
 SM_HIDDEN void sm__gpu_events_open(struct gpu *g, char *note, size_t cap);

@@ -49,6 +49,28 @@ enum verdict sm__gpu_verdict(sm_nvml_return rc)
     }
 }
 
+/* A counter field's value (the PCIe and NVLink counters): unsigned 64-bit
+ * as the header's valueType says, narrower types widened; another type is
+ * no counter (UNKNOWN: skipped, said once per streak). */
+sm_nvml_return sm__gpu_field_u64(const sm_nvml_field_value *f, unsigned long long *v)
+{
+    if (f->nvmlReturn != SM_NVML_SUCCESS)
+        return f->nvmlReturn;
+    switch (f->valueType) {
+    case SM_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG:
+        *v = f->value.ullVal;
+        return SM_NVML_SUCCESS;
+    case SM_NVML_VALUE_TYPE_UNSIGNED_LONG:
+        *v = f->value.ulVal;
+        return SM_NVML_SUCCESS;
+    case SM_NVML_VALUE_TYPE_UNSIGNED_INT:
+        *v = f->value.uiVal;
+        return SM_NVML_SUCCESS;
+    default:
+        return SM_NVML_ERROR_UNKNOWN; /* not a counter: skipped, said once per streak */
+    }
+}
+
 /* dlsym into a function pointer without the object/function pointer cast
  * that ISO C leaves undefined (POSIX guarantees the representation). */
 static int resolve(void *lib, const char *name, void *fnp)
@@ -147,6 +169,16 @@ static unsigned int resolve_optional(struct gpu *g, char *msg, size_t msglen)
     resolve(g->lib, "nvmlDeviceGetComputeInstanceId", &g->f.ci_id);
     resolve(g->lib, "nvmlDeviceGetMemoryInfo_v2", &g->f.memory_v2);
     resolve(g->lib, "nvmlDeviceGetMemoryInfo", &g->f.memory);
+    /* the detail series' calls and the energy: absent on older drivers
+     * (GPM since R520, the energy since Volta's); gpu_gpm.c says what each
+     * absence drops, where it is asked for */
+    resolve(g->lib, "nvmlGpmQueryDeviceSupport", &g->f.gpm_support);
+    resolve(g->lib, "nvmlGpmSampleAlloc", &g->f.gpm_alloc);
+    resolve(g->lib, "nvmlGpmSampleFree", &g->f.gpm_free);
+    resolve(g->lib, "nvmlGpmSampleGet", &g->f.gpm_get);
+    resolve(g->lib, "nvmlGpmMigSampleGet", &g->f.gpm_mig_get);
+    resolve(g->lib, "nvmlGpmMetricsGet", &g->f.gpm_metrics);
+    resolve(g->lib, "nvmlDeviceGetTotalEnergyConsumption", &g->f.energy);
     if (!g->f.memory_v2 && !g->f.memory) {
         drop |= MEM_BITS;
         sm__line_join(msg, msglen, "NVML lacks nvmlDeviceGetMemoryInfo: gpu_*_memory_usage_* dropped");

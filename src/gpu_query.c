@@ -23,12 +23,15 @@
 static const unsigned int q_mask[Q_COUNT] = {
     MEM_BITS,        BIT(M_UTIL),      POWER_BITS,       BIT(M_POWER_PCT),
     BIT(M_TEMP),     BIT(M_SM_CLOCK),  BIT(M_MEM_CLOCK), THR_BITS,
-    BIT(M_PCIE_RX),  BIT(M_PCIE_TX),   ECC_BITS,         BIT(M_PROC_MEM)};
+    BIT(M_PCIE_RX),  BIT(M_PCIE_TX),   ECC_BITS,         BIT(M_PROC_MEM),
+    GPM_BITS,        BIT(M_NVLINK_RX), BIT(M_NVLINK_TX)};
 static const char *const q_label[Q_COUNT] = {
     "memory_usage_*",         "utilization_percentage",    "power_usage_*",
     "power_usage_percentage", "temperature_celsius",       "sm_clock_megahertz",
     "memory_clock_megahertz", "throttled_*",               "pcie_receive_megabytes",
-    "pcie_transmit_megabytes", "ecc_errors_*",              "process_memory_megabytes"};
+    "pcie_transmit_megabytes", "ecc_errors_*",              "process_memory_megabytes",
+    "{sm_active,sm_occupancy,tensor_active,dram_bandwidth}_percentage",
+    "nvlink_receive_megabytes", "nvlink_transmit_megabytes"};
 
 /*
  * Clock-event reasons (NVML's nvmlClocksEventReason*, docs/gpu.md): the
@@ -45,7 +48,8 @@ static const char *const q_label[Q_COUNT] = {
 static const char *const unit[M_COUNT] = {"percent", "MB",      "percent", "W",       "percent",
                                           "celsius", "MHz",     "MHz",     "percent", "percent",
                                           "percent", "MB",      "MB",      "errors",  "errors",
-                                          "MB"};
+                                          "MB",      "percent", "percent", "percent", "percent",
+                                          "MB",      "MB"};
 
 static sm_nvml_return read_memory_of(const struct gpu *g, const struct gpu_dev *d,
                                      sm_nvml_device h, unsigned long long *used,
@@ -179,27 +183,6 @@ static int wants(const struct gpu_dev *d, enum query q)
     return !d->lost && (d->want & q_mask[q]);
 }
 
-/* A counter field's value; the PCIe counters are unsigned 64-bit (the
- * header's valueType says so; narrower types are widened). */
-static sm_nvml_return field_u64(const sm_nvml_field_value *f, unsigned long long *v)
-{
-    if (f->nvmlReturn != SM_NVML_SUCCESS)
-        return f->nvmlReturn;
-    switch (f->valueType) {
-    case SM_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG:
-        *v = f->value.ullVal;
-        return SM_NVML_SUCCESS;
-    case SM_NVML_VALUE_TYPE_UNSIGNED_LONG:
-        *v = f->value.ulVal;
-        return SM_NVML_SUCCESS;
-    case SM_NVML_VALUE_TYPE_UNSIGNED_INT:
-        *v = f->value.uiVal;
-        return SM_NVML_SUCCESS;
-    default:
-        return SM_NVML_ERROR_UNKNOWN; /* not a counter: skipped, said once per streak */
-    }
-}
-
 /*
  * A cumulative series since open: the deltas between readings, summed from
  * the first value read.  A reading below the last one is a counter that
@@ -322,7 +305,7 @@ static int query_health(const struct gpu *g, struct gpu_dev *d, sm_points *out, 
             enum query q = k ? Q_PCIE_TX : Q_PCIE_RX;
             enum metric m = k ? M_PCIE_TX : M_PCIE_RX;
             unsigned long long v = 0;
-            sm_nvml_return frc = rc != SM_NVML_SUCCESS ? rc : field_u64(&fv[k], &v);
+            sm_nvml_return frc = rc != SM_NVML_SUCCESS ? rc : sm__gpu_field_u64(&fv[k], &v);
             if (!wants(d, q) ||
                 !got(g, d, frc, q, "nvmlDeviceGetFieldValues", at_open, msg, msglen, &skipped))
                 continue;

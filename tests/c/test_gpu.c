@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "gpu_int.h" /* the collector's clock, injected by gpm_energy_full */
 #include "internal.h"
 
 extern char **environ;
@@ -1186,6 +1187,156 @@ static void health_fails_mid_run(void)
     free(base);
 }
 
+/* The test's own monotonic clock (struct gpu's now): no verdict depends
+ * on how fast the samples run. */
+static double test_clock;
+static double clock_now(void)
+{
+    return test_clock;
+}
+
+/* Detail level full: GPU 0 has GPM (Hopper), GPU 1 not (before it).  The
+ * GPM metrics are the fake's rates of the interval between two samples
+ * (nvml.h: nvmlGpmMetricsGet), the previous sample's buffer the first of
+ * the pair; a sample < 100 ms after the last takes no GPM value; a metric
+ * the driver refuses is dropped alone with one line; NVLink from the field
+ * counters (KiB, summed over links) on both; energy since open through a
+ * driver reload in the end tag. */
+static void gpm_energy_full(void)
+{
+    sm_points *p = calloc(1, sizeof *p);
+    sm_tags *t = calloc(1, sizeof *t);
+    struct opened o;
+    struct gpu *g;
+    const char *err;
+    char msg[300] = "";
+
+    reset_env();
+    setenv("SCOPEMETER_DETAIL", "full", 1);
+    setenv("FAKE_NVML_DEVICES", "2", 1);
+    setenv("FAKE_NVML_GPM_1", "0", 1);
+    setenv("FAKE_NVML_GPM_SM_0", "60,80,70", 1);     /* per interval: open's, 1st, 2nd */
+    setenv("FAKE_NVML_GPM_TENSOR_0", "5,25,45", 1);
+    setenv("FAKE_NVML_GPM_FAIL_OCC_0", "3", 1);     /* NOT_SUPPORTED */
+    setenv("FAKE_NVML_NVLINK_RX_0", "1000,3000,3000,7000", 1); /* KiB */
+    setenv("FAKE_NVML_NVLINK_TX_1", "500,1524", 1);
+    setenv("FAKE_NVML_ENERGY_0", "1000000000,4600000000,1000", 1); /* mJ; reload */
+    o = open_gpu();
+    unsetenv("SCOPEMETER_DETAIL");
+    CHECK_EQ_INT(o.rc, 0);
+    CHECK_EQ_STR(o.res.msg, "gpu: gpu_1_{sm_active,sm_occupancy,tensor_active,dram_bandwidth}"
+                            "_percentage dropped: nvmlGpmQueryDeviceSupport says fake NVML: "
+                            "Not Supported");
+    g = o.state;
+    g->now = clock_now;
+    test_clock = g->dev[0].gpm_t + 1.0;
+
+    capture_begin();
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    err = capture_end();
+    CHECK_EQ_STR(err, "scopemeter: warning: gpu: gpu_0_sm_occupancy_percentage dropped: "
+                      "nvmlGpmMetricsGet(NVML_GPM_METRIC_SM_OCCUPANCY) says fake NVML: Not "
+                      "Supported\n");
+    CHECK_EQ_INT(p->n, (GPU_SERIES + 3 + 2) + (GPU_SERIES + 2));
+    CHECK_NEAR(value(p, "gpu_0_sm_active_percentage"), 80.0, 1e-9);
+    CHECK_NEAR(value(p, "gpu_0_tensor_active_percentage"), 25.0, 1e-9);
+    CHECK_NEAR(value(p, "gpu_0_dram_bandwidth_percentage"), 10.0, 1e-9);
+    CHECK(find(p, "gpu_0_sm_occupancy_percentage") == NULL);
+    CHECK(find(p, "gpu_1_sm_active_percentage") == NULL);
+    CHECK_NEAR(value(p, "gpu_0_nvlink_receive_megabytes"), 2000 * 1024 / 1e6, 1e-12);
+    CHECK_NEAR(value(p, "gpu_0_nvlink_transmit_megabytes"), 0.0, 1e-12);
+    CHECK_NEAR(value(p, "gpu_1_nvlink_transmit_megabytes"), 1024 * 1024 / 1e6, 1e-12);
+    CHECK_EQ_STR(find(p, "gpu_0_sm_active_percentage")->source,
+                 "nvmlGpmMetricsGet(NVML_GPM_METRIC_SM_UTIL)");
+    CHECK_EQ_STR(find(p, "gpu_1_nvlink_transmit_megabytes")->source,
+                 "nvmlDeviceGetFieldValues(NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX)");
+
+    /* 50 ms later: no GPM pair (nvml.h: >= 100 ms), the counters go on */
+    test_clock += 0.05;
+    p->n = 0;
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    CHECK(find(p, "gpu_0_sm_active_percentage") == NULL);
+    CHECK_NEAR(value(p, "gpu_0_nvlink_receive_megabytes"), 2000 * 1024 / 1e6, 1e-12);
+    /* 200 ms after the last GPM sample: the next interval's rates */
+    test_clock += 0.15;
+    p->n = 0;
+    capture_begin();
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    err = capture_end();
+    CHECK_EQ_STR(err, "");
+    CHECK_NEAR(value(p, "gpu_0_sm_active_percentage"), 70.0, 1e-9);
+    CHECK_NEAR(value(p, "gpu_0_tensor_active_percentage"), 45.0, 1e-9);
+    CHECK_NEAR(value(p, "gpu_0_nvlink_receive_megabytes"), 6000 * 1024 / 1e6, 1e-12);
+
+    /* energy: +3.6e9 mJ, then a reload (1000 < last) counts whole */
+    sm__coll_gpu.tags(o.state, SM_TAGS_WINDOW, t);
+    CHECK(tag_of(t, "gpu_energy") == NULL);
+    t->n = 0;
+    sm__coll_gpu.tags(o.state, SM_TAGS_END, t);
+    CHECK(tag_of(t, "gpu_energy") != NULL &&
+          strcmp(tag_of(t, "gpu_energy"),
+                 "gpu0 kwh=1.000000; gpu1 kwh=0.000000; total_kwh=1.000000") == 0);
+    printf("gpu_energy: %s\n", tag_of(t, "gpu_energy") ? tag_of(t, "gpu_energy") : "(none)");
+    close_gpu(&o);
+
+    /* the default level: none of the six, the energy tag still there */
+    reset_env();
+    setenv("FAKE_NVML_DEVICES", "2", 1);
+    o = open_gpu();
+    CHECK_EQ_INT(o.rc, 0);
+    CHECK_EQ_STR(o.res.msg, "");
+    p->n = 0;
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    CHECK_EQ_INT(p->n, 2 * GPU_SERIES);
+    CHECK(find(p, "gpu_0_nvlink_receive_megabytes") == NULL);
+    t->n = 0;
+    sm__coll_gpu.tags(o.state, SM_TAGS_END, t);
+    CHECK(tag_of(t, "gpu_energy") != NULL);
+    close_gpu(&o);
+    free(p);
+    free(t);
+}
+
+/* MIG: one named instance gets its own GPM (nvmlGpmMigSampleGet with its
+ * GPU instance id); two named instances of one board: one line, none. */
+static void gpm_mig(void)
+{
+    sm_points *p = calloc(1, sizeof *p);
+    struct opened o;
+    struct gpu *g;
+    char msg[300] = "";
+
+    reset_env();
+    setenv("SCOPEMETER_DETAIL", "full", 1);
+    setenv("FAKE_NVML_MIG_0", "2", 1);
+    setenv("FAKE_NVML_MIG_GPM_0_1", "33", 1);
+    setenv("CUDA_VISIBLE_DEVICES", "MIG-f4ce0000-0001-4000-8000-000000000000", 1);
+    o = open_gpu();
+    CHECK_EQ_INT(o.rc, 0);
+    g = o.state;
+    g->now = clock_now;
+    test_clock = g->dev[0].gpm_t + 1.0;
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    CHECK_NEAR(value(p, "gpu_0_sm_active_percentage"), 33.0, 1e-9);
+    CHECK_NEAR(value(p, "gpu_0_dram_bandwidth_percentage"), 33.0, 1e-9);
+    close_gpu(&o);
+
+    setenv("CUDA_VISIBLE_DEVICES", "MIG-f4ce0000-0000-4000-8000-000000000000,"
+                                   "MIG-f4ce0000-0001-4000-8000-000000000000", 1);
+    o = open_gpu();
+    unsetenv("SCOPEMETER_DETAIL");
+    CHECK_EQ_INT(o.rc, 0);
+    CHECK(strstr(o.res.msg, "gpu_0_{sm_active,sm_occupancy,tensor_active,dram_bandwidth}_"
+                            "percentage dropped: nvmlGpmMigSampleGet (one series, several MIG "
+                            "instances named)") != NULL);
+    printf("two instances: %s\n", o.res.msg);
+    p->n = 0;
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    CHECK(find(p, "gpu_0_sm_active_percentage") == NULL);
+    close_gpu(&o);
+    free(p);
+}
+
 int main(void)
 {
     const char *dir = getenv("SM_FAKE_NVML_DIR");
@@ -1266,6 +1417,8 @@ int main(void)
     degrade_remap_and_retired();
     remap_transient_at_open();
     health_fails_mid_run();
+    gpm_energy_full();
+    gpm_mig();
 
     unlink(path);
     unlink(errfile);

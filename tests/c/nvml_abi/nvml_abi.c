@@ -114,6 +114,17 @@ FN3(nvmlDeviceRegisterEvents, sm_nvml_register_events_fn, DEV,
 FN3(nvmlEventSetWait_v2, sm_nvml_event_wait_fn, (sm_nvml_event_set, nvmlEventSet_t),
     (sm_nvml_event_data *, nvmlEventData_t *), (unsigned int, unsigned int))
 FN1(nvmlEventSetFree, sm_nvml_event_set_free_fn, (sm_nvml_event_set, nvmlEventSet_t))
+/* the GPU's real work and its energy */
+#define GPMS (sm_nvml_gpm_sample, nvmlGpmSample_t)
+FN2(nvmlGpmQueryDeviceSupport, sm_nvml_gpm_support_fn, DEV,
+    (sm_nvml_gpm_support *, nvmlGpmSupport_t *))
+FN1(nvmlGpmSampleAlloc, sm_nvml_gpm_alloc_fn, (sm_nvml_gpm_sample *, nvmlGpmSample_t *))
+FN1(nvmlGpmSampleFree, sm_nvml_gpm_free_fn, GPMS)
+FN2(nvmlGpmSampleGet, sm_nvml_gpm_get_fn, DEV, GPMS)
+FN3(nvmlGpmMigSampleGet, sm_nvml_gpm_mig_get_fn, DEV, (unsigned int, unsigned int), GPMS)
+FN1(nvmlGpmMetricsGet, sm_nvml_gpm_metrics_fn, (sm_nvml_gpm_metrics_get *, nvmlGpmMetricsGet_t *))
+FN2(nvmlDeviceGetTotalEnergyConsumption, sm_nvml_energy_fn, DEV,
+    (unsigned long long *, unsigned long long *))
 
 /* ---- structs ------------------------------------------------------------------ */
 #define FIELD(ours, theirs, f)                                                               \
@@ -162,6 +173,20 @@ FIELD(sm_nvml_process_info, nvmlProcessInfo_v2_t, pid);
 FIELD(sm_nvml_process_info, nvmlProcessInfo_v2_t, usedGpuMemory);
 FIELD(sm_nvml_process_info, nvmlProcessInfo_v2_t, gpuInstanceId);
 FIELD(sm_nvml_process_info, nvmlProcessInfo_v2_t, computeInstanceId);
+SAME_TYPE(sm_nvml_gpm_metric, nvmlGpmMetric_t);
+FIELD(sm_nvml_gpm_metric, nvmlGpmMetric_t, metricId);
+FIELD(sm_nvml_gpm_metric, nvmlGpmMetric_t, nvmlReturn);
+FIELD(sm_nvml_gpm_metric, nvmlGpmMetric_t, value);
+FIELD(sm_nvml_gpm_metric, nvmlGpmMetric_t, metricInfo);
+SAME_TYPE(sm_nvml_gpm_metrics_get, nvmlGpmMetricsGet_t);
+FIELD(sm_nvml_gpm_metrics_get, nvmlGpmMetricsGet_t, version);
+FIELD(sm_nvml_gpm_metrics_get, nvmlGpmMetricsGet_t, numMetrics);
+FIELD(sm_nvml_gpm_metrics_get, nvmlGpmMetricsGet_t, sample1);
+FIELD(sm_nvml_gpm_metrics_get, nvmlGpmMetricsGet_t, sample2);
+FIELD(sm_nvml_gpm_metrics_get, nvmlGpmMetricsGet_t, metrics);
+SAME_TYPE(sm_nvml_gpm_support, nvmlGpmSupport_t);
+FIELD(sm_nvml_gpm_support, nvmlGpmSupport_t, version);
+FIELD(sm_nvml_gpm_support, nvmlGpmSupport_t, isSupportedDevice);
 SAME_TYPE(sm_nvml_event_data, nvmlEventData_t);
 FIELD(sm_nvml_event_data, nvmlEventData_t, device);
 FIELD(sm_nvml_event_data, nvmlEventData_t, eventType);
@@ -215,6 +240,17 @@ SAME(SM_NVML_FI_DEV_PCIE_COUNT_RX_BYTES, NVML_FI_DEV_PCIE_COUNT_RX_BYTES);
 SAME(SM_NVML_VALUE_TYPE_UNSIGNED_INT, NVML_VALUE_TYPE_UNSIGNED_INT);
 SAME(SM_NVML_VALUE_TYPE_UNSIGNED_LONG, NVML_VALUE_TYPE_UNSIGNED_LONG);
 SAME(SM_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG, NVML_VALUE_TYPE_UNSIGNED_LONG_LONG);
+SAME(SM_NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX);
+SAME(SM_NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX);
+SAME(SM_NVML_GPM_METRIC_SM_UTIL, NVML_GPM_METRIC_SM_UTIL);
+SAME(SM_NVML_GPM_METRIC_SM_OCCUPANCY, NVML_GPM_METRIC_SM_OCCUPANCY);
+SAME(SM_NVML_GPM_METRIC_ANY_TENSOR_UTIL, NVML_GPM_METRIC_ANY_TENSOR_UTIL);
+SAME(SM_NVML_GPM_METRIC_DRAM_BW_UTIL, NVML_GPM_METRIC_DRAM_BW_UTIL);
+SAME(SM_NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC, NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC);
+SAME(SM_NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC, NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC);
+SAME(SM_NVML_GPM_METRIC_MAX, NVML_GPM_METRIC_MAX);
+SAME(SM_NVML_GPM_METRICS_GET_VERSION, NVML_GPM_METRICS_GET_VERSION);
+SAME(SM_NVML_GPM_SUPPORT_VERSION, NVML_GPM_SUPPORT_VERSION);
 SAME(SM_NVML_EVENT_TYPE_XID_CRITICAL_ERROR, (unsigned long long)nvmlEventTypeXidCriticalError);
 
 int main(void)
