@@ -406,9 +406,14 @@ typedef struct sm_plan_input {
     int container_limits;   /* 1 when pods have a cgroup limit (container_* exist); default 1 */
     /* appended in 0.2 (a caller's older size leaves it at its default) */
     double write_budget;    /* rows/s, SM_WRITE_BUDGET_MIN..MAX; default: none, the default rule */
+    /* appended in 0.3 */
+    int detail;             /* SM_PLAN_DETAIL_DEFAULT or _FULL (docs/series.md "Levels"); default: default */
 } sm_plan_input;
+#define SM_PLAN_DETAIL_DEFAULT 0
+#define SM_PLAN_DETAIL_FULL 1
 #define SM_PLAN_INPUT_INIT {sizeof(sm_plan_input), SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, \
-                            SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, SM_DEFAULT}
+                            SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, \
+                            SM_DEFAULT}
 
 typedef struct sm_plan {
     size_t size;              /* SM_PLAN_INIT: sizeof(sm_plan) */
@@ -447,9 +452,13 @@ typedef struct sm_plan {
     double pod_memory_front_mb;
     double pod_memory_companion_mb;
     double pod_memory_cli_mb;
+    /* appended in 0.3: the level counted above, and the job's series at level
+     * full (= series when detail is full) */
+    int detail;
+    int series_full;
 } sm_plan;
 #define SM_PLAN_INIT {sizeof(sm_plan), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-                      0, 0, 0, 0, 0, 0, 0, 0, 0}
+                      0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 /* The preflight: reads in (in->size bytes), writes out (out->size bytes).
  * 0, or -EINVAL with the bound in err (a size below this header's, the

@@ -905,3 +905,95 @@ def test_own_pid_namespace_drops_the_process_list_instead_of_calling_it_foreign(
               "NVML lists the host's pids, which cannot be mapped into it")
     assert any(clause in n for n in gpu_notes(outs["ns"])), gpu_notes(outs["ns"])
     assert not any(clause in n for n in gpu_notes(outs["host"])), gpu_notes(outs["host"])
+
+
+# ---- detail level full: the GPU's real work, NVLink; the energy tag (issue 47) ----------
+
+FULL_SIX = ("sm_active_percentage", "sm_occupancy_percentage", "tensor_active_percentage",
+            "dram_bandwidth_percentage", "nvlink_receive_megabytes",
+            "nvlink_transmit_megabytes")
+
+
+def probe_detail(binary, root, env, *detail):
+    """`scopemeter probe --json --interval 0.2 [--detail L]`: the probe opens
+    (the first GPM sample, the NVLink counters' base) and samples once 0.2 s
+    later, a GPM pair >= 100 ms apart whatever the machine's speed (a sleep
+    never returns early)."""
+    import json
+    import subprocess
+    e = clean_env(SCOPEMETER_SYSROOT=str(root), **env)
+    p = subprocess.run([binary, "probe", "--json", "--interval", "0.2", *detail], env=e,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    out["_stderr"] = p.stderr
+    return out
+
+
+def test_detail_full_gpm_nvlink_per_gpu(machine, lib, scopemeter_bin):
+    """GPU 0 has GPM (Hopper): the four percentages are the fake's rates of
+    the interval between open's and the sample's GPM samples (the second
+    value of each script); GPU 1 has none (before Hopper): one clause, its
+    NVLink from the field counters still.  A metric the driver refuses is
+    dropped alone.  NVLink: (5000 - 1000) KiB = 4.096 MB."""
+    root = machine.dev_nodes("nvidia0", "nvidia1")
+    env = {"SCOPEMETER_NVML_LIBRARY": lib["full"], "FAKE_NVML_DEVICES": "2",
+           "FAKE_NVML_GPM_1": "0", "FAKE_NVML_GPM_SM_0": "60,75",
+           "FAKE_NVML_GPM_TENSOR_0": "5,42", "FAKE_NVML_GPM_DRAM_0": "1,33",
+           "FAKE_NVML_GPM_FAIL_OCC_0": "3",
+           "FAKE_NVML_NVLINK_RX_0": "1000,5000", "FAKE_NVML_NVLINK_TX_1": "7,2055"}
+    out = probe_detail(scopemeter_bin, root, env, "--detail", "full")
+    s = gpu_series(out)
+    got = {k: s[k]["raw"] for k in s if k.endswith(FULL_SIX)}
+    assert got == {
+        "gpu_0_sm_active_percentage": 75.0, "gpu_0_tensor_active_percentage": 42.0,
+        "gpu_0_dram_bandwidth_percentage": 33.0,
+        "gpu_0_nvlink_receive_megabytes": pytest.approx(4000 * 1024 / 1e6, rel=1e-12),
+        "gpu_0_nvlink_transmit_megabytes": 0.0,
+        "gpu_1_nvlink_receive_megabytes": 0.0,
+        "gpu_1_nvlink_transmit_megabytes": pytest.approx(2048 * 1024 / 1e6, rel=1e-12),
+    }, got
+    assert s["gpu_0_sm_active_percentage"]["source"] == "nvmlGpmMetricsGet(NVML_GPM_METRIC_SM_UTIL)"
+    assert s["gpu_0_sm_active_percentage"]["unit"] == "percent"
+    assert ("gpu: gpu_1_{sm_active,sm_occupancy,tensor_active,dram_bandwidth}_percentage "
+            "dropped: nvmlGpmQueryDeviceSupport says fake NVML: Not Supported") in out["notes"]
+    assert out["_stderr"].count("gpu_0_sm_occupancy_percentage dropped: nvmlGpmMetricsGet("
+                                "NVML_GPM_METRIC_SM_OCCUPANCY) says fake NVML: Not "
+                                "Supported") == 1, out["_stderr"]
+    # SCOPEMETER_DETAIL=full is the same level
+    out2 = probe_detail(scopemeter_bin, root, {**env, "SCOPEMETER_DETAIL": "full"})
+    assert {k for k in gpu_series(out2) if k.endswith(FULL_SIX)} == set(got)
+
+
+def test_default_level_adds_nothing(machine, lib, scopemeter_bin):
+    """The default level's GPU series are today's 16 per GPU: the tab does
+    not grow (docs/series.md "Levels"), and a bad word is said and ignored."""
+    root = machine.dev_nodes("nvidia0")
+    env = {"SCOPEMETER_NVML_LIBRARY": lib["full"]}
+    out = probe_detail(scopemeter_bin, root, env)
+    assert len(gpu_series(out)) == 16, sorted(gpu_series(out))
+    out = probe_detail(scopemeter_bin, root, {**env, "SCOPEMETER_DETAIL": "most"})
+    assert len(gpu_series(out)) == 16
+    full = probe_detail(scopemeter_bin, root, env, "--detail", "full")
+    assert len(gpu_series(full)) == 16 + 6
+
+
+def test_energy_end_tag_through_run(tmp_path, machine, lib, scopemeter_bin):
+    """scopemeter run ends with scopemeter.rank0.gpu_energy: each GPU's
+    energy since start in kWh (mJ / 3.6e9), a counter below its last value
+    (a driver reload) counted whole; at the default level."""
+    from runread import run_cli
+    root = machine.dev_nodes("nvidia0", "nvidia1")
+    out = tmp_path / "run.jsonl"
+    # GPU 0: 1e9 at open, then 4.6e9 (+3.6e9 mJ = 1 kWh), then 1000 (reload,
+    # +1000 mJ), repeating: 3600001000 mJ whatever the number of windows
+    p = run_cli(scopemeter_bin, ["--interval", "0.2", "--jsonl", str(out), "--", "true"],
+                env={"SCOPEMETER_SYSROOT": str(root), "SCOPEMETER_NVML_LIBRARY": lib["full"],
+                     "FAKE_NVML_DEVICES": "2",
+                     "FAKE_NVML_ENERGY_0": "1000000000,4600000000,1000"})
+    assert p.returncode == 0, p.stderr
+    import json
+    tags = {r["key"]: r["value"] for r in map(json.loads, out.read_text().splitlines())
+            if r["kind"] == "tag"}
+    assert tags.get("scopemeter.rank0.gpu_energy") == \
+        "gpu0 kwh=1.000000; gpu1 kwh=0.000000; total_kwh=1.000000", tags
