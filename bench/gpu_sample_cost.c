@@ -13,6 +13,13 @@
  * without a GPU and is not in them.  The two are timed in alternating
  * rounds (thread CPU time), the median round reported.
  *
+ * The fourth collector is detail level full (SCOPEMETER_DETAIL=full): the
+ * health sample plus one nvmlGpmSampleGet, one nvmlGpmMetricsGet and the
+ * NVLink field values per GPU.  Its clock is injected, one second a sample,
+ * so every sample takes a GPM pair (none is skipped for being closer than
+ * nvml.h's 100 ms); printed with its ratio to the health sample measured in
+ * the same rounds.
+ *
  *   SCOPEMETER_NVML_LIBRARY=build/tests/fakenvml/libnvidia-ml.so.1 \
  *   bench/gpu_sample_cost [--devices N] [--rounds R] [--iters K]
  */
@@ -24,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gpu_int.h" /* the collector's clock (struct gpu's now) */
 #include "internal.h"
 
 static const char *const health_calls[] = {"TEMP", "CLOCK", "REASONS", "FIELDS",
@@ -66,8 +74,16 @@ static void script(int n, int health)
     }
 }
 
-/* us of thread CPU per sample over iters samples of one open collector. */
-static double per_sample(int n, int health, int iters, size_t *points)
+/* A clock a second a call: every sample of detail full takes a GPM pair. */
+static double bench_clock;
+static double one_second_a_call(void)
+{
+    return bench_clock += 1.0;
+}
+
+/* us of thread CPU per sample over iters samples of one open collector;
+ * full: detail level full. */
+static double per_sample(int n, int health, int full, int iters, size_t *points)
 {
     sm_points *p = calloc(1, sizeof *p);
     void *state = calloc(1, sm__coll_gpu.state_size);
@@ -78,9 +94,18 @@ static double per_sample(int n, int health, int iters, size_t *points)
 
     script(n, health);
     memset(&res, 0, sizeof res);
+    if (full)
+        setenv("SCOPEMETER_DETAIL", "full", 1);
+    else
+        unsetenv("SCOPEMETER_DETAIL");
     if (!p || !state || sm__ctx_init(&ctx) < 0 || sm__coll_gpu.open(state, &ctx, &res) != 0) {
         fprintf(stderr, "gpu collector did not open: %s\n", res.msg);
         exit(1);
+    }
+    if (full) {
+        struct gpu *g = state;
+        bench_clock = g->dev[0].gpm_t;
+        g->now = one_second_a_call;
     }
     sm__coll_gpu.sample(state, p, msg, sizeof msg); /* the baseline, as the monitor's */
     t0 = cpu_now();
@@ -100,8 +125,8 @@ int main(int argc, char **argv)
 {
     int devices = 8, rounds = 9, iters = 2000;
     char root[] = "/tmp/sm-gpu-bench-XXXXXX", path[300];
-    double with[64], without[64], noprocs[64];
-    size_t pts_with = 0, pts_without = 0, pts_noprocs = 0;
+    double with[64], without[64], noprocs[64], full[64];
+    size_t pts_with = 0, pts_without = 0, pts_noprocs = 0, pts_full = 0;
 
     for (int i = 1; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--devices") == 0)
@@ -131,10 +156,12 @@ int main(int argc, char **argv)
     unsetenv("CUDA_VISIBLE_DEVICES");
 
     for (int r = 0; r < rounds; r++) {
-        with[r] = per_sample(devices, 1, iters, &pts_with);
-        without[r] = per_sample(devices, 0, iters, &pts_without);
-        noprocs[r] = per_sample(devices, 2, iters, &pts_noprocs);
+        with[r] = per_sample(devices, 1, 0, iters, &pts_with);
+        without[r] = per_sample(devices, 0, 0, iters, &pts_without);
+        noprocs[r] = per_sample(devices, 2, 0, iters, &pts_noprocs);
+        full[r] = per_sample(devices, 1, 1, iters, &pts_full);
     }
+    qsort(full, (size_t)rounds, sizeof full[0], cmp_double);
     qsort(noprocs, (size_t)rounds, sizeof noprocs[0], cmp_double);
     qsort(with, (size_t)rounds, sizeof with[0], cmp_double);
     qsort(without, (size_t)rounds, sizeof without[0], cmp_double);
@@ -146,6 +173,13 @@ int main(int argc, char **argv)
            pts_noprocs);
     printf("  with the health fields   %8.2f us  (%zu points)\n", with[rounds / 2], pts_with);
     printf("  ratio                    %8.2fx\n", with[rounds / 2] / without[rounds / 2]);
+    printf("  detail full (GPM pair, NVLink) %8.2f us  (%zu points)\n", full[rounds / 2],
+           pts_full);
+    printf("  full / health            %8.2fx  (GPM and NVLink: %.2f us a sample, %.3f us a GPU)\n",
+           full[rounds / 2] / with[rounds / 2], full[rounds / 2] - with[rounds / 2],
+           (full[rounds / 2] - with[rounds / 2]) / devices);
+    printf("  (GPM+NVLink) / health without the process list %5.2fx\n",
+           (full[rounds / 2] - with[rounds / 2]) / noprocs[rounds / 2]);
 
     unlink(path);
     snprintf(path, sizeof path, "%s/dev/nvidia0", root);

@@ -36,5 +36,8 @@ struct cli_opt {
  * arguments may follow the options (else one is a usage error). */
 int cli_parse(const char *cmd, int argc, char **argv, struct cli_opt *opts, size_t nopts,
               int operands);
+/* --detail's word: 0 default, 1 full (docs/series.md "Levels"), or -1 after
+ * one line "scopemeter CMD: ..." on stderr. */
+int cli_detail(const char *cmd, const char *word);
 
 #endif

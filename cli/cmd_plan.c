@@ -8,7 +8,7 @@
  *   scopemeter plan --workers W [--workers-per-pod P] [--nodes N]
  *                   [--gpus-per-worker G] [--interval S] [--samples K]
  *                   [--all-workers | --one-worker] [--no-container-limits]
- *                   [--rdma] [--write-budget R] [--json]
+ *                   [--rdma] [--write-budget R] [--detail default|full] [--json]
  */
 #include <math.h>
 #include <stdio.h>
@@ -26,7 +26,8 @@ static void plan_usage(FILE *f)
             "usage: scopemeter plan --workers W [--workers-per-pod P] [--nodes N]\n"
             "                       [--gpus-per-worker G] [--interval S] [--samples K]\n"
             "                       [--all-workers | --one-worker] [--no-container-limits]\n"
-            "                       [--rdma] [--write-budget R] [--json]\n"
+            "                       [--rdma] [--write-budget R] [--detail default|full]\n"
+            "                       [--json]\n"
             "\n"
             "What recording system metrics costs for a job, before it runs:\n"
             "  --workers W            processes in the job (world size)\n"
@@ -45,6 +46,8 @@ static void plan_usage(FILE *f)
             "  --write-budget R       rows/s the tracking server takes from the job, all\n"
             "                         collectors together: the period that fits it, and the\n"
             "                         server it needs (default: four collectors at 10 s)\n"
+            "  --detail L             the level counted: default, or full (adds the GPM and\n"
+            "                         NVLink series per GPU; docs/series.md \"Levels\")\n"
             "  --json                 one JSON object\n"
             "Assumptions and formulas: docs/plan.md.\n");
 }
@@ -123,6 +126,9 @@ static int print_json(const sm_plan_input *in, int nodes_given, const sm_plan *p
     json_object_set_new(root, "pod_memory_front_mb", json_real(p->pod_memory_front_mb));
     json_object_set_new(root, "pod_memory_companion_mb", json_real(p->pod_memory_companion_mb));
     json_object_set_new(root, "pod_memory_cli_mb", json_real(p->pod_memory_cli_mb));
+    json_object_set_new(root, "detail",
+                        json_string(p->detail == SM_PLAN_DETAIL_FULL ? "full" : "default"));
+    json_object_set_new(root, "series_full", json_integer(p->series_full));
     s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
     json_decref(root);
     if (!s)
@@ -186,6 +192,12 @@ static void print_text(const sm_plan_input *in, int nodes_given, const sm_plan *
            p->ranks_recorded, p->ranks_recorded == 1 ? "" : "s");
     printf("             %d in total\n", p->series);
     printf("charts       %d (MLflow draws one chart per series)\n", p->charts);
+    if (p->detail == SM_PLAN_DETAIL_FULL)
+        printf("detail       full: the GPM and NVLink series of every GPU included "
+               "(docs/series.md \"Levels\")\n");
+    else if (p->series_full > p->series)
+        printf("detail       default; --detail full adds %d (GPM and NVLink per GPU): %d series "
+               "and charts\n", p->series_full - p->series, p->series_full);
     printf("sections     %d (node_*/rootfs_*: %d x %d node%s = %d; other series: %d)\n",
            p->sections, tiered, node_hosts, node_hosts == 1 ? "" : "s", tiered * node_hosts,
            p->sections - tiered * node_hosts);
@@ -220,6 +232,7 @@ int cmd_plan(int argc, char **argv)
     sm_plan p = SM_PLAN_INIT;
     char err[256];
     int json = 0, rc, one = 0;
+    const char *detail = NULL;
     double asked;
     struct cli_opt opts[] = {
         {"--workers", CLI_INT, &in.workers, 1, SM_PLAN_WORKERS_MAX, 0, NULL, 0},
@@ -235,6 +248,7 @@ int cmd_plan(int argc, char **argv)
         {"--write-budget", CLI_NUMBER, &in.write_budget, SM_WRITE_BUDGET_MIN, SM_WRITE_BUDGET_MAX,
          0, NULL, 0},
         {"--json", CLI_FLAG, &json, 0, 0, 1, NULL, 0},
+        {"--detail", CLI_STRING, &detail, 0, 0, 0, NULL, 0},
     };
 
     in.gpus_per_worker = 0;  /* the flags below set these from these values */
@@ -252,6 +266,8 @@ int cmd_plan(int argc, char **argv)
         fprintf(stderr, "scopemeter plan: --workers is required\n");
         return 2;
     }
+    if (detail && (in.detail = cli_detail("plan", detail)) < 0)
+        return 2;
     rc = sm_plan_estimate(&in, &p, err, sizeof err);
     if (rc < 0) {
         fprintf(stderr, "scopemeter plan: %s\n", err);

@@ -169,21 +169,27 @@ int cmd_probe(int argc, char **argv)
     int json = 0, rc;
     sm_probe *p = NULL;
     char err[256] = "";
+    const char *detail = NULL;
     struct cli_opt opts[] = {
         {"--interval", CLI_SECONDS, &interval, 0, 3600, 0, NULL, 0},
         {"--json", CLI_FLAG, &json, 0, 0, 1, NULL, 0},
+        {"--detail", CLI_STRING, &detail, 0, 0, 0, NULL, 0},
     };
 
     rc = cli_parse("probe", argc, argv, opts, sizeof opts / sizeof opts[0], 0);
     if (rc == CLI_HELP) {
-        printf("usage: scopemeter probe [--json] [--interval SECONDS]\n\n"
+        printf("usage: scopemeter probe [--json] [--interval SECONDS] [--detail default|full]\n\n"
                "Takes two samples SECONDS apart (default 1, at most 3600) and shows every\n"
                "series this process would record here: key, value, unit, scope and source\n"
                "file; the cgroup found and why; the GPU status; a line for each missing\n"
-               "collector.\n");
+               "collector.  --detail full: the series of level full too (the GPM and\n"
+               "NVLink series per GPU; as SCOPEMETER_DETAIL=full, docs/series.md \"Levels\").\n");
         return 0;
     }
     if (rc < 0)
+        return 2;
+    /* the level reaches the collectors as the environment's (sm_ctx) */
+    if (detail && (cli_detail("probe", detail) < 0 || setenv("SCOPEMETER_DETAIL", detail, 1) < 0))
         return 2;
     if (sm_probe_run(interval, &p, err, sizeof err) < 0) {
         fprintf(stderr, "scopemeter: probe failed: %s\n", err);

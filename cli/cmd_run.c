@@ -55,6 +55,7 @@ struct run_opts {
     const char *experiment;
     const char *jsonl;
     int all_workers;
+    const char *detail; /* --detail: SCOPEMETER_DETAIL for the collectors */
     double interval;
     int samples;
     double write_budget;       /* rows/s; 0: SCOPEMETER_WRITE_BUDGET, else none */
@@ -107,6 +108,8 @@ static void usage(FILE *f)
             "  --run-id ID          attach to this run (it is not ended by scopemeter)\n"
             "  --experiment NAME    create the run in this experiment (created if missing)\n"
             "  --all-workers        every pod's local rank 0 collects (default: rank 0 only)\n"
+            "  --detail full        the series of level full too: GPM and NVLink per GPU\n"
+            "                       (as SCOPEMETER_DETAIL=full; docs/series.md \"Levels\")\n"
             "  --interval S         seconds between samples (default 10)\n"
             "  --samples K          samples averaged per logged point (default 1)\n"
             "  --write-budget R     rows/s the tracking server takes from this job, all\n"
@@ -131,6 +134,7 @@ static int parse(int argc, char **argv, struct run_opts *o)
         {"--experiment", CLI_STRING, &o->experiment, 0, 0, 0, "run", 0},
         {"--jsonl", CLI_STRING, &o->jsonl, 0, 0, 0, NULL, 0},
         {"--all-workers", CLI_FLAG, &o->all_workers, 0, 0, 1, NULL, 0},
+        {"--detail", CLI_STRING, &o->detail, 0, 0, 0, NULL, 0},
         {"--interval", CLI_SECONDS, &o->interval, SM_INTERVAL_MIN, SM_INTERVAL_MAX, 0, NULL, 0},
         {"--samples", CLI_INT, &o->samples, 1, SM_SAMPLES_MAX, 0, NULL, 0},
         {"--write-budget", CLI_NUMBER, &o->write_budget, SM_WRITE_BUDGET_MIN, SM_WRITE_BUDGET_MAX,
@@ -150,6 +154,9 @@ static int parse(int argc, char **argv, struct run_opts *o)
         return 1;
     }
     if (i < 0)
+        return -1;
+    if (o->detail &&
+        (cli_detail("run", o->detail) < 0 || setenv("SCOPEMETER_DETAIL", o->detail, 1) < 0))
         return -1;
     if (i >= argc) {
         fprintf(stderr, "scopemeter run: no command given (scopemeter run [options] -- CMD ...)\n");

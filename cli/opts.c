@@ -116,3 +116,13 @@ int cli_parse(const char *cmd, int argc, char **argv, struct cli_opt *opts, size
             }
     return i;
 }
+
+int cli_detail(const char *cmd, const char *word)
+{
+    if (strcmp(word, "default") == 0)
+        return 0;
+    if (strcmp(word, "full") == 0)
+        return 1;
+    fprintf(stderr, "scopemeter %s: --detail must be default or full, got '%s'\n", cmd, word);
+    return -1;
+}

@@ -411,7 +411,11 @@ typedef struct sm_plan_input {
     double write_budget;    /* rows/s, SM_WRITE_BUDGET_MIN..MAX; default: none, the default rule */
     /* appended in 0.2.2 */
     int rdma_ports;         /* 1 when pods are given RDMA ports (rdma_* exist); default 0 */
+    /* appended in 0.3 */
+    int detail;             /* SM_PLAN_DETAIL_DEFAULT or _FULL (docs/series.md "Levels"); default: default */
 } sm_plan_input;
+#define SM_PLAN_DETAIL_DEFAULT 0
+#define SM_PLAN_DETAIL_FULL 1
 #define SM_PLAN_INPUT_INIT {sizeof(sm_plan_input), SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, \
                             SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, \
                             SM_DEFAULT}
@@ -455,9 +459,13 @@ typedef struct sm_plan {
     double pod_memory_cli_mb;
     /* appended in 0.2.2: of series_per_collector, the RDMA ports' (rdma_*) */
     int rdma_series_per_collector;
+    /* appended in 0.3: the level counted above, and the job's series at level
+     * full (= series when detail is full) */
+    int detail;
+    int series_full;
 } sm_plan;
 #define SM_PLAN_INIT {sizeof(sm_plan), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-                      0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+                      0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 /* The preflight: reads in (in->size bytes), writes out (out->size bytes).
  * 0, or -EINVAL with the bound in err (a size below this header's, the

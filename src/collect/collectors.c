@@ -49,6 +49,16 @@ int sm__collectors_series(int devices, int container_limits, int *node_scope)
     return n;
 }
 
+int sm__collectors_series_full(int devices)
+{
+    int n = 0;
+
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (table[i]->counts_devices)
+            n += table[i]->series_per_device_full * devices;
+    return n;
+}
+
 int sm__process_series(void)
 {
     int n = 0;
@@ -67,6 +77,15 @@ int sm__port_series(void)
         if (table[i]->needs_ports)
             n += table[i]->series;
     return n;
+}
+
+int sm__detail_of(const char *word)
+{
+    if (!word || !*word || strcmp(word, "default") == 0)
+        return SM_DETAIL_DEFAULT;
+    if (strcmp(word, "full") == 0)
+        return SM_DETAIL_FULL;
+    return -EINVAL;
 }
 
 int sm__ctx_init(sm_ctx *ctx)
@@ -90,6 +109,12 @@ int sm__ctx_init(sm_ctx *ctx)
         ctx->sysroot[len] = '\0';
     }
     sm__identity_fill(&ctx->id);
+    ctx->detail = sm__detail_of(getenv("SCOPEMETER_DETAIL"));
+    if (ctx->detail < 0) {
+        sm__log(SM_WARN, "SCOPEMETER_DETAIL='%.32s' is neither default nor full: the default "
+                "level", getenv("SCOPEMETER_DETAIL"));
+        ctx->detail = SM_DETAIL_DEFAULT;
+    }
     /* MemTotal decides whether a memory limit is a limit (cgroup.md); a
      * failure here is reported by the node_memory collector itself. */
     n = sm__read_file(ctx, "/proc/meminfo", buf, sizeof buf);

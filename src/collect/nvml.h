@@ -1,6 +1,7 @@
 /*
  * nvml.h — the few NVML types, constants and entry-point signatures that
- * coll_gpu.c (and the fake library in tests/fakenvml) use, written from the
+ * the NVIDIA collector (coll_gpu.c and its gpu_*.c parts) and the fake
+ * library in tests/fakenvml use, written from the
  * documented ABI of libnvidia-ml.so.1 (NVML API reference, "Device Queries",
  * "Error reporting").  scopemeter never links NVML: it dlopen()s it at run
  * time, so a CPU-only build and a CPU worker need no NVIDIA package at all.
@@ -180,8 +181,22 @@ _Static_assert(sizeof(sm_nvml_event_data) == 32 &&
                    __builtin_offsetof(sm_nvml_event_data, eventData) == 16,
                "nvmlEventData_t: the device pointer, two 64-bit words, two words");
 
+/* nvmlTemperature_v1_t (= nvmlTemperature_t of nvmlDeviceGetTemperatureV):
+ * the version tag and the sensor in, the degrees out (signed). */
+typedef struct sm_nvml_temperature {
+    unsigned int version;
+    int sensorType;  /* nvmlTemperatureSensors_t */
+    int temperature; /* °C */
+} sm_nvml_temperature;
+_Static_assert(sizeof(sm_nvml_temperature) == 12, "nvmlTemperature_v1_t is three words");
+/* NVML_STRUCT_VERSION(Temperature, 1) */
+#define SM_NVML_TEMPERATURE_V1_VERSION \
+    ((unsigned int)(sizeof(sm_nvml_temperature) | (1u << 24)))
+
+typedef sm_nvml_return (*sm_nvml_temperature_v_fn)(sm_nvml_device, sm_nvml_temperature *);
+                                                            /* nvmlDeviceGetTemperatureV */
 typedef sm_nvml_return (*sm_nvml_temperature_fn)(sm_nvml_device, int, unsigned int *);
-                                                            /* nvmlDeviceGetTemperature */
+                              /* nvmlDeviceGetTemperature (deprecated in NVML 13: the fallback) */
 typedef sm_nvml_return (*sm_nvml_clock_fn)(sm_nvml_device, int, unsigned int *);
                                                             /* nvmlDeviceGetClockInfo */
 typedef sm_nvml_return (*sm_nvml_reasons_fn)(sm_nvml_device, unsigned long long *);
@@ -207,5 +222,71 @@ typedef sm_nvml_return (*sm_nvml_register_events_fn)(sm_nvml_device, unsigned lo
 typedef sm_nvml_return (*sm_nvml_event_wait_fn)(sm_nvml_event_set, sm_nvml_event_data *,
                                                 unsigned int);  /* nvmlEventSetWait_v2 */
 typedef sm_nvml_return (*sm_nvml_event_set_free_fn)(sm_nvml_event_set); /* nvmlEventSetFree */
+
+/* ---- the GPU's real work (docs/gpu.md "Detail series") ----------------------- */
+
+/* NVLink throughput counters (nvmlDeviceGetFieldValues): cumulative KiB of
+ * data (without protocol overhead), per link in scopeId, or summed over every
+ * link for a scopeId of UINT_MAX (nvml.h). */
+#define SM_NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX 138
+#define SM_NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX 139
+#define SM_NVML_NVLINK_ALL_LINKS 0xFFFFFFFFu
+
+/* GPM (Hopper and newer): an opaque sample buffer; two samples >= 100 ms
+ * apart give the metrics of the interval between them (nvmlGpmMetricsGet). */
+typedef struct sm_nvml_gpm_sample_st *sm_nvml_gpm_sample;
+/* nvmlGpmMetricId_t values used (percent 0.0-100.0, NVLink MiB/s) */
+#define SM_NVML_GPM_METRIC_SM_UTIL 2
+#define SM_NVML_GPM_METRIC_SM_OCCUPANCY 3
+#define SM_NVML_GPM_METRIC_ANY_TENSOR_UTIL 5
+#define SM_NVML_GPM_METRIC_DRAM_BW_UTIL 10
+#define SM_NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC 60
+#define SM_NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC 61
+/* NVML_GPM_METRIC_MAX of nvml.h 13.5.37: the metrics[] array's length.  The
+ * library reads numMetrics entries only, so a header with a smaller maximum
+ * (older drivers: 98, 210) is served by this larger struct as well. */
+#define SM_NVML_GPM_METRIC_MAX 477
+
+typedef struct sm_nvml_gpm_metric {
+    unsigned int metricId;     /* in */
+    sm_nvml_return nvmlReturn; /* out: value valid only when SUCCESS */
+    double value;              /* out */
+    struct {
+        char *shortName;
+        char *longName;
+        char *unit;
+    } metricInfo;              /* out, may be NULL */
+} sm_nvml_gpm_metric;
+_Static_assert(sizeof(sm_nvml_gpm_metric) == 40 &&
+                   __builtin_offsetof(sm_nvml_gpm_metric, value) == 8,
+               "nvmlGpmMetric_t: id, rc, a double, three pointers");
+
+typedef struct sm_nvml_gpm_metrics_get {
+    unsigned int version;      /* SM_NVML_GPM_METRICS_GET_VERSION */
+    unsigned int numMetrics;
+    sm_nvml_gpm_sample sample1;
+    sm_nvml_gpm_sample sample2;
+    sm_nvml_gpm_metric metrics[SM_NVML_GPM_METRIC_MAX];
+} sm_nvml_gpm_metrics_get;
+#define SM_NVML_GPM_METRICS_GET_VERSION 1 /* a plain 1, not NVML_STRUCT_VERSION */
+
+typedef struct sm_nvml_gpm_support {
+    unsigned int version;           /* SM_NVML_GPM_SUPPORT_VERSION */
+    unsigned int isSupportedDevice; /* out */
+} sm_nvml_gpm_support;
+#define SM_NVML_GPM_SUPPORT_VERSION 1
+
+typedef sm_nvml_return (*sm_nvml_gpm_support_fn)(sm_nvml_device, sm_nvml_gpm_support *);
+                                                            /* nvmlGpmQueryDeviceSupport */
+typedef sm_nvml_return (*sm_nvml_gpm_alloc_fn)(sm_nvml_gpm_sample *); /* nvmlGpmSampleAlloc */
+typedef sm_nvml_return (*sm_nvml_gpm_free_fn)(sm_nvml_gpm_sample);    /* nvmlGpmSampleFree */
+typedef sm_nvml_return (*sm_nvml_gpm_get_fn)(sm_nvml_device, sm_nvml_gpm_sample);
+                                                            /* nvmlGpmSampleGet */
+typedef sm_nvml_return (*sm_nvml_gpm_mig_get_fn)(sm_nvml_device, unsigned int,
+                                                 sm_nvml_gpm_sample); /* nvmlGpmMigSampleGet */
+typedef sm_nvml_return (*sm_nvml_gpm_metrics_fn)(sm_nvml_gpm_metrics_get *);
+                                                            /* nvmlGpmMetricsGet */
+typedef sm_nvml_return (*sm_nvml_energy_fn)(sm_nvml_device, unsigned long long *);
+                     /* nvmlDeviceGetTotalEnergyConsumption: mJ since the driver loaded */
 
 #endif /* SM_NVML_H */

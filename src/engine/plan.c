@@ -163,7 +163,7 @@ static int out_of(double v, const sm_num_spec *spec, char *err, size_t errlen)
 static int compute(const sm_plan_input *in, sm_plan *out, char *err, size_t errlen)
 {
     char dummy[1];
-    int pods, nodes, per_pod, gpus, samples, node_hosts, node_scope, sib_gpu;
+    int pods, nodes, per_pod, gpus, samples, node_hosts, node_scope, sib_gpu, full;
     double interval, period;
 
     if (!err || errlen == 0) {
@@ -185,6 +185,8 @@ static int compute(const sm_plan_input *in, sm_plan *out, char *err, size_t errl
     dflt.rdma_ports = dflt.rdma_ports != SM_DEFAULT && dflt.rdma_ports != 0;
     dflt.all_workers = dflt.all_workers != SM_DEFAULT && dflt.all_workers != 0;
     dflt.container_limits = dflt.container_limits == SM_DEFAULT || dflt.container_limits != 0;
+    if (dflt.detail == SM_DEFAULT)
+        dflt.detail = SM_PLAN_DETAIL_DEFAULT;
     in = &dflt;
     /* the same bounds and words as the monitor and every surface (scopemeter.h) */
     if (out_of(in->workers, &(sm_num_spec){"workers", 1, SM_PLAN_WORKERS_MAX, 1, 0}, err,
@@ -215,6 +217,10 @@ static int compute(const sm_plan_input *in, sm_plan *out, char *err, size_t errl
     if (out_of(samples, &(sm_num_spec){"samples", 1, SM_SAMPLES_MAX, 1, 0}, err, errlen))
         return -EINVAL;
 
+    if (in->detail != SM_PLAN_DETAIL_DEFAULT && in->detail != SM_PLAN_DETAIL_FULL) {
+        snprintf(err, errlen, "detail must be default (0) or full (1), got %d", in->detail);
+        return -EINVAL;
+    }
     if (in->write_budget != SM_DEFAULT &&
         out_of(in->write_budget, &(sm_num_spec){"write budget", SM_WRITE_BUDGET_MIN,
                                                 SM_WRITE_BUDGET_MAX, 0, 0}, err, errlen))
@@ -228,11 +234,16 @@ static int compute(const sm_plan_input *in, sm_plan *out, char *err, size_t errl
     out->gpus_per_collector = gpus * per_pod;
     out->series_per_collector = sm__collectors_series(out->gpus_per_collector,
                                                      in->container_limits, &node_scope);
+    out->detail = in->detail;
+    full = sm__collectors_series_full(out->gpus_per_collector);
+    if (out->detail == SM_PLAN_DETAIL_FULL)
+        out->series_per_collector += full; /* GPU series, no node tier */
     out->node_series_per_collector = node_scope;
     out->gpu_series_per_collector = out->series_per_collector -
                                     sm__collectors_series(0, in->container_limits, NULL);
     out->container_series_per_collector = out->series_per_collector -
-                                          sm__collectors_series(out->gpus_per_collector, 0, NULL);
+                                          sm__collectors_series(out->gpus_per_collector, 0, NULL) -
+                                          (out->detail == SM_PLAN_DETAIL_FULL ? full : 0);
     /* rdma_* only where the pods are given RDMA ports (coll_rdma.c) */
     out->rdma_series_per_collector = in->rdma_ports ? sm__port_series() : 0;
     out->series_per_collector += out->rdma_series_per_collector;
@@ -248,6 +259,8 @@ static int compute(const sm_plan_input *in, sm_plan *out, char *err, size_t errl
     out->ranks_recorded = in->all_workers ? in->workers : 1;
     out->process_series = out->ranks_recorded * sm__process_series();
     out->series = out->collectors * out->series_per_collector + out->process_series;
+    out->series_full = out->series +
+                       (out->detail == SM_PLAN_DETAIL_FULL ? 0 : out->collectors * full);
     /* what one collector counts at start, its pod's process trees included
      * (the largest pod: n x this bounds the job's series) */
     out->series_per_collector_recorded = out->series_per_collector +

@@ -103,7 +103,14 @@ typedef struct sm_ctx {
      * process collector finds the pod's other ranks through their locks */
     const char *rec_key;
     int all_workers;
+    /* the detail level (docs/series.md "Levels"): SM_DETAIL_FULL adds the
+     * diagnosis series; SCOPEMETER_DETAIL, read by sm__ctx_init */
+    int detail;
 } sm_ctx;
+#define SM_DETAIL_DEFAULT 0
+#define SM_DETAIL_FULL 1
+/* "default" or "full" (NULL or "": default); -EINVAL for another word */
+SM_HIDDEN int sm__detail_of(const char *word);
 
 SM_HIDDEN int sm__ctx_init(sm_ctx *ctx);
 
@@ -237,7 +244,7 @@ typedef struct sm_point {
  * gpu_*_process_memory_megabytes of NVIDIA's (coll_gpu.c asserts it) and 256
  * of AMD's (coll_amdgpu.c), + 3 per process tree, the own and up to 63
  * siblings' (coll_proc.c): 1939 */
-#define SM_POINTS_MAX 2048
+#define SM_POINTS_MAX 2304
 typedef struct sm_points {
     size_t n;
     size_t nonfinite;   /* values skipped because NaN/inf is not JSON */
@@ -310,8 +317,10 @@ typedef struct sm_collector_ops {
     const char *status_tag; /* "gpu", "cgroup", or NULL */
     /* Series one sample emits when attached: `series`, plus
      * `series_per_device` for each device (GPU).  sm_plan_estimate counts
-     * from these; tests tie them to what the collectors emit. */
-    int series, series_per_device;
+     * from these; tests tie them to what the collectors emit.
+     * `series_per_device_full`: the ones it adds per device at detail level
+     * full (SCOPEMETER_DETAIL=full, docs/series.md "Levels"). */
+    int series, series_per_device, series_per_device_full;
     /* What the row is (docs/design.md §0, §4), read by collectors.c for the
      * monitor and the plan, which never compare rows: */
     bool node_scope;     /* its keys carry the node tier (node_*, rootfs_*: §2) */
@@ -340,7 +349,7 @@ extern const sm_collector_ops sm__coll_io;
 extern const sm_collector_ops sm__coll_amdgpu;
 /* coll_gpu.c: the gpu_<i>_* keys of index i (< 64), static storage, first
  * MLflow's five in the order memory %, memory MB, utilization, power W,
- * power %, then NVML's health fields (coll_gpu.c's enum metric) */
+ * power %, then NVML's health fields (gpu_int.h's enum metric) */
 SM_HIDDEN const char *const *sm__gpu_keys(unsigned int i);
 extern const sm_collector_ops sm__coll_proc;
 extern const sm_collector_ops sm__coll_rdma;
@@ -368,6 +377,8 @@ SM_HIDDEN void sm__collset_close(sm_collset *s);
  * included only with a limit (docs/design.md §1), and the node-scope ones
  * (node_*, rootfs_*: the keys that carry the node tier), from the table. */
 SM_HIDDEN int sm__collectors_series(int devices, int container_limits, int *node_scope);
+/* What detail level full adds to sm__collectors_series (docs/series.md "Levels"). */
+SM_HIDDEN int sm__collectors_series_full(int devices);
 /* Series of one rank's process tree (process_*, docs/design.md §9): counted
  * per recorded rank, not per collector, so not in sm__collectors_series. */
 SM_HIDDEN int sm__process_series(void);

@@ -17,13 +17,15 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "gpu_int.h" /* the collector's clock, injected by gpm_energy_full */
 #include "internal.h"
 
 extern char **environ;
 
 static char sysroot[256];
-static char fake_path[1024], minimal_path[1024];
+static char fake_path[1024], minimal_path[1024], next_path[1024];
 static int (*init_refs)(void);
+static int (*event_set_live)(void);
 static void (*raise_xid)(int, unsigned int);
 static void (*fail_call)(int, const char *, int);
 static void (*fail_mig)(int, int, const char *, int);
@@ -402,6 +404,37 @@ static void health_values(void)
     free(p);
 }
 
+/* ECC through two clears (nvmlDeviceClearEccErrorCounts, `nvidia-smi -p 0`,
+ * resets the volatile counts at once; issue 46 item 5): the counter reads
+ * 0 at open, then 20, 37, 43, cleared, 4, 10, 22, 34, cleared, 3, 9.  The
+ * series is the sum of what each reading added (a reading below the last is
+ * the count since the clear): 86 at the end, as many as the counter counted
+ * (43 + 34 + 9), never going down; the difference from the first reading
+ * alone read 4 after the first clear and ended at 9.  The uncorrected
+ * counter, cleared with it, likewise. */
+static void ecc_through_a_clear(void)
+{
+    static const double corr[9] = {20, 37, 43, 47, 53, 65, 77, 80, 86},
+                        uncorr[9] = {0, 1, 1, 1, 2, 2, 2, 2, 3};
+    sm_points *p = calloc(1, sizeof *p);
+    struct opened o;
+    char msg[300] = "";
+
+    reset_env();
+    setenv("FAKE_NVML_ECC_CORR_0", "0,20,37,43,4,10,22,34,3,9", 1);
+    setenv("FAKE_NVML_ECC_UNCORR_0", "0,0,1,1,0,1,1,1,0,1", 1);
+    o = open_gpu();
+    CHECK_EQ_INT(o.rc, 0);
+    for (int k = 0; k < 9; k++) {
+        p->n = 0;
+        CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+        CHECK_NEAR(value(p, "gpu_0_ecc_errors_corrected"), corr[k], 0);
+        CHECK_NEAR(value(p, "gpu_0_ecc_errors_uncorrected"), uncorr[k], 0);
+    }
+    close_gpu(&o);
+    free(p);
+}
+
 /* NOT_SUPPORTED drops that one series of that device, grouped in the open
  * line; a field of nvmlDeviceGetFieldValues fails on its own. */
 static void per_field_degrade(void)
@@ -468,6 +501,100 @@ static const char *tag_of(const sm_tags *t, const char *key)
         if (strcmp(t->v[i].key, key) == 0)
             return t->v[i].value;
     return NULL;
+}
+
+/* The temperature through nvmlDeviceGetTemperatureV, which NVML 13's nvml.h
+ * puts in place of the deprecated nvmlDeviceGetTemperature (issue 46 item
+ * 12): the full fake has both and the new one is used; a V that rejects the
+ * struct's version tag at open falls back to the old call; a later NVML
+ * without the deprecated calls (the next fake: no nvmlDeviceGetTemperature,
+ * no ...ClocksThrottleReasons) keeps the series and names nothing missing. */
+static void temperature_v_first(void)
+{
+    sm_points *p = calloc(1, sizeof *p);
+    struct opened o;
+    char msg[300] = "";
+
+    reset_env();
+    setenv("FAKE_NVML_TEMP_0", "71", 1);
+    o = open_gpu();
+    CHECK_EQ_INT(o.rc, 0);
+    CHECK_EQ_STR(o.res.msg, "");
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    CHECK_NEAR(value(p, "gpu_0_temperature_celsius"), 71.0, 0);
+    CHECK_EQ_STR(source(p, "gpu_0_temperature_celsius"),
+                 "nvmlDeviceGetTemperatureV(NVML_TEMPERATURE_GPU)");
+    close_gpu(&o);
+
+    setenv("FAKE_NVML_FAIL_TEMPV_0", "25", 1); /* ARGUMENT_VERSION_MISMATCH */
+    o = open_gpu();
+    CHECK_EQ_INT(o.rc, 0);
+    CHECK_EQ_STR(o.res.msg, "");
+    p->n = 0;
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    CHECK_NEAR(value(p, "gpu_0_temperature_celsius"), 71.0, 0);
+    CHECK_EQ_STR(source(p, "gpu_0_temperature_celsius"),
+                 "nvmlDeviceGetTemperature(NVML_TEMPERATURE_GPU)");
+    close_gpu(&o);
+
+    reset_env();
+    setenv("SCOPEMETER_NVML_LIBRARY", next_path, 1);
+    setenv("FAKE_NVML_TEMP_0", "64", 1);
+    setenv("FAKE_NVML_REASONS_0", "0x20", 1);
+    o = open_gpu();
+    CHECK_EQ_INT(o.rc, 0);
+    CHECK_EQ_STR(o.res.msg, "");
+    p->n = 0;
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    CHECK_EQ_INT(p->n, GPU_SERIES);
+    CHECK_NEAR(value(p, "gpu_0_temperature_celsius"), 64.0, 0);
+    CHECK_EQ_STR(source(p, "gpu_0_temperature_celsius"),
+                 "nvmlDeviceGetTemperatureV(NVML_TEMPERATURE_GPU)");
+    CHECK_NEAR(value(p, "gpu_0_throttled_thermal_percentage"), 100.0, 0);
+    close_gpu(&o);
+    /* no sensor: the line names the call there is */
+    setenv("FAKE_NVML_FAIL_TEMP_0", "3", 1);
+    o = open_gpu();
+    CHECK_EQ_INT(o.rc, 0);
+    CHECK_EQ_STR(o.res.msg, "gpu: gpu_0_temperature_celsius dropped: "
+                            "nvmlDeviceGetTemperatureV says fake NVML: Not Supported");
+    close_gpu(&o);
+    setenv("SCOPEMETER_NVML_LIBRARY", fake_path, 1);
+    free(p);
+}
+
+/* nvmlDeviceRegisterEvents answering UNKNOWN leaves the event set "in
+ * undefined state" (nvml.h: it "should be freed"; the fake's answers every
+ * wait on it with UNKNOWN): the set is freed at open with one clause and
+ * never polled, so an Xid raised later is neither a line nor a tag, and no
+ * wait fails.  Before, the set was kept for the GPUs registered before and
+ * after (issue 46 item 12). */
+static void events_set_undefined(void)
+{
+    sm_points *p = calloc(1, sizeof *p);
+    sm_tags *t = calloc(1, sizeof *t);
+    struct opened o;
+    char msg[300] = "";
+
+    reset_env();
+    setenv("FAKE_NVML_DEVICES", "3", 1);
+    setenv("FAKE_NVML_FAIL_EVENTS_1", "999", 1);
+    o = open_gpu();
+    CHECK_EQ_INT(o.rc, 0);
+    CHECK_EQ_STR(o.res.msg, "gpu: no Xid events: nvmlDeviceRegisterEvents of GPU 1 says fake "
+                            "NVML: Unknown Error, which leaves the event set undefined "
+                            "(nvml.h); it is freed");
+    CHECK_EQ_INT(event_set_live(), 0);
+    raise_xid(0, 79);
+    capture_begin();
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    CHECK_EQ_STR(capture_end(), "");
+    CHECK_EQ_INT(p->n, 3 * GPU_SERIES);
+    sm__coll_gpu.tags(o.state, SM_TAGS_END, t);
+    CHECK(tag_of(t, "gpu_events") == NULL);
+    close_gpu(&o);
+    free(t);
+    free(p);
 }
 
 /* An Xid the driver raises reaches the gpu_events tag at the next window
@@ -1038,7 +1165,7 @@ static void health_fails_mid_run(void)
     for (int k = 0; k < 2; k++) { /* one line for the streak */
         err = sample_said(p, &o);
         same_but(p, base, thr_ecc_temp);
-        CHECK_EQ_STR(err, k ? "" : "scopemeter: warning: gpu: GPU 0: nvmlDeviceGetTemperature "
+        CHECK_EQ_STR(err, k ? "" : "scopemeter: warning: gpu: GPU 0: nvmlDeviceGetTemperatureV "
                                    "failed: fake NVML: Unknown Error; its values are skipped "
                                    "until it recovers\n");
     }
@@ -1058,6 +1185,156 @@ static void health_fails_mid_run(void)
     close_gpu(&o);
     free(p);
     free(base);
+}
+
+/* The test's own monotonic clock (struct gpu's now): no verdict depends
+ * on how fast the samples run. */
+static double test_clock;
+static double clock_now(void)
+{
+    return test_clock;
+}
+
+/* Detail level full: GPU 0 has GPM (Hopper), GPU 1 not (before it).  The
+ * GPM metrics are the fake's rates of the interval between two samples
+ * (nvml.h: nvmlGpmMetricsGet), the previous sample's buffer the first of
+ * the pair; a sample < 100 ms after the last takes no GPM value; a metric
+ * the driver refuses is dropped alone with one line; NVLink from the field
+ * counters (KiB, summed over links) on both; energy since open through a
+ * driver reload in the end tag. */
+static void gpm_energy_full(void)
+{
+    sm_points *p = calloc(1, sizeof *p);
+    sm_tags *t = calloc(1, sizeof *t);
+    struct opened o;
+    struct gpu *g;
+    const char *err;
+    char msg[300] = "";
+
+    reset_env();
+    setenv("SCOPEMETER_DETAIL", "full", 1);
+    setenv("FAKE_NVML_DEVICES", "2", 1);
+    setenv("FAKE_NVML_GPM_1", "0", 1);
+    setenv("FAKE_NVML_GPM_SM_0", "60,80,70", 1);     /* per interval: open's, 1st, 2nd */
+    setenv("FAKE_NVML_GPM_TENSOR_0", "5,25,45", 1);
+    setenv("FAKE_NVML_GPM_FAIL_OCC_0", "3", 1);     /* NOT_SUPPORTED */
+    setenv("FAKE_NVML_NVLINK_RX_0", "1000,3000,3000,7000", 1); /* KiB */
+    setenv("FAKE_NVML_NVLINK_TX_1", "500,1524", 1);
+    setenv("FAKE_NVML_ENERGY_0", "1000000000,4600000000,1000", 1); /* mJ; reload */
+    o = open_gpu();
+    unsetenv("SCOPEMETER_DETAIL");
+    CHECK_EQ_INT(o.rc, 0);
+    CHECK_EQ_STR(o.res.msg, "gpu: gpu_1_{sm_active,sm_occupancy,tensor_active,dram_bandwidth}"
+                            "_percentage dropped: nvmlGpmQueryDeviceSupport says fake NVML: "
+                            "Not Supported");
+    g = o.state;
+    g->now = clock_now;
+    test_clock = g->dev[0].gpm_t + 1.0;
+
+    capture_begin();
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    err = capture_end();
+    CHECK_EQ_STR(err, "scopemeter: warning: gpu: gpu_0_sm_occupancy_percentage dropped: "
+                      "nvmlGpmMetricsGet(NVML_GPM_METRIC_SM_OCCUPANCY) says fake NVML: Not "
+                      "Supported\n");
+    CHECK_EQ_INT(p->n, (GPU_SERIES + 3 + 2) + (GPU_SERIES + 2));
+    CHECK_NEAR(value(p, "gpu_0_sm_active_percentage"), 80.0, 1e-9);
+    CHECK_NEAR(value(p, "gpu_0_tensor_active_percentage"), 25.0, 1e-9);
+    CHECK_NEAR(value(p, "gpu_0_dram_bandwidth_percentage"), 10.0, 1e-9);
+    CHECK(find(p, "gpu_0_sm_occupancy_percentage") == NULL);
+    CHECK(find(p, "gpu_1_sm_active_percentage") == NULL);
+    CHECK_NEAR(value(p, "gpu_0_nvlink_receive_megabytes"), 2000 * 1024 / 1e6, 1e-12);
+    CHECK_NEAR(value(p, "gpu_0_nvlink_transmit_megabytes"), 0.0, 1e-12);
+    CHECK_NEAR(value(p, "gpu_1_nvlink_transmit_megabytes"), 1024 * 1024 / 1e6, 1e-12);
+    CHECK_EQ_STR(find(p, "gpu_0_sm_active_percentage")->source,
+                 "nvmlGpmMetricsGet(NVML_GPM_METRIC_SM_UTIL)");
+    CHECK_EQ_STR(find(p, "gpu_1_nvlink_transmit_megabytes")->source,
+                 "nvmlDeviceGetFieldValues(NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX)");
+
+    /* 50 ms later: no GPM pair (nvml.h: >= 100 ms), the counters go on */
+    test_clock += 0.05;
+    p->n = 0;
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    CHECK(find(p, "gpu_0_sm_active_percentage") == NULL);
+    CHECK_NEAR(value(p, "gpu_0_nvlink_receive_megabytes"), 2000 * 1024 / 1e6, 1e-12);
+    /* 200 ms after the last GPM sample: the next interval's rates */
+    test_clock += 0.15;
+    p->n = 0;
+    capture_begin();
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    err = capture_end();
+    CHECK_EQ_STR(err, "");
+    CHECK_NEAR(value(p, "gpu_0_sm_active_percentage"), 70.0, 1e-9);
+    CHECK_NEAR(value(p, "gpu_0_tensor_active_percentage"), 45.0, 1e-9);
+    CHECK_NEAR(value(p, "gpu_0_nvlink_receive_megabytes"), 6000 * 1024 / 1e6, 1e-12);
+
+    /* energy: +3.6e9 mJ, then a reload (1000 < last) counts whole */
+    sm__coll_gpu.tags(o.state, SM_TAGS_WINDOW, t);
+    CHECK(tag_of(t, "gpu_energy") == NULL);
+    t->n = 0;
+    sm__coll_gpu.tags(o.state, SM_TAGS_END, t);
+    CHECK(tag_of(t, "gpu_energy") != NULL &&
+          strcmp(tag_of(t, "gpu_energy"),
+                 "gpu0 kwh=1.000000; gpu1 kwh=0.000000; total_kwh=1.000000") == 0);
+    printf("gpu_energy: %s\n", tag_of(t, "gpu_energy") ? tag_of(t, "gpu_energy") : "(none)");
+    close_gpu(&o);
+
+    /* the default level: none of the six, the energy tag still there */
+    reset_env();
+    setenv("FAKE_NVML_DEVICES", "2", 1);
+    o = open_gpu();
+    CHECK_EQ_INT(o.rc, 0);
+    CHECK_EQ_STR(o.res.msg, "");
+    p->n = 0;
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    CHECK_EQ_INT(p->n, 2 * GPU_SERIES);
+    CHECK(find(p, "gpu_0_nvlink_receive_megabytes") == NULL);
+    t->n = 0;
+    sm__coll_gpu.tags(o.state, SM_TAGS_END, t);
+    CHECK(tag_of(t, "gpu_energy") != NULL);
+    close_gpu(&o);
+    free(p);
+    free(t);
+}
+
+/* MIG: one named instance gets its own GPM (nvmlGpmMigSampleGet with its
+ * GPU instance id); two named instances of one board: one line, none. */
+static void gpm_mig(void)
+{
+    sm_points *p = calloc(1, sizeof *p);
+    struct opened o;
+    struct gpu *g;
+    char msg[300] = "";
+
+    reset_env();
+    setenv("SCOPEMETER_DETAIL", "full", 1);
+    setenv("FAKE_NVML_MIG_0", "2", 1);
+    setenv("FAKE_NVML_MIG_GPM_0_1", "33", 1);
+    setenv("CUDA_VISIBLE_DEVICES", "MIG-f4ce0000-0001-4000-8000-000000000000", 1);
+    o = open_gpu();
+    CHECK_EQ_INT(o.rc, 0);
+    g = o.state;
+    g->now = clock_now;
+    test_clock = g->dev[0].gpm_t + 1.0;
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    CHECK_NEAR(value(p, "gpu_0_sm_active_percentage"), 33.0, 1e-9);
+    CHECK_NEAR(value(p, "gpu_0_dram_bandwidth_percentage"), 33.0, 1e-9);
+    close_gpu(&o);
+
+    setenv("CUDA_VISIBLE_DEVICES", "MIG-f4ce0000-0000-4000-8000-000000000000,"
+                                   "MIG-f4ce0000-0001-4000-8000-000000000000", 1);
+    o = open_gpu();
+    unsetenv("SCOPEMETER_DETAIL");
+    CHECK_EQ_INT(o.rc, 0);
+    CHECK(strstr(o.res.msg, "gpu_0_{sm_active,sm_occupancy,tensor_active,dram_bandwidth}_"
+                            "percentage dropped: nvmlGpmMigSampleGet (one series, several MIG "
+                            "instances named)") != NULL);
+    printf("two instances: %s\n", o.res.msg);
+    p->n = 0;
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    CHECK(find(p, "gpu_0_sm_active_percentage") == NULL);
+    close_gpu(&o);
+    free(p);
 }
 
 int main(void)
@@ -1094,12 +1371,17 @@ int main(void)
         void *sym = dlsym(fake, "fake_nvml_fail_mig");
         memcpy(&fail_mig, &sym, sizeof sym);
     }
-    if (!init_refs || !raise_xid || !fail_call || !fail_mig) {
-        fprintf(stderr, "fake_nvml_init_refs, fake_nvml_raise_xid, fake_nvml_fail or "
-                "fake_nvml_fail_mig missing\n");
+    {
+        void *sym = dlsym(fake, "fake_nvml_event_set_live");
+        memcpy(&event_set_live, &sym, sizeof sym);
+    }
+    if (!init_refs || !raise_xid || !fail_call || !fail_mig || !event_set_live) {
+        fprintf(stderr, "fake_nvml_init_refs, fake_nvml_raise_xid, fake_nvml_fail, "
+                "fake_nvml_fail_mig or fake_nvml_event_set_live missing\n");
         return 1;
     }
     snprintf(minimal_path, sizeof minimal_path, "%s/libnvidia-ml-minimal.so", dir);
+    snprintf(next_path, sizeof next_path, "%s/libnvidia-ml-next.so", dir);
 
     snprintf(sysroot, sizeof sysroot, "/tmp/sm-test-gpu-XXXXXX");
     if (!mkdtemp(sysroot))
@@ -1123,15 +1405,20 @@ int main(void)
     memory_v1_fallback();
     three_lines();
     health_values();
+    ecc_through_a_clear();
     per_field_degrade();
     old_driver();
     xid_reaches_tag();
+    temperature_v_first();
+    events_set_undefined();
     who_holds_memory();
     mig_instance_fields();
     degrade_each_call();
     degrade_remap_and_retired();
     remap_transient_at_open();
     health_fails_mid_run();
+    gpm_energy_full();
+    gpm_mig();
 
     unlink(path);
     unlink(errfile);

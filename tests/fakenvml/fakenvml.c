@@ -2,7 +2,7 @@
  * fakenvml.c — a fake libnvidia-ml.so.1 for the GPU collector's tests.
  *
  * No CI machine has a GPU, so the tests load this library through
- * SCOPEMETER_NVML_LIBRARY.  It implements the NVML entry points coll_gpu.c
+ * SCOPEMETER_NVML_LIBRARY.  It implements the NVML entry points gpu_nvml.c
  * resolves, with the documented ABI (layouts, return codes, the versioned
  * memory struct's tag), written here independently of src/collect/nvml.h so that a
  * layout mistake in one does not hide in the other.  Values and failures are
@@ -22,7 +22,8 @@
  *   FAKE_NVML_UTIL_i               percent (default 40 + i)
  *   FAKE_NVML_POWER_i              mW (default 150000 + 1000 i)
  *   FAKE_NVML_LIMIT_i              enforced limit, mW (default 300000)
- *   FAKE_NVML_TEMP_i               °C (default 60 + i)
+ *   FAKE_NVML_TEMP_i               °C (default 60 + i), from nvmlDeviceGetTemperatureV
+ *                                  and nvmlDeviceGetTemperature alike
  *   FAKE_NVML_SM_CLOCK_i           MHz (default 1980 - i), FAKE_NVML_MEM_CLOCK_i (2619)
  *   FAKE_NVML_REASONS_i=a,b,...    clock-event reason masks (0x.. or decimal), one per
  *                                  call, cycling: a known pattern (default 0)
@@ -40,8 +41,12 @@
  *                                  processes of their own and pids that exist nowhere)
  *   FAKE_NVML_FAIL_PCIE_RX_i=rc, _PCIE_TX_i  that field's own nvmlReturn
  *   FAKE_NVML_FAIL_<CALL>_i=rc     CALL one of HANDLE MEM MEMV2 UTIL POWER LIMIT UUID
- *                                  TEMP CLOCK REASONS FIELDS ECC REMAP RETIRED EVENTS PROCS
- *                                  (EVENTS: nvmlDeviceRegisterEvents)
+ *                                  TEMP TEMPV CLOCK REASONS FIELDS ECC REMAP RETIRED EVENTS
+ *                                  PROCS (TEMP: both temperature calls, one sensor; TEMPV:
+ *                                  nvmlDeviceGetTemperatureV alone; EVENTS:
+ *                                  nvmlDeviceRegisterEvents, whose UNKNOWN (999) leaves
+ *                                  the set undefined, as nvml.h says: every later
+ *                                  nvmlEventSetWait_v2 on it answers UNKNOWN)
  *   FAKE_NVML_FAIL_TIMES_i=n       the scripted failures of device i stop after n
  *                                  (a transient error that recovers)
  *                                  fake_nvml_fail(i, "CALL", rc) sets or (rc 0) clears
@@ -50,6 +55,24 @@
  *   FAKE_NVML_LOST_AFTER_i=n       after n successful queries of device i (MEM,
  *                                  MEMV2, UTIL, POWER, LIMIT), every call on it
  *                                  answers GPU_IS_LOST (0: lost from the start)
+ *   FAKE_NVML_GPM_i=0              device i has no GPM (before Hopper): nvmlGpmQueryDeviceSupport
+ *                                  says isSupportedDevice 0 (default 1)
+ *   FAKE_NVML_GPM_SM_i, _OCC_i, _TENSOR_i, _DRAM_i (percent), _NVLRX_i, _NVLTX_i (MiB/s):
+ *                                  the rate during each interval between two GPM samples,
+ *                                  one per nvmlGpmSampleGet, the last repeating (defaults
+ *                                  50 + i, 30 + i, 20 + i, 10 + i, 100 + i, 200 + i); each
+ *                                  sample advances the device's GPM clock by 1 s, and
+ *                                  nvmlGpmMetricsGet computes (counter2 - counter1) /
+ *                                  (time2 - time1) as nvml.h defines the metrics
+ *   FAKE_NVML_GPM_FAIL_<M>_i=rc    that metric's own nvmlReturn (M: SM OCC TENSOR DRAM
+ *                                  NVLRX NVLTX); FAKE_NVML_FAIL_GPM_i=rc: nvmlGpmSampleGet
+ *   FAKE_NVML_NVLINK_RX_i, _TX_i   NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_{RX,TX} summed over
+ *                                  the links (scopeId UINT_MAX), KiB, one per call, the
+ *                                  last repeating (defaults 1000 + i, 2000 + i);
+ *                                  FAKE_NVML_FAIL_NVLINK_RX_i, _TX_i: the field's nvmlReturn
+ *   FAKE_NVML_ENERGY_i             nvmlDeviceGetTotalEnergyConsumption, mJ, one per call,
+ *                                  the last repeating (default 1e9 + 1e6 i);
+ *                                  FAKE_NVML_FAIL_ENERGY_i: its rc
  *   FAKE_NVML_MIG_i=k              k MIG instances on device i, UUIDs
  *                                  FAKE_NVML_MIG_UUID_i_j, default
  *                                  MIG-f4ce000i-000j-4000-8000-000000000000
@@ -62,16 +85,23 @@
  *   FAKE_NVML_MIG_PROCS_i_j=pid:bytes,...  its process list (default none)
  *   FAKE_NVML_MIG_GI_i_j, _CI_i_j  nvmlDeviceGetGpuInstanceId / ComputeInstanceId
  *                                  (defaults j + 1 and 0)
+ *   FAKE_NVML_MIG_GPM_i_j          the instance's own GPM rate of every percent metric
+ *                                  (nvmlGpmMigSampleGet with its GPU instance id;
+ *                                  default 20 + j)
  *   FAKE_NVML_MIG_FAIL_<CALL>_i_j=rc  CALL one of MEM MEMV2 PROCS on the MIG handle;
  *                                  fake_nvml_fail_mig(i, j, "CALL", rc) sets or
  *                                  clears one later (an in-process test)
  *
- * Built twice: the full library, and with -DFAKE_NVML_MINIMAL, an old or
+ * Built three times: the full library; with -DFAKE_NVML_MINIMAL, an old or
  * stripped NVML without nvmlDeviceGetMemoryInfo_v2, nvmlDeviceGetUtilizationRates,
  * nvmlDeviceGetEnforcedPowerLimit, nvmlSystemGetDriverVersion, nvmlDeviceGetUUID
  * the MIG calls and every health-field and event entry point but the old
- * nvmlDeviceGetCurrentClocksThrottleReasons.  fake_nvml_init_refs() lets an in-process test check
- * that every nvmlInit_v2 was matched by nvmlShutdown.
+ * nvmlDeviceGetCurrentClocksThrottleReasons; with -DFAKE_NVML_NEXT, a later
+ * NVML that has dropped the entry points NVIDIA's nvml.h marks DEPRECATED(13.0)
+ * among those the collector calls (nvmlDeviceGetTemperature,
+ * nvmlDeviceGetCurrentClocksThrottleReasons).  fake_nvml_init_refs() lets an
+ * in-process test check that every nvmlInit_v2 was matched by nvmlShutdown,
+ * fake_nvml_event_set_live() that an event set was freed.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,6 +119,7 @@ enum {
     E_INSUFFICIENT_SIZE = 7,
     E_GPU_IS_LOST = 15,
     E_ARGUMENT_VERSION_MISMATCH = 25,
+    E_UNKNOWN = 999,
 };
 
 struct mem_v1 {
@@ -109,12 +140,13 @@ _Static_assert(sizeof(struct mem_v2) == 40, "nvmlMemory_v2_t is 40 bytes on LP64
 /* the calls before C_UUID count as the queries of FAKE_NVML_LOST_AFTER_i */
 enum call {
     C_HANDLE, C_MEM, C_MEMV2, C_UTIL, C_POWER, C_LIMIT, C_UUID,
-    C_TEMP, C_CLOCK, C_REASONS, C_FIELDS, C_ECC, C_REMAP, C_RETIRED, C_EVENTS, C_PROCS, C_N
+    C_TEMP, C_CLOCK, C_REASONS, C_FIELDS, C_ECC, C_REMAP, C_RETIRED, C_EVENTS, C_PROCS,
+    C_TEMPV, C_GPM, C_ENERGY, C_N
 };
 static const char *const call_name[C_N] = {"HANDLE", "MEM",    "MEMV2",   "UTIL",  "POWER",
                                            "LIMIT",  "UUID",   "TEMP",    "CLOCK", "REASONS",
                                            "FIELDS", "ECC",    "REMAP",   "RETIRED", "EVENTS",
-                                           "PROCS"};
+                                           "PROCS",  "TEMPV",  "GPM",     "ENERGY"};
 
 /* A scripted sequence: one value per call; cycling or with its last repeating. */
 #define SEQ_MAX 64
@@ -133,6 +165,7 @@ struct mig {
     char uuid[96];
     unsigned long long total, used, reserved;
     unsigned int gi, ci;
+    double gpm_rate;
     int fail[C_N];
     struct proclist procs;
 };
@@ -151,6 +184,10 @@ struct dev {
     struct seq reasons, pcie[2], ecc[2], remap, retired;
     int field_fail[2];
     struct seq xid;      /* pending Xid codes; at: delivered so far */
+    int gpm;             /* GPM supported */
+    struct seq gpm_rate[6], nvlink[2], energy;
+    int gpm_fail[6], nvlink_fail[2];
+    double gpm_t, gpm_c[6]; /* the GPM clock (s) and counters (rate x s) */
     struct proclist procs;
 };
 
@@ -277,6 +314,22 @@ static void configure(void)
         d->field_fail[0] = (int)num("FAKE_NVML_FAIL_PCIE_RX", i, 0);
         d->field_fail[1] = (int)num("FAKE_NVML_FAIL_PCIE_TX", i, 0);
         procs_parse(&d->procs, env_i("FAKE_NVML_PROCS", i, -1));
+        d->gpm = (int)num("FAKE_NVML_GPM", i, 1);
+        for (int k = 0; k < 6; k++) {
+            static const char *const nm[6] = {"SM", "OCC", "TENSOR", "DRAM", "NVLRX", "NVLTX"};
+            static const unsigned dflt[6] = {50, 30, 20, 10, 100, 200};
+            char name[48];
+            snprintf(name, sizeof name, "FAKE_NVML_GPM_%s", nm[k]);
+            seq_parse(&d->gpm_rate[k], env_i(name, i, -1), dflt[k] + (unsigned)i, 0);
+            snprintf(name, sizeof name, "FAKE_NVML_GPM_FAIL_%s", nm[k]);
+            d->gpm_fail[k] = (int)num(name, i, 0);
+        }
+        seq_parse(&d->nvlink[0], env_i("FAKE_NVML_NVLINK_RX", i, -1), 1000ull + (unsigned)i, 0);
+        seq_parse(&d->nvlink[1], env_i("FAKE_NVML_NVLINK_TX", i, -1), 2000ull + (unsigned)i, 0);
+        d->nvlink_fail[0] = (int)num("FAKE_NVML_FAIL_NVLINK_RX", i, 0);
+        d->nvlink_fail[1] = (int)num("FAKE_NVML_FAIL_NVLINK_TX", i, 0);
+        seq_parse(&d->energy, env_i("FAKE_NVML_ENERGY", i, -1),
+                  1000000000ull + 1000000ull * (unsigned)i, 0);
         d->nmig = (int)num("FAKE_NVML_MIG", i, 0);
         if (d->nmig > MAX_MIG)
             d->nmig = MAX_MIG;
@@ -295,6 +348,7 @@ static void configure(void)
             m->reserved = num2("FAKE_NVML_MIG_MEM_RESERVED", i, j, 0);
             m->gi = (unsigned int)num2("FAKE_NVML_MIG_GI", i, j, (unsigned)j + 1);
             m->ci = (unsigned int)num2("FAKE_NVML_MIG_CI", i, j, 0);
+            m->gpm_rate = (double)num2("FAKE_NVML_MIG_GPM", i, j, 20u + (unsigned)j);
             for (int c = 0; c < C_N; c++) {
                 char name[48];
                 snprintf(name, sizeof name, "FAKE_NVML_MIG_FAIL_%s", call_name[c]);
@@ -478,9 +532,7 @@ API nvml_rc nvmlDeviceGetPowerUsage(void *h, unsigned int *mw)
 
 /* ---- the health fields ---------------------------------------------------- */
 
-/* nvmlDeviceGetCurrentClocksThrottleReasons: the drivers before R535 export
- * only this name, so the minimal library (an old driver) has it too. */
-API nvml_rc nvmlDeviceGetCurrentClocksThrottleReasons(void *h, unsigned long long *r)
+static nvml_rc clock_reasons(void *h, unsigned long long *r)
 {
     struct dev *d = NULL;
     nvml_rc rc = r ? query(h, C_REASONS, &d) : E_INVALID_ARGUMENT;
@@ -491,23 +543,63 @@ API nvml_rc nvmlDeviceGetCurrentClocksThrottleReasons(void *h, unsigned long lon
     return OK;
 }
 
+/* nvmlDeviceGetCurrentClocksThrottleReasons: the drivers before R535 export
+ * only this name, so the minimal library (an old driver) has it too; NVML 13
+ * deprecates it, so the next one does not. */
+#ifndef FAKE_NVML_NEXT
+API nvml_rc nvmlDeviceGetCurrentClocksThrottleReasons(void *h, unsigned long long *r)
+{
+    return clock_reasons(h, r);
+}
+#endif
+
 #ifndef FAKE_NVML_MINIMAL
 API nvml_rc nvmlDeviceGetCurrentClocksEventReasons(void *h, unsigned long long *r)
 {
-    return nvmlDeviceGetCurrentClocksThrottleReasons(h, r);
+    return clock_reasons(h, r);
 }
 
+/* NVML_TEMPERATURE_GPU (0) is the only sensor there is */
+#ifndef FAKE_NVML_NEXT
 API nvml_rc nvmlDeviceGetTemperature(void *h, int sensor, unsigned int *t)
 {
     struct dev *d = NULL;
     nvml_rc rc;
 
-    if (!t || sensor != 0) /* NVML_TEMPERATURE_GPU is the only sensor there is */
+    if (!t || sensor != 0)
         return E_INVALID_ARGUMENT;
     rc = query(h, C_TEMP, &d);
     if (rc != OK)
         return rc;
     *t = d->temp;
+    return OK;
+}
+#endif
+
+/* nvmlTemperature_v1_t as NVIDIA's header lays it out */
+struct temperature {
+    unsigned int version;
+    int sensor;
+    int degrees;
+};
+_Static_assert(sizeof(struct temperature) == 12, "nvmlTemperature_v1_t is 12 bytes");
+
+API nvml_rc nvmlDeviceGetTemperatureV(void *h, struct temperature *t)
+{
+    struct dev *d = NULL;
+    nvml_rc rc;
+
+    if (!t || t->sensor != 0)
+        return E_INVALID_ARGUMENT;
+    /* NVML_STRUCT_VERSION(Temperature, 1): size in the low bits, 1 in the top byte */
+    if (t->version != (unsigned int)(sizeof(struct temperature) | (1u << 24)))
+        return E_ARGUMENT_VERSION_MISMATCH;
+    rc = query(h, C_TEMPV, &d); /* its own scripted failure, then the sensor's */
+    if (rc == OK)
+        rc = query(h, C_TEMP, &d);
+    if (rc != OK)
+        return rc;
+    t->degrees = (int)d->temp;
     return OK;
 }
 
@@ -560,6 +652,17 @@ API nvml_rc nvmlDeviceGetFieldValues(void *h, int count, struct field *f)
         int k = f[i].id == 198 ? 0 : f[i].id == 197 ? 1 : -1;
         f[i].timestamp = 0;
         f[i].latency = 0;
+        /* NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX 138, _RX 139: the sum over
+         * the links for scopeId UINT_MAX, one link's otherwise (not faked) */
+        if (f[i].id == 138 || f[i].id == 139) {
+            int x = f[i].id == 138;
+            f[i].ret = f[i].scope != 0xFFFFFFFFu ? E_NOT_SUPPORTED : d->nvlink_fail[x];
+            if (f[i].ret)
+                continue;
+            f[i].type = 3;
+            f[i].value.ull = seq_next(&d->nvlink[x]);
+            continue;
+        }
         if (k < 0) {
             f[i].ret = E_NOT_SUPPORTED;
             continue;
@@ -569,6 +672,154 @@ API nvml_rc nvmlDeviceGetFieldValues(void *h, int count, struct field *f)
             continue;
         f[i].type = 3; /* NVML_VALUE_TYPE_UNSIGNED_LONG_LONG */
         f[i].value.ull = seq_next(&d->pcie[k]);
+    }
+    return OK;
+}
+
+API nvml_rc nvmlDeviceGetTotalEnergyConsumption(void *h, unsigned long long *mj)
+{
+    struct dev *d = NULL;
+    nvml_rc rc = mj ? query(h, C_ENERGY, &d) : E_INVALID_ARGUMENT;
+
+    if (rc != OK)
+        return rc;
+    *mj = seq_next(&d->energy);
+    return OK;
+}
+
+/* ---- GPM: a sample is the device's GPM clock and counters at the call ---- */
+#define GPM_MAGIC 0x67706d31u
+struct gpm_sample {
+    unsigned int magic;
+    int dev, mig;  /* mig -1: the whole GPU */
+    double t, c[6];
+};
+struct gpm_metric { /* nvmlGpmMetric_t as NVIDIA's header lays it out */
+    unsigned int id;
+    nvml_rc ret;
+    double value;
+    struct { char *shortName, *longName, *unit; } info;
+};
+_Static_assert(sizeof(struct gpm_metric) == 40, "nvmlGpmMetric_t is 40 bytes on LP64");
+struct gpm_get {
+    unsigned int version, num;
+    struct gpm_sample *s1, *s2;
+    struct gpm_metric m[477]; /* NVML_GPM_METRIC_MAX of nvml.h 13.5.37 */
+};
+struct gpm_support {
+    unsigned int version, supported;
+};
+
+API nvml_rc nvmlGpmSampleAlloc(struct gpm_sample **s)
+{
+    if (!s)
+        return E_INVALID_ARGUMENT;
+    *s = calloc(1, sizeof **s);
+    if (!*s)
+        return E_UNKNOWN;
+    (*s)->magic = GPM_MAGIC;
+    return OK;
+}
+
+API nvml_rc nvmlGpmSampleFree(struct gpm_sample *s)
+{
+    if (!s || s->magic != GPM_MAGIC)
+        return E_INVALID_ARGUMENT;
+    s->magic = 0;
+    free(s);
+    return OK;
+}
+
+API nvml_rc nvmlGpmQueryDeviceSupport(void *h, struct gpm_support *g)
+{
+    struct mig *m;
+    struct dev *d;
+
+    if (refs <= 0)
+        return E_UNINITIALIZED;
+    if (!g || g->version != 1)
+        return !g ? E_INVALID_ARGUMENT : E_ARGUMENT_VERSION_MISMATCH;
+    m = mig_of(h);
+    d = m ? &devs[m->dev] : dev_of(h);
+    if (!d)
+        return E_INVALID_ARGUMENT;
+    g->supported = (unsigned int)d->gpm;
+    return OK;
+}
+
+/* one interval of 1 s at the next scripted rates */
+static void gpm_advance(struct dev *d, struct mig *m, struct gpm_sample *s)
+{
+    d->gpm_t += 1.0;
+    for (int k = 0; k < 6; k++)
+        d->gpm_c[k] += (double)seq_next(&d->gpm_rate[k]);
+    s->t = d->gpm_t;
+    for (int k = 0; k < 6; k++)
+        s->c[k] = m && k < 4 ? m->gpm_rate * d->gpm_t : d->gpm_c[k];
+}
+
+/* nvmlGpmSampleGet (gi < 0) and nvmlGpmMigSampleGet (the instance gi's own) */
+static nvml_rc gpm_sample(void *h, long gi, struct gpm_sample *s)
+{
+    struct dev *d = NULL;
+    nvml_rc rc;
+
+    if (!s || s->magic != GPM_MAGIC)
+        return E_INVALID_ARGUMENT;
+    rc = query(h, C_GPM, &d);
+    if (rc != OK)
+        return rc;
+    if (!d->gpm)
+        return E_NOT_SUPPORTED;
+    s->dev = (int)(d - devs);
+    s->mig = -1;
+    for (int j = 0; j < d->nmig && gi >= 0; j++)
+        if (d->mig[j].gi == (unsigned long)gi)
+            s->mig = j;
+    if (gi >= 0 && s->mig < 0)
+        return E_NOT_FOUND;
+    gpm_advance(d, s->mig >= 0 ? &d->mig[s->mig] : NULL, s);
+    return OK;
+}
+
+API nvml_rc nvmlGpmSampleGet(void *h, struct gpm_sample *s)
+{
+    return gpm_sample(h, -1, s);
+}
+
+API nvml_rc nvmlGpmMigSampleGet(void *h, unsigned int gi, struct gpm_sample *s)
+{
+    return gpm_sample(h, (long)gi, s);
+}
+
+API nvml_rc nvmlGpmMetricsGet(struct gpm_get *g)
+{
+    if (refs <= 0)
+        return E_UNINITIALIZED;
+    if (!g)
+        return E_INVALID_ARGUMENT;
+    if (g->version != 1)
+        return E_ARGUMENT_VERSION_MISMATCH;
+    if (!g->s1 || !g->s2 || g->s1->magic != GPM_MAGIC || g->s2->magic != GPM_MAGIC ||
+        g->num > 477 || g->s1->dev != g->s2->dev || g->s1->mig != g->s2->mig ||
+        !(g->s2->t > g->s1->t))
+        return E_INVALID_ARGUMENT;
+    for (unsigned int i = 0; i < g->num; i++) {
+        /* NVML_GPM_METRIC_SM_UTIL 2, _SM_OCCUPANCY 3, _ANY_TENSOR_UTIL 5,
+         * _DRAM_BW_UTIL 10, _NVLINK_TOTAL_RX_PER_SEC 60, _TX_PER_SEC 61 */
+        static const unsigned int ids[6] = {2, 3, 5, 10, 60, 61};
+        struct gpm_metric *m = &g->m[i];
+        int k = -1;
+        for (int j = 0; j < 6; j++)
+            if (m->id == ids[j])
+                k = j;
+        m->info.shortName = m->info.longName = m->info.unit = NULL;
+        if (k < 0 || (g->s1->mig >= 0 && k >= 4)) { /* no NVLink per instance */
+            m->ret = E_NOT_SUPPORTED;
+            continue;
+        }
+        m->ret = devs[g->s1->dev].gpm_fail[k];
+        m->value = m->ret ? 0 : (g->s2->c[k] - g->s1->c[k]) / (g->s2->t - g->s1->t);
     }
     return OK;
 }
@@ -681,6 +932,7 @@ _Static_assert(sizeof(struct event) == 32, "nvmlEventData_t is 32 bytes on LP64"
 /* One event set at a time is enough for the collector; its address is the handle. */
 static struct {
     int live;
+    int undefined;           /* a registration answered UNKNOWN */
     unsigned int registered; /* bit per device */
 } evset;
 
@@ -691,6 +943,7 @@ API nvml_rc nvmlEventSetCreate(void **set)
     if (!set)
         return E_INVALID_ARGUMENT;
     evset.live = 1;
+    evset.undefined = 0;
     evset.registered = 0;
     *set = &evset;
     return OK;
@@ -704,10 +957,18 @@ API nvml_rc nvmlDeviceRegisterEvents(void *h, unsigned long long types, void *se
     if (set != &evset || !evset.live || !(types & 0x8)) /* nvmlEventTypeXidCriticalError */
         return E_INVALID_ARGUMENT;
     rc = query(h, C_EVENTS, &d);
+    if (rc == E_UNKNOWN)
+        evset.undefined = 1; /* nvml.h: "event set is in undefined state and should be freed" */
     if (rc != OK)
         return rc;
     evset.registered |= 1u << (d - devs);
     return OK;
+}
+
+/* 1 while an event set is created and not freed */
+API int fake_nvml_event_set_live(void)
+{
+    return evset.live;
 }
 
 /* CALL's failure on device i from the next call on, as FAKE_NVML_FAIL_<CALL>_i
@@ -739,6 +1000,8 @@ API nvml_rc nvmlEventSetWait_v2(void *set, struct event *ev, unsigned int timeou
         return E_UNINITIALIZED;
     if (set != &evset || !evset.live || !ev)
         return E_INVALID_ARGUMENT;
+    if (evset.undefined)
+        return E_UNKNOWN;
     for (unsigned int i = 0; i < ndev; i++) {
         struct seq *q = &devs[i].xid;
         if (!(evset.registered & (1u << i)) || q->at >= q->n)

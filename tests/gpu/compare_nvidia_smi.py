@@ -3,7 +3,7 @@
 GPU collector reads through NVML with what nvidia-smi prints.
 
     python3 tests/gpu/compare_nvidia_smi.py [--bin build/cli/scopemeter] [--rounds 3]
-                                            [--torch-mb 1024]
+                                            [--torch-mb 1024] [--load] [--energy-s 10]
 
 No CI machine has a GPU: the tests use a fake libnvidia-ml (tests/fakenvml).
 This script is the check against the real library.  It runs
@@ -45,6 +45,27 @@ and compares per GPU (i = NVML index = nvidia-smi index):
                                                                    for that pid, and >= M MiB
   gpu_i_pcie_*_megabytes         (no nvidia-smi counter)           printed only
 
+The detail series (probe --detail full; docs/gpu.md "Detail series"), against
+`nvidia-smi dmon --gpm-metrics 2,3,5,10,60,61 -c 1` (the same GPM ids) and,
+where DCGM is installed, `dcgmi dmon -e 1002,1003,1004,1005,1011,1012 -c 1`
+(SM active, SM occupancy, tensor active, DRAM active as 0..1; NVLink TX/RX
+bytes/s).  The probe's pair and dmon's are different 1 s intervals: run it
+under a steady load (--load: a torch process multiplying bf16 matrices on
+every GPU, tensor cores busy) or on an idle GPU:
+
+  gpu_i_sm_active_percentage      vs dmon SM util (2), dcgmi 1002 x 100   within 10 points
+  gpu_i_sm_occupancy_percentage   vs dmon (3), dcgmi 1003 x 100           within 10 points
+  gpu_i_tensor_active_percentage  vs dmon (5), dcgmi 1004 x 100           within 10 points
+  gpu_i_dram_bandwidth_percentage vs dmon (10), dcgmi 1005 x 100          within 10 points
+  gpu_i_nvlink_*_megabytes        vs dmon (60, 61) MiB/s                  printed (ours is
+                                                                          cumulative since start)
+
+and the energy: `scopemeter run --jsonl F -- sleep S` between two reads of
+`nvidia-smi --query-gpu=index,total_energy_consumption` (mJ since the driver
+loaded): the gpu_energy end tag's kWh per GPU must not exceed what nvidia-smi
+counted around the run (+1 %), and must be at least 90 % of it scaled by the
+run's share of the time between the two reads.
+
 Utilization and power move between the two reads: run it on an idle GPU or
 under a steady load, and use --rounds to see the spread.  Exit status 0 when
 every round agrees, 1 otherwise; the table is printed either way.  Record the
@@ -65,7 +86,7 @@ BASE = ["index", "memory.used", "memory.total", "utilization.gpu", "power.draw",
         "clocks.sm", "clocks.mem", "REASONS", "ecc.errors.corrected.volatile.total",
         "ecc.errors.uncorrected.volatile.total"]
 REASONS = ("clocks_event_reasons.active", "clocks_throttle_reasons.active")
-# nvmlClocksEventReason* bits (NVIDIA's nvml.h), as src/collect/coll_gpu.c groups them
+# nvmlClocksEventReason* bits (NVIDIA's nvml.h), as src/collect/gpu_query.c groups them
 THR_NOT = 0x1 | 0x2        # GpuIdle, ApplicationsClocksSetting
 THR_POWER = 0x4 | 0x80     # SwPowerCap, HwPowerBrakeSlowdown
 THR_THERMAL = 0x20 | 0x40  # SwThermalSlowdown, HwThermalSlowdown
@@ -131,9 +152,157 @@ def num(v):
 
 def probe(binary):
     env = dict(os.environ, RANK="0")
-    p = subprocess.run([binary, "probe", "--json", "--interval", "1"],
+    p = subprocess.run([binary, "probe", "--json", "--interval", "1", "--detail", "full"],
                        capture_output=True, text=True, check=True, env=env)
     return json.loads(p.stdout)
+
+
+GPM_IDS = (2, 3, 5, 10, 60, 61)  # NVML_GPM_METRIC_* (nvml.h), as src/collect/gpu_gpm.c asks them
+GPM_SERIES = ("sm_active_percentage", "sm_occupancy_percentage", "tensor_active_percentage",
+              "dram_bandwidth_percentage", "nvlink_receive_megabytes",
+              "nvlink_transmit_megabytes")
+DCGM_IDS = (1002, 1003, 1004, 1005, 1012, 1011)  # DCGM_FI_PROF_*: the same order (RX, TX)
+
+
+def dmon_gpm():
+    """index -> [the six GPM values] from one `nvidia-smi dmon --gpm-metrics`
+    line per GPU: the GPM columns are the last six, in the order asked."""
+    p = subprocess.run(["nvidia-smi", "dmon", "-c", "1", "--gpm-metrics",
+                        ",".join(map(str, GPM_IDS))], capture_output=True, text=True)
+    if p.returncode != 0:
+        print(f"  nvidia-smi dmon --gpm-metrics refused: {p.stderr.strip() or p.stdout.strip()}")
+        return {}
+    rows = {}
+    for line in p.stdout.splitlines():
+        if line.startswith("#"):
+            print(f"  dmon: {line}")
+            continue
+        v = line.split()
+        if len(v) > len(GPM_IDS) and v[0].isdigit():
+            rows[int(v[0])] = [num(x) for x in v[-len(GPM_IDS):]]
+    return rows
+
+
+def dcgmi_dmon():
+    """index -> [the six DCGM profiling values], or {} without dcgmi."""
+    if not shutil.which("dcgmi"):
+        return {}
+    p = subprocess.run(["dcgmi", "dmon", "-c", "1", "-e", ",".join(map(str, DCGM_IDS))],
+                       capture_output=True, text=True)
+    rows = {}
+    for line in p.stdout.splitlines():
+        v = line.split()
+        if len(v) >= 2 + len(DCGM_IDS) and v[0] == "GPU" and v[1].isdigit():
+            rows[int(v[1])] = [num(x) for x in v[2:2 + len(DCGM_IDS)]]
+    if p.returncode != 0:
+        print(f"  dcgmi dmon refused: {p.stderr.strip() or p.stdout.strip()}")
+    return rows
+
+
+def compare_gpm(out):
+    """The detail series against dmon's and dcgmi's of the next second."""
+    ok = True
+    series = {s["upstream"]: s["raw"] for s in out["series"] if s["scope"] == "gpu"}
+    dm, dc = dmon_gpm(), dcgmi_dmon()
+    for n in out["notes"]:
+        if "GPM" in n or "nvmlGpm" in n or "NVLINK" in n:
+            print(f"  note: {n}")
+    print(f"{'detail series':40} {'scopemeter':>12} {'dmon':>10} {'dcgmi':>10}  verdict")
+    for i in sorted({int(k.split("_")[1]) for k in series}):
+        for j, name in enumerate(GPM_SERIES):
+            ours = series.get(f"gpu_{i}_{name}")
+            a = dm.get(i, [None] * 6)[j]
+            b = dc.get(i, [None] * 6)[j]
+            if b is not None and j < 4:
+                b *= 100.0  # DCGM's ratios
+            if j >= 4:
+                verdict = "printed (ours: MB since start; theirs: a rate)"
+            elif ours is None:
+                verdict = "skipped (absent: see the notes)"
+            else:
+                bad = [t for t in (a, b) if t is not None and abs(ours - t) > 10.0]
+                verdict = "MISMATCH" if bad else ("ok" if a is not None or b is not None
+                                                  else "skipped (no dmon value)")
+                ok = ok and not bad
+            f = lambda x: "-" if x is None else f"{x:.2f}"
+            print(f"{'gpu_%d_%s' % (i, name):40} {f(ours):>12} {f(a):>10} {f(b):>10}  {verdict}")
+    return ok
+
+
+def smi_energy():
+    """index -> mJ since the driver loaded (nvidia-smi's total_energy_consumption)."""
+    p = subprocess.run(["nvidia-smi", "--query-gpu=index,total_energy_consumption",
+                        "--format=csv,noheader,nounits"], capture_output=True, text=True,
+                       check=True)
+    rows = {}
+    for line in p.stdout.strip().splitlines():
+        i, e = [v.strip() for v in line.split(",")][:2]
+        rows[int(i)] = num(e)
+    return rows
+
+
+def compare_energy(binary, seconds, tmpdir):
+    """scopemeter run's gpu_energy tag against nvidia-smi's counter read
+    around the run."""
+    import time
+    path = os.path.join(tmpdir, "energy.jsonl")
+    t0, before = time.monotonic(), smi_energy()
+    r0 = time.monotonic()
+    subprocess.run([binary, "run", "--interval", "1", "--jsonl", path, "--", "sleep",
+                    str(seconds)], check=True, env=dict(os.environ, RANK="0"),
+                   capture_output=True)
+    r1 = time.monotonic()
+    after, t1 = smi_energy(), time.monotonic()
+    tags = {}
+    with open(path) as f:
+        for line in f:
+            rec = json.loads(line)
+            if rec.get("kind") == "tag":
+                tags[rec["key"]] = rec["value"]
+    tag = tags.get("scopemeter.rank0.gpu_energy")
+    print(f"gpu_energy tag: {tag!r}; run {r1 - r0:.2f} s of {t1 - t0:.2f} s between the reads")
+    if not tag:
+        return False
+    ours = {}
+    for part in tag.split("; "):
+        if part.startswith("gpu") and " kwh=" in part:
+            g, v = part.split(" kwh=")
+            ours[int(g[3:])] = float(v) * 3.6e9  # kWh -> mJ
+    ok = True
+    for i, mj in sorted(ours.items()):
+        if before.get(i) is None or after.get(i) is None:
+            print(f"  gpu{i}: nvidia-smi has no energy counter")
+            continue
+        theirs = after[i] - before[i]
+        lo = 0.9 * theirs * (r1 - r0) / (t1 - t0)
+        good = lo <= mj <= 1.01 * theirs + 1000
+        ok = ok and good
+        print(f"  gpu{i}: ours {mj / 1000:.1f} J, nvidia-smi {theirs / 1000:.1f} J around the run "
+              f"(bound [{lo / 1000:.1f}, {(1.01 * theirs + 1000) / 1000:.1f}] J)  "
+              f"{'ok' if good else 'MISMATCH'}")
+    return ok
+
+
+LOAD = r"""
+import time, torch
+xs = []
+for i in range(torch.cuda.device_count()):
+    a = torch.randn(8192, 8192, device=f"cuda:{i}", dtype=torch.bfloat16)
+    xs.append((a, a.clone()))
+print("ready", flush=True)
+while True:
+    for a, b in xs:
+        torch.mm(a, b)
+"""
+
+
+def start_load():
+    """A steady tensor-core load on every GPU (bf16 matmuls)."""
+    p = subprocess.Popen([sys.executable, "-c", LOAD], stdout=subprocess.PIPE, text=True)
+    if p.stdout.readline().strip() != "ready":
+        p.kill()
+        sys.exit("the load process did not start")
+    return p
 
 
 def reasons(v):
@@ -236,6 +405,10 @@ def main():
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--torch-mb", type=int, default=0,
                     help="MiB a torch process holds on cuda:0 for the process-memory check")
+    ap.add_argument("--load", action="store_true",
+                    help="a steady bf16 matmul load on every GPU during the detail checks")
+    ap.add_argument("--energy-s", type=float, default=10.0,
+                    help="seconds of the scopemeter run whose gpu_energy is compared (0: none)")
     args = ap.parse_args()
     if not shutil.which("nvidia-smi"):
         print("nvidia-smi not found: run this on a machine with an NVIDIA driver", file=sys.stderr)
@@ -248,6 +421,20 @@ def main():
             out = probe(args.bin)
             ok = compare(out, smi(), smi_apps() if holder else None,
                          holder.pid if holder else None, args.torch_mb) and ok
+        load = start_load() if args.load else None
+        try:
+            for n in range(args.rounds):
+                print(f"\n== detail round {n + 1}")
+                ok = compare_gpm(probe(args.bin)) and ok
+            if args.energy_s > 0:
+                import tempfile
+                print("\n== energy")
+                with tempfile.TemporaryDirectory() as d:
+                    ok = compare_energy(args.bin, args.energy_s, d) and ok
+        finally:
+            if load:
+                load.kill()
+                load.wait()
     finally:
         if holder:
             holder.kill()

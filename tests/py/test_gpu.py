@@ -75,6 +75,7 @@ def lib():
     return {
         "full": os.path.join(d, "libnvidia-ml.so.1"),
         "minimal": os.path.join(d, "libnvidia-ml-minimal.so"),
+        "next": os.path.join(d, "libnvidia-ml-next.so"),
         "notnvml": os.path.join(d, "libnotnvml.so"),
     }
 
@@ -598,6 +599,27 @@ def test_text_probe_shows_gpu_status(machine, lib, scopemeter_bin):
     assert "system/gpu_1_power_usage_watts/rank0" in p.stdout
 
 
+def test_nvml_without_its_deprecated_calls_keeps_every_series(machine, lib, probe_json):
+    """A later NVML that has dropped what nvml.h 13 marks DEPRECATED(13.0)
+    (the fake's libnvidia-ml-next.so: no nvmlDeviceGetTemperature, no
+    nvmlDeviceGetCurrentClocksThrottleReasons; issue 46 item 12): probe
+    shows every series of both GPUs, the temperature through
+    nvmlDeviceGetTemperatureV, and no note of anything lacking."""
+    root = machine.dev_nodes("nvidia0", "nvidia1")
+    out = probe_json(sysroot=root, env={"SCOPEMETER_NVML_LIBRARY": lib["next"],
+                                        "FAKE_NVML_DEVICES": "2"})
+    got = gpu_series(out)
+    assert {k: v["value"] for k, v in got.items()} == \
+        {k: round(v * 10) / 10 for k, v in {**expected(0), **expected(1)}.items()}
+    for i in (0, 1):
+        assert got[f"gpu_{i}_temperature_celsius"]["source"] == \
+            "nvmlDeviceGetTemperatureV(NVML_TEMPERATURE_GPU)"
+        assert got[f"gpu_{i}_throttled_percentage"]["source"] == \
+            "nvmlDeviceGetCurrentClocksEventReasons"
+    assert not [n for n in out["notes"] if n.startswith("gpu:")], out["notes"]
+    assert out["gpu"] == "nvml 550.54.15, 2 devices"
+
+
 # ---- end to end: `scopemeter run` into a real MLflow server ---------------------
 
 def test_run_records_gpu_series_and_tag(machine, lib, scopemeter_bin, mlflow_server):
@@ -630,6 +652,63 @@ def test_run_records_gpu_series_and_tag(machine, lib, scopemeter_bin, mlflow_ser
     lost = [l for l in p.stderr.splitlines() if "GPU 1 lost" in l]
     assert lost == ["scopemeter: warning: gpu: GPU 1 lost (nvmlDeviceGetMemoryInfo_v2: "
                     "fake NVML: GPU is lost): gpu_1_* series stop"], p.stderr
+
+
+# CMD of the ECC run: polls the run (MLflow's REST API; MLFLOW_RUN_ID and
+# MLFLOW_TRACKING_URI are what `scopemeter run` gives CMD) until the series'
+# latest value is the whole count (argv[1]) or went down (the old code's
+# failure, seen at once), at most argv[2] seconds; prints what it saw.
+ECC_WAIT = r"""
+import json, os, sys, time, urllib.parse, urllib.request
+uri, run = os.environ["MLFLOW_TRACKING_URI"], os.environ["MLFLOW_RUN_ID"]
+want, deadline = float(sys.argv[1]), time.monotonic() + float(sys.argv[2])
+seen = []
+while time.monotonic() < deadline:
+    q = urllib.parse.urlencode({"run_id": run})
+    with urllib.request.urlopen(f"{uri}/api/2.0/mlflow/runs/get?{q}", timeout=30) as r:
+        ms = json.loads(r.read())["run"]["data"].get("metrics", [])
+    v = [m["value"] for m in ms if m["key"] == "system/gpu_0_ecc_errors_corrected/rank0"]
+    if v and (not seen or v[0] != seen[-1]):
+        seen.append(v[0])
+    if seen and (seen[-1] >= want or seen[-1] < max(seen)):
+        break
+    time.sleep(0.1)
+print("seen", seen, flush=True)
+"""
+
+
+@pytest.mark.timeout(300)
+def test_ecc_count_survives_a_clear_in_the_run(machine, lib, scopemeter_bin, mlflow_server):
+    """Volatile ECC counts cleared mid-run (nvmlDeviceClearEccErrorCounts,
+    `nvidia-smi -p 0`; issue 46 item 5): the counter reads 0 at open, then
+    20, 37, 43, cleared, 4, 10, 22, 34, cleared, 3, 9 (the fake's sequence,
+    one value a sample, the last repeating).  The run's series never goes
+    down and ends at 86, the errors the counter counted (43 + 34 + 9); the
+    old difference from the value at open went 43 -> 4 and ended at 9.  CMD
+    runs until the run shows the whole count (or a value going down), so no
+    verdict depends on how fast samples come."""
+    import sys
+    from runread import history, run_cli
+    root = machine.dev_nodes("nvidia0")
+    p = run_cli(scopemeter_bin, ["--interval", "0.2", "--", sys.executable, "-c", ECC_WAIT,
+                                 "86", "150"],
+                env={"MLFLOW_TRACKING_URI": mlflow_server, "SCOPEMETER_SYSROOT": str(root),
+                     "SCOPEMETER_NVML_LIBRARY": lib["full"],
+                     "FAKE_NVML_ECC_CORR_0": "0,20,37,43,4,10,22,34,3,9",
+                     "FAKE_NVML_ECC_UNCORR_0": "0,0,1,1,0,1,1,1,0,1"}, timeout=240)
+    assert p.returncode == 0, p.stderr
+    assert p.run_id, p.stderr
+    corr = [v for _, _, v in history(mlflow_server, p.run_id,
+                                     "system/gpu_0_ecc_errors_corrected/rank0")]
+    uncorr = [v for _, _, v in history(mlflow_server, p.run_id,
+                                       "system/gpu_0_ecc_errors_uncorrected/rank0")]
+    # every value a sum of the deltas so far, in order; the last the whole count
+    sums = [0, 20, 37, 43, 47, 53, 65, 77, 80, 86]
+    assert corr and corr[-1] == 86 and all(a <= b for a, b in zip(corr, corr[1:])), \
+        (corr, p.stdout)
+    assert set(corr) <= set(sums), (corr, sums)
+    assert uncorr and uncorr[-1] == 3 and all(a <= b for a, b in zip(uncorr, uncorr[1:])), \
+        uncorr
 
 
 def test_plan_counts_what_probe_emits_with_gpus(machine, lib, probe_json):
@@ -826,3 +905,95 @@ def test_own_pid_namespace_drops_the_process_list_instead_of_calling_it_foreign(
               "NVML lists the host's pids, which cannot be mapped into it")
     assert any(clause in n for n in gpu_notes(outs["ns"])), gpu_notes(outs["ns"])
     assert not any(clause in n for n in gpu_notes(outs["host"])), gpu_notes(outs["host"])
+
+
+# ---- detail level full: the GPU's real work, NVLink; the energy tag (issue 47) ----------
+
+FULL_SIX = ("sm_active_percentage", "sm_occupancy_percentage", "tensor_active_percentage",
+            "dram_bandwidth_percentage", "nvlink_receive_megabytes",
+            "nvlink_transmit_megabytes")
+
+
+def probe_detail(binary, root, env, *detail):
+    """`scopemeter probe --json --interval 0.2 [--detail L]`: the probe opens
+    (the first GPM sample, the NVLink counters' base) and samples once 0.2 s
+    later, a GPM pair >= 100 ms apart whatever the machine's speed (a sleep
+    never returns early)."""
+    import json
+    import subprocess
+    e = clean_env(SCOPEMETER_SYSROOT=str(root), **env)
+    p = subprocess.run([binary, "probe", "--json", "--interval", "0.2", *detail], env=e,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    out["_stderr"] = p.stderr
+    return out
+
+
+def test_detail_full_gpm_nvlink_per_gpu(machine, lib, scopemeter_bin):
+    """GPU 0 has GPM (Hopper): the four percentages are the fake's rates of
+    the interval between open's and the sample's GPM samples (the second
+    value of each script); GPU 1 has none (before Hopper): one clause, its
+    NVLink from the field counters still.  A metric the driver refuses is
+    dropped alone.  NVLink: (5000 - 1000) KiB = 4.096 MB."""
+    root = machine.dev_nodes("nvidia0", "nvidia1")
+    env = {"SCOPEMETER_NVML_LIBRARY": lib["full"], "FAKE_NVML_DEVICES": "2",
+           "FAKE_NVML_GPM_1": "0", "FAKE_NVML_GPM_SM_0": "60,75",
+           "FAKE_NVML_GPM_TENSOR_0": "5,42", "FAKE_NVML_GPM_DRAM_0": "1,33",
+           "FAKE_NVML_GPM_FAIL_OCC_0": "3",
+           "FAKE_NVML_NVLINK_RX_0": "1000,5000", "FAKE_NVML_NVLINK_TX_1": "7,2055"}
+    out = probe_detail(scopemeter_bin, root, env, "--detail", "full")
+    s = gpu_series(out)
+    got = {k: s[k]["raw"] for k in s if k.endswith(FULL_SIX)}
+    assert got == {
+        "gpu_0_sm_active_percentage": 75.0, "gpu_0_tensor_active_percentage": 42.0,
+        "gpu_0_dram_bandwidth_percentage": 33.0,
+        "gpu_0_nvlink_receive_megabytes": pytest.approx(4000 * 1024 / 1e6, rel=1e-12),
+        "gpu_0_nvlink_transmit_megabytes": 0.0,
+        "gpu_1_nvlink_receive_megabytes": 0.0,
+        "gpu_1_nvlink_transmit_megabytes": pytest.approx(2048 * 1024 / 1e6, rel=1e-12),
+    }, got
+    assert s["gpu_0_sm_active_percentage"]["source"] == "nvmlGpmMetricsGet(NVML_GPM_METRIC_SM_UTIL)"
+    assert s["gpu_0_sm_active_percentage"]["unit"] == "percent"
+    assert ("gpu: gpu_1_{sm_active,sm_occupancy,tensor_active,dram_bandwidth}_percentage "
+            "dropped: nvmlGpmQueryDeviceSupport says fake NVML: Not Supported") in out["notes"]
+    assert out["_stderr"].count("gpu_0_sm_occupancy_percentage dropped: nvmlGpmMetricsGet("
+                                "NVML_GPM_METRIC_SM_OCCUPANCY) says fake NVML: Not "
+                                "Supported") == 1, out["_stderr"]
+    # SCOPEMETER_DETAIL=full is the same level
+    out2 = probe_detail(scopemeter_bin, root, {**env, "SCOPEMETER_DETAIL": "full"})
+    assert {k for k in gpu_series(out2) if k.endswith(FULL_SIX)} == set(got)
+
+
+def test_default_level_adds_nothing(machine, lib, scopemeter_bin):
+    """The default level's GPU series are today's 16 per GPU: the tab does
+    not grow (docs/series.md "Levels"), and a bad word is said and ignored."""
+    root = machine.dev_nodes("nvidia0")
+    env = {"SCOPEMETER_NVML_LIBRARY": lib["full"]}
+    out = probe_detail(scopemeter_bin, root, env)
+    assert len(gpu_series(out)) == 16, sorted(gpu_series(out))
+    out = probe_detail(scopemeter_bin, root, {**env, "SCOPEMETER_DETAIL": "most"})
+    assert len(gpu_series(out)) == 16
+    full = probe_detail(scopemeter_bin, root, env, "--detail", "full")
+    assert len(gpu_series(full)) == 16 + 6
+
+
+def test_energy_end_tag_through_run(tmp_path, machine, lib, scopemeter_bin):
+    """scopemeter run ends with scopemeter.rank0.gpu_energy: each GPU's
+    energy since start in kWh (mJ / 3.6e9), a counter below its last value
+    (a driver reload) counted whole; at the default level."""
+    from runread import run_cli
+    root = machine.dev_nodes("nvidia0", "nvidia1")
+    out = tmp_path / "run.jsonl"
+    # GPU 0: 1e9 at open, then 4.6e9 (+3.6e9 mJ = 1 kWh), then 1000 (reload,
+    # +1000 mJ), repeating: 3600001000 mJ whatever the number of windows
+    p = run_cli(scopemeter_bin, ["--interval", "0.2", "--jsonl", str(out), "--", "true"],
+                env={"SCOPEMETER_SYSROOT": str(root), "SCOPEMETER_NVML_LIBRARY": lib["full"],
+                     "FAKE_NVML_DEVICES": "2",
+                     "FAKE_NVML_ENERGY_0": "1000000000,4600000000,1000"})
+    assert p.returncode == 0, p.stderr
+    import json
+    tags = {r["key"]: r["value"] for r in map(json.loads, out.read_text().splitlines())
+            if r["kind"] == "tag"}
+    assert tags.get("scopemeter.rank0.gpu_energy") == \
+        "gpu0 kwh=1.000000; gpu1 kwh=0.000000; total_kwh=1.000000", tags

@@ -354,12 +354,19 @@ def test_the_calls_check_can_fail(tmp_path):
                                   ("src/parse/parse_x.c", "src/util/a.c", ["sm__a"])]
 
 
-def circles(root, folder="src/mlflow/"):
-    """The circles of calls between the .c files of folder: each a sorted
-    list of files that reach one another (a strongly connected set)."""
+# the parts of the NVIDIA collector, one job a file (src/collect/gpu_int.h lists
+# them), wherever in src/ they are kept
+GPU_PARTS = re.compile(r"src/(?:[^/]+/)*(?:coll_gpu|gpu_\w+)\.c$")
+
+
+def circles(root, among="src/mlflow/"):
+    """The circles of calls between the .c files among a folder (a prefix)
+    or a pattern's files: each a sorted list of files that reach one another
+    (a strongly connected set)."""
+    inside = among.match if hasattr(among, "match") else (lambda f: f.startswith(among))
     graph = {}
     for (f, g) in calls_between_files(root):
-        if f.startswith(folder) and g.startswith(folder) and f.endswith(".c"):
+        if inside(f) and inside(g) and f.endswith(".c"):
             graph.setdefault(f, set()).add(g)
 
     def reach(a):
@@ -388,6 +395,20 @@ def test_no_layer_has_a_circle_of_calls():
         {folder: [] for (folder,) in LAYERS[:7]}
 
 
+def test_the_nvidia_collector_has_no_circle_of_calls():
+    """The parts of the NVIDIA collector stack (src/collect/gpu_int.h): coll_gpu.c
+    on top, the tags (gpu_events.c) and a sample's queries (gpu_query.c),
+    who holds the memory (gpu_holders.c) and which GPUs (gpu_select.c), the
+    NVML binding (gpu_nvml.c) at the bottom; none calls back into a file
+    that calls it."""
+    parts = [f for f in tree_files(ROOT, C_SOURCES) if GPU_PARTS.match(f)]
+    assert len(parts) >= 6, parts  # the split is there
+    calls = {(f, g) for (f, g) in calls_between_files(ROOT)
+             if GPU_PARTS.match(f) and GPU_PARTS.match(g)}
+    assert len(calls) >= 8, sorted(calls)  # the parts call one another
+    assert not circles(ROOT, GPU_PARTS)
+
+
 def test_the_circle_check_can_fail(tmp_path):
     root = _tree(tmp_path, dict(GOOD, **{
         "src/mlflow/a.c": "int sm__a1(void)\n{\n    return sm__b1();\n}\n",
@@ -398,6 +419,13 @@ def test_the_circle_check_can_fail(tmp_path):
         "src/collect/y.c": "int sm__y1(void)\n{\n    return sm__x1();\n}\n"}))
     assert circles(root) == [["src/mlflow/a.c", "src/mlflow/b.c", "src/mlflow/c.c"]]
     assert circles(root, "src/collect/") == [["src/collect/x.c", "src/collect/y.c"]]
+    # the GPU parts: the binding calling back up into the collector
+    root = _tree(tmp_path, {
+        "src/collect/coll_gpu.c": "int sm__g1(void)\n{\n    return sm__q1();\n}\n",
+        "src/collect/gpu_query.c": "int sm__q1(void)\n{\n    return sm__n1();\n}\n",
+        "src/collect/gpu_nvml.c": "int sm__n1(void)\n{\n    return sm__g1();\n}\n"})
+    assert circles(root, GPU_PARTS) == [["src/collect/coll_gpu.c", "src/collect/gpu_nvml.c",
+                                         "src/collect/gpu_query.c"]]
 
 
 # ---- what the surfaces borrow (docs/internals.md) ------------------------------

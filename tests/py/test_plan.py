@@ -392,3 +392,29 @@ def test_plan_counts_the_companions_memory_and_it_holds(scopemeter_bin):
     finally:
         parent.kill()
         parent.wait()
+
+
+def test_plan_counts_each_detail_level(scopemeter_bin):
+    """docs/series.md "Levels": the default level counts today's 16 series
+    per NVIDIA GPU; full adds the six GPM and NVLink series per GPU, said in
+    the text and in the JSON (detail, series_full) at either level.  8 ranks
+    of 1 GPU in one pod with all workers: 8 GPUs x 6 = 48 more."""
+    d = plan_json(scopemeter_bin, "--workers", "8", "--workers-per-pod", "8",
+                  "--gpus-per-worker", "1", "--all-workers")
+    f = plan_json(scopemeter_bin, "--workers", "8", "--workers-per-pod", "8",
+                  "--gpus-per-worker", "1", "--all-workers", "--detail", "full")
+    z = plan_json(scopemeter_bin, "--workers", "8", "--workers-per-pod", "8",
+                  "--all-workers", "--detail", "full")
+    assert (d["detail"], f["detail"]) == ("default", "full")
+    assert f["gpu_series_per_collector"] - d["gpu_series_per_collector"] == 8 * 6, (d, f)
+    assert d["series_full"] == f["series"] == f["series_full"] == d["series"] + 48, (d, f)
+    assert f["charts"] == f["series"]
+    assert f["container_series_per_collector"] == d["container_series_per_collector"]
+    assert z["series"] == z["series_full"]  # no GPU, nothing to add
+    text = plan(scopemeter_bin, "--workers", "8", "--workers-per-pod", "8",
+                "--gpus-per-worker", "1", "--all-workers").stdout
+    assert (f"detail       default; --detail full adds 48 (GPM and NVLink per GPU): "
+            f"{d['series'] + 48} series and charts") in text, text
+    bad = plan(scopemeter_bin, "--workers", "8", "--detail", "most", check=False)
+    assert bad.returncode == 2 and \
+        "scopemeter plan: --detail must be default or full, got 'most'" in bad.stderr

@@ -235,3 +235,33 @@ def test_xid_words_have_one_source():
             for m in re.finditer(r"^\| (\d+) \|([^|]+)\|([^|]+)\|$", section, re.M)}
     assert len(rows) >= 12, section
     assert rows == table
+
+
+@pytest.mark.timeout(300)
+def test_gpu_energy_per_gpu_and_the_job(scopemeter_bin, mlflow_server):
+    """The gpu_energy end tag (docs/series.md) of two ranks: each GPU's kWh
+    in ranks[].gpus[].energy_kwh, the job's sum in summary.gpu_energy_kwh
+    and in the text's job lines; a run without the tag says null."""
+    series = {}
+    for r in (0, 1):
+        for i in (0, 1):
+            series[f"system/gpu_{i}_utilization_percentage/rank{r}"] = pts([90] * 6)
+    tags = dict(RUN_TAGS)
+    tags.update({
+        "scopemeter.rank0.node": "n0", "scopemeter.rank1.node": "n1",
+        "scopemeter.rank0.gpu_energy": "gpu0 kwh=0.250000; gpu1 kwh=0.125000; total_kwh=0.375000",
+        "scopemeter.rank1.gpu_energy": "gpu0 kwh=1.000000; gpu1 kwh=0.000001; total_kwh=1.000001",
+    })
+    run_id = write_run(mlflow_server, series, tags)
+    rep = py_report(run_id, mlflow_server)
+    got = {(r["rank"], g["index"]): g["energy_kwh"] for r in rep["ranks"] for g in r["gpus"]}
+    assert got == {(0, 0): 0.25, (0, 1): 0.125, (1, 0): 1.0, (1, 1): 0.000001}, got
+    assert rep["summary"]["gpu_energy_kwh"] == 1.375001, rep["summary"]
+    p = cli_report(scopemeter_bin, run_id, env=report_env(MLFLOW_TRACKING_URI=mlflow_server))
+    assert p.returncode == 0, p.stderr
+    assert "GPU energy: 1.375001 kWh (every rank's GPUs since recording started)" in p.stdout, \
+        p.stdout
+    clean = gpu_run(mlflow_server, sick=False)
+    rep = py_report(clean, mlflow_server)
+    assert rep["summary"]["gpu_energy_kwh"] is None
+    assert all(g["energy_kwh"] is None for r in rep["ranks"] for g in r["gpus"])

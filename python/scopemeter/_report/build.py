@@ -160,14 +160,15 @@ def _gpus(s: Series, t: Tags) -> List[Gpu]:
             gpus.setdefault(int(m.group(1)), {})[m.group(2)] = ser
     at_peak = nums.gpu_clauses(t.get("gpu_memory_at_peak"))
     events = nums.gpu_clauses(t.get("gpu_events"))
-    for i in list(at_peak) + list(events):
+    energy = nums.gpu_clauses(t.get("gpu_energy"))
+    for i in list(at_peak) + list(events) + list(energy):
         gpus.setdefault(i, {})
     return [{"index": i,
              "memory_peak_percentage": r1(nums.peak(gpus[i], "memory_usage_percentage")),
              "memory_peak_megabytes": r1(nums.peak(gpus[i], "memory_usage_megabytes")),
              "utilization_mean_percentage": r1(nums.mean(gpus[i], "utilization_percentage")),
              "power_mean_watts": r1(nums.mean(gpus[i], "power_usage_watts")),
-             **gpu_health(gpus[i], at_peak.get(i), events.get(i))}
+             **gpu_health(gpus[i], at_peak.get(i), events.get(i), energy.get(i))}
             for i in sorted(gpus)]
 
 
@@ -198,7 +199,8 @@ def _count(s: Series, name: str) -> Optional[int]:
 
 
 def gpu_health(s: Series, at_peak: Optional[Dict[str, str]],
-               events: Optional[Dict[str, str]]) -> GpuHealth:
+               events: Optional[Dict[str, str]],
+               energy: Optional[Dict[str, str]] = None) -> GpuHealth:
     """One GPU's throttled shares over the run (the mean of the windows'
     shares: windows are equally long), ECC counts, this rank's processes'
     peak on it, and the two tags' items."""
@@ -211,6 +213,8 @@ def gpu_health(s: Series, at_peak: Optional[Dict[str, str]],
         "process_memory_peak_megabytes": r1(nums.peak(s, "process_memory_megabytes")),
         "memory_at_peak_megabytes": gpu_at_peak(at_peak) if at_peak else None,
         "events": gpu_events(events) if events else None,
+        # the gpu_energy end tag: kWh since recording started (docs/series.md)
+        "energy_kwh": nums.as_number((energy or {}).get("kwh"), float),
     }
 
 

@@ -84,6 +84,7 @@ class GpuHealth(TypedDict):
     process_memory_peak_megabytes: Optional[float]
     memory_at_peak_megabytes: Optional[GpuAtPeak]
     events: Optional[GpuEvents]
+    energy_kwh: Optional[float]
 
 
 class Gpu(GpuMeasured, GpuHealth):
@@ -199,6 +200,7 @@ class Summary(TypedDict):
     memory_events: Optional[Dict[str, int]]
     memory_event_ranks: List[int]
     worst: List[WorstRank]
+    gpu_energy_kwh: Optional[float]
 
 
 class Outlier(TypedDict):

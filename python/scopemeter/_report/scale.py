@@ -63,6 +63,8 @@ def summary(ranks: List[RankReport], nodes: int) -> Summary:
             events[k] = events.get(k, 0) + v
         if any(ev.get(k, 0) > 0 for k in ("high", "max", "oom", "oom_kill")):
             event_ranks.append(r["rank"])
+    energies = [g["energy_kwh"] for r in ranks for g in r["gpus"]
+                if g["energy_kwh"] is not None]
     worst: List[WorstRank] = [
         {"rank": r["rank"], "node": r["node"],
          "container_memory_peak_percentage": r["container_memory_peak_percentage"],
@@ -80,6 +82,8 @@ def summary(ranks: List[RankReport], nodes: int) -> Summary:
         "memory_events": events or None,
         "memory_event_ranks": event_ranks,
         "worst": worst,
+        # the job's GPU energy: the sum of every GPU's gpu_energy (None: no rank has the tag)
+        "gpu_energy_kwh": (round(sum(e for e in energies), 6) if energies else None),
     }
 
 

@@ -322,6 +322,10 @@ def _ranks_text(ranks: List[int]) -> str:
     return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {span_text(ranks)}"
 
 
+def _energy_text(kwh: float) -> str:
+    return f"GPU energy: {kwh:.6f} kWh (every rank's GPUs since recording started)"
+
+
 def _summary_lines(rep: Report, all_ranks: bool = False) -> List[str]:
     """The job at a glance (docs/report.md, "The job at scale"); a count no
     rank holds the counter of is "-", never 0."""
@@ -344,6 +348,8 @@ def _summary_lines(rep: Report, all_ranks: bool = False) -> List[str]:
                    f"{_count(s['ranks_peak_at_least_80_percentage'])}, >= 90 %: "
                    f"{_count(s['ranks_peak_at_least_90_percentage'])}", WIDTH, "    ")
     lines += _wrap(f"  OOM kills: {kills}; memory events: {events}", WIDTH, "    ")
+    if s["gpu_energy_kwh"] is not None:
+        lines += ["  " + _energy_text(s["gpu_energy_kwh"])]
     lines += _wrap(f"  worst ranks (most severe verdict, then memory peak %): {worst}", WIDTH,
                    "    ")
     for w in s["worst"]:
@@ -428,6 +434,8 @@ def format_report(rep: Report, all_ranks: bool = False) -> str:
         lines += _summary_lines(rep, all_ranks)
         said = {(w["rank"], w["cause"]) for w in rep["summary"]["worst"]
                 if w["code"] is not None and w["cause"]}
+    elif "summary" in rep and rep["summary"]["gpu_energy_kwh"] is not None:
+        lines += ["", _energy_text(rep["summary"]["gpu_energy_kwh"])]  # the job's, at any size
     shown = None if all_ranks else shown_ranks(rep)
     for table in TABLES:
         lines += render(table, rep, shown)

@@ -7,7 +7,7 @@
  * anything shipped.  tests/meson.build compiles it with NVIDIA_NVML_H set to
  * the header find_header.py found; without one the test is skipped.
  *
- * What is checked, for every entry point coll_gpu.c resolves:
+ * What is checked, for every entry point gpu_nvml.c resolves:
  *   - NVIDIA's prototype is the one written in the FN row (in NVIDIA's
  *     types: __builtin_types_compatible_p on the declared function);
  *   - our function-pointer type is the same row in our types;
@@ -90,6 +90,8 @@ FN3(nvmlDeviceGetMigDeviceHandleByIndex, sm_nvml_mig_handle_fn, DEV,
 FN2(nvmlDeviceGetGpuInstanceId, sm_nvml_uint_fn, DEV, UINTP)
 FN2(nvmlDeviceGetComputeInstanceId, sm_nvml_uint_fn, DEV, UINTP)
 /* the health fields */
+FN2(nvmlDeviceGetTemperatureV, sm_nvml_temperature_v_fn, DEV,
+    (sm_nvml_temperature *, nvmlTemperature_t *))
 FN3(nvmlDeviceGetTemperature, sm_nvml_temperature_fn, DEV, (int, nvmlTemperatureSensors_t),
     UINTP)
 FN3(nvmlDeviceGetClockInfo, sm_nvml_clock_fn, DEV, (int, nvmlClockType_t), UINTP)
@@ -112,6 +114,17 @@ FN3(nvmlDeviceRegisterEvents, sm_nvml_register_events_fn, DEV,
 FN3(nvmlEventSetWait_v2, sm_nvml_event_wait_fn, (sm_nvml_event_set, nvmlEventSet_t),
     (sm_nvml_event_data *, nvmlEventData_t *), (unsigned int, unsigned int))
 FN1(nvmlEventSetFree, sm_nvml_event_set_free_fn, (sm_nvml_event_set, nvmlEventSet_t))
+/* the GPU's real work and its energy */
+#define GPMS (sm_nvml_gpm_sample, nvmlGpmSample_t)
+FN2(nvmlGpmQueryDeviceSupport, sm_nvml_gpm_support_fn, DEV,
+    (sm_nvml_gpm_support *, nvmlGpmSupport_t *))
+FN1(nvmlGpmSampleAlloc, sm_nvml_gpm_alloc_fn, (sm_nvml_gpm_sample *, nvmlGpmSample_t *))
+FN1(nvmlGpmSampleFree, sm_nvml_gpm_free_fn, GPMS)
+FN2(nvmlGpmSampleGet, sm_nvml_gpm_get_fn, DEV, GPMS)
+FN3(nvmlGpmMigSampleGet, sm_nvml_gpm_mig_get_fn, DEV, (unsigned int, unsigned int), GPMS)
+FN1(nvmlGpmMetricsGet, sm_nvml_gpm_metrics_fn, (sm_nvml_gpm_metrics_get *, nvmlGpmMetricsGet_t *))
+FN2(nvmlDeviceGetTotalEnergyConsumption, sm_nvml_energy_fn, DEV,
+    (unsigned long long *, unsigned long long *))
 
 /* ---- structs ------------------------------------------------------------------ */
 #define FIELD(ours, theirs, f)                                                               \
@@ -129,6 +142,15 @@ FIELD(sm_nvml_memory_v2, nvmlMemory_v2_t, reserved);
 FIELD(sm_nvml_memory_v2, nvmlMemory_v2_t, free);
 FIELD(sm_nvml_memory_v2, nvmlMemory_v2_t, used);
 SAME(SM_NVML_MEMORY_V2_VERSION, nvmlMemory_v2);
+/* nvmlDeviceGetTemperatureV takes nvmlTemperature_t, which is v1 */
+COMPAT(nvmlTemperature_t, nvmlTemperature_v1_t);
+SAME_TYPE(sm_nvml_temperature, nvmlTemperature_v1_t);
+FIELD(sm_nvml_temperature, nvmlTemperature_v1_t, version);
+FIELD(sm_nvml_temperature, nvmlTemperature_v1_t, sensorType);
+FIELD(sm_nvml_temperature, nvmlTemperature_v1_t, temperature);
+COMPAT(__typeof__(((sm_nvml_temperature *)0)->temperature),
+       __typeof__(((nvmlTemperature_v1_t *)0)->temperature)); /* signed, as NVIDIA's */
+SAME(SM_NVML_TEMPERATURE_V1_VERSION, nvmlTemperature_v1);
 SAME_TYPE(sm_nvml_utilization, nvmlUtilization_t);
 FIELD(sm_nvml_utilization, nvmlUtilization_t, gpu);
 FIELD(sm_nvml_utilization, nvmlUtilization_t, memory);
@@ -151,6 +173,20 @@ FIELD(sm_nvml_process_info, nvmlProcessInfo_v2_t, pid);
 FIELD(sm_nvml_process_info, nvmlProcessInfo_v2_t, usedGpuMemory);
 FIELD(sm_nvml_process_info, nvmlProcessInfo_v2_t, gpuInstanceId);
 FIELD(sm_nvml_process_info, nvmlProcessInfo_v2_t, computeInstanceId);
+SAME_TYPE(sm_nvml_gpm_metric, nvmlGpmMetric_t);
+FIELD(sm_nvml_gpm_metric, nvmlGpmMetric_t, metricId);
+FIELD(sm_nvml_gpm_metric, nvmlGpmMetric_t, nvmlReturn);
+FIELD(sm_nvml_gpm_metric, nvmlGpmMetric_t, value);
+FIELD(sm_nvml_gpm_metric, nvmlGpmMetric_t, metricInfo);
+SAME_TYPE(sm_nvml_gpm_metrics_get, nvmlGpmMetricsGet_t);
+FIELD(sm_nvml_gpm_metrics_get, nvmlGpmMetricsGet_t, version);
+FIELD(sm_nvml_gpm_metrics_get, nvmlGpmMetricsGet_t, numMetrics);
+FIELD(sm_nvml_gpm_metrics_get, nvmlGpmMetricsGet_t, sample1);
+FIELD(sm_nvml_gpm_metrics_get, nvmlGpmMetricsGet_t, sample2);
+FIELD(sm_nvml_gpm_metrics_get, nvmlGpmMetricsGet_t, metrics);
+SAME_TYPE(sm_nvml_gpm_support, nvmlGpmSupport_t);
+FIELD(sm_nvml_gpm_support, nvmlGpmSupport_t, version);
+FIELD(sm_nvml_gpm_support, nvmlGpmSupport_t, isSupportedDevice);
 SAME_TYPE(sm_nvml_event_data, nvmlEventData_t);
 FIELD(sm_nvml_event_data, nvmlEventData_t, device);
 FIELD(sm_nvml_event_data, nvmlEventData_t, eventType);
@@ -204,6 +240,17 @@ SAME(SM_NVML_FI_DEV_PCIE_COUNT_RX_BYTES, NVML_FI_DEV_PCIE_COUNT_RX_BYTES);
 SAME(SM_NVML_VALUE_TYPE_UNSIGNED_INT, NVML_VALUE_TYPE_UNSIGNED_INT);
 SAME(SM_NVML_VALUE_TYPE_UNSIGNED_LONG, NVML_VALUE_TYPE_UNSIGNED_LONG);
 SAME(SM_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG, NVML_VALUE_TYPE_UNSIGNED_LONG_LONG);
+SAME(SM_NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX);
+SAME(SM_NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX);
+SAME(SM_NVML_GPM_METRIC_SM_UTIL, NVML_GPM_METRIC_SM_UTIL);
+SAME(SM_NVML_GPM_METRIC_SM_OCCUPANCY, NVML_GPM_METRIC_SM_OCCUPANCY);
+SAME(SM_NVML_GPM_METRIC_ANY_TENSOR_UTIL, NVML_GPM_METRIC_ANY_TENSOR_UTIL);
+SAME(SM_NVML_GPM_METRIC_DRAM_BW_UTIL, NVML_GPM_METRIC_DRAM_BW_UTIL);
+SAME(SM_NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC, NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC);
+SAME(SM_NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC, NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC);
+SAME(SM_NVML_GPM_METRIC_MAX, NVML_GPM_METRIC_MAX);
+SAME(SM_NVML_GPM_METRICS_GET_VERSION, NVML_GPM_METRICS_GET_VERSION);
+SAME(SM_NVML_GPM_SUPPORT_VERSION, NVML_GPM_SUPPORT_VERSION);
 SAME(SM_NVML_EVENT_TYPE_XID_CRITICAL_ERROR, (unsigned long long)nvmlEventTypeXidCriticalError);
 
 int main(void)
