@@ -28,9 +28,11 @@
  * On the parent's death without a stop word it says what killed it: the
  * cgroup's OOM kill counter against its value at start (the container
  * collector's own end tags, src/coll_container.c, opened here at start as
- * the monitor opened it), else the wait status the kernel keeps in
- * /proc/PID/stat field 52 while the parent is a zombie (readable until the
- * parent's own parent reaps it: a race it may lose, said in the tag).  Then
+ * the monitor opened it: sm_oom_guard_cgroup_open), read just before the end
+ * is written, a kill counted being the reason whatever the exit status; else
+ * the wait status the kernel keeps in /proc/PID/stat field 52 while the
+ * parent is a zombie (read at once: readable until the parent's own parent
+ * reaps it, a race it may lose, said in the tag).  Then
  * it writes the end tags the dead monitor could not (the ones the cgroup
  * itself keeps), scopemeter.rankN.ended_by and .end_reason, and, when the
  * parent opened the run and it is still RUNNING, marks it KILLED (an OOM

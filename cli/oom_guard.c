@@ -49,6 +49,11 @@
  * taken), and every process of CMD goes before it.  Its death uncharges the
  * reserve, and the charge that asked for the OOM succeeds.  Only with a
  * cgroup memory limit: a node OOM ranks every process of the node.
+ *
+ * And who counts the OOM's kills at the end (sm_oom_guard_cgroup_open):
+ * scopemeter run and the companion read the cgroup's counter through the
+ * container collector's own end tags when their recording ends, so the
+ * kills after the first death are the run's too (docs/cgroup.md).
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,5 @@
-/* oom_guard.h — scopemeter run's place in the kernel's OOM order (cli/oom_guard.c). */
+/* oom_guard.h — scopemeter run's place in the kernel's OOM order, and the OOM's
+ * kills counted at the end (cli/oom_guard.c). */
 #ifndef SM_CLI_OOM_GUARD_H
 #define SM_CLI_OOM_GUARD_H
 
