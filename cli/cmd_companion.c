@@ -28,9 +28,11 @@
  * On the parent's death without a stop word it says what killed it: the
  * cgroup's OOM kill counter against its value at start (the container
  * collector's own end tags, src/collect/coll_container.c, opened here at start as
- * the monitor opened it), else the wait status the kernel keeps in
- * /proc/PID/stat field 52 while the parent is a zombie (readable until the
- * parent's own parent reaps it: a race it may lose, said in the tag).  Then
+ * the monitor opened it: sm_oom_guard_cgroup_open), read just before the end
+ * is written, a kill counted being the reason whatever the exit status; else
+ * the wait status the kernel keeps in /proc/PID/stat field 52 while the
+ * parent is a zombie (read at once: readable until the parent's own parent
+ * reaps it, a race it may lose, said in the tag).  Then
  * it writes the end tags the dead monitor could not (the ones the cgroup
  * itself keeps), scopemeter.rankN.ended_by and .end_reason, and, when the
  * parent opened the run and it is still RUNNING, marks it KILLED (an OOM
@@ -87,6 +89,7 @@ struct comp {
     char vals[MAX_TAGS][512];
     size_t ntags;
     char reason[200], status[16];
+    int ws, ws_rc;            /* the parent's wait status, or -errno (exit_status) */
 };
 
 static void usage(FILE *f)
@@ -115,28 +118,6 @@ static void add_tag(struct comp *c, const char *key, const char *value)
     snprintf(c->keys[c->ntags], sizeof c->keys[0], "%s", key);
     snprintf(c->vals[c->ntags], sizeof c->vals[0], "%s", value);
     c->ntags++;
-}
-
-/* The container collector, opened as the monitor opened it: its END tags
- * are the counters against their values now (oom_kill, memory_events,
- * cpu_throttled_*), and the kernel's own peak. */
-static void open_cgroup(struct comp *c)
-{
-    sm_ctx *ctx = sm__zalloc(sizeof *ctx);
-    sm_opened *res = sm__zalloc(sizeof *res);
-    void *st = sm__zalloc(sm__coll_container.state_size);
-
-    if (!ctx || !res || !st)
-        goto fail;
-    (void)sm__ctx_init(ctx);
-    if (sm__coll_container.open(st, ctx, res) != 0)
-        goto fail; /* no limit, or unreadable: the monitor said so at its start */
-    c->ctr = st;
-    st = NULL;
-fail:
-    sm__zfree(st);
-    sm__zfree(res);
-    sm__zfree(ctx);
 }
 
 static const char *signame(int sig)
@@ -181,11 +162,14 @@ static int exit_status(int pid, int *status)
     return rc;
 }
 
-/* What killed the parent, into reason/status and the tags. */
+/* What killed the parent, into reason/status and the tags.  Called at the
+ * end, just before they are written: the kernel may still be killing the
+ * parent's tree after the parent (an OOM kills one process per failed
+ * charge), so the counters are read as late as they can be; the wait status
+ * was read at the death (c->ws). */
 static void judge(struct comp *c)
 {
-    /* the exit status first: the zombie may be reaped at any moment */
-    int ws = 0, rc = exit_status(c->pid, &ws), sig = 0;
+    int ws = c->ws, rc = c->ws_rc, sig = 0;
     sm_tags *t = sm__zalloc(sizeof *t);
     unsigned long long ooms = 0;
     char val[600];
@@ -204,9 +188,13 @@ static void judge(struct comp *c)
     sm__zfree(t);
     if (rc == 0 && WIFSIGNALED(ws))
         sig = WTERMSIG(ws);
-    if (ooms > 0 && (rc < 0 || sig == SIGKILL)) {
+    if (ooms > 0) {
+        /* whatever the status: a wrapper (bash train.sh) outlives its OOM-killed
+         * child and exits 1; only a clean exit 0 keeps its FINISHED
+         * (cmd_run.c's run_status_of says the same) */
         snprintf(c->reason, sizeof c->reason, "oom_kill");
-        snprintf(c->status, sizeof c->status, "KILLED");
+        snprintf(c->status, sizeof c->status, "%s",
+                 rc == 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0 ? "FINISHED" : "KILLED");
     } else if (rc == 0 && sig) {
         snprintf(c->reason, sizeof c->reason, "signal %d (%s)", sig, signame(sig));
         snprintf(c->status, sizeof c->status, "%s",
@@ -220,11 +208,6 @@ static void judge(struct comp *c)
         snprintf(c->reason, sizeof c->reason, "unknown (exit status not readable: %s)",
                  rc == -ENOENT || rc == -ESRCH ? "already reaped" : strerror(-rc));
         snprintf(c->status, sizeof c->status, "KILLED");
-    }
-    if (ooms > 0 && strcmp(c->reason, "oom_kill") != 0) {
-        size_t len = strlen(c->reason);
-        snprintf(c->reason + len, sizeof c->reason - len, ", after %llu OOM kill%s in its cgroup",
-                 ooms, ooms == 1 ? "" : "s");
     }
     if (c->ended)
         return; /* the monitor wrote the rank's end itself */
@@ -554,12 +537,13 @@ int cmd_companion(int argc, char **argv)
      * scopemeter run's to do for its CMD, not a watcher's for its parent. */
     (void)sm_oom_guard_lower_self();
     c->ppid_watch = getppid() == c->pid;
-    open_cgroup(c);
+    c->ctr = sm_oom_guard_cgroup_open();
     if (watch(c) == 0)
         goto out; /* a clean stop: the monitor ended itself */
 
     t0 = mono();
-    judge(c);
+    /* the exit status first: the zombie may be reaped at any moment */
+    c->ws_rc = exit_status(c->pid, &c->ws);
     {
         /* --mlflow-client: what the front ships through MLflow's client on
          * http(s) too (an auth plugin, no TLS module) the end does as well */
@@ -570,11 +554,14 @@ int cmd_companion(int argc, char **argv)
         if (http) {
             /* half the bound at most for the spool: the end must still be written */
             deliver_spool(c, t0 + c->timeout / 2);
+            judge(c);
             r = end_rest(c, t0 + c->timeout, &ended);
         }
-        else if (c->python)
+        else if (c->python) {
+            judge(c);
             r = end_python(c, t0 + c->timeout, &ended);
-        else {
+        } else {
+            judge(c);
             fprintf(stderr, "scopemeter: companion: no --python for tracking URI %s: the end "
                     "of run %s is not written\n", c->uri, c->run_id);
             r = -EINVAL;
@@ -592,10 +579,7 @@ int cmd_companion(int argc, char **argv)
                     ended ? ", run marked " : "", ended ? c->status : "");
     }
 out:
-    if (c->ctr) {
-        sm__coll_container.close(c->ctr);
-        sm__zfree(c->ctr);
-    }
+    sm_oom_guard_cgroup_close(c->ctr);
     free(c);
     return rc;
 }

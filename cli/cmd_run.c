@@ -81,6 +81,9 @@ struct run_state {
     int sentinel_fd;           /* where it says what the group got, or -1 */
     int group_sig;             /* a terminating signal CMD's group got (Ctrl-C), or 0 */
     int collecting;            /* the monitor records: CMD gets an OOM reserve beside it */
+    pid_t cmd_pid;             /* CMD, the leader of its process group; 0 before it started */
+    void *cg;                  /* the job cgroup's counters (sm_oom_guard_cgroup_open), or NULL */
+    unsigned long long ooms;   /* the OOM kills it counted by the end of CMD's tree */
 
     /* JSONL fallback (the monitor's JSONL sink writes it) */
     char jsonl_path[4096];
@@ -685,12 +688,16 @@ static double end_run_reserve(double bound)
     return bound / 5 < 1 ? 1 : bound / 5 > 10 ? 10 : bound / 5;
 }
 
-static const char *run_status_of(int exit_code, int status, int forwarded_term)
+/* An OOM kill in the job's cgroup during the run makes a failed CMD KILLED,
+ * whatever its status: `bash train.sh` outlives its OOM-killed python and
+ * exits 1 (the companion's judge, cli/cmd_companion.c, says the same). */
+static const char *run_status_of(int exit_code, int status, int forwarded_term,
+                                 unsigned long long ooms)
 {
     if (exit_code == 0)
         return "FINISHED";
-    if (forwarded_term || (WIFSIGNALED(status) && (WTERMSIG(status) == SIGKILL ||
-                                                   terminating(WTERMSIG(status)))))
+    if (ooms > 0 || forwarded_term ||
+        (WIFSIGNALED(status) && (WTERMSIG(status) == SIGKILL || terminating(WTERMSIG(status)))))
         return "KILLED"; /* a crash (SIGSEGV, SIGABRT) is FAILED */
     return "FAILED";
 }
@@ -834,6 +841,7 @@ static int run_cmd(struct run_state *st, const struct run_opts *o, const sigset_
         return 125;
     }
     child = spawn(o->cmd, st->env, st, orig, &exec_errno);
+    st->cmd_pid = child > 0 ? child : 0;
     if (child < 0) {
         fprintf(stderr, "scopemeter: cannot start %s: %s\n", o->cmd[0], strerror(exec_errno));
         *status = 125 << 8;
@@ -869,9 +877,21 @@ static int run_cmd(struct run_state *st, const struct run_opts *o, const sigset_
     return 1;
 }
 
-/* 5. Stop, then end the run: both within the one stop bound. */
+/* A tag of the run, one line when it cannot be written. */
+static void run_tag(const struct run_state *st, const char *key, const char *value, double bound)
+{
+    char err[600];
+
+    if (sm_mlflow_set_tag(st->uri, st->run_id, key, value, bound, err, sizeof err) < 0)
+        fprintf(stderr, "scopemeter: could not tag run %s with %s: %s\n", st->run_id, key, err);
+}
+
+/* 5. Stop, then end the run: both within the one stop bound.  A run whose
+ * cgroup counted OOM kills says so as the companion's end does
+ * (docs/design.md §3): scopemeter.rankN.end_reason oom_kill, and where this
+ * process ends the run, scopemeter.end_reason. */
 static void stop_recording(const struct run_state *st, const struct run_opts *o, sm_monitor *m,
-                           int collecting, const char *run_status)
+                           int collecting, const char *run_status, int exit_code)
 {
     double bound = o->stop_timeout >= 0 ? o->stop_timeout : SM_STOP_TIMEOUT_DEFAULT;
     double reserve = st->owns_run ? end_run_reserve(bound) : 0, t0 = mono();
@@ -880,8 +900,61 @@ static void stop_recording(const struct run_state *st, const struct run_opts *o,
         sm_monitor_set_stop_timeout(m, bound > reserve ? bound - reserve : 0);
     if (collecting)
         sm_monitor_stop(m);
+    if (st->ooms > 0 && st->run_id[0]) {
+        char key[64], text[300];
+        int rank = sm_identity_rank(st->id);
+
+        snprintf(key, sizeof key, "scopemeter.rank%d.end_reason", rank);
+        run_tag(st, key, "oom_kill", end_run_reserve(bound));
+        if (st->owns_run) {
+            snprintf(text, sizeof text, "%s by scopemeter run of rank %d: oom_kill (%llu OOM "
+                     "kill%s in its cgroup; CMD exit %d)", run_status, rank, st->ooms,
+                     st->ooms == 1 ? "" : "s", exit_code);
+            run_tag(st, "scopemeter.end_reason", text, end_run_reserve(bound));
+        }
+    }
     if (st->owns_run)
         end_run(st, run_status, bound - (mono() - t0) > reserve ? bound - (mono() - t0) : reserve);
+}
+
+/* 4b. CMD died in an OOM (its cgroup counted a kill): the rest of its tree
+ * is the kernel's next victims, one per failed charge (mm/memcontrol.c), a
+ * few ms apart -- `sh -c 'head ... > /dev/shm/big'` lost sh, then head
+ * 12 ms later, after the recorder had read oom_kill 1.  So the recording's
+ * end (the final sample, oom_kill, the peaks) waits for what is left of CMD's
+ * process group, orphans reparented to us (we are the subreaper), at most
+ * the stop timeout; signals go on being forwarded to that group.  A process
+ * that outlives the bound is left running, as without an OOM, with one line
+ * (docs/cli.md, Signals).  Outside an OOM nothing is waited for. */
+static void wait_tree(struct run_state *st, pid_t pgid, double bound)
+{
+    double end = mono() + bound;
+    int forwarded_term = 0, chld = 0;
+
+    for (;;) {
+        struct pollfd p = {.fd = st->sfd, .events = POLLIN};
+        struct signalfd_siginfo si;
+        double left = end - mono();
+        pid_t w;
+        int ws;
+
+        while ((w = waitpid(-pgid, &ws, WNOHANG)) < 0 && errno == EINTR)
+            ;
+        if (w > 0)
+            continue; /* one reaped: look for more */
+        if (w < 0)
+            return; /* ECHILD: none of the group is left */
+        if (left <= 0) {
+            fprintf(stderr, "scopemeter: CMD ended in an OOM and processes of its group still "
+                    "run after %g s: left running; the run's end is read now\n", bound);
+            return;
+        }
+        if (poll(&p, 1, (int)(left * 1000) + 1) != 1 ||
+            read(st->sfd, &si, sizeof si) != sizeof si)
+            continue;
+        if (si.ssi_signo != SIGCHLD)
+            forward_coalesced(st, pgid, (int)si.ssi_signo, &forwarded_term, &chld);
+    }
 }
 
 /* 6. The OOM reserve goes (cli/oom_guard.c).  When the kernel took it, the
@@ -893,7 +966,7 @@ static void stop_recording(const struct run_state *st, const struct run_opts *o,
 static void reserve_end(const struct run_state *st, const struct run_opts *o)
 {
     double mb, bound = o->stop_timeout >= 0 ? o->stop_timeout : SM_STOP_TIMEOUT_DEFAULT;
-    char key[64], value[32], err[600];
+    char key[64], value[32];
 
     if (!sm_oom_guard_reserve_end(&mb))
         return;
@@ -905,10 +978,25 @@ static void reserve_end(const struct run_state *st, const struct run_opts *o)
         return;
     snprintf(key, sizeof key, "scopemeter.rank%d.oom_reserve_taken", sm_identity_rank(st->id));
     snprintf(value, sizeof value, "%.1f", mb);
-    if (sm_mlflow_set_tag(st->uri, st->run_id, key, value, end_run_reserve(bound), err,
-                          sizeof err) < 0)
-        fprintf(stderr, "scopemeter: could not tag run %s with %s: %s\n", st->run_id, key,
-                err);
+    run_tag(st, key, value, end_run_reserve(bound));
+}
+
+/* 7. The monitor's oom_kill end tag was read at its stop; a kill after it
+ * (the reserve, taken by the end's own requests: reserve_end) is counted
+ * now that nothing of the job is left, so the tag is the cgroup's count for
+ * the whole run (docs/cgroup.md). */
+static void oom_kill_end(struct run_state *st, const struct run_opts *o, int collecting)
+{
+    double bound = o->stop_timeout >= 0 ? o->stop_timeout : SM_STOP_TIMEOUT_DEFAULT;
+    unsigned long long before = st->ooms;
+    char key[64], value[32];
+
+    if (!collecting || !st->run_id[0] || !st->uri ||
+        sm_oom_guard_cgroup_kills(st->cg, &st->ooms) < 0 || st->ooms == before)
+        return;
+    snprintf(key, sizeof key, "scopemeter.rank%d.oom_kill", sm_identity_rank(st->id));
+    snprintf(value, sizeof value, "%llu", st->ooms);
+    run_tag(st, key, value, end_run_reserve(bound));
 }
 
 int cmd_run(int argc, char **argv)
@@ -951,6 +1039,8 @@ int cmd_run(int argc, char **argv)
     else
         collecting = start_recording(&st, &o, m);
     st.collecting = collecting;
+    /* after the monitor's open: the same counters, read at the end of CMD's tree */
+    st.cg = sm_oom_guard_cgroup_open();
 
     if (check_early_signal(&st)) {
         fprintf(stderr, "scopemeter: %s before CMD started; not starting it\n",
@@ -961,8 +1051,15 @@ int cmd_run(int argc, char **argv)
     } else {
         exit_code = run_cmd(&st, &o, &orig, &status, &forwarded_term);
     }
-    stop_recording(&st, &o, m, collecting, run_status_of(exit_code, status, forwarded_term));
+    if (st.cmd_pid > 0 && sm_oom_guard_cgroup_kills(st.cg, &st.ooms) == 0 && st.ooms > 0) {
+        wait_tree(&st, st.cmd_pid, o.stop_timeout >= 0 ? o.stop_timeout : SM_STOP_TIMEOUT_DEFAULT);
+        (void)sm_oom_guard_cgroup_kills(st.cg, &st.ooms);
+    }
+    stop_recording(&st, &o, m, collecting, run_status_of(exit_code, status, forwarded_term,
+                                                         st.ooms), exit_code);
     reserve_end(&st, &o);
+    oom_kill_end(&st, &o, collecting);
+    sm_oom_guard_cgroup_close(st.cg);
 
     sm_monitor_free(m);
     sm_identity_free(st.id);

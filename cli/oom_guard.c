@@ -49,6 +49,11 @@
  * taken), and every process of CMD goes before it.  Its death uncharges the
  * reserve, and the charge that asked for the OOM succeeds.  Only with a
  * cgroup memory limit: a node OOM ranks every process of the node.
+ *
+ * And who counts the OOM's kills at the end (sm_oom_guard_cgroup_open):
+ * scopemeter run and the companion read the cgroup's counter through the
+ * container collector's own end tags when their recording ends, so the
+ * kills after the first death are the run's too (docs/cgroup.md).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -302,6 +307,58 @@ int sm_oom_guard_reserve_end(double *mb)
         }
     }
     return reserve_taken;
+}
+
+pid_t sm_oom_guard_reserve_pid(void)
+{
+    return reserve_pid;
+}
+
+void *sm_oom_guard_cgroup_open(void)
+{
+    sm_ctx *ctx = sm__zalloc(sizeof *ctx);
+    sm_opened *res = sm__zalloc(sizeof *res);
+    void *st = sm__zalloc(sm__coll_container.state_size);
+
+    if (ctx && res && st) {
+        (void)sm__ctx_init(ctx); /* owns_peak 0: the monitor's instance resets it */
+        if (sm__coll_container.open(st, ctx, res) != 0) {
+            sm__zfree(st); /* no limit, or unreadable */
+            st = NULL;
+        }
+    } else {
+        sm__zfree(st);
+        st = NULL;
+    }
+    sm__zfree(res);
+    sm__zfree(ctx);
+    return st;
+}
+
+int sm_oom_guard_cgroup_kills(void *ctr, unsigned long long *n)
+{
+    sm_tags *t = ctr ? sm__zalloc(sizeof *t) : NULL;
+    int rc = -ENOENT;
+
+    *n = 0;
+    if (!t)
+        return ctr ? -ENOMEM : -ENOENT;
+    sm__coll_container.tags(ctr, SM_TAGS_END, t);
+    for (size_t i = 0; i < t->n; i++)
+        if (strcmp(t->v[i].key, "oom_kill") == 0) {
+            *n = strtoull(t->v[i].value, NULL, 10); /* the collector's own "%llu" */
+            rc = 0;
+        }
+    sm__zfree(t);
+    return rc;
+}
+
+void sm_oom_guard_cgroup_close(void *ctr)
+{
+    if (!ctr)
+        return;
+    sm__coll_container.close(ctr);
+    sm__zfree(ctr);
 }
 
 int sm_oom_guard_set_self(int adj)

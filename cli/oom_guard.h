@@ -1,4 +1,5 @@
-/* oom_guard.h — scopemeter run's place in the kernel's OOM order (cli/oom_guard.c). */
+/* oom_guard.h — scopemeter run's place in the kernel's OOM order, and the OOM's
+ * kills counted at the end (cli/oom_guard.c). */
 #ifndef SM_CLI_OOM_GUARD_H
 #define SM_CLI_OOM_GUARD_H
 
@@ -36,5 +37,22 @@ int sm_oom_guard_reaped(pid_t pid, int status);
  * kernel took it before (an OOM with no process of CMD left to take), else 0;
  * *mb: its size, MB. */
 int sm_oom_guard_reserve_end(double *mb);
+
+/* The reserve's pid while it lives, else 0. */
+pid_t sm_oom_guard_reserve_pid(void);
+
+/* The container collector (src/collect/coll_container.c) opened as the monitor opens
+ * it, only to read its END tags: the cgroup's counters against their values
+ * at this open (oom_kill, memory_events, cpu_throttled_*) and the kernel's
+ * peak; it resets nothing.  scopemeter run and the companion read the OOM
+ * kills through it at their end.  NULL without a limit or unreadable (the
+ * monitor said why at its start). */
+void *sm_oom_guard_cgroup_open(void);
+
+/* The OOM kills its cgroup counted since sm_oom_guard_cgroup_open: 0, or
+ * -ENOENT (no collector, no counter: a kernel before 4.13). */
+int sm_oom_guard_cgroup_kills(void *ctr, unsigned long long *n);
+
+void sm_oom_guard_cgroup_close(void *ctr); /* NULL is fine */
 
 #endif

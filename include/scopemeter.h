@@ -418,7 +418,7 @@ typedef struct sm_plan_input {
 #define SM_PLAN_DETAIL_FULL 1
 #define SM_PLAN_INPUT_INIT {sizeof(sm_plan_input), SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, \
                             SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, \
-                            SM_DEFAULT}
+                            SM_DEFAULT, SM_DEFAULT}
 
 typedef struct sm_plan {
     size_t size;              /* SM_PLAN_INIT: sizeof(sm_plan) */

@@ -48,6 +48,7 @@
  * whose first read fails is dropped with its line; the other part stays.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -117,6 +118,8 @@ struct ctr {
     uint64_t thr_n0, thr_t0;
     int ws_seen;
     double ws_peak_mb;
+    uint64_t peak0;         /* the kernel's peak at open, bytes */
+    int peak_reset;         /* ... reset there: whatever it reads is the run's */
 
     /* the last failure, for its one line */
     const struct kfile *bad;
@@ -365,7 +368,7 @@ static void psi_sample(struct ctr *s, struct psi *p, const char *key, sm_points 
         double pct = dt > 0 ? 100.0 * (double)(v - p->prev) / (dt * 1e6) : 0.0;
         if (pct > p->peak)
             p->peak = pct;
-        sm__emit(out, key, pct, "percent", p->src, SM_AGG_MEAN);
+        sm__emit(out, key, pct, "percent", p->src, SM_AGG_RATE);
     } else {
         p->t0 = v; /* went backwards: a re-created cgroup; its total is all ours */
     }
@@ -417,6 +420,50 @@ static int fail(struct ctr *s, sm_opened *res, const struct kfile *f, const char
              mpath(s, f), strerror(-rc));
     ctr_close(s);
     return rc;
+}
+
+/* The kernel's peak is the cgroup's since it was created or last reset, not
+ * the run's (docs/cgroup.md, "The kernel's peak"): a run that never passed
+ * 105 MB read 314.6 MB from an earlier job in the same cgroup.  The
+ * recording's own instance (ctx->owns_peak) resets it where the kernel lets
+ * it: on cgroup v1 writing 0 to memory.max_usage_in_bytes sets it to the
+ * usage now (Documentation/admin-guide/cgroup-v1/memory.rst, 5.4); on v2
+ * (>= 6.12) a write to memory.peak resets it for that descriptor only
+ * (cgroup-v2.rst), so the descriptor kept is the one written.  Else (no
+ * write access: a read-only /sys/fs/cgroup in a container; v2 before 6.12;
+ * an instance that only watches) the end tags it only when it rose above its
+ * value here: a peak that never moved is an earlier one.  Never under
+ * SCOPEMETER_SYSROOT (fixture files are not the kernel's).  The line says
+ * why, when the peak here is above the usage (so it may predate the run). */
+static void peak_open(struct ctr *s, const sm_ctx *ctx, int v2, char *msg, size_t len)
+{
+    uint64_t usage = 0;
+    int rc = -EPERM;
+
+    if (kf_open(&s->peak) < 0 || kf_number(s, &s->peak, NULL, &s->peak0) < 0) {
+        kf_close(&s->peak); /* optional: v2 before 5.19 has no memory.peak */
+        return;
+    }
+    if (ctx->owns_peak && !ctx->sysroot[0]) {
+        int fd = open(s->peak.path, (v2 ? O_RDWR : O_WRONLY) | O_CLOEXEC);
+        const char *word = v2 ? "reset\n" : "0\n";
+
+        rc = fd < 0 ? -errno : write(fd, word, strlen(word)) < 0 ? -errno : 0;
+        if (rc == 0 && v2) {
+            kf_close(&s->peak); /* the reset holds for this descriptor only */
+            s->peak.fd = fd;
+        } else if (fd >= 0) {
+            close(fd);
+        }
+    }
+    s->peak_reset = rc == 0;
+    if (s->peak_reset || !ctx->owns_peak || kf_number(s, &s->usage, NULL, &usage) < 0 ||
+        s->peak0 <= usage)
+        return;
+    sm__line_join(msg, len, "the kernel's peak (%s: %.1f MB, above the %.1f MB in use) may "
+                 "predate the run and cannot be reset here (%s): memory_peak_mb is tagged only "
+                 "if the run passes it", mpath(s, &s->peak), (double)s->peak0 / 1e6,
+                 (double)usage / 1e6, strerror(-rc));
 }
 
 /* Opens f, recording it as the failure to describe when that fails. */
@@ -482,6 +529,7 @@ static int ctr_open(void *state, const sm_ctx *ctx, sm_opened *res)
     uint64_t ws;
     /* a part whose first read fails: its file and why (docs/design.md §6) */
     char why_mem[300] = "", why_cpu[300] = "", both[610];
+    char peak_msg[SM_NOTE_LINE] = "";
 
     kf_init(&s->usage);
     kf_init(&s->stat);
@@ -535,8 +583,7 @@ static int ctr_open(void *state, const sm_ctx *ctx, sm_opened *res)
         s->oom_key = "oom_kill";
         if (kf_open(&s->events) == 0)
             s->have_oom = kf_number(s, &s->events, s->oom_key, &s->oom_start) == 0;
-        if (kf_open(&s->peak) < 0)
-            kf_close(&s->peak);
+        peak_open(s, ctx, v2, peak_msg, sizeof peak_msg);
         if (!v2 && kf_open(&s->failcnt) < 0)
             kf_close(&s->failcnt);
         if (read_events(s, &s->ev0) == 0)
@@ -618,6 +665,8 @@ static int ctr_open(void *state, const sm_ctx *ctx, sm_opened *res)
         snprintf(res->msg, sizeof res->msg, "cgroup: memory limit only, no CPU limit: "
                  "container_cpu_utilization_percentage absent");
     absences(s, res->msg, sizeof res->msg);
+    if (peak_msg[0])
+        sm__line_join(res->msg, sizeof res->msg, "%s", peak_msg);
     return 0;
 }
 
@@ -706,7 +755,7 @@ static int ctr_sample(void *state, sm_points *out, char *msg, size_t msglen)
                                           (dt * s->cg.cpu_cores)
                                     : 0.0;
                 sm__emit(out, "container_cpu_utilization_percentage", pct, "percent",
-                        s->src_cpu, SM_AGG_MEAN);
+                        s->src_cpu, SM_AGG_RATE);
             } /* else: the counter went backwards (cgroup re-created): re-base, no point */
             s->cpu_prev = ns;
             s->t_prev = now;
@@ -885,7 +934,8 @@ static void ctr_tags(void *state, int phase, sm_tags *out)
                    (unsigned long long)(v >= s->oom_start ? v - s->oom_start : v));
     if (s->ws_seen)
         sm__tag_add(out, "mem_peak_sampled_mb", "%.1f", s->ws_peak_mb);
-    if (s->peak.fd >= 0 && kf_number_retry(s, &s->peak, NULL, &v) == 0)
+    if (s->peak.fd >= 0 && kf_number_retry(s, &s->peak, NULL, &v) == 0 &&
+        (s->peak_reset || v > s->peak0)) /* else it is an earlier peak (peak_open) */
         sm__tag_add(out, "memory_peak_mb", "%.1f", (double)v / 1e6);
     if (s->have_thr && read_thr(s, &n, &t) == 0) {
         sm__tag_add(out, "cpu_throttled_periods", "%llu",

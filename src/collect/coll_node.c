@@ -64,7 +64,7 @@ static int cpu_sample(void *state, sm_points *out, char *msg, size_t msglen)
         return rc;
     }
     sm__emit(out, "cpu_utilization_percentage", sm__cpu_percent(&s->prev, &now), "percent",
-            "/proc/stat", SM_AGG_MEAN);
+            "/proc/stat", SM_AGG_RATE);
     s->prev = now;
     return 0;
 }

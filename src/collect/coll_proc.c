@@ -803,7 +803,7 @@ static void emit3(sm_points *out, int rank, int count, double mb, int mem_ok, do
         sm__emit_rank(out, rank, "process_memory_megabytes", mb, "MB", mem_src, SM_AGG_MEAN);
     if (cpu_ok)
         sm__emit_rank(out, rank, "process_cpu_utilization_percentage", cpu, "percent",
-                     "/proc/PID/stat", SM_AGG_MEAN);
+                     "/proc/PID/stat", SM_AGG_RATE);
 }
 
 static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)

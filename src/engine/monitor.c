@@ -491,9 +491,11 @@ static struct slot *find_slot(sm_monitor *m, size_t hint, const sm_point *p)
     return NULL;
 }
 
-/* One sample into the window's accumulators.  May block in a collector (a
- * stuck filesystem); called without mu. */
-static void take_sample(sm_monitor *m)
+/* One sample into the window's accumulators.  levels_only: the rates
+ * (SM_AGG_RATE) of this sample are left out, the levels kept (the final
+ * sample, too soon after the last).  May block in a collector (a stuck
+ * filesystem); called without mu. */
+static void take_sample(sm_monitor *m, int levels_only)
 {
     sm_points *p = m->pts;
 
@@ -512,6 +514,8 @@ static void take_sample(sm_monitor *m)
             m->late_key_logged = 1;
             continue;
         }
+        if (levels_only && p->v[i].agg == SM_AGG_RATE)
+            continue;
         s->sum += p->v[i].value;
         s->last = p->v[i].value;
         s->n++;
@@ -574,7 +578,7 @@ static void *sampling_thread(void *arg)
             continue;
         }
         pthread_mutex_unlock(&m->mu);
-        take_sample(m);
+        take_sample(m, 0);
         /* the tags whose value changed (docs/design.md §9) ride with the
          * window's points, so they reach the store even if the process is
          * killed later; collectors may read a file for them: outside mu */
@@ -594,13 +598,15 @@ static void *sampling_thread(void *arg)
     pthread_mutex_unlock(&m->mu);
 
     /* stop asked: the final sample, the last partial window, the end tags.
-     * A final sample a few milliseconds after a scheduled one would log a
-     * rate over no time (0 % CPU): it is taken only when enough time has
-     * passed, or when nothing at all has been sampled since the baseline
-     * (so a run shorter than one interval still has points). */
-    if ((m->window_n == 0 && m->points_logged == 0) ||
-        sm__now_mono() - m->last_sample >= (m->interval / 2 < 1.0 ? m->interval / 2 : 1.0))
-        take_sample(m);
+     * The final sample is always taken: the state at the end (an OOM kill,
+     * a tmpfs the job filled) is the one a run is read for, and the peak
+     * tags below must see it.  Only its rates are left out when it comes a
+     * few milliseconds after a scheduled one (a rate over no time: 0 % CPU),
+     * unless nothing at all has been sampled since the baseline (a run
+     * shorter than one interval still has every series). */
+    take_sample(m, !(m->window_n == 0 && m->points_logged == 0) &&
+                       sm__now_mono() - m->last_sample <
+                           (m->interval / 2 < 1.0 ? m->interval / 2 : 1.0));
     /* end tags read cgroup files: outside mu, so that stop's bounded wait
      * (which needs mu back) returns on time even if a read blocks */
     sm__collset_tags(&m->set, SM_TAGS_END, &end);
@@ -959,6 +965,7 @@ int sm_monitor_start(sm_monitor *m, char *err, size_t errlen)
         m->ctx.id = m->id; /* the caller's, not the launcher's environment */
     m->ctx.rec_key = m->rec_key ? m->rec_key : m->def_key;
     m->ctx.all_workers = m->all_workers;
+    m->ctx.owns_peak = 1;
     if (!sm_collects(&m->ctx.id, m->all_workers, why, sizeof why)) {
         /* under all_workers a sibling holds its rank's lock: the pod's
          * collector finds its process tree through it (§9) */

@@ -106,6 +106,10 @@ typedef struct sm_ctx {
     /* the detail level (docs/series.md "Levels"): SM_DETAIL_FULL adds the
      * diagnosis series; SCOPEMETER_DETAIL, read by sm__ctx_init */
     int detail;
+    /* the recording's own collectors (the monitor's, not probe's nor a
+     * companion's): the container collector resets the cgroup's v1 kernel
+     * peak at open, so that it is the run's (docs/cgroup.md) */
+    int owns_peak;
 } sm_ctx;
 #define SM_DETAIL_DEFAULT 0
 #define SM_DETAIL_FULL 1
@@ -226,14 +230,17 @@ SM_HIDDEN int sm__reclock_peer(const char *key, int rank, pid_t *pid);
 SM_HIDDEN void sm__reclock_holder(const char *key, int rank, char *out, size_t outlen);
 
 /* ---- points: what one sample produces (no allocation per sample) ---------- */
-enum sm_agg { SM_AGG_MEAN = 0, SM_AGG_LAST = 1 };
+/* RATE: a window mean, of a rate over the span since the collector's
+ * previous sample (CPU, pressure); a final sample taken too soon after the
+ * last leaves it out and keeps the levels (monitor.c, docs/design.md §7). */
+enum sm_agg { SM_AGG_MEAN = 0, SM_AGG_LAST = 1, SM_AGG_RATE = 2 };
 
 typedef struct sm_point {
     const char *key;    /* upstream key; storage owned by the collector */
     const char *unit;   /* "percent", "MB", "W" */
     const char *source; /* file(s) or call */
     double value;
-    int agg;            /* enum sm_agg: window mean, or latest (counters) */
+    int agg;            /* enum sm_agg: window mean, latest (counters), or a rate's mean */
     int rank;           /* SM_RANK_OWN, or the rank this point is named for (the
                            pod's collector records its siblings' process trees,
                            docs/design.md §9) */

@@ -51,6 +51,19 @@ TRAIN = """
                 for i in range(0, len(b), 4096):
                     b[i] = 1
                 chunks.append(b)
+        if mode == "oomchild":
+            # a worker OOM-killed (the one large process), and the process that
+            # started it gives up with exit 1 without its stop: `bash train.sh`
+            # outliving python, as the companion sees it
+            pid = os.fork()
+            if pid == 0:
+                with open("/proc/self/oom_score_adj", "w") as f:
+                    f.write("1000")          # the kernel's first choice, whatever the sizes
+                b = b"x" * (600 << 20)
+                os._exit(0)
+            _, status = os.waitpid(pid, 0)
+            print("CHILD", status, flush=True)
+            os._exit(1)
         if mode == "fork":
             # a DataLoader-like worker: it inherits the pipe's write end and
             # outlives its parent, so the pipe sees no EOF at the death
@@ -177,6 +190,19 @@ def test_kill9_marks_the_run_killed_with_the_signal(store, tmp_path, mode):
         assert comp and alive(comp), "no companion while the process runs"
         assert_below_its_job(comp, proc.pid)
         line = proc.stdout.readline().split()
+        if mode == "oomchild":
+            # a worker OOM-killed (the one large process), and the process that
+            # started it gives up with exit 1 without its stop: `bash train.sh`
+            # outliving python, as the companion sees it
+            pid = os.fork()
+            if pid == 0:
+                with open("/proc/self/oom_score_adj", "w") as f:
+                    f.write("1000")          # the kernel's first choice, whatever the sizes
+                b = b"x" * (600 << 20)
+                os._exit(0)
+            _, status = os.waitpid(pid, 0)
+            print("CHILD", status, flush=True)
+            os._exit(1)
         if mode == "fork":
             worker = int(line[1])
             line = proc.stdout.readline().split()
@@ -433,6 +459,36 @@ def test_oom_kill_in_a_v1_cgroup_is_recorded_and_ends_the_run(store, tmp_path):
         assert rep["end_reason"] == "KILLED by scopemeter companion of rank 0: oom_kill", rep
         assert "process_died" in r0["verdict_codes"] and \
             "oom_killed" in r0["verdict_codes"], r0["verdict_codes"]
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        cg.remove()
+
+
+@pytest.mark.skipif(not is_root(), reason="needs root to create cgroups")
+@pytest.mark.skipif("memory" not in MOUNTS,
+                    reason="no cgroup v1 memory controller mounted (v2: tests/vm)")
+def test_an_oom_kill_before_an_exit_1_ends_the_run_killed(mlflow_server, tmp_path):
+    """Issue 46 item 6 on the companion: the cgroup counted an OOM kill, the
+    process exited 1: end_reason oom_kill and KILLED, as scopemeter run says
+    (test_oom_end.py).  Before: `exit 1, after 1 OOM kill in its cgroup`, FAILED."""
+    cg, mem = limited("compchild", 400 * MiB)
+    proc = None
+    try:
+        proc = start(tmp_path, mlflow_server, "oomchild", preexec_fn=cg.enter)
+        run_id, comp = first_line(proc)
+        proc.wait(120)
+        out, err = proc.stdout.read(), proc.stderr.read()
+        assert proc.returncode == 1 and "CHILD 9" in out, (proc.returncode, out, err[-2000:])
+        run, _ = wait_ended(mlflow_server, run_id)
+        tags = run.data.tags
+        assert tags["scopemeter.rank0.end_reason"] == "oom_kill", tags
+        assert run.info.status == "KILLED", (run.info.status, tags)
+        assert tags["scopemeter.end_reason"] == \
+            "KILLED by scopemeter companion of rank 0: oom_kill", tags
+        assert tags["scopemeter.rank0.oom_kill"] == "1", tags
+        assert wait_gone(comp), "the companion outlived its job"
     finally:
         if proc is not None and proc.poll() is None:
             proc.kill()

@@ -321,6 +321,47 @@ def test_sigterm_still_flushes_what_it_had(tmp_path, pod):
     assert "scopemeter.rank0.mem_peak_sampled_mb" in tags
 
 
+def test_the_runs_last_point_is_the_state_at_its_end(tmp_path, pod):
+    """Issue 46 item 1 on the front: 100 MB written to /dev/shm just after the
+    sample at 2 s, the run ended at once (within min(interval/2, 1 s) of that
+    sample).  The last shmem point is the cgroup's shmem after the run, read
+    here (the file stays until the test removes it), and the sampled peak sees
+    it.  Before, that final sample was skipped: the run ended at 0.0 MB."""
+    from test_composition_real import kernel_parts
+    if pod.version != 1:
+        pytest.skip("the v1 memory.stat this test reads (v2: tests/vm)")
+    uri = sqlite_uri(tmp_path)
+    shm = f"/dev/shm/sm-test-{os.getpid()}-front"
+    code = textwrap.dedent("""
+        import sys, time, mlflow, scopemeter
+        with mlflow.start_run() as run:
+            print("RUN", run.info.run_id, flush=True)
+            scopemeter.enable_system_metrics(interval=2)
+            time.sleep(2.1)
+            with open(sys.argv[1], "wb") as f:
+                for _ in range(100):
+                    f.write(b"s" * 1_000_000)
+    """)
+    try:
+        p = subprocess.run(pod.wrap([sys.executable, "-c", code, shm]),
+                           env=python_env(MLFLOW_TRACKING_URI=uri), capture_output=True,
+                           text=True, timeout=180)
+        assert p.returncode == 0, p.stderr
+        run_id = p.stdout.split("RUN ", 1)[1].split()[0]
+        mem = next(d for d in pod.dirs if os.path.exists(f"{d}/memory.stat"))
+        want = round(kernel_parts(mem)["shmem"] / 1e6, 1)
+        metrics, tags = read_run(uri, run_id)
+        shmem = metrics["system/container_memory_shmem_megabytes/rank0"]
+        usage = metrics["system/container_memory_usage_megabytes/rank0"][-1][1]
+        assert shmem[-1][1] == want, ("last shmem point", shmem, "the cgroup's after", want,
+                                      p.stderr[-1500:])
+        assert want >= 100.0, want
+        assert float(tags["scopemeter.rank0.mem_peak_sampled_mb"]) >= usage >= want, tags
+    finally:
+        if os.path.exists(shm):
+            os.unlink(shm)
+
+
 def test_tracking_server_down_then_up_retries_and_delivers_everything(tmp_path):
     """The server is down when training starts and comes up ~3 s later: the
     engine's REST sink (the front's path for an http URI) retries with
