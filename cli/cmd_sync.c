@@ -2,9 +2,11 @@
  * cmd_sync.c — `scopemeter sync [DIR]`: delivers what a recorder that died
  * left in its spool (docs/design.md §6, "The spool"; docs/cli.md) to each
  * file's run, exactly once (the commit in each file moves after every batch
- * the store took), one line per file.  A bad file (truncated, corrupt,
- * another version's) is one line and skipped; a file a live recorder holds
- * (flock) is skipped with a line: that recorder replays it itself.
+ * the store took), one line per file.  A damaged file (truncated, corrupt)
+ * delivers what reads and is renamed aside (*.damaged), never removed; a file
+ * of another version or not a spool file is one line and left; a file a live
+ * recorder holds (flock) is skipped with a line: that recorder replays it.
+ * Nothing not delivered counts as delivered.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -39,7 +41,8 @@ int cmd_sync(int argc, char **argv)
         printf("usage: scopemeter sync [--timeout S] [DIR]\n\n"
                "Delivers the spool files a recorder left in DIR (default SCOPEMETER_SPOOL_DIR,\n"
                "else " SM_SPOOL_DIR_DEFAULT ") to their runs at MLFLOW_TRACKING_URI (http or\n"
-               "https), exactly once, and removes each file once delivered; one line per\n"
+               "https), exactly once, and removes each file once delivered; a damaged\n"
+               "file delivers what reads and is kept as FILE.damaged; one line per\n"
                "file.  --timeout: how long one batch is retried while the server does not\n"
                "answer (default 30 s).  Exit 0 when every file was delivered.\n");
         return 0;
@@ -62,7 +65,10 @@ int cmd_sync(int argc, char **argv)
         return 2;
     }
     n = scandir(dir, &list, spool_name, versionsort);
-    if (n < 0 && errno == ENOENT) { /* no recorder ever spooled here */
+    if (n < 0 && errno == ENOENT && first >= argc) {
+        /* the recorders' own directory, made at their first spooled point:
+         * absent means no recorder ever spooled here.  A DIR named on the
+         * command line that does not exist is a mistake: said, exit 1. */
         printf("scopemeter: sync of %s: no spool directory, nothing to deliver\n", dir);
         return 0;
     }
