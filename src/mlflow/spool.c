@@ -694,10 +694,13 @@ static void damage_line(const sync_state *st, char *line, size_t cap)
 }
 
 int sm__spool_sync_file(const char *path, const char *uri, double timeout_s, char *line,
-                        size_t cap)
+                        size_t cap, sm_spool_header *writer)
 {
     sync_state st = {0};
     struct stat sb;
+
+    if (writer)
+        writer->run[0] = '\0';
     char why[600] = "";
     int rc, skipped = 1;
 
@@ -742,6 +745,8 @@ int sm__spool_sync_file(const char *path, const char *uri, double timeout_s, cha
     }
     skipped = 0;
     rc = sync_records(&st, uri, timeout_s, why, sizeof why);
+    if (writer && rc != -EAGAIN && rc != -EINVAL && rc != -ENOMEM)
+        *writer = st.h; /* unlocked, read, the store answered: its recorder is gone */
     if (rc == -EAGAIN || rc == -EINVAL || rc == -ENOMEM) {
         snprintf(line, cap, "%s: run %s rank %d: %llu points delivered, stopped: %s; the rest "
                  "kept for the next sync", path, st.h.run, st.h.rank,

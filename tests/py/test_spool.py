@@ -24,7 +24,7 @@ import pytest
 
 from conftest import clean_env, free_port, is_root, start_mlflow_server, stop_mlflow_server
 from pyfront_util import SMALLEST_RING
-from runread import read_line, rest, scratch_cwd, sm_lines
+from runread import get_run, read_line, rest, scratch_cwd, sm_lines, tags_of
 from test_one_path import closing as closing_counts  # the closing line, points and tags apart
 
 RING = "256"          # the smallest ring (--buffer-points)
@@ -185,8 +185,19 @@ def test_sigkill_mid_outage_then_sync_delivers_every_spooled_window_once(scopeme
         shutil.copy(f, kept)
     before = rows(server["db"], run_id)
     server["proc"], _ = start_mlflow_server(server["dir"], port=server["port"])
+    assert get_run(server["uri"], run_id)["info"]["status"] == "RUNNING"
     r = sync(scopemeter_bin, spool, server["uri"])
     assert r.returncode == 0, r.stderr
+    # issue 46 item 7: the recorder is gone and its run was RUNNING: sync
+    # ends it KILLED and says why (the old code left it RUNNING for ever)
+    run = get_run(server["uri"], run_id)
+    reason = (f"KILLED by scopemeter sync: its recorder (rank 0, pid {proc.pid}) was gone "
+              f"and had left it RUNNING")
+    assert (run["info"]["status"], tags_of(run).get("scopemeter.end_reason")) == \
+        ("KILLED", reason), (run["info"], r.stdout)
+    assert f"run {run_id}: its recorder (rank 0, pid {proc.pid}) is gone" in r.stdout
+    # the recorder created the run: its owner tag names it, as the spool's header does
+    assert tags_of(run)["scopemeter.owner"] == f"rank=0 pid={proc.pid}", tags_of(run)
     said = [l for l in r.stdout.splitlines() if "points delivered" in l]
     assert len(said) == len(files), r.stdout
     metrics = sum(int(re.search(r"(\d+) metrics", l).group(1)) for l in said)
@@ -516,6 +527,11 @@ def test_a_damaged_spool_delivers_what_reads_and_is_kept_aside(scopemeter_bin, s
     assert not os.path.exists(path) and os.listdir(spool) == [os.path.basename(path) + ".damaged"]
     kept = open(path + ".damaged", "rb").read()
     assert kept[:16] == data[:16] and kept[32:] == data[32:]
+    # the run was made here and attached to (--run-id): not the recorder's to
+    # end, so sync leaves it RUNNING and says whose it is (issue 46 item 7)
+    assert get_run(server["uri"], run_id)["info"]["status"] == "RUNNING"
+    assert (f"run {run_id} is RUNNING; left as it is: its owner is not a scopemeter run (no "
+            f"scopemeter.owner tag)") in r.stdout, r.stdout
     # a second sync finds nothing: the damaged file is out of its way
     r = sync(scopemeter_bin, spool, server["uri"])
     assert r.returncode == 0 and "0 files delivered, 0 not" in r.stdout, r.stdout
