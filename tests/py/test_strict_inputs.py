@@ -3,8 +3,8 @@ gets one line naming it and never a silent default that writes someone
 else's keys or leaves a junk run behind.
 
 - a malformed launcher variable (RANK=abc, RANK=-1, WORLD_SIZE=0, RANK=5 with
-  WORLD_SIZE=2, ...) is not rank 0 of 1: one line naming the variable and its
-  value; the process records nothing (the CLI still runs CMD; the Python front
+  WORLD_SIZE=2, ...) is not rank 0 of 1, whether or not RANK is set: one line
+  naming the variable and its value; the process records nothing (the CLI still runs CMD; the Python front
   returns False); `probe` shows the same verdict;
 - a mistyped command makes no run: one line, exit 127;
 - every subcommand parses options the same way: `--opt value` and
@@ -27,7 +27,14 @@ BAD_LAUNCHER_ENVS = [
     ({"RANK": "0", "LOCAL_RANK": "abc"}, "LOCAL_RANK='abc'"),
     ({"RANK": "5", "WORLD_SIZE": "2"}, "RANK=5 is not below WORLD_SIZE=2"),
     ({"SLURM_PROCID": "x"}, "SLURM_PROCID='x'"),
+    # one rule whatever else is set (issue 46 item 9): without RANK these
+    # passed as rank 0 of 1 with no line
+    ({"WORLD_SIZE": "0"}, "WORLD_SIZE='0'"),
+    ({"WORLD_SIZE": "abc"}, "WORLD_SIZE='abc'"),
+    ({"LOCAL_RANK": "abc"}, "LOCAL_RANK='abc'"),
+    ({"LOCAL_RANK": "-1"}, "LOCAL_RANK='-1'"),
 ]
+RANKLESS = BAD_LAUNCHER_ENVS[-4:]
 
 
 def experiment_runs(uri, name):
@@ -68,7 +75,7 @@ def test_two_malformed_ranks_never_share_rank0_keys(scopemeter_bin, mlflow_serve
     assert histories(mlflow_server, run_id) == {}
 
 
-@pytest.mark.parametrize("env,said", BAD_LAUNCHER_ENVS[:3])
+@pytest.mark.parametrize("env,said", BAD_LAUNCHER_ENVS[:3] + RANKLESS)
 def test_probe_shows_the_same_verdict(probe_json, env, said):
     out = probe_json(env=env)
     assert out["collect_mode"] == "none"
