@@ -388,3 +388,19 @@ def test_fixture_end_tags(name):
     lines = drive(["sample", "tags end"], sysroot=fx(name))
     assert lines[0] == "open 0" and lines[1] == "status " + CASES[name]["tag"]
     assert parse_tags(lines) == CASES[name]["end"]
+
+
+@pytest.mark.parametrize("name,limit", [("cg-v1-cpuacct-apart", "300 MiB"),
+                                        ("cg-docker-v1-hostns", "2.0 GiB")])
+def test_probe_text_says_the_memory_limit_in_one_unit(scopemeter_bin, name, limit):
+    """Issue 46 item 13: probe's header said "memory limit 300 MiB" and its
+    detail "0.3 GiB" of the same limit; both now say the header's unit (MiB
+    below 1 GiB, docs/cgroup.md)."""
+    p = subprocess.run([scopemeter_bin, "probe", "--interval", "0"],
+                       env=clean_env(SCOPEMETER_SYSROOT=fx(name)), capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    head = [ln for ln in p.stdout.splitlines() if ln.startswith("cgroup: ")]
+    detail = [ln.strip() for ln in p.stdout.splitlines() if ln.startswith("  memory limit ")]
+    assert len(head) == 1 and f"memory limit {limit} at " in head[0], p.stdout
+    assert len(detail) == 1 and detail[0].startswith(f"memory limit {limit} at "), p.stdout
