@@ -103,7 +103,7 @@ int cmd_sync(int argc, char **argv)
     struct cli_opt opts[] = {
         {"--timeout", CLI_SECONDS, &timeout, 1, 86400, 0, NULL, 0},
     };
-    int first, n, bad = 0, done = 0, nw = 0;
+    int first, n, bad = 0, done = 0, nw = 0, unended = 0;
     struct writer writers[WRITERS_MAX];
 
     first = cli_parse("sync", argc, argv, opts, sizeof opts / sizeof opts[0], 1);
@@ -164,9 +164,9 @@ int cmd_sync(int argc, char **argv)
             note_writer(writers, &nw, &h);
     }
     free(list);
-    for (int i = 0; i < nw; i++)
-        bad += end_orphan(uri, &writers[i], timeout) < 0;
+    for (int i = 0; i < nw; i++) /* a run not ended is exit 1 too, not a file */
+        unended += end_orphan(uri, &writers[i], timeout) < 0;
     printf("scopemeter: sync of %s: %d file%s delivered, %d not\n", dir, done,
            done == 1 ? "" : "s", bad);
-    return bad ? 1 : 0;
+    return bad || unended ? 1 : 0;
 }

@@ -698,11 +698,11 @@ int sm__spool_sync_file(const char *path, const char *uri, double timeout_s, cha
 {
     sync_state st = {0};
     struct stat sb;
+    char why[600] = "";
+    int rc, skipped = 1;
 
     if (writer)
         writer->run[0] = '\0';
-    char why[600] = "";
-    int rc, skipped = 1;
 
     st.fd = open(path, O_RDWR | O_CLOEXEC);
     if (st.fd < 0) {
