@@ -245,7 +245,7 @@ static void deliver_spool(const struct comp *c, double deadline)
 
             snprintf(path, sizeof path, "%s/%s", dir, name);
             if (left > 0)
-                (void)sm__spool_sync_file(path, c->uri, left, line, sizeof line);
+                (void)sm__spool_sync_file(path, c->uri, left, line, sizeof line, NULL);
             else
                 snprintf(line, sizeof line, "%s: not delivered within the bound; kept for "
                          "`scopemeter sync`", path);

@@ -149,8 +149,12 @@ static void print_text(const sm_probe *p)
     printf("\ncgroup: %s\n", cg->why && *cg->why ? cg->why : "(nothing found)");
     if (cg->found) {
         printf("  version %d, dir %s\n", cg->version, cg->dir ? cg->dir : "-");
-        if (cg->mem_limit_bytes > 0)
+        /* the unit of the why line above (cgroup.c): MiB below 1 GiB */
+        if (cg->mem_limit_bytes >= 1073741824.0)
             printf("  memory limit %.1f GiB at %s\n", cg->mem_limit_bytes / 1073741824.0,
+                   cg->limiting_dir ? cg->limiting_dir : "-");
+        else if (cg->mem_limit_bytes > 0)
+            printf("  memory limit %.0f MiB at %s\n", cg->mem_limit_bytes / 1048576.0,
                    cg->limiting_dir ? cg->limiting_dir : "-");
         if (cg->cpu_limit_cores > 0)
             printf("  cpu limit %.2f cores at %s\n", cg->cpu_limit_cores,

@@ -545,6 +545,46 @@ static void set_none(sm_cgroup *cg, int rc)
     sm__line(cg->tag, sizeof cg->tag, "none: %s", cg->why);
 }
 
+/* Where CPU usage is read: the counter of exactly the processes the limit
+ * binds, or none.  A usage counter divided by a limit must count the
+ * processes that limit binds: the limit's own cgroup, read in the cpuacct
+ * hierarchy (docs/cgroup.md §2).  Same hierarchy (v2, or v1 `cpu,cpuacct`
+ * co-mounted): that very cgroup.  Separate v1 hierarchies: the level of the
+ * limit's path in cpuacct, when the process's path is the same in both (every
+ * manager, systemd, runc, Slurm, mirrors its tree in each hierarchy); a
+ * process placed at different paths (cpu:/X, cpuacct:/) has no cpuacct
+ * cgroup that holds X's processes: an ancestor counts others too (the root
+ * counts the host: 4 x node_cpu on 8 CPUs at 0.5 core), a descendant only
+ * some.  Then no usage, and cpu_usage_why says so. */
+static void usage_level(struct work *w, sm_cgroup *cg, const char *cap_by)
+{
+    const struct ctl *ac = &w->c[C_CPUACCT];
+    const struct ctl *lc = cap_by && strcmp(cap_by, "cpuset") == 0 ? &w->c[C_CPUSET]
+                                                                    : &w->c[C_CPU];
+    const char *lname = lc == &w->c[C_CPUSET] ? "cpuset" : "cpu";
+    char rel[SM_PATH_MAX];
+
+    if (!ac->version) {
+        sm__line(cg->cpu_usage_why, sizeof cg->cpu_usage_why, "%s",
+                 ac->why[0] ? ac->why : "no cpuacct");
+        return;
+    }
+    if (strcmp(ac->mnt, lc->mnt) != 0 && strcmp(ac->path, lc->path) != 0) {
+        sm__line(cg->cpu_usage_why, sizeof cg->cpu_usage_why,
+                 "the cpu limit is at %s in the %s hierarchy, where the process is at %s, but "
+                 "its cpuacct cgroup is %s: no cpuacct cgroup counts just the processes the "
+                 "limit binds", cg->cpu_limit_path, lname, lc->path, ac->path);
+        return;
+    }
+    if (strip_root(cg->cpu_limit_path, ac->root, rel, sizeof rel) < 0 ||
+        level_dir(ac, rel, cg->cpu_usage_dir, sizeof cg->cpu_usage_dir) < 0) {
+        cg->cpu_usage_dir[0] = '\0';
+        sm__line(cg->cpu_usage_why, sizeof cg->cpu_usage_why,
+                 "the cpu limit's cgroup %s is not under the cpuacct mount root %s: not visible",
+                 cg->cpu_limit_path, ac->root);
+    }
+}
+
 /* Resolve, step 2: the CPU limit in cores.  A cgroup cpuset narrower than
  * the host is a CPU limit by itself (Slurm confines cores with cpusets, not
  * quotas); affinity alone (taskset on a laptop) only caps a limit that
@@ -552,7 +592,7 @@ static void set_none(sm_cgroup *cg, int rc)
  * "affinity") or NULL; *aff gets the affinity's CPU count. */
 static const char *cpu_limit(const sm_ctx *ctx, struct work *w, sm_cgroup *cg, unsigned *aff)
 {
-    struct ctl *cc = &w->c[C_CPU], *ac = &w->c[C_CPUACCT];
+    struct ctl *cc = &w->c[C_CPU];
     const char *cap_by = NULL;
     unsigned allowed;
 
@@ -586,16 +626,7 @@ static const char *cpu_limit(const sm_ctx *ctx, struct work *w, sm_cgroup *cg, u
         sm__line(cg->cpu_limit_dir, sizeof cg->cpu_limit_dir, "%s", cc->dir);
         sm__line(cg->cpu_limit_path, sizeof cg->cpu_limit_path, "%s", cc->path);
     }
-    /* Usage is read where the quota is (as memory is read at its limit), in
-     * the cpuacct hierarchy on v1: the same relative level when both
-     * hierarchies show the same path (always true when combined), else the
-     * own cpuacct directory. */
-    if (ac->version) {
-        if (w->quota_lvl[0] && strcmp(ac->rel, cc->rel) == 0)
-            level_dir(ac, w->quota_lvl, cg->cpu_usage_dir, sizeof cg->cpu_usage_dir);
-        else
-            sm__line(cg->cpu_usage_dir, sizeof cg->cpu_usage_dir, "%s", ac->dir);
-    }
+    usage_level(w, cg, cap_by);
     return cap_by;
 }
 
@@ -605,7 +636,7 @@ static const char *cpu_limit(const sm_ctx *ctx, struct work *w, sm_cgroup *cg, u
 static void describe(const sm_ctx *ctx, const struct work *w, sm_cgroup *cg,
                      const char *cap_by, unsigned aff)
 {
-    const struct ctl *mc = &w->c[C_MEMORY], *cc = &w->c[C_CPU], *ac = &w->c[C_CPUACCT];
+    const struct ctl *mc = &w->c[C_MEMORY], *cc = &w->c[C_CPU];
     const struct ctl *hc = mc->version ? mc : cc;
     char s1[64], s2[64], suffix[96] = "";
 
@@ -641,8 +672,8 @@ static void describe(const sm_ctx *ctx, const struct work *w, sm_cgroup *cg,
             sm__line_add(cg->why, sizeof cg->why, ", cpu limit %s cores (affinity: %u of %u CPUs)",
                         s1, aff, cg->host_cpus);
         if (!cg->cpu_usage_dir[0])
-            sm__line_add(cg->why, sizeof cg->why, ", cpu usage unreadable (%s)",
-                        ac->why[0] ? ac->why : "no cpuacct");
+            sm__line_add(cg->why, sizeof cg->why, ", no cpu usage (%s)",
+                        cg->cpu_usage_why);
     } else {
         sm__line_add(cg->why, sizeof cg->why, ", no cpu limit");
     }

@@ -28,6 +28,7 @@ typedef struct sm_cgroup {
     char cpu_limit_path[SM_PATH_MAX];
     char cpu_usage_dir[SM_PATH_MAX];   /* where CPU usage is read (v1: cpuacct hierarchy);
                                           "" when no usage file can be had */
+    char cpu_usage_why[400];           /* why cpu_usage_dir is "" (a limit, no usage) */
     char cpu_quota_dir[SM_PATH_MAX];   /* level with the lowest quota (its cpu.stat has the
                                           throttling counters), "" none */
     uint64_t mem_limit;                /* bytes, 0 = no memory limit */

@@ -552,9 +552,12 @@ static int ctr_open(void *state, const sm_ctx *ctx, sm_opened *res)
     s->has_mem = cg->mem_limit > 0;
     s->has_cpu = cg->cpu_cores > 0 && cg->cpu_usage_dir[0];
     if (!s->has_mem && !s->has_cpu) {
-        sm__line_mid(res->msg, sizeof res->msg,
-            cg->cpu_cores > 0 ? "cgroup CPU limit but no CPU usage file (" : "no cgroup limit (",
-            cg->why, "): container_* absent");
+        if (cg->cpu_cores > 0)
+            sm__line_mid(res->msg, sizeof res->msg, "cgroup: CPU limit but no CPU usage (",
+                         cg->cpu_usage_why, "), no memory limit: container_* absent");
+        else
+            sm__line_mid(res->msg, sizeof res->msg, "no cgroup limit (", cg->why,
+                         "): container_* absent");
         return SM_ABSENT;
     }
 
@@ -659,8 +662,8 @@ static int ctr_open(void *state, const sm_ctx *ctx, sm_opened *res)
         snprintf(res->msg, sizeof res->msg,
                  "cgroup: CPU limit only, no memory limit: container_memory_* absent");
     else if (cg->cpu_cores > 0 && !s->has_cpu)
-        snprintf(res->msg, sizeof res->msg, "cgroup: CPU limit but no CPU usage file: "
-                 "container_cpu_utilization_percentage absent");
+        sm__line_mid(res->msg, sizeof res->msg, "cgroup: CPU limit but no CPU usage (",
+                     cg->cpu_usage_why, "): container_cpu_utilization_percentage absent");
     else if (!s->has_cpu)
         snprintf(res->msg, sizeof res->msg, "cgroup: memory limit only, no CPU limit: "
                  "container_cpu_utilization_percentage absent");

@@ -70,6 +70,35 @@ static const struct launcher launchers[] = {
     {"pmi", "PMI_RANK", "MPI_LOCALRANKID", "PMI_SIZE", "MPI_LOCALNRANKS", NULL},
 };
 
+/* The launcher's variables that are set, checked before any is used: one
+ * rule whatever else is set.  A malformed one (WORLD_SIZE=0, LOCAL_RANK=abc)
+ * is refused even when its rank variable is unset, where the loop below
+ * would never read it and the process would pass for rank 0 of 1 (issue 46).
+ * Well-formed values without a rank stay unread, as before.  0, or -EINVAL
+ * with the line. */
+static int malformed(sm_identity *id, const struct launcher *l)
+{
+    const char *vars[4] = {l->rank, l->local_rank, l->world, l->local_world};
+    char shown[64]; /* the value escaped (names.c) and cut: one short line */
+    int v;
+
+    if (!getenv(l->local_world) || !*getenv(l->local_world))
+        vars[3] = l->local_world_alt; /* read only when local_world is unset */
+    for (int i = 0; i < 4; i++) {
+        int world = i >= 2, r;
+        if (!vars[i])
+            continue;
+        r = env_int(vars[i], &v, i == 3);
+        if (r < 0 || (r > 0 && world && v < 1))
+            return invalid(id, "%s='%s' is not a %s; this process records nothing (fix the "
+                           "launcher's environment)", vars[i],
+                           sm__shown(shown, sizeof shown, getenv(vars[i])),
+                           world ? "world size (a whole number >= 1)"
+                                 : "rank (a whole number >= 0)");
+    }
+    return 0;
+}
+
 int sm__identity_fill(sm_identity *id)
 {
     static const char *node_vars[] = {"SCOPEMETER_NODE_NAME", "NODE_NAME", "SLURMD_NODENAME"};
@@ -82,7 +111,11 @@ int sm__identity_fill(sm_identity *id)
     id->local_world_size = 1;
     id->launcher = "none";
 
-    for (size_t i = 0; i < sizeof launchers / sizeof launchers[0]; i++) {
+    for (size_t i = 0; i < sizeof launchers / sizeof launchers[0] && !rc; i++)
+        if ((rc = malformed(id, &launchers[i])) < 0)
+            id->launcher = launchers[i].name;
+
+    for (size_t i = 0; i < sizeof launchers / sizeof launchers[0] && !rc; i++) {
         const struct launcher *l = &launchers[i];
         int rank, r;
         const char *bad = NULL;

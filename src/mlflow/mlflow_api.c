@@ -347,6 +347,44 @@ void sm__mlflow_check_run_on(sm_rest *r, const char *run_id, int rank, double de
     sm__rest_result_clear(&res);
 }
 
+int sm__mlflow_run_status_tag(const char *uri, const char *run_id, const char *key,
+                              char *status, size_t status_len, char *value, size_t value_len,
+                              double timeout_s, char *err, size_t errlen)
+{
+    json_t *resp = NULL, *info, *tags, *t;
+    char ep[400];
+    sm_rest r;
+    size_t i;
+    int rc;
+
+    status[0] = value[0] = '\0';
+    if (!sm_mlflow_valid_run_id(run_id)) {
+        snprintf(err, errlen, "runs/get: bad run id");
+        return -EINVAL;
+    }
+    if ((rc = open_rest(&r, uri, err, errlen)) < 0)
+        return rc;
+    snprintf(ep, sizeof ep, "runs/get?run_id=%s", run_id); /* the id needs no escaping */
+    rc = call(&r, "GET", ep, NULL, &resp, NULL, deadline_of(timeout_s), err, errlen);
+    sm__rest_free(&r);
+    if (rc < 0)
+        goto out;
+    info = json_object_get(json_object_get(resp, "run"), "info");
+    snprintf(status, status_len, "%s", json_string_value(json_object_get(info, "status"))
+                                           ? json_string_value(json_object_get(info, "status"))
+                                           : "");
+    tags = json_object_get(json_object_get(json_object_get(resp, "run"), "data"), "tags");
+    json_array_foreach(tags, i, t) {
+        const char *k = json_string_value(json_object_get(t, "key"));
+        const char *v = json_string_value(json_object_get(t, "value"));
+        if (k && v && strcmp(k, key) == 0)
+            snprintf(value, value_len, "%s", v);
+    }
+out:
+    json_decref(resp);
+    return rc;
+}
+
 int sm__mlflow_check_write_on(sm_rest *r, const char *run_id, int rank, const char *node,
                              double deadline, char *err, size_t errlen)
 {

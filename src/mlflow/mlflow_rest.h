@@ -149,6 +149,12 @@ SM_HIDDEN int sm__rest_escape(sm_rest *r, const char *in, char *out, size_t outl
  * continues after it (docs/design.md §1). */
 SM_HIDDEN void sm__mlflow_check_run_on(sm_rest *r, const char *run_id, int rank, double deadline,
                                       sm_run_check *c);
+/* mlflow_api.c: runs/get: the run's status and the value of its tag key
+ * ("" when absent); 0, or < 0 with err (no answer, no such run). */
+SM_HIDDEN int sm__mlflow_run_status_tag(const char *uri, const char *run_id, const char *key,
+                                        char *status, size_t status_len, char *value,
+                                        size_t value_len, double timeout_s, char *err,
+                                        size_t errlen);
 /* mlflow_api.c: the same on a handle of its own for uri, within timeout_s. */
 SM_HIDDEN void sm__mlflow_check_run(const char *uri, const char *run_id, int rank,
                                    double timeout_s, sm_run_check *c);

@@ -18,11 +18,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "mlflow_rest.h"
 #include "sink.h"
 
 #define JOB_TAG "scopemeter.job_id"
+#define OWNER_TAG "scopemeter.owner"
 #define CHECK_BOUND_S 5.0
 
 /* The launcher's id of this job, shared by all its ranks: TORCHELASTIC_RUN_ID
@@ -125,15 +127,27 @@ static int find_rank0_run(const sm_run_request *q, const char *exp_id, const cha
     return rc < 0 ? rc : -ENOENT;
 }
 
+/* scopemeter.owner: the process that ends the run, "rank=0 pid=4242" as the
+ * spool header names its writer.  `scopemeter sync` ends a run still RUNNING
+ * only when the spool it delivered was this process's (docs/cli.md): a run
+ * another process opened is that process's to end. */
+static void owner_of(const sm_run_request *q, char *out, size_t cap)
+{
+    snprintf(out, cap, "rank=%d pid=%ld", q->id ? q->id->rank : 0, (long)getpid());
+}
+
 /* 4: a new run in exp_id, tagged with its source and, for a job of several
  * ranks, the job's id (what ranks > 0 and a restart look for). */
 static int create_run(const sm_run_request *q, const char *exp_id, const char *job,
                       sm_run_result *out, double t)
 {
-    char err[600], shown[512];
-    const char *tags[9];
+    char err[600], shown[512], owner[64];
+    const char *tags[11];
     int n = 0, rc;
 
+    owner_of(q, owner, sizeof owner);
+    tags[n++] = OWNER_TAG;
+    tags[n++] = owner;
     tags[n++] = "mlflow.source.name";
     tags[n++] = q->source_name && *q->source_name ? q->source_name : "scopemeter";
     tags[n++] = "mlflow.source.type";
@@ -267,7 +281,13 @@ static int resolve(const sm_run_request *q, sm_run_result *out)
         rc = sm_mlflow_find_run(q->tracking_uri, exp_id, JOB_TAG, job, out->run_id,
                                 sizeof out->run_id, t, err, sizeof err);
         if (rc == 0) {
+            char owner[64];
             out->owns_run = 1; /* rank 0 of the job ends the job's run */
+            owner_of(q, owner, sizeof owner); /* this process now: sync must not end it */
+            if (sm_mlflow_set_tag(q->tracking_uri, out->run_id, OWNER_TAG, owner, t, err,
+                                  sizeof err) < 0)
+                sm__log(SM_INFO, "cannot tag run %s with its new owner (%s): `scopemeter sync` "
+                        "of the old owner's spool may end it", out->run_id, err);
             sm__log(SM_INFO, "continuing run %s of job %s (a restart)", out->run_id, job);
             return 0;
         }

@@ -84,6 +84,12 @@ static int check_authority(sm_rest *r, const char *uri, char *err, size_t errlen
     {
         const char *host = at ? at + 1 : auth, *end = auth + alen;
         const char *br = host[0] == '[' ? memchr(host, ']', (size_t)(end - host)) : NULL;
+        if (host[0] == '[' && !br) { /* "http://[::1": the fault is the bracket */
+            sm__rest_redact(uri, r->shown, sizeof r->shown);
+            snprintf(err, errlen, "tracking URI '%s': the IPv6 address after '[' has no "
+                     "closing ']' (expected http(s)://[ADDRESS]:PORT)", r->shown);
+            return -EINVAL;
+        }
         const char *colon = memchr(br ? br : host, ':', (size_t)(end - (br ? br : host)));
         if (colon && colon + 1 < end) {
             size_t plen = (size_t)(end - colon - 1);

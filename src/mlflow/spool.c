@@ -482,7 +482,41 @@ typedef struct sync_state {
     sm_spool_header h;
     int fd;
     uint64_t delivered, metrics, refused, nonfinite;
+    /* damage: frames skipped for a CRC mismatch (first at bad_off), the
+     * records in them, records naming a string such a frame held, and the
+     * code where reading stopped before the end (0: it read to the end) */
+    uint64_t bad_frames, bad_recs, orphans, bad_off;
+    int stop_rc;
+    uint64_t stop_off;
+    char aside[PATH_MAX];
 } sync_state;
+
+/* The frame at off, for sync: 1 and *f, 0 at the end, < 0 where reading
+ * stops.  A frame whose CRC fails is skipped when the frame its length
+ * points at reads (or the file ends there): 4 bytes overwritten in a payload
+ * lose that frame, not the file's rest.  When the length is the damage, the
+ * next frame's own CRC fails too (a false match is 2^-32): reading stops. */
+static int sync_frame(sync_state *st, size_t off, sm_spool_frame *f, int count)
+{
+    for (;;) {
+        sm_spool_frame g;
+        int rc = sm__spool_frame_parse(st->file, st->len, off, f);
+
+        if (rc != -EILSEQ || sm__spool_frame_parse(st->file, st->len, f->next, &g) < 0) {
+            if (rc < 0 && count) {
+                st->stop_rc = rc;
+                st->stop_off = off;
+            }
+            return rc;
+        }
+        if (count) {
+            if (!st->bad_frames++)
+                st->bad_off = off;
+            st->bad_recs += f->type == 'R' ? f->len / SM_SPOOL_REC_SIZE : 0;
+        }
+        off = f->next;
+    }
+}
 
 /* The strings of the whole file, first: a record names only strings of its
  * own file, written before it. */
@@ -495,12 +529,15 @@ static int load_strings(sync_state *st)
     st->strings.str = calloc(SM_RING_STRINGS, sizeof *st->strings.str);
     if (!st->strings.str)
         return -ENOMEM;
-    while ((rc = sm__spool_frame_parse(st->file, st->len, off, &f)) == 1) {
+    while ((rc = sync_frame(st, off, &f, 1)) == 1) {
         if (f.type == 'S') {
             uint16_t id = (uint16_t)((unsigned char)f.payload[0] |
                                      (unsigned char)f.payload[1] << 8);
-            if (id == 0 || id >= SM_RING_STRINGS)
+            if (id == 0 || id >= SM_RING_STRINGS) {
+                st->stop_rc = -EBADMSG; /* a frame that reads but names no string */
+                st->stop_off = off;
                 return -EBADMSG;
+            }
             free(st->strings.str[id]);
             st->strings.str[id] = strndup(f.payload + 2, f.len - 2);
             if (!st->strings.str[id])
@@ -509,6 +546,11 @@ static int load_strings(sync_state *st)
         off = f.next;
     }
     return rc;
+}
+
+static int has_str(const sync_state *st, uint16_t id)
+{
+    return id < SM_RING_STRINGS && st->strings.str[id];
 }
 
 static int post_batch(sm_rest *r, sync_state *st, const sm_entry *e, size_t n, size_t *taken,
@@ -540,7 +582,8 @@ static int post_batch(sm_rest *r, sync_state *st, const sm_entry *e, size_t n, s
     return out;
 }
 
-/* Delivers from the commit on; 0 all, < 0 stopped (line in why). */
+/* Delivers from the commit on: 0 all, 1 up to damage (st says it), < 0 stopped
+ * by the store or the client (line in why). */
 static int sync_records(sync_state *st, const char *uri, double timeout_s, char *why,
                         size_t cap)
 {
@@ -557,7 +600,7 @@ static int sync_records(sync_state *st, const char *uri, double timeout_s, char 
         snprintf(why, cap, "%s", err);
         return rc;
     }
-    while ((rc = sm__spool_frame_parse(st->file, st->len, (size_t)off, &f)) == 1) {
+    while ((rc = sync_frame(st, (size_t)off, &f, 0)) == 1) {
         size_t nrec = f.type == 'R' ? f.len / SM_SPOOL_REC_SIZE : 0;
 
         while (idx < nrec) {
@@ -566,6 +609,10 @@ static int sync_records(sync_state *st, const char *uri, double timeout_s, char 
                 sm_spool_rec x;
                 sm_entry en;
                 sm__spool_rec_get(f.payload, i, &x);
+                if (!has_str(st, x.key) || (x.text && !has_str(st, x.text))) {
+                    st->orphans++; /* its key was in a frame skipped as damaged */
+                    continue;
+                }
                 en = (sm_entry){x.value, x.timestamp_ms, x.step, x.key, x.text};
                 int admit = sm__body_admit(&en, &nm, &nt);
                 if (admit < 0)
@@ -612,19 +659,50 @@ static int sync_records(sync_state *st, const char *uri, double timeout_s, char 
         }
     }
     if (rc < 0)
-        snprintf(why, cap, "%s after the records before it", bad_why(rc));
+        rc = 1; /* damage: load_strings saw it, st says it; why keeps the store's line */
 end:
     sm__rest_free(&r);
     return rc;
 }
 
+/* path + ".damaged": out of the `*.spool` that sync reads, kept for whoever
+ * wants the bytes (never removed: not all of it was delivered). */
+static int aside(const char *path, char *out)
+{
+    if (sm__line(out, PATH_MAX, "%s.damaged", path) < 0)
+        return -ENAMETOOLONG;
+    return rename(path, out) < 0 ? -errno : 0;
+}
+
+/* "; not delivered: 1 frame (4096 records) corrupt (CRC mismatch) at byte 9000,
+ * skipped; 12 records whose key was in it; the rest from byte 20000 is truncated" */
+static void damage_line(const sync_state *st, char *line, size_t cap)
+{
+    sm__line_add(line, cap, "; not delivered:");
+    if (st->bad_frames)
+        sm__line_add(line, cap, " %llu frame%s (%llu records) %s from byte %llu, skipped;",
+                     (unsigned long long)st->bad_frames, st->bad_frames == 1 ? "" : "s",
+                     (unsigned long long)st->bad_recs, bad_why(-EILSEQ),
+                     (unsigned long long)st->bad_off);
+    if (st->orphans)
+        sm__line_add(line, cap, " %llu records whose key was in a skipped frame;",
+                     (unsigned long long)st->orphans);
+    if (st->stop_rc < 0)
+        sm__line_add(line, cap, " the rest from byte %llu is %s;",
+                     (unsigned long long)st->stop_off, bad_why(st->stop_rc));
+    line[strlen(line) - 1] = '\0'; /* the last ';' */
+}
+
 int sm__spool_sync_file(const char *path, const char *uri, double timeout_s, char *line,
-                        size_t cap)
+                        size_t cap, sm_spool_header *writer)
 {
     sync_state st = {0};
     struct stat sb;
     char why[600] = "";
     int rc, skipped = 1;
+
+    if (writer)
+        writer->run[0] = '\0';
 
     st.fd = open(path, O_RDWR | O_CLOEXEC);
     if (st.fd < 0) {
@@ -648,17 +726,27 @@ int sm__spool_sync_file(const char *path, const char *uri, double timeout_s, cha
     }
     (void)posix_fadvise(st.fd, 0, 0, POSIX_FADV_DONTNEED);
     if ((rc = sm__spool_header_parse(st.file, st.len, &st.h)) < 0) {
-        snprintf(line, cap, "%s: skipped: %s", path, bad_why(rc));
+        /* a damaged header (truncated, CRC) is set aside: nothing in it can
+         * be read, and a sync that says it once is enough.  Another version's
+         * file and one that is not a spool file stay as they are; so does an
+         * empty one (a recorder opens, then locks: it may be starting now). */
+        if (st.len > 0 && (rc == -ENODATA || rc == -EILSEQ) && aside(path, st.aside) == 0)
+            snprintf(line, cap, "%s: skipped: %s, nothing in it can be read; kept as %s", path,
+                     bad_why(rc), st.aside);
+        else
+            snprintf(line, cap, "%s: skipped: %s", path, bad_why(rc));
         goto out;
     }
-    /* a damaged tail is not a damaged file: the frames before it are
-     * delivered (sync_records stops there) and the line says the rest */
+    /* a damaged tail or frame is not a damaged file: the frames that read
+     * are delivered, and the file is set aside with a line saying the rest */
     if ((rc = load_strings(&st)) == -ENOMEM) {
         snprintf(line, cap, "%s: skipped: out of memory", path);
         goto out;
     }
     skipped = 0;
     rc = sync_records(&st, uri, timeout_s, why, sizeof why);
+    if (writer && rc != -EAGAIN && rc != -EINVAL && rc != -ENOMEM)
+        *writer = st.h; /* unlocked, read, the store answered: its recorder is gone */
     if (rc == -EAGAIN || rc == -EINVAL || rc == -ENOMEM) {
         snprintf(line, cap, "%s: run %s rank %d: %llu points delivered, stopped: %s; the rest "
                  "kept for the next sync", path, st.h.run, st.h.rank,
@@ -666,12 +754,22 @@ int sm__spool_sync_file(const char *path, const char *uri, double timeout_s, cha
         skipped = -1;
         goto out;
     }
-    unlink(path);
     snprintf(line, cap, "%s: run %s rank %d: %llu points delivered (%llu metrics, %llu tags)"
-             "%s%s%s%s", path, st.h.run, st.h.rank, (unsigned long long)st.delivered,
+             "%s%s", path, st.h.run, st.h.rank, (unsigned long long)st.delivered,
              (unsigned long long)st.metrics, (unsigned long long)(st.delivered - st.metrics),
-             st.refused ? ", some refused: " : "", st.refused ? why : "",
-             rc < 0 ? "; the file's tail is " : "", rc < 0 ? bad_why(rc) : "");
+             st.refused ? ", some refused: " : "", st.refused ? why : "");
+    if (st.bad_frames || st.orphans || st.stop_rc < 0) {
+        /* never removed: what could not be read was not delivered */
+        damage_line(&st, line, cap);
+        if (aside(path, st.aside) == 0)
+            sm__line_add(line, cap, "; the file is kept as %s", st.aside);
+        else
+            sm__line_add(line, cap, "; the file is kept as it is (cannot rename it: %s)",
+                         strerror(errno));
+        skipped = 1;
+    } else {
+        unlink(path);
+    }
     if (st.nonfinite) {
         size_t l = strlen(line);
         snprintf(line + l, cap - l, "; %llu non-finite values skipped",

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "parse.h"
 #include "sink.h"
 
 typedef struct sm_spool sm_spool;
@@ -55,10 +56,14 @@ SM_HIDDEN void sm__spool_free(sm_spool *s);
 /* `scopemeter sync`: delivers the spool file at path to its run at the
  * http(s) tracking URI, from its commit on, committing after each batch the
  * store took, and removes it when all is delivered.  line gets what became
- * of it (one line, no prefix).  0 delivered; 1 skipped (held by a live
- * recorder, not a spool file, corrupt, another version; the file is left);
- * < 0 the store did not take it (the file is kept from its commit). */
+ * of it (one line, no prefix).  0 delivered and removed; 1 not all of it
+ * delivered and the file kept: held by a live recorder, not a spool file,
+ * another version (left as it is), or damaged (what reads is delivered, the
+ * file is renamed to path.damaged, out of the next sync's way); < 0 the store
+ * did not take it (the file is kept from its commit).  writer (may be NULL)
+ * gets the file's header when no live recorder held it and the store
+ * answered (delivered or damaged), else run "". */
 SM_HIDDEN int sm__spool_sync_file(const char *path, const char *uri, double timeout_s,
-                                 char *line, size_t cap);
+                                 char *line, size_t cap, sm_spool_header *writer);
 
 #endif

@@ -293,7 +293,10 @@ typedef struct sm_spool_rec {
 } sm_spool_rec;
 SM_HIDDEN uint32_t sm__crc32(uint32_t crc, const void *buf, size_t len);
 SM_HIDDEN int sm__spool_header_parse(const char *buf, size_t len, sm_spool_header *h);
-/* The frame at off: 1 and *f; 0 at exactly len (the end); < 0 as above. */
+/* The frame at off: 1 and *f; 0 at exactly len (the end); < 0 as above.
+ * On -EILSEQ (CRC mismatch) f->type, f->len and f->next are still set, as the
+ * frame's length field says (payload NULL): `scopemeter sync` skips such a
+ * frame when the one at f->next reads. */
 SM_HIDDEN int sm__spool_frame_parse(const char *buf, size_t len, size_t off, sm_spool_frame *f);
 /* Record i of an 'R' payload (i < len / SM_SPOOL_REC_SIZE). */
 SM_HIDDEN void sm__spool_rec_get(const char *payload, size_t i, sm_spool_rec *r);

@@ -110,8 +110,13 @@ int sm__spool_frame_parse(const char *buf, size_t len, size_t off, sm_spool_fram
         return -EBADMSG;
     if (len - off - 5 < plen + 4)
         return -ENODATA;
-    if ((uint32_t)get_le(buf + off + 5 + plen, 4) != sm__crc32(0, buf + off + 4, plen + 1))
+    if ((uint32_t)get_le(buf + off + 5 + plen, 4) != sm__crc32(0, buf + off + 4, plen + 1)) {
+        /* where the frame would end, for a reader that skips it: the length
+         * itself may be the damage, so the caller checks what follows */
+        f->len = plen;
+        f->next = off + SM_SPOOL_FRAME_OVERHEAD + plen;
         return -EILSEQ;
+    }
     if ((f->type == 'S' && plen < 2) || (f->type == 'R' && plen % SM_SPOOL_REC_SIZE != 0))
         return -EBADMSG;
     f->payload = buf + off + 5;

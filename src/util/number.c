@@ -146,7 +146,9 @@ int sm__num_check(double v, const char *got, const sm_num_spec *spec, char *err,
         rc = -EDOM;
     else if (!(v >= -DBL_MAX && v <= DBL_MAX) || !(v >= spec->min && v <= spec->max))
         rc = -ERANGE; /* NaN and ±inf too, whatever the bounds */
-    kind = rc == -EDOM || v != v || !(spec->min >= -DBL_MAX || spec->max <= DBL_MAX);
+    /* a NaN out of a range is said as any value out of it ("must be between
+     * 0.01 and 10000000, got nan", as got 0): one message (issue 46) */
+    kind = rc == -EDOM || !(spec->min >= -DBL_MAX || spec->max <= DBL_MAX);
     if (rc && err && errlen) {
         range(r, sizeof r, spec, kind ? " of" : "");
         if (got)
@@ -154,7 +156,7 @@ int sm__num_check(double v, const char *got, const sm_num_spec *spec, char *err,
         else
             snprintf(g, sizeof g, "%g", v);
         /* a number already: only what is wrong with it (its range, or that
-         * it is a fraction); a NaN is said as not a number at all */
+         * it is a fraction) */
         if (kind)
             snprintf(err, errlen, "%s must be a %s%s, got %s", spec->name,
                      spec->whole ? "whole number" : "number", r, g);

@@ -792,13 +792,38 @@ static void test_v1_tree(void)
     close_coll(s);
     put("sys/fs/cgroup/cpu/a/cpu.cfs_period_us", "100000\n");
 
+    /* issue 46 item 3: cpu and cpuacct placed apart.  The quota binds
+     * cpu:/a's processes; the process's cpuacct cgroup is the root, which
+     * counts the whole host (the old code divided it by 0.5 core).  No
+     * cpuacct cgroup counts just the quota's processes: no usage, one line. */
+    put("proc/self/cgroup", "9:cpuacct:/\n8:cpu:/a/b\n7:memory:/a/b\n3:cpuset:/\n0::/\n");
+    put("sys/fs/cgroup/cpuacct/cpuacct.usage", "99999999\n");
+    CHECK_EQ_INT(resolve_tmp(&cg), 0);
+    CHECK_NEAR(cg.cpu_cores, 0.5, 1e-12);
+    CHECK_EQ_STR(cg.cpu_usage_dir, "");
+    CHECK_EQ_STR(cg.cpu_usage_why, "the cpu limit is at /a in the cpu hierarchy, where the "
+                 "process is at /a/b, but its cpuacct cgroup is /: no cpuacct cgroup counts "
+                 "just the processes the limit binds");
+    CHECK(contains(cg.why, "cpu limit 0.5 cores (quota) at /a, no cpu usage (the cpu limit"));
+    s = open_coll(&ctx, &r); /* no memory limit, no usage: nothing to record */
+    CHECK_EQ_INT(r.rc, SM_ABSENT);
+    CHECK(contains(r.res.msg, "cgroup: CPU limit but no CPU usage (the cpu limit is at /a"));
+    /* a descendant (cpuacct:/a/b/c) counts only some of them: the same */
+    put("proc/self/cgroup", "9:cpuacct:/a/b/c\n8:cpu:/a/b\n7:memory:/a/b\n3:cpuset:/\n0::/\n");
+    CHECK_EQ_INT(resolve_tmp(&cg), 0);
+    CHECK_EQ_STR(cg.cpu_usage_dir, "");
+    /* the same path in both (a mirrored tree): the quota's level, as before */
+    put("proc/self/cgroup", "9:cpuacct:/a/b\n8:cpu:/a/b\n7:memory:/a/b\n3:cpuset:/\n0::/\n");
+    CHECK_EQ_INT(resolve_tmp(&cg), 0);
+    CHECK_EQ_STR(rel(&ctx, cg.cpu_usage_dir), "/sys/fs/cgroup/cpuacct/a");
+
     /* a v1 memory limit below the sentinel, and the cpuacct controller missing */
     put("sys/fs/cgroup/memory/a/memory.limit_in_bytes", "1073741824\n");
     put("proc/self/cgroup", "8:cpu:/a/b\n7:memory:/a/b\n0::/\n");
     CHECK_EQ_INT(resolve_tmp(&cg), 0);
     CHECK_EQ_INT(cg.mem_limit, GiB);
     CHECK_EQ_STR(cg.cpu_usage_dir, "");
-    CHECK(contains(cg.why, "cpu usage unreadable (no cpuacct line in /proc/self/cgroup)"));
+    CHECK(contains(cg.why, "no cpu usage (no cpuacct line in /proc/self/cgroup)"));
     rm_tree();
 }
 

@@ -74,6 +74,34 @@ int main(void)
             CHECK_EQ_INT(sm_collects(&id, 0, NULL, 0), 0);
             CHECK_EQ_INT(sm_collects(&id, 1, NULL, 0), 0);
         }
+        /* one rule whatever else is set (issue 46 item 9): the same values
+         * with the rank variable unset, alone or beside another launcher's
+         * rank, are refused too; the old code passed them as rank 0 of 1 */
+        static const char *const alone[][2] = {
+            {"WORLD_SIZE", "0"}, {"WORLD_SIZE", "abc"}, {"LOCAL_RANK", "abc"},
+            {"LOCAL_RANK", "-1"}, {"LOCAL_WORLD_SIZE", "0"}, {"SLURM_NTASKS", "0"},
+            {"SLURM_LOCALID", "x"}, {"OMPI_COMM_WORLD_SIZE", "-2"}, {"PMI_SIZE", "0"},
+        };
+        for (int with = 0; with < 2; with++) {
+            for (size_t i = 0; i < sizeof alone / sizeof alone[0]; i++) {
+                clear();
+                if (with) /* another launcher's valid rank: still refused */
+                    setenv(strcmp(alone[i][0], "SLURM_NTASKS") && strcmp(alone[i][0],
+                           "SLURM_LOCALID") ? "SLURM_PROCID" : "OMPI_COMM_WORLD_RANK", "0", 1);
+                setenv(alone[i][0], alone[i][1], 1);
+                CHECK_EQ_INT(sm_identity_from_env(&id), -EINVAL);
+                CHECK(strstr(id.invalid, alone[i][0]) != NULL);
+                CHECK_EQ_INT(sm_collects(&id, 0, NULL, 0), 0);
+            }
+        }
+        /* well-formed values without a rank stay unread, as before */
+        clear();
+        setenv("WORLD_SIZE", "4", 1);
+        setenv("LOCAL_RANK", "1", 1);
+        CHECK_EQ_INT(sm_identity_from_env(&id), 0);
+        CHECK_EQ_STR(id.invalid, "");
+        CHECK_EQ_INT(id.rank, 0);
+        CHECK_EQ_INT(id.world_size, 1);
         /* RANK=5 WORLD_SIZE=2 is no world size 6 */
         clear();
         setenv("RANK", "5", 1);

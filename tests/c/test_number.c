@@ -164,7 +164,7 @@ static void test_check(void)
     CHECK_EQ_INT(sm__num_check(nextafter(0.01, 0), NULL, &iv, err, sizeof err), -ERANGE);
     CHECK_EQ_INT(sm__num_check(INFINITY, "inf", &iv, err, sizeof err), -ERANGE);
     CHECK_EQ_INT(sm__num_check(NAN, "nan", &iv, err, sizeof err), -ERANGE);
-    CHECK_EQ_STR(err, "interval must be a number between 0.01 and 86400 s, got nan");
+    CHECK_EQ_STR(err, "interval must be between 0.01 and 86400 s, got nan");
     CHECK_EQ_INT(sm__num_check(2.5, "2.5", &n, err, sizeof err), -EDOM);
     CHECK_EQ_STR(err, "samples must be a whole number between 1 and 100000, got 2.5");
     CHECK_EQ_INT(sm__num_check(0, NULL, &n, err, sizeof err), -ERANGE);

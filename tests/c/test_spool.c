@@ -94,6 +94,18 @@ static void test_format(void)
         int rc = walk(copy, len, &frames);
         CHECK(rc < 0 || (i >= 16 && i < 32)); /* the commit: its own CRC, falls back */
     }
+    /* a flipped payload byte of the 'R' frame: -EILSEQ, and where it ends
+     * (the frame's length field), for sync to skip it (issue 46 item 8) */
+    {
+        sm_spool_frame s1, bad;
+        CHECK_EQ_INT(sm__spool_frame_parse(buf, len, h.len, &s1), 1);
+        memcpy(copy, buf, len);
+        copy[s1.next + 5 + 30] ^= 0x5a;
+        CHECK_EQ_INT(sm__spool_frame_parse(copy, len, s1.next, &bad), -EILSEQ);
+        CHECK(bad.type == 'R' && bad.payload == NULL && bad.len == 3 * SM_SPOOL_REC_SIZE);
+        CHECK(bad.next == s1.next + SM_SPOOL_FRAME_OVERHEAD + 3 * SM_SPOOL_REC_SIZE &&
+              bad.next == len);
+    }
     memcpy(copy, buf, len);
     copy[8] = 2;
     CHECK_EQ_INT(sm__spool_header_parse(copy, len, &h), -EPROTO);

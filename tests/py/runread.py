@@ -149,6 +149,38 @@ def probe_keys(probe_json, env=None):
     return {s["key"] for s in probe_json(env=env)["series"]}
 
 
+# Rate series: the final sample of a recording leaves them out when it comes
+# less than min(interval/2, 1 s) after the one before (docs/design.md,
+# Decisions: "The final sample at stop"), so a recording's last window may
+# hold the levels alone.
+RATE_KEY = re.compile(r"_(cpu_utilization|pressure)_percentage(/|$)")
+
+
+def steps_ok_across_recordings(key, steps):
+    """A run that several recordings continued (steps continue at last+1):
+    steps from 0, strictly increasing; a hole only in a rate series and of one
+    step (its recording's final window, which had the levels alone).  Returns
+    None, or why not."""
+    if steps != sorted(set(steps)) or (steps and steps[0] != 0):
+        return f"{key}: steps {steps} restart or repeat"
+    holes = [b - a - 1 for a, b in zip(steps, steps[1:]) if b - a > 1]
+    if holes and (not RATE_KEY.search(key) or max(holes) > 1):
+        return f"{key}: steps {steps} have a hole that is not a rate's final window"
+    return None
+
+
+def assert_steps_continue(hist):
+    """assert_steps_contiguous for a run that several recordings continued:
+    steps_ok_across_recordings for every key; returns the count of each."""
+    bad = [w for w in (steps_ok_across_recordings(k, [s for s, _, _ in pts])
+                       for k, pts in hist.items()) if w]
+    assert not bad, bad
+    for key, pts in hist.items():
+        ts = [t for _, t, _ in pts]
+        assert ts == sorted(ts), (key, ts)
+    return {k: len(pts) for k, pts in hist.items()}
+
+
 def assert_steps_contiguous(hist):
     """Every key: steps 0..n-1 once each, timestamps not decreasing with the
     step (order preserved); returns n for each key."""

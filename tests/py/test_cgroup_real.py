@@ -306,6 +306,51 @@ def test_start_tags_carry_the_exact_limits():
         cg.remove()
 
 
+def test_cpu_and_cpuacct_apart_give_no_cpu_percentage(scopemeter_bin):
+    """Issue 46 item 3, on the real kernel: the process moved into a cpu
+    cgroup with a 0.5-core quota but left in its cpuacct cgroup (here the
+    root, which counts the whole host).  That cpuacct.usage does not count the
+    quota's processes: no container_cpu_utilization_percentage (the old code
+    logged cpuacct root / 0.5 core, 4 x node_cpu on 2 CPUs), and probe says
+    why in the cgroup line and in one note (docs/cgroup.md §2)."""
+    cg = Cgroups("apart")
+    if "cpu" not in cg.dirs or "cpuacct" not in cg.dirs:
+        pytest.skip("no v1 cpu/cpuacct controllers mounted")
+    if MOUNTS["cpu"] == MOUNTS["cpuacct"]:
+        pytest.skip("cpu and cpuacct are co-mounted here: the kernel keeps them in one "
+                    "hierarchy (fixture cg-v1-cpuacct-apart covers the layout)")
+    acct_path = own_paths()["cpuacct"]
+    cg.dirs = {"cpu": cg.dirs["cpu"]}  # the cpu hierarchy only
+    spin = subprocess.Popen(["sh", "-c", "while :; do :; done"])  # host CPU the root counts
+    try:
+        cg.create()
+        cpu = cg.dirs["cpu"]
+        write(f"{cpu}/cpu.cfs_period_us", "100000")
+        write(f"{cpu}/cpu.cfs_quota_us", "50000")
+        p = subprocess.run([scopemeter_bin, "probe", "--json", "--interval", "0.5"],
+                           env=clean_env(), capture_output=True, text=True, timeout=120,
+                           preexec_fn=cg.enter)
+        assert p.returncode == 0, p.stderr
+        out = json.loads(p.stdout)
+        s = series(out)
+        c = out["cgroup"]
+        assert c["cpu_limit_cores"] == 0.5 and c["cpu_limiting_dir"] == cpu, c
+        why = (f"the cpu limit is at /{cg.name} in the cpu hierarchy, where the process is at "
+               f"/{cg.name}, but its cpuacct cgroup is {acct_path}: no cpuacct cgroup counts "
+               f"just the processes the limit binds")
+        assert "container_cpu_utilization_percentage" not in s, (
+            f"{s.get('container_cpu_utilization_percentage')} % of 0.5 core read from the "
+            f"cpuacct cgroup {acct_path}; node CPU {s.get('cpu_utilization_percentage')} %")
+        assert f"no cpu usage ({why})" in c["why"], c["why"]
+        notes = [n for n in out["notes"] if "CPU usage" in n]
+        # "container_* absent" where the memory cgroup has no limit either
+        assert len(notes) == 1 and f"({why})" in notes[0] and "absent" in notes[0], out["notes"]
+    finally:
+        spin.kill()
+        spin.wait()
+        cg.remove()
+
+
 def test_removed_cgroup_fails_once_and_resumes():
     cg = Cgroups("gone")
     cg.dirs = {"memory": cg.dirs["memory"]}

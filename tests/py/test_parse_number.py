@@ -33,7 +33,7 @@ def test_text_and_numbers():
          "samples must be a whole number between 1 and 100000, got 2.5"),
         ((8.5, "workers"), dict(whole=True), "workers must be a whole number, got 8.5"),
         ((float("inf"), "workers"), dict(whole=True), "workers must be a whole number, got inf"),
-        ((float("nan"), "x", 0, 1), {}, "x must be a number between 0 and 1, got nan"),
+        ((float("nan"), "x", 0, 1), {}, "x must be between 0 and 1, got nan"),
         ((10**400, "workers", 1, 10), dict(whole=True), "workers must be between 1 and 10, got 1000"),
         (("1\0", "samples", 1, 10), dict(whole=True),
          "samples must be a whole number between 1 and 10, got '1?'"),

@@ -17,7 +17,9 @@ nine ranks on one node are the point.
   named, an mlflow.py in the working directory is not imported (3.9 too);
 - the picture of one-point series, of 8 ranks, its legends; no container
   limit: the node's numbers in the table and one verdict per node; NaN and
-  infinities written by another program.
+  infinities written by another program;
+- mlflow-skinny alone (the wheel's dependency) on the default sqlite store:
+  one line saying what to install (tier `wheel`: a venv from the index).
 """
 import json
 import os
@@ -493,6 +495,68 @@ def test_report_without_mlflow_is_a_report_error(store, tmp_path):
     assert p.returncode == 1, p.stdout + p.stderr
     assert p.stderr.startswith("scopemeter: cannot read the run: this Python ("), p.stderr
     assert len(p.stderr.splitlines()) == 1 and "Traceback" not in p.stderr, p.stderr
+
+
+# ---- issue 46 item 11: the wheel's own dependency, mlflow-skinny, on a sqlite store ---------
+
+SKINNY = os.environ.get("SCOPEMETER_SKINNY_VENV",
+                        "/var/cache/scopemeter/venv-mlflow-skinny-py%d.%d" % sys.version_info[:2])
+
+
+@pytest.fixture(scope="session")
+def skinny_python():
+    """A venv of this Python with mlflow-skinny alone from the index (what
+    `pip install scopemeter` brings: no SQLAlchemy, no alembic), cached
+    across sessions in SKINNY; made in SKINNY.tmp and renamed when whole."""
+    py = os.path.join(SKINNY, "bin", "python")
+    if not os.path.exists(os.path.join(SKINNY, ".complete")):
+        tmp = SKINNY + ".tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.makedirs(os.path.dirname(SKINNY), exist_ok=True)
+        subprocess.run([sys.executable, "-m", "venv", tmp], check=True, timeout=300)
+        p = subprocess.run([os.path.join(tmp, "bin", "pip"), "install", "-q",
+                            "--disable-pip-version-check", "mlflow-skinny"],
+                           capture_output=True, text=True, timeout=1800)
+        assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+        open(os.path.join(tmp, ".complete"), "w").close()
+        shutil.rmtree(SKINNY, ignore_errors=True)
+        os.rename(tmp, SKINNY)
+    q = subprocess.run([py, "-c", "import importlib.util as u, mlflow; "
+                        "print(u.find_spec('sqlalchemy') is None, u.find_spec('alembic') is None)"],
+                       capture_output=True, text=True, timeout=120)
+    assert q.stdout.split() == ["True", "True"], (q.stdout, q.stderr)  # skinny, as the wheel's
+    return py
+
+
+@pytest.mark.wheel
+@pytest.mark.timeout(2400)
+def test_report_with_mlflow_skinny_on_sqlite_says_what_to_install(scopemeter_bin, store,
+                                                                   skinny_python, tmp_path):
+    """`scopemeter report` where the wheel's dependency (mlflow-skinny) is all
+    the Python has, on the default sqlite store (./mlflow.db, no
+    MLFLOW_TRACKING_URI): MLflow's UnsupportedModelRegistryStoreURIException
+    named no fix (exit 1).  Now one line: what to install (SQLAlchemy and
+    alembic, or mlflow), exit 1, no traceback; the same for
+    scopemeter.report() as a ReportError."""
+    shutil.copy(os.path.join(store["dir"], "mlflow.db"), tmp_path / "mlflow.db")
+    env = report_env()
+    env.pop("MLFLOW_TRACKING_URI", None)
+    env["SCOPEMETER_PYTHON"] = skinny_python
+    p = cli_report(scopemeter_bin, store["nine"], env=env, cwd=str(tmp_path))
+    want = (f"scopemeter: cannot read the run: the sqlite store sqlite:///{tmp_path}/mlflow.db "
+            f"needs SQLAlchemy and alembic, and this Python ({skinny_python}) has no sqlalchemy "
+            f"or alembic (mlflow-skinny has neither): pip install sqlalchemy alembic, or pip "
+            f"install mlflow")
+    assert (p.returncode, p.stderr.strip()) == (1, want), (p.returncode, p.stderr)
+    code = ("import sys, scopemeter\n"
+            "try:\n"
+            "    scopemeter.report(sys.argv[1])\n"
+            "except scopemeter.ReportError as e:\n"
+            "    print('ReportError:', e)\n")
+    p = subprocess.run([skinny_python, "-c", code, store["nine"]], env=env, cwd=str(tmp_path),
+                       capture_output=True, text=True, timeout=120)
+    assert p.stdout.strip() == "ReportError: " + want[len("scopemeter: "):], (p.stdout,
+                                                                               p.stderr)
 
 
 # ---- issue 33 item 5: late against what the job did -------------------------------------------

@@ -338,6 +338,21 @@ def test_network_errors_name_their_cause(scopemeter_bin, tmp_path, port, said):
     assert said in first and not first.endswith(": Error"), p.stderr
 
 
+@pytest.mark.parametrize("uri,said", [
+    ("http://[::1", "the IPv6 address after '[' has no closing ']'"),
+    ("http://[::1:5000/x", "the IPv6 address after '[' has no closing ']'"),
+    ("http://[::1]:99999", "port 99999 is not a TCP port (1-65535)"),
+])
+def test_an_unclosed_ipv6_bracket_is_said_as_such(scopemeter_bin, tmp_path, uri, said):
+    """Issue 46 item 13: 'http://[::1' was said as "port :1 is not a TCP
+    port"; the fault is the bracket that is never closed."""
+    p = run_cli(scopemeter_bin, ["--startup-timeout", "1", "--", "true"],
+                env={"MLFLOW_TRACKING_URI": uri}, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr  # CMD still ran
+    first = sm_lines(p.stderr)[0]
+    assert said in first and "not a TCP port" not in first.replace(said, ""), p.stderr
+
+
 def test_usage_errors_are_2(scopemeter_bin):
     for args in ([], ["--interval", "0", "--", "true"], ["--run-id", "x", "--experiment", "y",
                                                          "--", "true"], ["--bogus", "--", "true"]):

@@ -3,9 +3,13 @@ an outage of 3 x the smallest ring against a real `mlflow server` stopped
 and restarted on its sqlite store (every step in the store, contiguous, no
 duplicate, read with SQL); an identical re-send is a no-op in the store;
 the recorder SIGKILLed mid-outage, then `scopemeter sync` delivers every
-spooled window once; bad spool files are one line each; the container's
-working set while spooling (a real v1 memory cgroup)."""
+spooled window once; bad spool files are one line each; a damaged file
+(truncated, 4 bytes overwritten) delivers what reads into the real store and
+is kept as FILE.damaged, counted not delivered; a DIR that does not exist is
+exit 1; the container's working set while spooling (a real v1 memory
+cgroup)."""
 import glob
+import math
 import os
 import re
 import shutil
@@ -20,7 +24,7 @@ import pytest
 
 from conftest import clean_env, free_port, is_root, start_mlflow_server, stop_mlflow_server
 from pyfront_util import SMALLEST_RING
-from runread import read_line, rest, scratch_cwd, sm_lines
+from runread import get_run, read_line, rest, scratch_cwd, sm_lines, tags_of
 from test_one_path import closing as closing_counts  # the closing line, points and tags apart
 
 RING = "256"          # the smallest ring (--buffer-points)
@@ -181,8 +185,19 @@ def test_sigkill_mid_outage_then_sync_delivers_every_spooled_window_once(scopeme
         shutil.copy(f, kept)
     before = rows(server["db"], run_id)
     server["proc"], _ = start_mlflow_server(server["dir"], port=server["port"])
+    assert get_run(server["uri"], run_id)["info"]["status"] == "RUNNING"
     r = sync(scopemeter_bin, spool, server["uri"])
     assert r.returncode == 0, r.stderr
+    # issue 46 item 7: the recorder is gone and its run was RUNNING: sync
+    # ends it KILLED and says why (the old code left it RUNNING for ever)
+    run = get_run(server["uri"], run_id)
+    reason = (f"KILLED by scopemeter sync: its recorder (rank 0, pid {proc.pid}) was gone "
+              f"and had left it RUNNING")
+    assert (run["info"]["status"], tags_of(run).get("scopemeter.end_reason")) == \
+        ("KILLED", reason), (run["info"], r.stdout)
+    assert f"run {run_id}: its recorder (rank 0, pid {proc.pid}) is gone" in r.stdout
+    # the recorder created the run: its owner tag names it, as the spool's header does
+    assert tags_of(run)["scopemeter.owner"] == f"rank=0 pid={proc.pid}", tags_of(run)
     said = [l for l in r.stdout.splitlines() if "points delivered" in l]
     assert len(said) == len(files), r.stdout
     metrics = sum(int(re.search(r"(\d+) metrics", l).group(1)) for l in said)
@@ -197,10 +212,10 @@ def test_sigkill_mid_outage_then_sync_delivers_every_spooled_window_once(scopeme
     assert rows(server["db"], run_id) == after
 
 
-def make_spool(binary, tmp_path):
+def make_spool(binary, tmp_path, run_id=RUN_ID):
     """A spool file left at stop: a run whose server never answers."""
     spool = tmp_path / "spool"
-    p = subprocess.run([binary, "run", "--run-id", RUN_ID, "--interval", "0.1",
+    p = subprocess.run([binary, "run", "--run-id", run_id, "--interval", "0.1",
                         "--buffer-points", RING, "--stop-timeout", "2", "--", "sleep", "3"],
                        env=clean_env(MLFLOW_TRACKING_URI=f"http://127.0.0.1:{free_port()}",
                                      SCOPEMETER_SPOOL_DIR=str(spool)),
@@ -445,3 +460,93 @@ def test_a_full_or_read_only_spool_disk_is_one_line_and_keeps_what_it_took(
     assert sum(got.values()) == c["delivered"] - c["tags"], (sum(got.values()), c)
     assert all(n == 1 for n in got.values())       # no step twice
     assert not glob.glob(os.path.join(mnt, "*.spool"))  # delivered: removed
+
+
+def spool_frames(data):
+    """(offset, type, records) of every frame, read as docs/design.md §6 lays
+    the file out (header length at byte 12; a frame: u32 length, type, payload,
+    CRC): the test's own reading, not scopemeter's."""
+    off, out = struct.unpack_from("<I", data, 12)[0], []
+    while off < len(data):
+        plen = struct.unpack_from("<I", data, off)[0]
+        kind = chr(data[off + 4])
+        recs = [struct.unpack_from("<dqiHH", data, off + 5 + i * 24)
+                for i in range(plen // 24)] if kind == "R" else []
+        out.append((off, kind, recs))
+        off += 9 + plen
+    return out
+
+
+def finite(recs):
+    """the records sync sends: a non-finite value is skipped (docs/rest.md)"""
+    return [r for r in recs if math.isfinite(r[0])]
+
+
+def metric_rows(recs):
+    """how many of recs are metrics (text 0) sync sends"""
+    return sum(1 for r in finite(recs) if r[4] == 0)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "overwritten"])
+def test_a_damaged_spool_delivers_what_reads_and_is_kept_aside(scopemeter_bin, server, tmp_path,
+                                                               damage):
+    """Issue 46 item 8, against a real server: a spool file truncated inside
+    its 4th record frame, or with 4 bytes overwritten in the middle of that
+    frame.  sync delivers every record of the frames that read (truncated:
+    those before the cut; overwritten: all but that frame, whose records the
+    line counts), keeps the file as FILE.damaged (never removes what it did
+    not deliver), says so, and does not count it delivered (exit 1).  The old
+    code removed the file, counted it delivered and exited 0."""
+    run_id = rest(server["uri"], "runs/create", {"experiment_id": "0"})["run"]["info"]["run_id"]
+    spool, path = make_spool(scopemeter_bin, tmp_path, run_id)
+    data = open(path, "rb").read()
+    frames = spool_frames(data)
+    rframes = [f for f in frames if f[1] == "R"]
+    assert len(rframes) >= 4, [(o, k, len(r)) for o, k, r in frames]
+    off, _, recs = rframes[3]
+    mid = off + 5 + (len(recs) * 24) // 2
+    if damage == "truncated":
+        data = data[:mid]
+        sent = [r for f in rframes[:3] for r in f[2]]
+        said = f"not delivered: the rest from byte {off} is truncated"
+    else:
+        data = data[:mid] + b"\xde\xad\xbe\xef" + data[mid + 4:]
+        sent = [r for f in rframes if f[0] != off for r in f[2]]
+        said = (f"not delivered: 1 frame ({len(recs)} records) corrupt (CRC mismatch) from byte "
+                f"{off}, skipped")
+    open(path, "wb").write(data)
+    r = sync(scopemeter_bin, spool, server["uri"])
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    (line,) = [l for l in sm_lines(r.stderr) if os.path.basename(path) in l]
+    assert f"{len(finite(sent))} points delivered ({metric_rows(sent)} metrics" in line, line
+    assert said in line and f"the file is kept as {path}.damaged" in line, line
+    assert "sync of" in r.stdout and "0 files delivered, 1 not" in r.stdout, r.stdout
+    # the store has exactly the metric records of the frames that read
+    assert sum(rows(server["db"], run_id).values()) == metric_rows(sent)
+    # kept aside, byte for byte but the commit (bytes 16..31, rewritten as sent)
+    assert not os.path.exists(path) and os.listdir(spool) == [os.path.basename(path) + ".damaged"]
+    kept = open(path + ".damaged", "rb").read()
+    assert kept[:16] == data[:16] and kept[32:] == data[32:]
+    # the run was made here and attached to (--run-id): not the recorder's to
+    # end, so sync leaves it RUNNING and says whose it is (issue 46 item 7)
+    assert get_run(server["uri"], run_id)["info"]["status"] == "RUNNING"
+    assert (f"run {run_id} is RUNNING; left as it is: its owner is not a scopemeter run (no "
+            f"scopemeter.owner tag)") in r.stdout, r.stdout
+    # a second sync finds nothing: the damaged file is out of its way
+    r = sync(scopemeter_bin, spool, server["uri"])
+    assert r.returncode == 0 and "0 files delivered, 0 not" in r.stdout, r.stdout
+
+
+def test_sync_of_a_directory_that_does_not_exist_fails(scopemeter_bin, tmp_path):
+    """A mistyped DIR must not read as success (issue 46 item 8): exit 1 and
+    the reason; the recorders' default directory, never made because nothing
+    ever spooled, is still "nothing to deliver", exit 0."""
+    missing = tmp_path / "no-such-dir"
+    r = sync(scopemeter_bin, missing, f"http://127.0.0.1:{free_port()}")
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    assert f"cannot read {missing}: No such file or directory" in r.stderr, r.stderr
+    assert "nothing to deliver" not in r.stdout
+    r = subprocess.run([scopemeter_bin, "sync"], capture_output=True, text=True, timeout=60,
+                       env=clean_env(MLFLOW_TRACKING_URI=f"http://127.0.0.1:{free_port()}",
+                                     SCOPEMETER_SPOOL_DIR=str(missing)))
+    assert r.returncode == 0 and "nothing to deliver" in r.stdout, (r.stdout, r.stderr)

@@ -46,7 +46,30 @@ def client(tracking_uri: Optional[str]) -> "MlflowClient":
     # MLFLOW_TRACKING_URI, else its local default (sqlite:///mlflow.db)
     uri = tracking_uri or get_tracking_uri()
     _refuse_missing_store(uri)
+    _require_sql_modules(uri)
     return MlflowClient(tracking_uri=uri)
+
+
+# MLflow's SQL stores (mlflow/store/db/db_types.py: its DATABASE_ENGINES),
+# "postgresql+psycopg2://" included: they need SQLAlchemy and alembic, which
+# mlflow-skinny (the wheel's dependency) does not bring.
+SQL_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")
+
+
+def _require_sql_modules(uri: str) -> None:
+    """A SQL store read by mlflow-skinny fails inside MLflow with
+    UnsupportedModelRegistryStoreURIException, which names no fix: say the
+    one line (issue 46)."""
+    import importlib.util
+    scheme = uri.split(":", 1)[0].split("+", 1)[0].lower() if ":" in uri else ""
+    if scheme not in SQL_SCHEMES:
+        return
+    missing = [m for m in ("sqlalchemy", "alembic") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ReportError(f"cannot read the run: the {scheme} store {uri} needs SQLAlchemy and "
+                          f"alembic, and this Python ({sys.executable}) has no "
+                          f"{' or '.join(missing)} (mlflow-skinny has neither): "
+                          f"pip install sqlalchemy alembic, or pip install mlflow")
 
 
 def _local_store_path(uri: str) -> Optional[Tuple[str, str]]:
