@@ -103,6 +103,9 @@ struct proc_state {
     int n, over;
     int list[TREE_MAX];
     sm__pnow cur[TREE_MAX];
+    char live[TREE_MAX];   /* its stat was read and it is not a zombie */
+    int before[TREE_MAX];  /* a read's live processes, sorted: the walk after it compares */
+    sm__prec kept[TREE_MAX]; /* the tree's records before a read, kept if it is not a base */
     /* the processes of every tree at its last read, each tree's sorted by pid */
     sm__prec rec[TREE_MAX];
     /* the fallback's scan */
@@ -362,6 +365,7 @@ static void sum_tree(struct proc_state *s, int *count, uint64_t *ticks)
 
         s->cur[i].pid = s->list[i];
         s->cur[i].alive = read_pid_stat(s, s->list[i], &st) == 0;
+        s->live[i] = s->cur[i].alive && st.state != 'Z' && st.state != 'X';
         if (!s->cur[i].alive)
             continue; /* exited since the walk */
         live++;
@@ -427,6 +431,69 @@ static void sum_mem(struct proc_state *s, int ti, double now)
         recs_make(s, ti, m); /* fewer: those gone since the walk */
         sm__mem_sort(rec, m);
     }
+}
+
+static int by_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+
+    return (x > y) - (x < y);
+}
+
+/* MEM_AT for the set (proc_estimate.c): tree ti read as one set of
+ * processes.  The walk lists them before their smaps_rollup is read, and a
+ * process forked between the walk and its parent's read takes a share of
+ * the parent's Pss that no read counts (here, on a loaded 2-core machine:
+ * 545 and 766 MB read for a 1017 MB tree, a 1 GB parent forking 6 children
+ * during the 77 ms read, held by the estimate until the next read); an exit
+ * during the read (the process a zombie, its pages gone) moves shares from
+ * the processes read before it to those read after (378 MB for a 412 MB
+ * tree after 6 children exited).  So the tree is walked again after the
+ * read, its stats read again, and read again while its live processes (not
+ * zombies) differ, at most READ_TRIES reads.  When they still differ (forks
+ * slower than reads on a loaded node) the read is not a base: the tree keeps
+ * the last one, and its estimate follows what came and went (MEM_SET), as it
+ * would have had no read been made; 1 when the read is the new base (the
+ * first read always is: there is none to keep).  *count and *ticks are the
+ * last walk's.  The walk and the stats cost a file a thread and a process,
+ * within the read's measured cost. */
+#define READ_TRIES 3
+
+static int read_tree(struct proc_state *s, int ti, double now, int *count, uint64_t *ticks)
+{
+    struct tree *t = &s->trees[ti];
+    sm__mread was = t->mem;
+    int nrec = t->recs, used;
+
+    if (was.t > 0 && nrec > 0)
+        memcpy(s->kept, recs_at(s, ti, &used), (size_t)nrec * sizeof *s->kept);
+    for (int k = 1;; k++) {
+        int rescan = 0, nb = 0, na = 0, same = 1;
+
+        sum_mem(s, ti, now);
+        for (int i = 0; i < s->n; i++)
+            if (s->live[i])
+                s->before[nb++] = s->list[i];
+        qsort(s->before, (size_t)nb, sizeof *s->before, by_int);
+        walk(s, t->pid, &rescan);
+        sum_tree(s, count, ticks);
+        for (int i = 0; i < s->n; i++)
+            if (s->live[i]) {
+                na++;
+                same = same && bsearch(&s->list[i], s->before, (size_t)nb, sizeof *s->before,
+                                       by_int) != NULL;
+            }
+        if (same && na == nb)
+            return 1;
+        if (k == READ_TRIES)
+            break;
+    }
+    if (was.t <= 0 || !s->rollup) /* no base to keep (VmRSS: none needed) */
+        return 1;
+    t->mem = was;
+    if (recs_make(s, ti, nrec) && nrec > 0)
+        memcpy(recs_at(s, ti, &used), s->kept, (size_t)nrec * sizeof *s->kept);
+    return 0;
 }
 
 /* A sibling's pid through its lock (SO_PEERCRED), checked against a reused
@@ -543,7 +610,7 @@ static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)
 
     for (int i = 0; i < s->ntrees; i++) {
         struct tree *t = &s->trees[i];
-        int count, mem_ok, cpu_ok, read_mem, used;
+        int count, mem_ok, cpu_ok, read_mem, tried, used;
         uint64_t ticks, kb;
         double now, cpu = 0, mb, cost = 0;
         sm__mest e = {0};
@@ -566,10 +633,13 @@ static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)
                               : 1) || baseline;
         kb = 0;
         mem_ok = 0;
-        if (read_mem) {
+        tried = read_mem;
+        if (tried) {
             cost = thread_cpu_s();
-            sum_mem(s, i, now);
+            read_mem = read_tree(s, i, now, &count, &ticks);
             cost = thread_cpu_s() - cost;
+        }
+        if (read_mem) {
             kb = t->mem.kb;
             mem_ok = t->mem.counted > 0;
             if (sm__mem_read_end(&t->mem, cost, e.rss_kb) && s->rollup && !s->budget_said) {
@@ -579,9 +649,16 @@ static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)
                        "resident pages", cost * 1e3, cost / SM__MEM_BUDGET, SM__MEM_BUDGET * 100);
                 s->budget_said = 1;
             }
-        } else if (t->mem.ok && e.rss_kb > 0) {
-            kb = e.kb; /* the estimate (proc_estimate.c MEM_ESTIMATE) */
-            mem_ok = 1;
+        } else {
+            if (tried) { /* a read that was not a base: its cost spaces the next */
+                sm__mem_spent(&t->mem, now, cost);
+                sm__mem_estimate(&t->mem, recs_at(s, i, &used), t->recs, s->cur, s->n, s->samples,
+                                 s->page_kb, now, &e);
+            }
+            if (t->mem.ok && e.rss_kb > 0) {
+                kb = e.kb; /* the estimate (proc_estimate.c MEM_ESTIMATE) */
+                mem_ok = 1;
+            }
         }
         now = sm__now_mono();
         if (count == 0) {

@@ -145,14 +145,19 @@ void sm__mem_read_add(sm__mread *m, const sm__prec *r)
     m->priv_kb += r->priv_kb;
 }
 
+int sm__mem_spent(sm__mread *m, double t, double cost)
+{
+    if (cost < MEM_SLOW)
+        return 0; /* every sample may read: the spacing stays the last costly read's */
+    m->spaced_t = t;
+    m->spaced_cost = cost;
+    return 1;
+}
+
 int sm__mem_read_end(sm__mread *m, double cost, uint64_t rss_kb)
 {
     m->ok = m->counted > 0 && rss_kb > 0;
-    if (cost < MEM_SLOW)
-        return 0; /* every sample may read: the spacing stays the last costly read's */
-    m->spaced_t = m->t;
-    m->spaced_cost = cost;
-    return 1;
+    return sm__mem_spent(m, m->t, cost);
 }
 
 void sm__mem_at(sm__prec *r, uint64_t walk_rss, const sm__pnow *after, uint64_t page_kb)

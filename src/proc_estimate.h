@@ -85,6 +85,10 @@ typedef struct sm__mest {
 SM_HIDDEN void sm__mem_read_begin(sm__mread *m, double t, int n);
 SM_HIDDEN void sm__mem_read_add(sm__mread *m, const sm__prec *r);
 SM_HIDDEN int sm__mem_read_end(sm__mread *m, double cost, uint64_t rss_kb);
+/* A read at time t that cost `cost` s of CPU and was not kept as the base
+ * (coll_proc.c: the tree changed during it): the spacing counts from it all
+ * the same (1 when it sets it). */
+SM_HIDDEN int sm__mem_spent(sm__mread *m, double t, double cost);
 
 /* Process r (its stat before the read in rss_kb and flt) read: where the walk
  * passed (MEM_AT) from the rollup's Rss (UINT64_MAX: none) and its stat after
