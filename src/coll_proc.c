@@ -691,7 +691,8 @@ static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)
         mb = (double)kb * 1024.0 / 1e6;
         emit3(out, t->rank, count, mb, mem_ok || baseline, cpu, cpu_ok || baseline, mem_src,
               tree_src);
-        if (t->rank == SM_RANK_OWN && mem_ok && mb > s->peak_mb) {
+        /* the peak tag: reads, and estimates held to their error (MEM_PEAK) */
+        if (t->rank == SM_RANK_OWN && mem_ok && (read_mem || e.within) && mb > s->peak_mb) {
             s->peak_mb = mb;
             s->peak_n = count;
         }

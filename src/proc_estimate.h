@@ -74,8 +74,10 @@ typedef struct sm__mest {
     double slack;          /* max(2 % of the read's Pss, 4 MB) in kB: the documented bound */
     double next;           /* the next read: at or after this time (monotonic s), */
     int why;               /* ... for this reason (enum sm__mem_why) */
-    int within;            /* no read called for but the age's: the estimate is within
-                            * the slack of the tree's Pss (a peak may take it) */
+    int within;            /* no term that is only a bound is past the slack: neither
+                            * exits' unknown share (MEM_DOUBT) nor faults taken for
+                            * unsharing (MEM_UNSHARE) wait for their read; the estimate
+                            * is held to its documented error, and a peak may take it */
 } sm__mest;
 
 /* A read of tree: begins (its sums zeroed, n processes walked at time t),
