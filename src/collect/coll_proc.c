@@ -9,16 +9,12 @@
  *                                        a page shared by forked children
  *                                        counts once in total; read within
  *                                        a CPU budget and only when the
- *                                        estimate between reads (the last
- *                                        read moved by resident pages and
- *                                        page faults, MEM_ESTIMATE) may
- *                                        be wrong: the processes changed,
- *                                        resident moved or copy-on-write
- *                                        may have unshared > max(2 % of
- *                                        Pss, 4 MB), or 300 s passed
- *                                        (MEM_BUDGET, MEM_MOVE_REL below);
- *                                        never a smaps_rollup read per
- *                                        sample of a steady tree
+ *                                        estimate between reads may be
+ *                                        wrong (proc_estimate.c: the
+ *                                        MEM_* rules, pure; this file does
+ *                                        their reading); never a
+ *                                        smaps_rollup read per sample of a
+ *                                        steady tree
  *   process_cpu_utilization_percentage   100 * Δticks / CLK_TCK / Δwall, 100 =
  *                                        one core; ticks = utime + stime +
  *                                        cutime + cstime summed over the live
@@ -60,6 +56,7 @@
 
 #include "internal.h"
 #include "parse.h"
+#include "proc_estimate.h"
 
 #define TREE_MAX 4096      /* processes counted per tree */
 #define SCAN_MAX 32768     /* (pid, ppid) pairs of the fallback's /proc scan */
@@ -75,145 +72,10 @@ struct tree {
     uint64_t ticks;        /* the previous sample's sum */
     double t;              /* when (monotonic s); 0: no previous sample */
     int said;              /* its "not visible" line was printed */
-    double mem_next;       /* no smaps_rollup read before this (monotonic s) */
-    double mem_next_fast;  /* ... or before this when the tree changed (MEM_BUDGET_CHANGE) */
-    double mem_next_doubt; /* ... or before this when an exit took an unknown share (MEM_DOUBT) */
-    int mem_n;             /* processes in the tree at the last read */
-    double mem_t;          /* when the last read was (monotonic s); 0: none yet */
-    uint64_t mem_rss_kb;   /* the tree's resident kB at the last read (MEM_AT) */
-    uint64_t mem_kb;       /* the tree's Pss kB the last read gave */
-    uint64_t mem_flt;      /* the tree's faults (minflt + majflt) at the last read (MEM_AT) */
-    uint64_t mem_room_kb;  /* what unsharing can still add to Pss (MEM_UNSHARE) */
-    uint64_t mem_priv_kb;  /* the tree's Private_Clean + Private_Dirty at the last read */
-    int mem_ok;            /* the last read counted some process: the estimate has a base */
+    sm__mread mem;         /* its last memory read (proc_estimate.h) */
     int recs;              /* its processes' records in proc_state.rec at the last read
                             * (MEM_SET; the trees' lie in tree order); -1: they did not fit */
 };
-
-/* One process at its tree's last read (MEM_SET). */
-struct prec {
-    int pid;
-    int read;              /* its smaps_rollup was read: it is in the tree's mem_kb */
-    int seen;              /* the sample that last found it in the tree */
-    uint64_t start;        /* starttime: a reused pid is another process */
-    uint64_t rss_kb, flt;  /* resident kB and faults where the read's walk passed (MEM_AT) */
-    uint64_t priv_kb;      /* Private_Clean + Private_Dirty: what its exit takes away */
-    uint64_t pss_kb;       /* Pss: its exit takes away at most this (MEM_DOUBT) */
-    uint64_t room_kb;      /* what unsharing can still add to its Pss (MEM_UNSHARE) */
-};
-
-/* Reading smaps_rollup walks the page tables of every mapping under the
- * process's mmap read lock (fs/proc/task_mmu.c show_smaps_rollup): its cost
- * grows with resident memory, tens of ms per GB measured here.  The tree's
- * memory reads are kept within this share of one core: after a read that
- * cost T of CPU (at least MEM_SLOW: below that, every sample reads), the next
- * waits until T / MEM_BUDGET has passed.  The samples in between estimate the
- * tree's Pss from what /proc/PID/stat already gives for the CPU series, each
- * process's resident pages (field 24) and page faults (fields 10, 12), moved
- * from the last read (MEM_ESTIMATE): no extra read, no gap in the series.  0.09 % keeps the whole monitor
- * within issue 20's 0.1 % of one core at the 10 s default with a 4 GB tree
- * (bench/README.md table 9).  Docs: design.md §9. */
-#define MEM_BUDGET 0.0009
-#define MEM_SLOW 0.001
-/* A tree whose set of processes changed (a fork: pages become shared; an
- * exit) is read again sooner, within 2 % of one core: the ratio of the last
- * read no longer describes it.  A steady tree stays within MEM_BUDGET. */
-#define MEM_BUDGET_CHANGE 0.02
-/* MEM_DOUBT: an exit takes away the process's private pages (MEM_SET) and
- * also the pages it shared only with processes that exited with it: pages
- * the parent copied (wrote) or freed after forking them, still mapped by the
- * workers alone (mapcount 2 among two workers, neither's Private).  No file
- * says which: smaps_rollup gives each process's sums, not who shares a page.
- * What an exit took is between its private pages and its Pss at the read;
- * when the exits' Pss − private passes max(2 % of Pss, 4 MB) the tree is read
- * at the next sample, within 10 % of one core (CI: 2 DataLoader workers of a
- * torch parent that ran the loader's loop after forking them took 9 MB more
- * than their private pages off a 317 MB tree, and the 2 % spacing kept the
- * estimate 7 MB high for seconds).  An exit is an event, not a state: a
- * DataLoader's workers end once an epoch. */
-#define MEM_BUDGET_DOUBT 0.1
-/* Past its spacing a tree is read only when the estimate may be wrong: in a
- * steady tree resident pages × the last ratio stays right, and a read would
- * only cost (a 190 MB interpreter: 5-7 ms, every window at 10 s before this
- * rule; bench/README.md table 9).  What moves Pss/resident:
- *   - the set of processes (a fork shares every page, an exit unshares):
- *     mem_n, with the sooner MEM_BUDGET_CHANGE spacing above;
- *   - memory mapped, touched or freed: resident pages move.  New private
- *     pages raise Pss by what they raise resident, the estimate by ratio ×
- *     that, so its error is at most the resident move: a move beyond
- *     MEM_MOVE_REL of the last Pss (the error a reader of the series can
- *     ignore), and at least MEM_MOVE_KB (an interpreter's allocator breathes
- *     by a few MB in a steady loop; below that the error is < 4 MB anyway);
- *   - copy-on-write breaking in forked children (a shared page becomes two
- *     private ones, resident unchanged, Pss up: DataLoader workers writing
- *     the parent's tensors or touching its objects' refcounts): resident
- *     pages cannot see it, the tree's page faults can (MEM_UNSHARE);
- *   - another process mapping the same file pages.  Slow drifts:
- *     MEM_MAX_AGE. */
-#define MEM_MOVE_REL 0.02
-#define MEM_MOVE_KB 4096
-#define MEM_MAX_AGE 300.0
-/* MEM_UNSHARE: unsharing a copy-on-write page is a write fault in the process that
- * writes (mm/memory.c do_wp_page → wp_page_copy; a shared transparent huge
- * page is split first and one 4 kB page copied, mm/huge_memory.c
- * do_huge_pmd_wp_page), counted in its minflt (/proc/PID/stat field 10,
- * summed over its threads: fs/proc/array.c do_task_stat).  Each adds one page
- * to the tree's Pss and nothing to its resident pages.  So between reads the
- * estimate adds the faults resident pages do not explain — per process,
- * Δfaults × page − its resident growth, at most what the last read said
- * unsharing could still add to it (Anonymous − Pss_Anon of its smaps_rollup,
- * Documentation/ABI/testing/procfs-smaps_rollup; a kernel without Pss_Anon:
- * resident − Pss) — and, beyond max(2 % of Pss, 4 MB) of those, reads the
- * tree again at the sooner MEM_BUDGET_CHANGE spacing.  Faults that are not
- * unsharing (pages mapped, touched and unmapped between two samples: a
- * DataLoader's batches in shared memory) look the same: the estimate is then
- * high by at most that room until the read corrects it.  No syscall is
- * added: the faults are in the stat line read anyway, the kB lines in the
- * smaps_rollup text read anyway. */
-/* MEM_SET: processes come and go between reads.  A page counts once in the
- * tree's Pss however many of its processes map it (each mapper 1/mapcount,
- * Documentation/filesystems/proc.rst "Pss"), so a process that exits takes
- * away only its private pages (Private_Clean + Private_Dirty of its
- * smaps_rollup at the last read); those it shared stay, moved to the other
- * mappers' Pss.  Scaling its resident pages by the tree's Pss/resident did
- * not: DataLoader workers exiting took 137 MB too many off a 317 MB tree
- * (CI), 9 children of a 1 GB parent 911 MB.  A process forked since shares
- * every resident page with its parent: it adds what it faulted since (its
- * minflt and majflt start at 0, kernel/fork.c copy_mm), each a page it made
- * its own by writing or newly touched, at most its resident pages.  So the
- * estimate keeps, per process of the last read, its pid, start time,
- * resident pages, faults and private pages (TREE_MAX records over all
- * trees; a tree whose records do not fit is estimated as one process). */
-/* MEM_ESTIMATE: between reads the tree's Pss is the last read's, plus each
- * process's resident growth counted whole (new resident pages are mostly
- * memory it allocated and touched: private, each a whole page of Pss;
- * scaling them by the last ratio made a 128 MB allocation after a fork read
- * as 32 MB), minus its resident shrink scaled by its last private/resident
- * (what it frees is as private as it was: a page it shared stays with the
- * others), plus its unsharing above, plus the processes forked and minus
- * those exited (MEM_SET).  Exact to the page for allocations, forks, exits
- * (those that took more are read again, MEM_DOUBT) and copy-on-write within
- * the tree; a move it gets wrong (pages shared with
- * a process outside the tree mapped, a new program's shared libraries, faults
- * that were not unsharing) is wrong by at most that move, and one beyond
- * max(2 % of Pss, 4 MB) is read again (MEM_MOVE_REL). */
-/* MEM_AT: a read is not an instant.  The walk of a process's page tables
- * takes milliseconds per 100 MB (15 ms for 500 MB here), and a process that
- * touches memory meanwhile (an interpreter filling a 600 MB buffer: 20 MB
- * over one walk here) has its Pss counted where the walk passed, not where
- * its stat stood before the read.  The estimate moves from the read by
- * resident pages, so taking them from that stat counted the growth during
- * the walk twice (CI: 1056 MB for a 1013 MB tree, held until the next read
- * seconds later).  Each record's resident pages are the walk's own (the
- * rollup's Rss, the same walk as its Pss) kept between the stat before the
- * read and one after it: on a still process stat's counters win, which lag
- * the walk's sum by a few hundred kB.  Its faults at the walk are those
- * before plus a page for each page it grew by up to there (at most those
- * after): each new page a fault, so the growth after the walk explains the
- * faults after it, which would otherwise pass for unsharing (up to the room
- * of the pages it shares).  Unsharing during the walk itself may be counted
- * or missed, by at most what unshared in those milliseconds.  One stat read
- * more per process per read, within the read's measured cost. */
 
 /* The cost of a read is this thread's CPU time (the page-table walk runs in
  * the kernel on our behalf), not wall time: on a loaded node a preempted read
@@ -241,9 +103,12 @@ struct proc_state {
     /* the tree being walked, and what each one's stat said (alive: it was read) */
     int n, over;
     int list[TREE_MAX];
-    struct { uint64_t start, rss_kb, flt; int alive; } cur[TREE_MAX];
+    sm__pnow cur[TREE_MAX];
+    char live[TREE_MAX];   /* its stat was read and it is not a zombie */
+    int before[TREE_MAX];  /* a read's live processes, sorted: the walk after it compares */
+    sm__prec kept[TREE_MAX]; /* the tree's records before a read, kept if it is not a base */
     /* the processes of every tree at its last read, each tree's sorted by pid */
-    struct prec rec[TREE_MAX];
+    sm__prec rec[TREE_MAX];
     /* the fallback's scan */
     size_t nscan;
     int scan_over;
@@ -410,32 +275,8 @@ static void walk(struct proc_state *s, int root, int *scanned)
                 add(s, s->scan[j].pid);
 }
 
-/* The error a reader of the series can ignore (MEM_MOVE_REL), in kB. */
-static double mem_slack(const struct tree *t)
-{
-    double limit = MEM_MOVE_REL * (double)t->mem_kb;
-
-    return limit > MEM_MOVE_KB ? limit : MEM_MOVE_KB;
-}
-
-/* The estimate of tree t may be wrong (see MEM_MOVE_REL): read it again.
- * changed: a process came or went since the read. */
-static int mem_stale(const struct tree *t, uint64_t rss_kb, double now, int changed)
-{
-    uint64_t move = rss_kb > t->mem_rss_kb ? rss_kb - t->mem_rss_kb : t->mem_rss_kb - rss_kb;
-
-    return changed || (double)move > mem_slack(t) || now - t->mem_t >= MEM_MAX_AGE;
-}
-
-static int by_pid(const void *a, const void *b)
-{
-    int x = ((const struct prec *)a)->pid, y = ((const struct prec *)b)->pid;
-
-    return (x > y) - (x < y);
-}
-
 /* Where tree ti's records start in s->rec: after the earlier trees'. */
-static struct prec *recs_at(struct proc_state *s, int ti, int *used)
+static sm__prec *recs_at(struct proc_state *s, int ti, int *used)
 {
     int off = 0;
 
@@ -451,11 +292,11 @@ static struct prec *recs_at(struct proc_state *s, int ti, int *used)
 /* Makes tree ti's records n long, moving the later trees' (at a read, or 0
  * when its tree ended: nothing per sample).  NULL, the tree then keeping
  * none (recs -1), when they do not fit in TREE_MAX with the others'. */
-static struct prec *recs_make(struct proc_state *s, int ti, int n)
+static sm__prec *recs_make(struct proc_state *s, int ti, int n)
 {
     struct tree *t = &s->trees[ti];
     int used, have = t->recs > 0 ? t->recs : 0;
-    struct prec *r = recs_at(s, ti, &used);
+    sm__prec *r = recs_at(s, ti, &used);
     size_t tail = (size_t)(used - (int)(r - s->rec) - have);
 
     if (used - have + n > TREE_MAX)
@@ -463,79 +304,6 @@ static struct prec *recs_make(struct proc_state *s, int ti, int n)
     memmove(r + (n > 0 ? n : 0), r + have, tail * sizeof *r);
     t->recs = n;
     return n >= 0 ? r : NULL;
-}
-
-/* What one process (or a tree without records, as one) moved the tree's Pss
- * by since the read (MEM_ESTIMATE): resident growth whole, a shrink as
- * private as it was, and the faults the growth does not explain, within its
- * room (MEM_UNSHARE), which are added to *unshared too. */
-static double moved(const struct proc_state *s, const struct prec *r, uint64_t rss_kb,
-                    uint64_t flt, uint64_t *unshared)
-{
-    uint64_t f = flt > r->flt ? (flt - r->flt) * s->page_kb : 0;
-    double d;
-
-    if (rss_kb >= r->rss_kb) {
-        d = (double)(rss_kb - r->rss_kb);
-        f = f > rss_kb - r->rss_kb ? f - (rss_kb - r->rss_kb) : 0;
-    } else { /* stat's resident and the rollup's private may disagree by a page */
-        d = -(double)(r->rss_kb - rss_kb) *
-            (r->priv_kb < r->rss_kb ? (double)r->priv_kb / (double)r->rss_kb : 1.0);
-    }
-    f = f < r->room_kb ? f : r->room_kb;
-    *unshared += f;
-    return d + (double)f;
-}
-
-/* Tree ti's Pss between reads, in kB (MEM_ESTIMATE, MEM_SET), from what
- * sum_tree read of the walked processes; *changed when one came or went
- * since the read, *unshared what their faults added (MEM_UNSHARE), *doubt
- * what the exits may have taken beyond their private pages (MEM_DOUBT).
- * Pss is never above resident. */
-static uint64_t mem_estimate(struct proc_state *s, int ti, uint64_t rss_kb, uint64_t flt,
-                             int *changed, uint64_t *unshared, uint64_t *doubt)
-{
-    struct tree *t = &s->trees[ti];
-    double est = (double)t->mem_kb;
-    int used;
-    struct prec *rec = recs_at(s, ti, &used);
-
-    *unshared = 0;
-    *doubt = 0;
-    if (t->recs < 0) { /* no records: the tree as one process, a change by its count */
-        struct prec one = {.rss_kb = t->mem_rss_kb, .flt = t->mem_flt,
-                           .priv_kb = t->mem_priv_kb, .room_kb = t->mem_room_kb};
-        *changed = s->n != t->mem_n;
-        est += moved(s, &one, rss_kb, flt, unshared);
-        return est <= 0 ? 0 : est >= (double)rss_kb ? rss_kb : (uint64_t)est;
-    }
-    *changed = 0;
-    for (int i = 0; i < s->n; i++) {
-        struct prec key = {.pid = s->list[i]}, *r;
-
-        if (!s->cur[i].alive)
-            continue;
-        r = bsearch(&key, rec, (size_t)t->recs, sizeof *rec, by_pid);
-        if (r && r->start == s->cur[i].start) {
-            r->seen = s->samples;
-            if (r->read)
-                est += moved(s, r, s->cur[i].rss_kb, s->cur[i].flt, unshared);
-            continue;
-        }
-        /* forked since the read (a reused pid too): what it faulted since */
-        *changed = 1;
-        est += (double)(s->cur[i].flt * s->page_kb < s->cur[i].rss_kb
-                            ? s->cur[i].flt * s->page_kb : s->cur[i].rss_kb);
-    }
-    for (int j = 0; j < t->recs; j++)
-        if (rec[j].seen != s->samples) { /* exited: its private pages go */
-            *changed = 1;
-            if (rec[j].read) {
-                est -= (double)rec[j].priv_kb;
-                *doubt += rec[j].pss_kb > rec[j].priv_kb ? rec[j].pss_kb - rec[j].priv_kb : 0;
-            }
-        }
-    return est <= 0 ? 0 : est >= (double)rss_kb ? rss_kb : (uint64_t)est;
 }
 
 /* One process's memory in kB: Pss, or VmRSS without smaps_rollup; with
@@ -565,15 +333,13 @@ static int proc_kb(struct proc_state *s, int pid, uint64_t *kb, uint64_t *room, 
     }
     /* what unsharing can add (MEM_UNSHARE): anonymous pages counted whole
      * in Anonymous and shared in Pss_Anon; a kernel without Pss_Anon (older
-     * than the split of Pss) leaves room UINT64_MAX, the caller then takes
-     * resident − Pss */
+     * than the split of Pss) leaves room UINT64_MAX (sm__mem_took) */
     if (s->rollup && (sm__parse_kb(s->buf, (size_t)n, "Anonymous:", &anon) < 0 ||
                       sm__parse_kb(s->buf, (size_t)n, "Pss_Anon:", &pss_anon) < 0))
         *room = UINT64_MAX;
     else if (s->rollup)
         *room = anon > pss_anon ? anon - pss_anon : 0;
-    /* private pages: without the two lines, Pss (what is freed is then as
-     * shared as the process was) */
+    /* private pages; without the two lines UINT64_MAX (sm__mem_took) */
     if (s->rollup && (sm__parse_kb(s->buf, (size_t)n, "Private_Clean:", &clean) < 0 ||
                       sm__parse_kb(s->buf, (size_t)n, "Private_Dirty:", &dirty) < 0))
         *priv = UINT64_MAX;
@@ -584,26 +350,23 @@ static int proc_kb(struct proc_state *s, int pid, uint64_t *kb, uint64_t *room, 
         *kb = 0;
         return 0;
     }
-    if (*priv == UINT64_MAX)
-        *priv = *kb;
     return (int)n;
 }
 
 /* Sums over the walked tree from each process's stat: the processes still
- * alive, their CPU ticks and their resident pages (what the memory estimate
- * and its staleness test need, read every sample anyway). */
-static void sum_tree(struct proc_state *s, int *count, uint64_t *ticks, uint64_t *rss_kb,
-                     uint64_t *flt)
+ * alive and their CPU ticks; each one's resident pages and faults into
+ * s->cur (what the memory estimate needs, read every sample anyway). */
+static void sum_tree(struct proc_state *s, int *count, uint64_t *ticks)
 {
     int live = 0;
 
     *ticks = 0;
-    *rss_kb = 0;
-    *flt = 0;
     for (int i = 0; i < s->n; i++) {
         sm_pid_stat st;
 
+        s->cur[i].pid = s->list[i];
         s->cur[i].alive = read_pid_stat(s, s->list[i], &st) == 0;
+        s->live[i] = s->cur[i].alive && st.state != 'Z' && st.state != 'X';
         if (!s->cur[i].alive)
             continue; /* exited since the walk */
         live++;
@@ -611,47 +374,22 @@ static void sum_tree(struct proc_state *s, int *count, uint64_t *ticks, uint64_t
         s->cur[i].rss_kb = st.rss_pages * s->page_kb;
         s->cur[i].flt = st.minflt + st.majflt;
         *ticks += st.utime + st.stime + st.cutime + st.cstime;
-        *rss_kb += s->cur[i].rss_kb;
-        *flt += s->cur[i].flt;
     }
     *count = live;
 }
 
-/* Where process i was when the walk of its smaps_rollup (just read, rss: the
- * resident pages it saw) passed (MEM_AT): *rss_kb the resident pages between
- * its stat before and after the read nearest rss, *flt its faults before
- * plus a page for each it grew by up to there, at most its faults after. */
-static void read_at_walk(struct proc_state *s, int i, uint64_t rss, uint64_t *rss_kb,
-                         uint64_t *flt)
-{
-    uint64_t lo = s->cur[i].rss_kb, hi = lo, grew;
-    sm_pid_stat st;
-
-    *rss_kb = lo;
-    *flt = s->cur[i].flt;
-    if (rss == UINT64_MAX || read_pid_stat(s, s->list[i], &st) != 0 ||
-        st.starttime != s->cur[i].start)
-        return; /* exited during the read: its next sample says so */
-    if (st.rss_pages * s->page_kb < lo)
-        lo = st.rss_pages * s->page_kb;
-    else
-        hi = st.rss_pages * s->page_kb;
-    *rss_kb = rss < lo ? lo : rss > hi ? hi : rss;
-    grew = *rss_kb > s->cur[i].rss_kb ? (*rss_kb - s->cur[i].rss_kb) / s->page_kb : 0;
-    *flt = *flt + grew < st.minflt + st.majflt ? *flt + grew : st.minflt + st.majflt;
-}
-
-/* Tree ti's memory read (Pss, or VmRSS without smaps_rollup) into its
- * mem_* and, with smaps_rollup, each process's record (MEM_SET); *rss_kb and
- * *flt the tree's resident pages and faults where its walks passed (MEM_AT).
- * *mem_ok is 0 when no process's memory could be read; the first unreadable
- * one is said once. */
-static void sum_mem(struct proc_state *s, int ti, uint64_t *kb, int *mem_ok, uint64_t *rss_kb,
-                    uint64_t *flt)
+/* Tree ti's memory read (Pss, or VmRSS without smaps_rollup) into its mem
+ * and, with smaps_rollup, each process's record (MEM_SET), where its walk
+ * passed (MEM_AT: its stat is read again after its smaps_rollup, one open
+ * more per process per read, within the read's measured cost).  Between
+ * reads the rules (proc_estimate.c) open nothing: the faults and resident
+ * pages are in the stat line read for the CPU series.  The first unreadable
+ * process is said once. */
+static void sum_mem(struct proc_state *s, int ti, double now)
 {
     struct tree *t = &s->trees[ti];
-    struct prec *rec = NULL;
-    int mem_n = 0, m = 0;
+    sm__prec *rec = NULL;
+    int m = 0;
 
     if (s->rollup) {
         for (int i = 0; i < s->n; i++)
@@ -659,34 +397,30 @@ static void sum_mem(struct proc_state *s, int ti, uint64_t *kb, int *mem_ok, uin
         rec = recs_make(s, ti, m);
         m = 0;
     }
-    *kb = 0;
-    *rss_kb = 0;
-    *flt = 0;
-    t->mem_room_kb = 0;
-    t->mem_priv_kb = 0;
+    sm__mem_read_begin(&t->mem, now, s->n);
     for (int i = 0; i < s->n; i++) {
-        uint64_t k = 0, r = 0, p = 0, at = UINT64_MAX, rss = s->cur[i].rss_kb, f = s->cur[i].flt;
+        uint64_t k = 0, room = 0, p = 0, at = UINT64_MAX;
+        sm__prec r = {.pid = s->list[i], .seen = s->samples, .start = s->cur[i].start,
+                      .rss_kb = s->cur[i].rss_kb, .flt = s->cur[i].flt};
         int rc;
 
         if (!s->cur[i].alive)
             continue; /* exited since the walk */
-        rc = proc_kb(s, s->list[i], &k, &r, &p, &at);
+        rc = proc_kb(s, s->list[i], &k, &room, &p, &at);
         if (rc == 0) {
-            if (s->rollup)
-                read_at_walk(s, i, at, &rss, &f);
-            if (r == UINT64_MAX)
-                r = rss > k ? rss - k : 0;
-            *kb += k;
-            t->mem_room_kb += r;
-            t->mem_priv_kb += p;
-            mem_n++;
+            sm_pid_stat st;
+            sm__pnow after = {0};
+
+            if (s->rollup && at != UINT64_MAX && read_pid_stat(s, s->list[i], &st) == 0)
+                after = (sm__pnow){.pid = s->list[i], .alive = 1, .start = st.starttime,
+                                   .rss_kb = st.rss_pages * s->page_kb,
+                                   .flt = st.minflt + st.majflt};
+            sm__mem_at(&r, at, after.alive ? &after : NULL, s->page_kb);
+            sm__mem_took(&r, k, room, p);
         }
-        *rss_kb += rss;
-        *flt += f;
+        sm__mem_read_add(&t->mem, &r);
         if (rec && rc != -ENOENT && rc != -ESRCH) /* unreadable: found, not counted */
-            rec[m++] = (struct prec){.pid = s->list[i], .read = rc == 0, .seen = s->samples,
-                                     .start = s->cur[i].start, .rss_kb = rss, .flt = f,
-                                     .priv_kb = p, .pss_kb = k, .room_kb = r};
+            rec[m++] = r;
         if (rc != 0 && rc != -ENOENT && rc != -ESRCH && !s->mem_said) {
             sm__log(SM_WARN, "process_memory_megabytes: cannot read %s of pid %d (%s); that "
                    "process's memory is not counted (said once)",
@@ -696,9 +430,71 @@ static void sum_mem(struct proc_state *s, int ti, uint64_t *kb, int *mem_ok, uin
     }
     if (rec) {
         recs_make(s, ti, m); /* fewer: those gone since the walk */
-        qsort(rec, (size_t)m, sizeof *rec, by_pid);
+        sm__mem_sort(rec, m);
     }
-    *mem_ok = mem_n > 0;
+}
+
+static int by_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+
+    return (x > y) - (x < y);
+}
+
+/* MEM_AT for the set (proc_estimate.c): tree ti read as one set of
+ * processes.  The walk lists them before their smaps_rollup is read, and a
+ * process forked between the walk and its parent's read takes a share of
+ * the parent's Pss that no read counts (here, on a loaded 2-core machine:
+ * 545 and 766 MB read for a 1017 MB tree, a 1 GB parent forking 6 children
+ * during the 77 ms read, held by the estimate until the next read); an exit
+ * during the read (the process a zombie, its pages gone) moves shares from
+ * the processes read before it to those read after (378 MB for a 412 MB
+ * tree after 6 children exited).  So the tree is walked again after the
+ * read, its stats read again, and read again while its live processes (not
+ * zombies) differ, at most READ_TRIES reads.  When they still differ (forks
+ * slower than reads on a loaded node) the read is not a base: the tree keeps
+ * the last one, and its estimate follows what came and went (MEM_SET), as it
+ * would have had no read been made; 1 when the read is the new base (the
+ * first read always is: there is none to keep).  *count and *ticks are the
+ * last walk's.  The walk and the stats cost a file a thread and a process,
+ * within the read's measured cost. */
+#define READ_TRIES 3
+
+static int read_tree(struct proc_state *s, int ti, double now, int *count, uint64_t *ticks)
+{
+    struct tree *t = &s->trees[ti];
+    sm__mread was = t->mem;
+    int nrec = t->recs, used;
+
+    if (was.t > 0 && nrec > 0)
+        memcpy(s->kept, recs_at(s, ti, &used), (size_t)nrec * sizeof *s->kept);
+    for (int k = 1;; k++) {
+        int rescan = 0, nb = 0, na = 0, same = 1;
+
+        sum_mem(s, ti, now);
+        for (int i = 0; i < s->n; i++)
+            if (s->live[i])
+                s->before[nb++] = s->list[i];
+        qsort(s->before, (size_t)nb, sizeof *s->before, by_int);
+        walk(s, t->pid, &rescan);
+        sum_tree(s, count, ticks);
+        for (int i = 0; i < s->n; i++)
+            if (s->live[i]) {
+                na++;
+                same = same && bsearch(&s->list[i], s->before, (size_t)nb, sizeof *s->before,
+                                       by_int) != NULL;
+            }
+        if (same && na == nb)
+            return 1;
+        if (k == READ_TRIES)
+            break;
+    }
+    if (was.t <= 0 || !s->rollup) /* no base to keep (VmRSS: none needed) */
+        return 1;
+    t->mem = was;
+    if (recs_make(s, ti, nrec) && nrec > 0)
+        memcpy(recs_at(s, ti, &used), s->kept, (size_t)nrec * sizeof *s->kept);
+    return 0;
 }
 
 /* A sibling's pid through its lock (SO_PEERCRED), checked against a reused
@@ -713,7 +509,7 @@ static void find_sibling(struct proc_state *s, struct tree *t)
             return; /* still the same process */
         t->pid = 0; /* gone (a restarted worker binds again) */
         t->t = 0;
-        t->mem_t = 0; /* its next tree is read, not estimated */
+        t->mem.t = 0; /* its next tree is read, not estimated */
     }
     if (t->said)
         return; /* not visible here: asking again would only fill its backlog */
@@ -735,7 +531,7 @@ static int proc_open(void *state, const sm_ctx *ctx, sm_opened *res)
     char path[SM_PATH_MAX], link[32], abs[96];
     ssize_t n;
     int root, scanned = 0, count;
-    uint64_t ticks, rss_kb, flt;
+    uint64_t ticks;
 
     snprintf(s->sysroot, sizeof s->sysroot, "%s", ctx->sysroot);
     s->tck = sysconf(_SC_CLK_TCK);
@@ -773,7 +569,7 @@ static int proc_open(void *state, const sm_ctx *ctx, sm_opened *res)
 
     /* the first delta's base */
     walk(s, root, &scanned);
-    sum_tree(s, &count, &ticks, &rss_kb, &flt);
+    sum_tree(s, &count, &ticks);
     s->trees[0].ticks = ticks;
     if (count == 0) {
         sm__line(res->msg, sizeof res->msg, "process_*: cannot read %s/proc/%d/stat; the "
@@ -815,9 +611,10 @@ static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)
 
     for (int i = 0; i < s->ntrees; i++) {
         struct tree *t = &s->trees[i];
-        int count, mem_ok, cpu_ok, read_mem, changed = 0;
-        uint64_t ticks, kb, rss_kb, flt, est = 0, unshared = 0, doubt = 0;
+        int count, mem_ok, cpu_ok, read_mem, tried, used;
+        uint64_t ticks, kb;
         double now, cpu = 0, mb, cost = 0;
+        sm__mest e = {0};
 
         if (t->rank != SM_RANK_OWN)
             find_sibling(s, t);
@@ -829,38 +626,39 @@ static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)
             continue;
         }
         walk(s, t->pid, &scanned);
-        sum_tree(s, &count, &ticks, &rss_kb, &flt);
+        sum_tree(s, &count, &ticks);
         now = sm__now_mono();
-        if (s->rollup && t->mem_t > 0)
-            est = mem_estimate(s, i, rss_kb, flt, &changed, &unshared, &doubt);
-        read_mem = !s->rollup || baseline || t->mem_t <= 0 || /* VmRSS: as cheap as stat */
-                   (now >= t->mem_next && mem_stale(t, rss_kb, now, changed)) ||
-                   ((changed || (double)unshared > mem_slack(t)) && now >= t->mem_next_fast) ||
-                   ((double)doubt > mem_slack(t) && now >= t->mem_next_doubt);
+        /* VmRSS is as cheap as stat: read every sample; the baseline reads */
+        read_mem = (s->rollup ? sm__mem_estimate(&t->mem, recs_at(s, i, &used), t->recs, s->cur,
+                                                 s->n, s->samples, s->page_kb, now, &e)
+                              : 1) || baseline;
         kb = 0;
         mem_ok = 0;
-        if (read_mem) {
+        tried = read_mem;
+        if (tried) {
             cost = thread_cpu_s();
-            sum_mem(s, i, &kb, &mem_ok, &t->mem_rss_kb, &t->mem_flt);
+            read_mem = read_tree(s, i, now, &count, &ticks);
             cost = thread_cpu_s() - cost;
-            t->mem_n = s->n;
-            t->mem_t = now;
-            t->mem_kb = kb;
-            t->mem_ok = mem_ok && rss_kb > 0;
-        } else if (s->rollup && t->mem_ok && rss_kb > 0) {
-            kb = est; /* the estimate (MEM_ESTIMATE) */
-            mem_ok = 1;
         }
-        if (read_mem && s->rollup && cost >= MEM_SLOW) {
-            t->mem_next = now + cost / MEM_BUDGET;
-            t->mem_next_fast = now + cost / MEM_BUDGET_CHANGE;
-            t->mem_next_doubt = now + cost / MEM_BUDGET_DOUBT;
-            if (!s->budget_said) {
+        if (read_mem) {
+            kb = t->mem.kb;
+            mem_ok = t->mem.counted > 0;
+            if (sm__mem_read_end(&t->mem, cost, e.rss_kb) && s->rollup && !s->budget_said) {
                 sm__log(SM_INFO, "process_memory_megabytes: reading smaps_rollup of the tree took "
                        "%.0f ms of CPU (the kernel walks its page tables); read at most every "
                        "%.0f s (%.2f%% of one core), the samples between estimate it from the "
-                       "resident pages", cost * 1e3, cost / MEM_BUDGET, MEM_BUDGET * 100);
+                       "resident pages", cost * 1e3, cost / SM__MEM_BUDGET, SM__MEM_BUDGET * 100);
                 s->budget_said = 1;
+            }
+        } else {
+            if (tried) { /* a read that was not a base: its cost spaces the next */
+                sm__mem_spent(&t->mem, now, cost);
+                sm__mem_estimate(&t->mem, recs_at(s, i, &used), t->recs, s->cur, s->n, s->samples,
+                                 s->page_kb, now, &e);
+            }
+            if (t->mem.ok && e.rss_kb > 0) {
+                kb = e.kb; /* the estimate (proc_estimate.c MEM_ESTIMATE) */
+                mem_ok = 1;
             }
         }
         now = sm__now_mono();
@@ -871,7 +669,7 @@ static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)
             } else {
                 t->pid = 0; /* the sibling ended: found again when it binds again */
                 t->t = 0;
-                t->mem_t = 0; /* its next tree is read, not estimated */
+                t->mem.t = 0; /* its next tree is read, not estimated */
                 if (t->recs > 0)
                     recs_make(s, i, 0);
                 if (baseline)
@@ -894,7 +692,8 @@ static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)
         mb = (double)kb * 1024.0 / 1e6;
         emit3(out, t->rank, count, mb, mem_ok || baseline, cpu, cpu_ok || baseline, mem_src,
               tree_src);
-        if (t->rank == SM_RANK_OWN && mem_ok && mb > s->peak_mb) {
+        /* the peak tag: reads, and estimates held to their error (MEM_PEAK) */
+        if (t->rank == SM_RANK_OWN && mem_ok && (read_mem || e.within) && mb > s->peak_mb) {
             s->peak_mb = mb;
             s->peak_n = count;
         }

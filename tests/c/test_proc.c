@@ -5,7 +5,7 @@
  * ") (" in it, the ppid scan without children files, the Rss fallback
  * without smaps_rollup, the CPU formula and its clamp, a process that exits
  * between samples, the peak tag shipped with windows, a read of a growing
- * process, the naming of a point with a rank of its own, and the recorder
+ * process, a read overtaken by a fork or an exit, the naming of a point with a rank of its own, and the recorder
  * lock (reclock.c) with the real kernel.
  */
 #include <errno.h>
@@ -474,6 +474,74 @@ static void test_read_of_a_growing_process(void)
     minflt = 100;
 }
 
+/* The n-th open of a path ending in tail (the hooks below). */
+static int opens;
+static int nth_open(const char *path, const char *tail, int n)
+{
+    size_t len = strlen(path), k = strlen(tail);
+
+    return len >= k && strcmp(path + len - k, tail) == 0 && ++opens == n;
+}
+
+/* Process 100 forks 103 as its smaps_rollup is opened for the read, after
+ * the walk that listed the tree (the first open is the collector's check at
+ * open): 103 shares 40 MB of 100's, whose Pss gives 103 half. */
+static void fork_at_read(const char *path)
+{
+    if (!nth_open(path, "/proc/100/smaps_rollup", 2))
+        return;
+    stat_file(103, "pt_data_worker", 100, 0, 0, 0, 0);
+    put("/proc/103/task/103/children", "");
+    put("/proc/100/task/100/children", "102 103 ");
+    rollup(103, 20000, 65536);
+    rollup(100, 40000, 65536);
+}
+
+/* Process 102 exits as its smaps_rollup is opened, after 100's was read (the
+ * root first): a zombie, its pages gone, its 20 MB share of 100's back to
+ * 100, which the read saw before. */
+static void exit_at_read(const char *path)
+{
+    if (!nth_open(path, "/proc/102/smaps_rollup", 1))
+        return;
+    put("/proc/102/stat", "102 (pt_data_worker) Z 100 100 100 0 -1 4194564 10 0 0 0 5 5 0 0 20 "
+                          "0 1 0 5102 0 0 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 "
+                          "0 0 0 0\n");
+    put("/proc/102/smaps_rollup", "");
+    rollup(100, 80000, 65536);
+}
+
+/* A read that a fork or an exit overtakes (coll_proc.c read_tree, MEM_AT
+ * for the set), at the baseline (which reads whatever a read costs): the
+ * tree is walked again after the read, its stats read, and read again when
+ * its live processes differ, so the point is the tree's Pss, 100 MB both
+ * times (open_192mb checks it).  The old code's read missed the share that
+ * went to the child it had not listed, and the one that went back to the
+ * parent it had read before the exit (81.9 MB each), and held them until the
+ * next read. */
+static void test_read_overtaken_by_a_fork_or_an_exit(void)
+{
+    sm_ctx ctx;
+    struct run r;
+    void *s;
+
+    opens = 0;
+    on_open = fork_at_read;
+    s = open_192mb(&ctx, &r);
+    on_open = NULL;
+    CHECK(opens >= 2); /* the hook is linked in and the fork came */
+    CHECK_NEAR(value(&r, "process_count"), 4, 0);
+    close_coll(s);
+    opens = 0;
+    on_open = exit_at_read;
+    s = open_192mb(&ctx, &r);
+    on_open = NULL;
+    CHECK(opens >= 1);
+    CHECK_NEAR(value(&r, "process_count"), 3, 0); /* the zombie is in the tree until reaped */
+    close_coll(s);
+    rss_pages = 400;
+}
+
 /* No children files (CONFIG_PROC_CHILDREN off): one /proc scan by ppid; no
  * smaps_rollup (kernel < 4.14): VmRSS summed, one line says both. */
 static void test_fallbacks(void)
@@ -624,6 +692,7 @@ int main(void)
     test_peak_window();
     test_read_when_stale();
     test_read_of_a_growing_process();
+    test_read_overtaken_by_a_fork_or_an_exit();
     test_fallbacks();
     test_rank_override();
     test_lock();

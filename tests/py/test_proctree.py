@@ -204,15 +204,24 @@ FORK4 = """
     assert scopemeter.enable_system_metrics(interval=0.5)
     shared = b"\\x01" * (100 * 10**6)   # touched: resident, then shared by fork
     kids = []
+    r, w = os.pipe()
     for _ in range(4):
         pid = os.fork()
         if pid == 0:
-            time.sleep(9)
+            os.close(w)
+            os.read(r, 1)               # until the parent's window ends
             os._exit(0)
         kids.append(pid)
-    time.sleep(2)
-    t0 = int(time.time() * 1000)
+    os.close(r)
     tree = [os.getpid()] + kids
+    # the read the forks call for is due T*3/0.02 after them (design.md §9:
+    # MEM_SET's 2 % spacing, a read taken up to 3 times), T the CPU time a
+    # read of this tree takes, measured here on it
+    c = time.thread_time()
+    sum(smaps(p, "Pss") for p in tree)
+    wait = 3 * (time.thread_time() - c) / 0.02
+    time.sleep(max(2, wait))
+    t0 = int(time.time() * 1000)
     pss = []
     for _ in range(5):  # 5 s: memory reads may be spaced (design.md §9, read budget)
         time.sleep(1)
@@ -220,7 +229,8 @@ FORK4 = """
     rss = sum(smaps(p, "Rss") for p in tree)
     own = smaps(os.getpid(), "Pss")
     t1 = int(time.time() * 1000)
-    print("TREE", t0, t1, min(pss), max(pss), rss, own, flush=True)
+    print("TREE", t0, t1, min(pss), max(pss), rss, own, wait, flush=True)
+    os.close(w)
     for k in kids:
         os.waitpid(k, 0)
     scopemeter.disable_system_metrics()
@@ -229,6 +239,14 @@ FORK4 = """
 
 @pytest.mark.timeout(120)
 def test_forked_children_share_memory_once(mlflow_server, tmp_path):
+    """Verdict by a bound around the Pss the script reads itself over the
+    window (3 % + 0.1 MB, as before: a margin over design.md §9's max(2 %,
+    4 MB) for the front's own faults, the documented case of faults that are
+    not unsharing; not derived, left as it was).  The window begins when the
+    read the forks call for is due, T*3/0.02 after them with T the CPU time
+    the script's own read of the tree took (was a fixed 2 s: CI's slower
+    machine could still be on the estimate there).  The rules are fed
+    numbers in tests/c/test_proc_estimate.c."""
     run_id = new_run(mlflow_server)
     p = subprocess.run([sys.executable, script(tmp_path, "fork4.py", FORK4)],
                        env=front_env(mlflow_server, MLFLOW_RUN_ID=run_id), capture_output=True,
@@ -237,7 +255,7 @@ def test_forked_children_share_memory_once(mlflow_server, tmp_path):
     words = p.stdout.split()
     i = words.index("TREE")
     t0, t1 = int(words[i + 1]), int(words[i + 2])
-    pss_lo, pss_hi, rss, own = map(float, words[i + 3:i + 7])
+    pss_lo, pss_hi, rss, own, wait = map(float, words[i + 3:i + 8])
     assert rss > 2.5 * pss_hi  # the fixture really shares: 5 x 100 MB Rss vs 100 MB once
     metrics, _ = read_run(mlflow_server, run_id)
     mem = [v for _, v, ts in metrics["system/process_memory_megabytes/rank0"] if t0 <= ts <= t1]
@@ -247,7 +265,9 @@ def test_forked_children_share_memory_once(mlflow_server, tmp_path):
     for v in mem:
         assert v < rss, (v, rss)
         assert v >= own - 0.1, (v, own)
-        assert 0.97 * pss_lo - 0.1 <= v <= 1.03 * pss_hi + 0.1, (v, pss_lo, pss_hi)
+        assert 0.97 * pss_lo - 0.1 <= v <= 1.03 * pss_hi + 0.1, (
+            f"process_memory_megabytes {v} MB, the script's Pss {pss_lo:.1f}-{pss_hi:.1f} MB "
+            f"(bound 3 % + 0.1 MB), the window began {wait:.2f} s after the forks (T*3/0.02)")
     cpu = metrics["system/process_cpu_utilization_percentage/rank0"]
     assert all(v >= 0 for _, v, _ in cpu)
 
@@ -276,6 +296,8 @@ DATALOADER = """
 @pytest.mark.launchers
 @pytest.mark.timeout(180)
 def test_dataloader_workers_in_the_tree(mlflow_server, tmp_path):
+    """Counts, not timing: at least 5 processes seen during the loop (4
+    workers that live for the whole loop, 8 s at 0.02 s an item)."""
     pytest.importorskip("torch")
     run_id = new_run(mlflow_server)
     p = subprocess.run([sys.executable, script(tmp_path, "dl.py", DATALOADER)],
@@ -313,7 +335,7 @@ SIBLING = """
 
 @pytest.mark.timeout(120)
 def test_all_workers_records_sibling_tree(mlflow_server, tmp_path):
-    """Two local ranks of one pod (torchrun's variables): rank 1 holds its
+    """Counts and names, not timing bounds.  Two local ranks of one pod (torchrun's variables): rank 1 holds its
     lock and records nothing; rank 0's collector, started first, finds it
     and logs its tree (rank 1 + 2 children = 3) under rank 1."""
     run_id = new_run(mlflow_server)

@@ -11,6 +11,20 @@ at the hold's start and at its end, and lets the next step go.  Every point of
 every hold must be within the documented bound, max(2 % of Pss, 4 MB) plus the
 0.1 MB rounding (design.md §9 "Memory"), of the span of those two reads.
 
+How each verdict stays free of the machine's speed (issue 49 item 1): the
+bound is the documented error, never a margin; what the design leaves to a
+read (exits that took more than their private pages, MEM_DOUBT; faults that
+were not all unsharing, MEM_UNSHARE) is held only from the read the step calls
+for, and when that read comes is derived from the timing this run measured:
+the CPU time T the test's own read of the same tree's smaps_rollup took (the
+kernel's walk, charged to the reader as to scopemeter), the largest so far,
+times 3 (a read of a tree that changed during it is taken up to 3 times,
+coll_proc.c READ_TRIES), over the rule's share of one core (design.md §9, the
+table).  A step's kind says which: "faults" T*3/0.02 after its done, "exits"
+T*3/0.1.  The peak tag is waited for as a condition (a window tag at least the
+tree's Pss less the bound), never for a fixed time.  A failure prints the
+values, the bound and the measured T.
+
 - cow.py: a parent touches 200 MB, forks 3 children, each child then writes
   every page of it in four steps (the issue's reproduction: the tree stayed
   at the parent's 221 MB while Pss went to 850 MB), then they exit;
@@ -21,7 +35,9 @@ every hold must be within the documented bound, max(2 % of Pss, 4 MB) plus the
 - orphan.py: a parent of 1 GB forks 6 children, frees 600 MB of it (theirs
   alone now), and they exit: what they took is more than their private pages;
 - a torch DataLoader whose 2 forked workers each write into the tensor the
-  dataset inherited from the parent (16 MB a step, 128 MB in all).
+  dataset inherited from the parent (16 MB a step, 128 MB in all);
+- issue 46 item 4's: a 500 MiB parent forks 3 children that rewrite 100 MiB
+  each at once, then exit; its process_tree_peak tags against the test's Pss.
 """
 import json
 import os
@@ -77,8 +93,8 @@ COW = STEPS + """
     wait("g99")
 """
 COW_STEPS = ([(None, ["d0"]), ("g0", ["d1"])] +
-             [(f"g{c}{q}", [f"d{c}{q}"]) for c in (1, 2, 3) for q in (1, 2, 3, 4)] +
-             [("g98", ["d98"])])
+             [(f"g{c}{q}", [f"d{c}{q}"], "faults") for c in (1, 2, 3) for q in (1, 2, 3, 4)] +
+             [("g98", ["d98"], "exits")])
 
 # children that wait, and their parent's join; SHARE and ORPHAN fork with it
 FORKS = """
@@ -118,7 +134,7 @@ SHARE = STEPS + FORKS + """
     wait("g99")
 """
 SHARE_STEPS = [(None, ["d0"]), ("g1", ["d1"]), ("g2", [f"e{c}" for c in range(6)]),
-               ("g3", ["d3"]), ("g4", ["d4", "n0", "n1", "n2"]), ("g98", ["d98"])]
+               ("g3", ["d3"], "exits"), ("g4", ["d4", "n0", "n1", "n2"]), ("g98", ["d98"], "exits")]
 
 ORPHAN = STEPS + FORKS + """
     c = touch(400 * 1000 * 1000)
@@ -136,11 +152,10 @@ ORPHAN = STEPS + FORKS + """
     wait("g99")
     join(keep, "d99")
 """
-# The hold after the exits begins 2.5 s later: the read they call for comes
-# T/0.1 after the last (coll_proc.c MEM_DOUBT), 1-2 s at the 0.1-0.2 s a read
-# of this tree costs, and the exits come 1.5-2 s after it; the 2 % spacing
-# waits T/0.02, 5-10 s.
-ORPHAN_STEPS = [(None, ["d0"]), ("g1", ["d1"]), ("g2", ["d2"]), ("g3", ["d3"], 2.5)]
+# The hold after the exits begins when the read they call for is due, T/0.1
+# after the last read (proc_estimate.c MEM_DOUBT; T from this run, the
+# module's docstring); the 2 % spacing of before waited T/0.02.
+ORPHAN_STEPS = [(None, ["d0"]), ("g1", ["d1"]), ("g2", ["d2"]), ("g3", ["d3"], "exits")]
 
 LOADER = STEPS + """
     import torch
@@ -169,7 +184,32 @@ LOADER = STEPS + """
     wait("g99")
 """
 LOADER_STEPS = ([(None, ["d0"]), ("g0", ["w0", "w1"])] +
-                [(f"g{i}", [f"d{i}"]) for i in range(1, 9)] + [("g9", ["d98"])])
+                [(f"g{i}", [f"d{i}"], "faults") for i in range(1, 9)] + [("g9", ["d98"], "exits")])
+
+# issue 46 item 4: a 500 MiB parent forks 3 children that rewrite 100 MiB
+# each at once (the read the forks call for meets their writes), then exit
+PEAK = STEPS + FORKS + """
+    N = 500 * 1024 * 1024
+    b = touch(N)
+    mark("d0")
+    wait("g1")
+    kids = []
+    for c in range(3):
+        pid = os.fork()
+        if pid == 0:                    # forked: every page shared
+            M = 100 * 1024 * 1024       # then 100 MiB of it written, its own
+            for i in range(c * M, (c + 1) * M, 4096):
+                b[i] = 2
+            mark("w%d" % c)
+            wait("g98")
+            os._exit(0)
+        kids.append(pid)
+    wait("g98")
+    join(kids, "d98")
+    wait("g99")
+"""
+PEAK_STEPS = [(None, ["d0"]), ("g1", ["w0", "w1", "w2"], "faults+peak"),
+              ("g98", ["d98"], "exits")]
 
 
 def tree(root):
@@ -192,8 +232,9 @@ def tree(root):
 
 
 def pss_mb(root):
-    """The tree's Pss sum, in the series' MB (10^6 bytes)."""
-    kb = 0
+    """The tree's Pss sum, in the series' MB (10^6 bytes), and the CPU time
+    reading it took this thread (s): the kernel walks each page table."""
+    kb, t0 = 0, time.thread_time()
     for pid in tree(root):
         try:
             with open(f"/proc/{pid}/smaps_rollup") as f:
@@ -202,14 +243,15 @@ def pss_mb(root):
                         kb += int(line.split()[1])
         except OSError:
             pass  # exited since the walk
-    return kb * 1024 / 1e6
+    return kb * 1024 / 1e6, time.thread_time() - t0
 
 
 class Points:
-    """process_memory_megabytes points of the JSONL file, read as it grows."""
+    """process_memory_megabytes points (and process_tree_peak tags) of the
+    JSONL file, read as it grows."""
 
     def __init__(self, path):
-        self.path, self.pos, self.pts = path, 0, []
+        self.path, self.pos, self.pts, self.peaks = path, 0, [], []
 
     def poll(self):
         try:
@@ -223,6 +265,9 @@ class Points:
                     r = json.loads(line)
                     if r["kind"] == "metric" and "process_memory_megabytes" in r["key"]:
                         self.pts.append((r["timestamp"], r["value"]))
+                    if r["kind"] == "tag" and r["key"].endswith(".process_tree_peak"):
+                        kv = dict(w.split("=") for w in r["value"].split())
+                        self.peaks.append(float(kv["memory_mb"]))
         except FileNotFoundError:
             pass
         return self.pts
@@ -232,7 +277,15 @@ def bound(pss):
     return max(0.02 * pss, 4 * 1024 * 1024 / 1e6) + 0.1
 
 
-def drive(tmp_path, text, steps, timeout):
+# what a step leaves to a read, and that read's share of one core (design.md §9)
+SHARE_OF_CORE = {"faults": 0.02, "exits": 0.1}
+READ_TRIES = 3  # coll_proc.c: a read of a tree that changed during it is taken again
+
+
+def drive(tmp_path, text, steps, timeout, peaks=None):
+    """Runs the workload's steps; returns (step, point, the test's Pss at the
+    hold's start, at its end) of every point held, and the process_tree_peak
+    tags into peaks."""
     if not is_root() or "memory" not in MOUNTS:
         pytest.skip("needs root and a cgroup v1 memory controller")
     src = tmp_path / "work.py"
@@ -250,9 +303,10 @@ def drive(tmp_path, text, steps, timeout):
         env=clean_env(), preexec_fn=cg.enter, stderr=subprocess.PIPE, text=True)
     points = Points(str(out))
     holds = []  # (step, t_done_ms, t_go_ms, the test's Pss)
+    cost = 0.0  # the most CPU time a read of this tree took the test (s)
     try:
         end = time.monotonic() + timeout
-        for go, dones, *settle in steps:
+        for go, dones, *kind in steps:
             t_go = time.time() * 1000
             if holds:
                 holds[-1] = holds[-1][:2] + (t_go,) + holds[-1][3:]
@@ -262,13 +316,29 @@ def drive(tmp_path, text, steps, timeout):
                 assert proc.poll() is None, proc.stderr.read()
                 assert time.monotonic() < end, f"{dones} never came"
                 time.sleep(0.02)
-            time.sleep(settle[0] if settle else 0)  # the hold begins this much later
+            # the read the step calls for is due by then (the module's docstring),
+            # T measured on the tree as the step left it (a fork adds page tables)
+            cost = max(cost, pss_mb(proc.pid)[1])
+            kind = kind[0] if kind else ""
+            share = SHARE_OF_CORE.get(kind.split("+")[0])
+            wait = cost * READ_TRIES / share if share else 0
+            time.sleep(wait)
             t_done = time.time() * 1000
-            before = pss_mb(proc.pid)
+            before, c0 = pss_mb(proc.pid)
             while len([ts for ts, _ in points.poll() if ts > t_done]) < 2:
                 assert proc.poll() is None and time.monotonic() < end, proc.stderr.read()
                 time.sleep(0.05)
-            holds.append((dones[0], t_done, None, (before, pss_mb(proc.pid))))
+            while "peak" in kind:  # the peak tag reaches the tree's Pss: a condition
+                points.poll()
+                if any(v >= before - bound(before) for v in points.peaks):
+                    break
+                assert proc.poll() is None and time.monotonic() < end, (
+                    f"step {dones[0]}: no process_tree_peak of at least {before:.1f} - "
+                    f"{bound(before):.1f} MB came; peaks {points.peaks}")
+                time.sleep(0.05)
+            after, c1 = pss_mb(proc.pid)
+            cost = max(cost, c0, c1)
+            holds.append((dones[0], t_done, None, (before, after), wait))
         holds[-1] = holds[-1][:2] + (time.time() * 1000,) + holds[-1][3:]
         (d / "g99").touch()
         err = proc.communicate(timeout=60)[1]
@@ -279,8 +349,10 @@ def drive(tmp_path, text, steps, timeout):
         cg.remove()
     assert proc.returncode == 0, err
     pts = points.poll()
+    if peaks is not None:
+        peaks += points.peaks
     checked = []
-    for k, t_done, t_go, (before, pss) in holds:
+    for k, t_done, t_go, (before, pss), wait in holds:
         # a point whose sample began after the step: its predecessor's time is after "done"
         inside = [v for (t0, _), (t1, v) in zip(pts, pts[1:]) if t0 > t_done and t1 <= t_go]
         assert inside, (k, t_done, t_go, pts)
@@ -294,13 +366,20 @@ def drive(tmp_path, text, steps, timeout):
             checked.append((k, v, round(before, 1), round(pss, 1)))
             assert lo - bound(lo) <= v <= hi + bound(hi), (
                 f"step {k}: process_memory_megabytes {v} MB, the tree's Pss {before:.1f} MB "
-                f"at the hold's start and {pss:.1f} MB at its end (bound {bound(pss):.1f} MB); "
+                f"at the hold's start and {pss:.1f} MB at its end (bound {bound(pss):.1f} MB: "
+                f"max(2 %, 4 MB) + 0.1, design.md §9; the hold began {wait:.2f} s after the "
+                f"step's done, from the largest read cost measured, {cost * 1e3:.1f} ms of CPU); "
                 f"every hold: {checked}")
     return checked
 
 
 @pytest.mark.timeout(150)
 def test_copy_on_write_children_track_pss(tmp_path):
+    """Verdict by a bound, not a seam: every point of every hold within the
+    documented error of the test's own Pss; the holds after the writes
+    begin when MEM_UNSHARE's read is due and the one after the exits when
+    MEM_DOUBT's is, both derived from the read cost this run measured (the
+    module's docstring).  The seam for the rules is tests/c/test_proc_estimate.c."""
     checked = drive(tmp_path, COW, COW_STEPS, timeout=120)
     first, last = checked[0][3], [p for k, _, _, p in checked if k == "d34"][0]
     assert last > 3 * first  # the fixture really unshared: 200 MB once, then four times
@@ -308,6 +387,13 @@ def test_copy_on_write_children_track_pss(tmp_path):
 
 @pytest.mark.timeout(150)
 def test_children_that_come_and_go_between_reads_track_pss(tmp_path):
+    """Verdict by a bound: the documented error around the test's own Pss;
+    the holds after the exits begin when MEM_DOUBT's read is due (derived
+    from the read cost this run measured); forks and growth are held at
+    once, as the design says they are exact between reads.  The forks of a
+    1 GB parent are slow under load: a read they overtake is read again
+    (coll_proc.c read_tree; the C seam is test_proc.c's
+    test_read_overtaken_by_a_fork_or_an_exit)."""
     # A 1 GB parent forks 9 children: the read that follows costs 0.2-0.4 s
     # of CPU (10 page tables of 1 GB), so the tree is read again no sooner
     # than T/0.02 (10-20 s) after, and what follows lands between reads,
@@ -328,6 +414,11 @@ def test_children_that_come_and_go_between_reads_track_pss(tmp_path):
 
 @pytest.mark.timeout(150)
 def test_children_exiting_with_pages_only_they_shared_are_read_again(tmp_path):
+    """CI's 832 MB for a 416 MB tree.  Verdict by a bound: the hold after the
+    exits begins when MEM_DOUBT's read is due, T*3/0.1 after the step with T
+    the read cost this run measured (was a fixed 2.5 s, a margin for a slower
+    machine); the numbers themselves are a seam in
+    tests/c/test_proc_estimate.c test_ci_orphaned_pages."""
     # 6 children of a parent of 1 GB, which then frees 600 MB of it: those
     # are the children's alone, shared 6 ways, none of it private to any.
     # Their exits free it, and no file said so: an exit takes away its
@@ -347,7 +438,33 @@ def test_children_exiting_with_pages_only_they_shared_are_read_again(tmp_path):
 @pytest.mark.launchers
 @pytest.mark.timeout(240)
 def test_dataloader_workers_writing_inherited_tensor_track_pss(tmp_path):
+    """CI's 324.5 MB for 317.5 at d98.  Verdict by a bound: the holds after
+    the writes and after the workers' exits begin when MEM_UNSHARE's and
+    MEM_DOUBT's reads are due, derived from the read cost this run measured
+    (before, the exits' hold began at once and a slower machine's spacing
+    left the estimate there); the numbers are a seam in
+    tests/c/test_proc_estimate.c test_ci_dataloader_exits."""
     pytest.importorskip("torch")
     checked = drive(tmp_path, LOADER, LOADER_STEPS, timeout=200)
     first, last = checked[0][3], [p for k, _, _, p in checked if k == "d8"][0]
     assert last > first + 100  # 128 MB unshared by the workers
+
+
+@pytest.mark.timeout(150)
+def test_process_tree_peak_is_a_value_the_tree_had(tmp_path):
+    """issue 46 item 4: the peak tag (window and end) is read as a fact, so
+    it is never above the highest Pss the test read by more than the
+    documented bound (the series read 867.9 MB where the tree peaked at 849,
+    and the tag kept it).  Verdict by the bound; the hold after the writes
+    waits for a peak tag within the bound of the tree's Pss, a condition
+    (proc_estimate.c MEM_PEAK: the peak takes reads and estimates held to
+    their error); the seam is test_proc_estimate.c
+    test_peak_takes_what_is_held_to_its_error."""
+    peaks = []
+    checked = drive(tmp_path, PEAK, PEAK_STEPS, timeout=120, peaks=peaks)
+    top = max(max(before, pss) for _, _, before, pss in checked)
+    assert peaks, checked
+    assert max(peaks) <= top + bound(top), (
+        f"process_tree_peak {max(peaks)} MB, the tree's Pss at most {top:.1f} MB (bound "
+        f"{bound(top):.1f} MB, max(2 %, 4 MB) + 0.1); every peak tag: {peaks}; holds: {checked}")
+    assert top > 800, checked  # the fixture unshared: 524 MB, then 3 x 105 MB more
