@@ -352,3 +352,72 @@ def test_the_pod_records_under_runc(variant, bundle, debian_root, mlflow_server,
     assert got.get("scopemeter.rank0.memory_limit_bytes") == str(int(quantity(limits["memory"]))), got
     assert float(got.get("scopemeter.rank0.cpu_limit_cores")) == quantity(limits["cpu"]), got
     assert bundle_dir in got.get("scopemeter.rank0.build", ""), got
+
+
+# ---- the sbatch script of docs/slurm.md --------------------------------------
+
+SRUN = """#!/bin/sh
+# srun's stand-in: its options dropped, its command run once (one task, one node)
+while [ $# -gt 0 ]; do case $1 in -*) shift ;; *) break ;; esac; done
+exec "$@"
+"""
+SCONTROL = """#!/bin/sh
+# scontrol's stand-in: `show hostnames LIST` for a list of one node
+[ "$1 $2" = "show hostnames" ] && echo "$3"
+"""
+SLURM_TRAIN = """import scopemeter
+print("front", scopemeter.__file__)
+import time; time.sleep(3)
+"""
+
+
+@pytest.mark.timeout(900)
+def test_the_sbatch_script_records(bundle, mlflow_server, tmp_path):
+    from conftest import free_port
+    from mlflow.tracking import MlflowClient
+    layout, ref = bundle
+    (script,) = fenced("slurm.md", "bash")
+    assert script.startswith("#!/bin/bash\n#SBATCH"), script[:80]
+    image = unpack_layer(layout, ref, "amd64", tmp_path / "image")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.symlink(image / "opt" / "scopemeter", shared / "x86_64")
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    for name, text in (("srun", SRUN), ("scontrol", SCONTROL)):
+        (shims / name).write_text(text)
+        (shims / name).chmod(0o755)
+    (tmp_path / "job.sh").write_text(script)
+    (tmp_path / "train.py").write_text(SLURM_TRAIN)
+    job = str(uuid.uuid4().int % 10**7)
+    experiment = f"deploy-slurm-{job}"
+    # what srun sets in the first task of a one-node, one-task-per-node step
+    env = {"PATH": f"{shims}:{os.environ['PATH']}", "HOME": os.environ.get("HOME", "/root"),
+           "LANG": "C.UTF-8", "SLURM_JOB_ID": job, "SLURM_STEP_ID": "0", "SLURM_PROCID": "0",
+           "SLURM_LOCALID": "0", "SLURM_NODEID": "0", "SLURM_NTASKS": "1", "SLURM_NNODES": "1",
+           "SLURM_NTASKS_PER_NODE": "1", "SLURM_TASKS_PER_NODE": "1",
+           "SLURM_JOB_NODELIST": "localhost", "SLURMD_NODENAME": "localhost",
+           "SLURM_GPUS_ON_NODE": "2", "SCOPEMETER_BUNDLE": str(shared),
+           "MLFLOW_TRACKING_URI": mlflow_server, "MLFLOW_EXPERIMENT_NAME": experiment,
+           "SCOPEMETER_INTERVAL": "1", "RDZV_PORT": str(free_port())}
+    p = subprocess.run(["bash", str(tmp_path / "job.sh")], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, (p.stdout[-3000:], p.stderr[-5000:])
+    bundle_dir = shared / "x86_64"
+    fronts = [ln for ln in p.stdout.splitlines() if ln.startswith("front ")]
+    assert fronts == [f"front {bundle_dir}/scopemeter/__init__.py"] * 2, (p.stdout, p.stderr[-3000:])
+    m = [x for x in map(CLOSING.search, p.stderr.splitlines()) if x]
+    assert len(m) == 1, p.stderr  # --all-workers: the node's local rank 0 only
+    w, pts, tags, delivered, overflow, refused, undelivered = map(int, m[0].groups())
+    assert w >= 2 and delivered == pts + tags and undelivered == 0, p.stderr
+    c = MlflowClient(tracking_uri=mlflow_server)
+    exp = c.get_experiment_by_name(experiment)
+    runs = c.search_runs([exp.experiment_id])  # the experiment is this test's
+    assert len(runs) == 1, [r.data.tags for r in runs]
+    # the rendezvous id, the Slurm job's id, named the ranks' one run
+    assert runs[0].data.tags.get("scopemeter.job_id") == f"torchelastic:{job}", runs[0].data.tags
+    metrics, got = read_run(mlflow_server, runs[0].info.run_id)
+    stored = sum(len(v) for k, v in metrics.items() if k.startswith("system/"))
+    assert stored == pts, (stored, pts, sorted(metrics))
+    assert "system/node_cpu_utilization_percentage/localhost/rank0" in metrics, sorted(metrics)
+    assert got.get("scopemeter.rank0.node") == "localhost", got
