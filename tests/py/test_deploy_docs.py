@@ -273,7 +273,8 @@ def runc(bundle_dir, rootfs, args, env, mounts, limits=None, cwd="/", timeout=30
         cfg["mounts"].append({"destination": dest, "type": "tmpfs", "source": "tmpfs",
                               "options": ["nosuid", "nodev", "mode=1777"]})
     cfg["mounts"] += [{"destination": d, "type": "bind", "source": str(s),
-                       "options": ["rbind", "ro" if ro else "rw"]} for d, s, ro in mounts]
+                       "options": ["rbind"] + (["ro"] if ro else ["rw"]) +
+                       (["noexec"] if ro == "noexec" else [])} for d, s, ro in mounts]
     cfg["linux"]["cgroupsPath"] = f"/{name}"
     if limits:
         cfg["linux"]["resources"].update({
@@ -352,6 +353,25 @@ def test_the_pod_records_under_runc(variant, bundle, debian_root, mlflow_server,
     assert got.get("scopemeter.rank0.memory_limit_bytes") == str(int(quantity(limits["memory"]))), got
     assert float(got.get("scopemeter.rank0.cpu_limit_cores")) == quantity(limits["cpu"]), got
     assert bundle_dir in got.get("scopemeter.rank0.build", ""), got
+
+
+@pytest.mark.timeout(1800)
+def test_an_image_volume_mounted_noexec_cannot_be_used(bundle, debian_root, tmp_path):
+    """docs/kubernetes.md §1 (a)'s caveat, as the page words it: on a runtime
+    that mounts image volumes `noexec`, neither the CLI nor the extension
+    can be used from the mount (hence (b))."""
+    layout, ref = bundle
+    c = by_name("train-image-volume")["spec"]["containers"][0]
+    (mount,) = c["volumeMounts"]
+    image = unpack_layer(layout, ref, "amd64", tmp_path / "image")
+    env = container_env(c)
+    rc, out, err = runc(tmp_path / "ctr", debian_root,
+                        ["/bin/sh", "-c", "scopemeter --version; "
+                         "/opt/sm/bin/python -c 'import scopemeter'; echo done"], env,
+                        [(mount["mountPath"], image, "noexec")])
+    assert rc == 0 and out.strip().endswith("done"), (out, err)
+    assert "scopemeter: Permission denied" in err, err
+    assert "_native.abi3.so: failed to map segment from shared object" in err, err
 
 
 # ---- the sbatch script of docs/slurm.md --------------------------------------
