@@ -156,6 +156,26 @@ def probe_keys(probe_json, env=None):
 RATE_KEY = re.compile(r"_(cpu_utilization|pressure)_percentage(/|$)")
 
 
+def assert_window_steps(key, steps, windows):
+    """One recording's history of key: steps 0..windows-1, once each; a rate
+    may lack the last (RATE_KEY: the final window may hold the levels alone,
+    whether it does depends on when the stop came)."""
+    ok = steps == list(range(windows)) or \
+        (RATE_KEY.search(key) is not None and steps == list(range(windows - 1)))
+    assert ok, (key, steps, f"want 0..{windows - 1}", "a rate may lack the last")
+
+
+def every_window(counts):
+    """The windows of one recording from each key's count of points: every
+    level has them all, a rate all or all but the last (RATE_KEY); returns
+    the windows."""
+    n = max(counts.values())
+    bad = {k: c for k, c in counts.items()
+           if c != n and not (RATE_KEY.search(k) and c == n - 1)}
+    assert not bad, (f"{n} windows", bad)
+    return n
+
+
 def steps_ok_across_recordings(key, steps):
     """A run that several recordings continued (steps continue at last+1):
     steps from 0, strictly increasing; a hole only in a rate series and of one

@@ -9,6 +9,7 @@ row, whatever the verdicts are.
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -189,7 +190,12 @@ def test_process_tree_numbers(bench):
         r = data["results"]["9_window"][iv]
         assert positive(r["monitor_ms_per_window"]) and positive(r["pct_of_core"]), r
         assert r["series"] == r["plan"]["series"], r
-        assert r["process_tree_peak"].startswith("processes=9 memory_mb="), r
+        # the tag counts the tree as it was at its peak: the 9 processes
+        # tree_worker.py holds and any short-lived child of theirs alive then
+        # (seen: processes=10 in a fresh-clone run, 2026-12-07, and in the
+        # fresh run issue 49 reports); fewer than 9 would be a tree it missed
+        m = re.match(r"processes=(\d+) memory_mb=", r["process_tree_peak"])
+        assert m and int(m.group(1)) >= 9, r
 
 
 def test_targets_table_has_a_verdict_per_row(bench):

@@ -38,7 +38,8 @@ from conftest import FIXTURES, clean_env, free_port, is_root, start_mlflow_serve
     stop_mlflow_server
 from faultproxy import FaultProxy
 from pyfront_util import disk_here
-from runread import assert_steps_contiguous, get_run, histories, new_run, rest
+from runread import (assert_steps_contiguous, assert_window_steps, every_window, get_run,
+                     histories, new_run, rest)
 
 LOG_BATCH = "runs/log-batch"
 SUMMARY = re.compile(r"logged (\d+) windows? \((\d+) points?, (\d+) tags?\): (\d+) delivered, "
@@ -177,7 +178,7 @@ def test_server_restarted_mid_run_points_resume_none_lost(scopemeter_bin, tmp_pa
 
         hist = histories(uri, run_id)
         counts = assert_steps_contiguous(hist)  # every key: 0..W-1 once, in order
-        assert set(counts.values()) == {windows}, (counts, windows)
+        assert every_window(counts) == windows, (counts, windows)
         assert sum(counts.values()) == points
         # some of them were produced while the server was down: buffered,
         # then delivered after the restart
@@ -330,7 +331,7 @@ def test_cgroup_removed_mid_run_container_series_stop_others_go_on(scopemeter_bi
         assert len(rest_keys) == 11 + 2 * disk_here(), sorted(hist)
         # the others go on: every window, 0..W-1
         for k in rest_keys:
-            assert [s for s, _, _ in hist[k]] == list(range(windows)), k
+            assert_window_steps(k, [s for s, _, _ in hist[k]], windows)
         # the container series stop: a contiguous prefix 0..k, then nothing
         stops = set()
         for k in ctr:
@@ -397,7 +398,7 @@ def test_sigkill_keeps_what_was_shipped_and_nothing_is_corrupt(scopemeter_bin, m
     assert set(after) == set(before)
     counts = assert_steps_contiguous(after)  # every history a contiguous prefix 0..n-1
     # windows go out whole (one push per window, one batch holds whole windows)
-    assert len(set(counts.values())) == 1, counts
+    every_window(counts)
     for key, pts in before.items():
         assert after[key][:len(pts)] == pts, key  # what was shipped stays, unchanged
     assert min(counts.values()) >= min(len(p) for p in before.values()) >= 5
@@ -462,7 +463,7 @@ def test_file_vanishes_and_comes_back_network_gap_then_resume(scopemeter_bin, ml
     assert net == {"system/network_receive_megabytes/rank0",
                    "system/network_transmit_megabytes/rank0"}
     for k in set(hist) - net:  # the rest go on: every window
-        assert [s for s, _, _ in hist[k]] == list(range(windows)), k
+        assert_window_steps(k, [s for s, _, _ in hist[k]], windows)
     gaps = set()
     for k in net:
         steps = [s for s, _, _ in hist[k]]
