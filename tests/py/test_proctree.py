@@ -12,6 +12,7 @@ and real processes:
 - all_workers with two local ranks: rank 1's tree is logged by rank 0's
   collector under rank 1.
 """
+import importlib.util
 import os
 import re
 import subprocess
@@ -298,7 +299,8 @@ DATALOADER = """
 def test_dataloader_workers_in_the_tree(mlflow_server, tmp_path):
     """Counts, not timing: at least 5 processes seen during the loop (4
     workers that live for the whole loop, 8 s at 0.02 s an item)."""
-    pytest.importorskip("torch")
+    if importlib.util.find_spec("torch") is None:  # not imported here: see test_proctree_cow.drive
+        pytest.skip("torch not installed (pip install torch==2.13.0)")
     run_id = new_run(mlflow_server)
     p = subprocess.run([sys.executable, script(tmp_path, "dl.py", DATALOADER)],
                        env=front_env(mlflow_server, MLFLOW_RUN_ID=run_id), capture_output=True,

@@ -5,6 +5,7 @@ Ctrl-Z and `fg` in an interactive shell, driven through tmux); as PID 1 of a
 PID namespace it still forwards and reaps orphans.  No tracking server: the
 points go to a JSONL file in the test's directory, signals are the subject."""
 import contextlib
+import importlib.util
 import os
 import shutil
 import signal
@@ -279,9 +280,7 @@ def test_terminal_ctrl_c_marks_the_run_killed(scopemeter_bin, mlflow_server, tmp
 @pytest.mark.launchers
 @pytest.mark.timeout(300)
 def test_torchrun_stop_reaches_each_worker_once(scopemeter_bin, handler, tmp_path):
-    try:
-        import torch.distributed.run  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("torch") is None:  # not imported here: see test_proctree_cow.drive
         pytest.skip("torch not installed (pip install torch==2.13.0)")
     outs = [tmp_path / f"out{r}.txt" for r in range(2)]
     wrapper = tmp_path / "w.sh"
