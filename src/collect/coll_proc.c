@@ -77,6 +77,63 @@ struct tree {
                             * (MEM_SET; the trees' lie in tree order); -1: they did not fit */
 };
 
+/* SCOPEMETER_TRACE=proc (docs/cli.md, Diagnosis): one line a read of a tree,
+ * saying when it began (wall clock, as the points' timestamps), what it cost
+ * and the estimate it replaced, so that a reader of a series can tell a read
+ * from an estimate and a test can hold its verdict until the read a change
+ * calls for (tests/py/test_proctree_cow.py).  Off by default: a line a read. */
+static const char *const mem_why[] = {
+    [SM__MEM_FIRST] = "first", [SM__MEM_DOUBT] = "exits", [SM__MEM_SET] = "processes",
+    [SM__MEM_UNSHARE] = "faults", [SM__MEM_MOVE] = "resident", [SM__MEM_AGE] = "age",
+};
+
+static void tree_name(const struct tree *t, char *buf, size_t cap)
+{
+    if (t->rank == SM_RANK_OWN)
+        snprintf(buf, cap, "own");
+    else
+        snprintf(buf, cap, "rank %d", t->rank);
+}
+
+static double wall_s(void)
+{
+    struct timespec ts;
+
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0)
+        return 0;
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void trace_read(const struct tree *t, double began, double cost, int kept,
+                       const sm__mest *e, int baseline)
+{
+    char was[64] = "", got[64], whose[24];
+
+    if (!baseline && e->rss_kb > 0)
+        snprintf(was, sizeof was, "; the estimate was %.1f MB", (double)e->kb / 1024);
+    if (kept)
+        snprintf(got, sizeof got, "%.1f MB in %d processes", (double)t->mem.kb / 1024,
+                 t->mem.counted);
+    tree_name(t, whose, sizeof whose);
+    sm__log(SM_INFO, "trace: process tree (%s) read at %.3f (%s): %s, %.1f ms of CPU%s",
+            whose, began,
+            baseline ? "baseline" : (e->why >= 0 && e->why <= SM__MEM_AGE ? mem_why[e->why] : "?"),
+            kept ? got : "not kept (the tree changed during it)", cost * 1e3, was);
+}
+
+/* A sample between reads: the estimate, and the read it waits for (the
+ * trigger whose spacing passes first; "resident" and "age" wait for no
+ * change the estimate cannot follow: design.md §9, the table). */
+static void trace_estimate(const struct tree *t, const sm__mest *e, double now)
+{
+    char whose[24];
+
+    tree_name(t, whose, sizeof whose);
+    sm__log(SM_INFO, "trace: process tree (%s) estimated at %.3f: %.1f MB; next read in %.1f s "
+            "(%s)", whose, wall_s(), (double)e->kb / 1024, e->next > now ? e->next - now : 0,
+            e->why >= 0 && e->why <= SM__MEM_AGE ? mem_why[e->why] : "?");
+}
+
 /* The cost of a read is this thread's CPU time (the page-table walk runs in
  * the kernel on our behalf), not wall time: on a loaded node a preempted read
  * would otherwise look slow and drop memory points for nothing. */
@@ -98,6 +155,7 @@ struct proc_state {
     uint64_t page_kb;      /* /proc/PID/stat's rss is in pages */
     int samples;           /* samples taken (0: the next is the baseline) */
     int cap_said, mem_said, budget_said;
+    int trace;             /* SCOPEMETER_TRACE has "proc": a line a read (trace_read) */
     int ntrees;
     struct tree trees[TREES_MAX];
     /* the tree being walked, and what each one's stat said (alive: it was read) */
@@ -534,6 +592,7 @@ static int proc_open(void *state, const sm_ctx *ctx, sm_opened *res)
     uint64_t ticks;
 
     snprintf(s->sysroot, sizeof s->sysroot, "%s", ctx->sysroot);
+    s->trace = getenv("SCOPEMETER_TRACE") && strstr(getenv("SCOPEMETER_TRACE"), "proc");
     s->tck = sysconf(_SC_CLK_TCK);
     if (s->tck <= 0)
         s->tck = 100;
@@ -636,9 +695,13 @@ static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)
         mem_ok = 0;
         tried = read_mem;
         if (tried) {
+            double began = s->trace ? wall_s() : 0;
+
             cost = thread_cpu_s();
             read_mem = read_tree(s, i, now, &count, &ticks);
             cost = thread_cpu_s() - cost;
+            if (s->trace)
+                trace_read(t, began, cost, read_mem, &e, baseline);
         }
         if (read_mem) {
             kb = t->mem.kb;
@@ -659,6 +722,8 @@ static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)
             if (t->mem.ok && e.rss_kb > 0) {
                 kb = e.kb; /* the estimate (proc_estimate.c MEM_ESTIMATE) */
                 mem_ok = 1;
+                if (s->trace)
+                    trace_estimate(t, &e, now);
             }
         }
         now = sm__now_mono();
