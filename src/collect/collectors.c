@@ -19,6 +19,7 @@
 #include "internal.h"
 #include "number.h"
 #include "parse.h"
+#include "pidmap.h"
 
 static const sm_collector_ops *const table[] = {
     &sm__coll_node_cpu, &sm__coll_node_memory, &sm__coll_rootfs,
@@ -205,8 +206,18 @@ int sm__collset_open(sm_collset *s, const sm_ctx *ctx, sm_notes *notes)
     unsigned gpu_next = 0;
     size_t gpu_absent_note = SIZE_MAX; /* "no /dev/nvidia device" when another vendor's GPU
                                           attached after it: dropped below */
+    sm_ctx c;
 
     memset(s, 0, sizeof *s);
+    /* one pid map for the set: the process collector feeds it, the GPU
+     * collectors ask it (pidmap.h) */
+    s->pids = sm__zalloc(sizeof *s->pids);
+    if (!s->pids)
+        return -ENOMEM;
+    sm__pidmap_init(s->pids, ctx);
+    c = *ctx;
+    c.pids = s->pids;
+    ctx = &c;
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         const sm_collector_ops *ops = table[i];
         sm_opened res;
@@ -301,4 +312,6 @@ void sm__collset_close(sm_collset *s)
         sm__zfree(s->c[i].state);
     }
     s->n = 0;
+    sm__zfree(s->pids);
+    s->pids = NULL;
 }
