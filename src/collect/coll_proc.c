@@ -459,12 +459,10 @@ static int by_int(const void *a, const void *b)
 /* MEM_AT for the set (proc_estimate.c): tree ti read as one set of
  * processes.  The walk lists them before their smaps_rollup is read, and a
  * process forked between the walk and its parent's read takes a share of
- * the parent's Pss that no read counts (here, on a loaded 2-core machine:
- * 545 and 766 MB read for a 1017 MB tree, a 1 GB parent forking 6 children
- * during the 77 ms read, held by the estimate until the next read); an exit
- * during the read (the process a zombie, its pages gone) moves shares from
- * the processes read before it to those read after (378 MB for a 412 MB
- * tree after 6 children exited).  So the tree is walked again after the
+ * the parent's Pss that no read counts; an exit during the read (the
+ * process a zombie, its pages gone) moves shares from the processes read
+ * before it to those read after (design.md §9's table, MEM_AT of the set,
+ * has the misses they made).  So the tree is walked again after the
  * read, its stats read again, and read again while its live processes (not
  * zombies) differ, at most READ_TRIES reads.  When they still differ (forks
  * slower than reads on a loaded node) the read is not a base: the tree keeps

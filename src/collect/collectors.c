@@ -3,6 +3,9 @@
  * Adding a collector is one new file and one row below; the row's ops say
  * what it is (node scope, needs a limit, per rank, GPU, counts devices:
  * internal.h), and nothing here or in the monitor and plan compares rows.
+ * The set also owns what its collectors share: the pid map (pidmap.h), fed
+ * by the process collector and asked by the GPU collectors, so that no
+ * collector learns of another.
  *
  * Failure policy (docs/design.md §6): a collector that cannot open is dropped with
  * one line naming the file; one whose sample fails drops its points for that
@@ -152,7 +155,7 @@ void sm__emit_rank(sm_points *p, int rank, const char *key, double value, const 
  * nearest to that decimal — the same double Python's round() returns (both
  * use the current locale's decimal point, so the pair stays consistent).
  *
- * That pair cost ~29 k instructions per window (bench/README.md), so below
+ * That pair was a window's costliest step (bench/README.md), so below
  * 2^48 the same result is computed: k = the exact a*10 rounded to an
  * integer, ties to even, and k / 10.0 — IEEE division is correctly rounded,
  * so it is the double nearest to the decimal k/10, what strtod returns
