@@ -47,9 +47,9 @@
  * and the client's VRAM (drm-resident-vram; drm-memory-vram before 6.14,
  * where the document made it its alias; else drm-total-vram).  Several fds
  * share one client (dup, fork, the ROCr runtime's own open): a client is
- * counted once per sample by (card, drm-client-id).  A process is the own
- * rank's when its parent chain reaches this process or its RANK (environ)
- * is ours; another rank's by its RANK; else unranked.  Unlike NVML, fdinfo
+ * counted once per sample by (card, drm-client-id).  A process counts for
+ * the rank pidmap.h gives it (the own rank's: this process's tree, or its
+ * RANK is ours; another rank's by its RANK; else none).  Unlike NVML, fdinfo
  * shows only this pid namespace's processes: memory of another container
  * is not seen (no foreign verdict on AMD).  A client without a VRAM key (a
  * kernel before the memory keys, 5.19..6.0's amdgpu) drops the series with
@@ -71,6 +71,7 @@
 
 #include "internal.h"
 #include "parse.h"
+#include "pidmap.h"
 
 #define AMD_MAX 64 /* render nodes considered; keys beyond gpu_63 do not exist */
 #define AMD_RANKS_MAX 64       /* ranks recorded (coll_proc's trees) */
@@ -104,13 +105,14 @@ struct amd_dev {
 struct amd_procs {
     sm_ctx ctx;            /* the sysroot, for /proc */
     int on;                /* the series is recorded */
-    int self_pid, own_rank, rank0, nranks;
+    int own_rank, rank0, nranks;
     int failing;           /* /proc could not be listed: said once */
     size_t nclients;
     struct { unsigned dev; uint64_t id; } client[AMD_CLIENTS];
     double mb[AMD_MAX][AMD_RANKS_MAX];
     char fdinfo[4096];
-    char env[65536];       /* /proc/PID/environ (RANK) */
+    sm__pidmap *map;       /* whose process each pid is: the set's, or own_map */
+    sm__pidmap own_map;    /* opened alone (tests/c): a map of its own */
 };
 
 struct amdgpu {
@@ -425,30 +427,12 @@ static void say_drops(const struct amdgpu *g, int drop[][F_N], const int *no_hwm
 
 /* ---- who holds the VRAM: DRM fdinfo ----------------------------------------- */
 
-/* The rank a process counts for: ours when its parent chain reaches this
- * process, else its RANK; -1 when it has none (unranked). */
+/* The rank a process counts for (pidmap.h); -1 when none. */
 static int pid_rank(struct amd_procs *pr, int pid)
 {
-    char path[64], buf[1024];
-    int p = pid, fd, r;
-    ssize_t n;
+    int rank, cls = sm__pidmap_class(pr->map, pid, &rank, NULL);
 
-    for (int depth = 0; depth < 64 && p > 1; depth++) {
-        sm_pid_stat st;
-        if (p == pr->self_pid)
-            return pr->own_rank;
-        snprintf(path, sizeof path, "/proc/%d/stat", p);
-        n = sm__read_file(&pr->ctx, path, buf, sizeof buf);
-        if (n < 0 || sm__parse_pid_stat(buf, (size_t)n, &st) != 0)
-            break;
-        p = st.ppid;
-    }
-    snprintf(path, sizeof path, "/proc/%d/environ", pid);
-    if ((fd = sm__open(&pr->ctx, path)) < 0)
-        return -1;
-    n = pread(fd, pr->env, sizeof pr->env, 0); /* a cut read keeps its start */
-    close(fd);
-    return n > 0 && sm__environ_int(pr->env, (size_t)n, "RANK", &r) == 0 ? r : -1;
+    return cls == SM_PID_OWN || cls == SM_PID_RANK ? rank : -1;
 }
 
 /* 1 when the client was counted already this sample; else records it. */
@@ -588,33 +572,24 @@ static void read_pdev(const sm_ctx *ctx, struct amd_dev *d)
     d->pdev[q - p] = '\0';
 }
 
-/* The ranks recorded (as coll_gpu.c's: its own; under all_workers, local
- * rank 0's collector the pod's R .. R+LOCAL_WORLD_SIZE-1), the cards' PCI
- * slots, this process's pid.  What keeps the series away goes to note. */
+/* The ranks recorded (sm__pid_ranks, as gpu_holders.c's), the cards' PCI
+ * slots, the pid map.  What keeps the series away goes to note. */
 static void procs_open(struct amdgpu *g, const sm_ctx *ctx, char *note, size_t cap)
 {
     struct amd_procs *pr = &g->pr;
-    char path[SM_PATH_MAX], link[64];
-    int want = 1, fit, slots = 0;
-    ssize_t n;
+    char path[SM_PATH_MAX];
+    int slots = 0;
     DIR *d;
 
     pr->ctx = *ctx;
     pr->ctx.rec_key = NULL; /* not kept beyond open */
     pr->own_rank = pr->rank0 = ctx->id.rank >= 0 ? ctx->id.rank : 0;
-    pr->self_pid = -1;
     pr->on = 0;
-    if (sm__path(ctx, "/proc/self", path, sizeof path) == 0 &&
-        (n = readlink(path, link, sizeof link - 1)) > 0) {
-        link[n] = '\0';
-        pr->self_pid = atoi(link);
+    pr->map = ctx->pids;
+    if (!pr->map) {
+        sm__pidmap_init(&pr->own_map, ctx);
+        pr->map = &pr->own_map;
     }
-    if (ctx->all_workers && ctx->id.local_rank == 0 && ctx->id.local_world_size > 1 &&
-        !ctx->id.invalid[0])
-        want = ctx->id.local_world_size < AMD_RANKS_MAX ? ctx->id.local_world_size
-                                                        : AMD_RANKS_MAX;
-    fit = AMD_PROC_POINTS_MAX / (int)g->n;
-    pr->nranks = want < fit ? want : fit;
     for (size_t i = 0; i < g->n; i++) {
         read_pdev(ctx, &g->dev[i]);
         slots += g->dev[i].pdev[0] != '\0';
@@ -629,10 +604,7 @@ static void procs_open(struct amdgpu *g, const sm_ctx *ctx, char *note, size_t c
         return;
     }
     closedir(d);
-    if (pr->nranks < want)
-        sm__line_join(note, cap, "gpu_*_process_memory_megabytes recorded for ranks %d..%d of "
-                      "%d (at most %d points a sample)", pr->rank0, pr->rank0 + pr->nranks - 1,
-                      pr->rank0 + want - 1, AMD_PROC_POINTS_MAX);
+    pr->nranks = sm__pid_ranks(ctx, AMD_RANKS_MAX, AMD_PROC_POINTS_MAX, (int)g->n, note, cap);
     pr->on = 1;
 }
 

@@ -852,8 +852,8 @@ static void tag_events(struct ctr *s, int window, sm_tags *out)
 
 /* A percentage in tenths, for comparing; a rate over a few nanoseconds can be
  * absurd (capped), and a negative or NaN one is 0.  Rounded by hand, not
- * llround: it was the CLI's one libm symbol, and loading libm alone cost
- * ~300 kB resident (its IFUNC resolvers; bench/README.md table 5). */
+ * llround: it was the CLI's one libm symbol, and loading libm made its
+ * IFUNC resolvers resident (bench/README.md table 5 has what it cost). */
 static uint64_t tenths(double pct)
 {
     if (!(pct > 0))

@@ -203,7 +203,6 @@ static int gpu_sample(void *state, sm_points *out, char *msg, size_t msglen)
     (void)msg;
     (void)msglen;
     sm__gpu_events_poll(g);
-    g->procs.sample++;
     for (size_t i = 0; i < g->n; i++) {
         struct gpu_dev *d = &g->dev[i];
         size_t mark = out->n;

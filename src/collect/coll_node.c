@@ -3,7 +3,8 @@
  * node_memory_* from /proc/meminfo.  Both files are not namespaced: inside a
  * container they show the whole node, which is why the keys say "node_".
  * Formulas are psutil's, so node_* equals what MLflow logs as cpu_* and
- * system_memory_* (docs/design.md §1).
+ * system_memory_* (docs/design.md §1): a formula that drifts from psutil's
+ * makes the two charts of one machine disagree, so none may.
  */
 #include <errno.h>
 #include <stdio.h>

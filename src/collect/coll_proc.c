@@ -56,6 +56,7 @@
 
 #include "internal.h"
 #include "parse.h"
+#include "pidmap.h"
 #include "proc_estimate.h"
 
 #define TREE_MAX 4096      /* processes counted per tree */
@@ -148,6 +149,7 @@ static double thread_cpu_s(void)
 
 struct proc_state {
     char sysroot[1024];
+    sm__pidmap *pids;      /* the set's pid map, fed the own tree each walk; NULL: none */
     char key[256];         /* the recording key (siblings' lock names) */
     int children;          /* 1: task/TID/children, 0: the ppid scan */
     int rollup;            /* 1: Pss from smaps_rollup, 0: VmRSS from status */
@@ -436,6 +438,19 @@ static void sum_tree(struct proc_state *s, int *count, uint64_t *ticks)
     *count = live;
 }
 
+/* The own tree as last walked (s->list, the live ones of s->cur) into the
+ * set's pid map: the GPU collectors' "own" (pidmap.h). */
+static void feed_pids(struct proc_state *s)
+{
+    if (!s->pids)
+        return;
+    sm__pidmap_tree_begin(s->pids);
+    for (int i = 0; i < s->n; i++)
+        if (s->cur[i].alive)
+            sm__pidmap_tree_add(s->pids, s->list[i], s->cur[i].start);
+    sm__pidmap_tree_end(s->pids);
+}
+
 /* Tree ti's memory read (Pss, or VmRSS without smaps_rollup) into its mem
  * and, with smaps_rollup, each process's record (MEM_SET), where its walk
  * passed (MEM_AT: its stat is read again after its smaps_rollup, one open
@@ -502,12 +517,10 @@ static int by_int(const void *a, const void *b)
 /* MEM_AT for the set (proc_estimate.c): tree ti read as one set of
  * processes.  The walk lists them before their smaps_rollup is read, and a
  * process forked between the walk and its parent's read takes a share of
- * the parent's Pss that no read counts (here, on a loaded 2-core machine:
- * 545 and 766 MB read for a 1017 MB tree, a 1 GB parent forking 6 children
- * during the 77 ms read, held by the estimate until the next read); an exit
- * during the read (the process a zombie, its pages gone) moves shares from
- * the processes read before it to those read after (378 MB for a 412 MB
- * tree after 6 children exited).  So the tree is walked again after the
+ * the parent's Pss that no read counts; an exit during the read (the
+ * process a zombie, its pages gone) moves shares from the processes read
+ * before it to those read after (design.md §9's table, MEM_AT of the set,
+ * has the misses they made).  So the tree is walked again after the
  * read, its stats read again, and read again while its live processes (not
  * zombies) differ, at most READ_TRIES reads.  When they still differ (forks
  * slower than reads on a loaded node) the read is not a base: the tree keeps
@@ -593,6 +606,7 @@ static int proc_open(void *state, const sm_ctx *ctx, sm_opened *res)
 
     snprintf(s->sysroot, sizeof s->sysroot, "%s", ctx->sysroot);
     s->trace = getenv("SCOPEMETER_TRACE") && strstr(getenv("SCOPEMETER_TRACE"), "proc");
+    s->pids = ctx->pids;
     s->tck = sysconf(_SC_CLK_TCK);
     if (s->tck <= 0)
         s->tck = 100;
@@ -636,6 +650,7 @@ static int proc_open(void *state, const sm_ctx *ctx, sm_opened *res)
         return -ENOENT;
     }
     s->trees[0].t = sm__now_mono();
+    feed_pids(s);
 
     if (ctx->all_workers && ctx->rec_key && ctx->id.local_rank == 0 &&
         ctx->id.local_world_size > 1 && !ctx->id.invalid[0]) {
@@ -754,6 +769,8 @@ static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)
                   (double)s->tck / (now - t->t);
         t->ticks = ticks;
         t->t = now;
+        if (t->rank == SM_RANK_OWN)
+            feed_pids(s);
         mb = (double)kb * 1024.0 / 1e6;
         emit3(out, t->rank, count, mb, mem_ok || baseline, cpu, cpu_ok || baseline, mem_src,
               tree_src);

@@ -3,7 +3,10 @@
  * filesystem (an overlay backed by the node's disk), which MLflow logs as
  * disk_*.  Formulas are psutil.disk_usage()'s (psutil/_psposix.py):
  * used = (f_blocks - f_bfree) * f_frsize, percent against used + f_bavail
- * (space reserved for root is not available to the user).
+ * (space reserved for root is not available to the user).  statvfs can
+ * block (a dead network filesystem at /): a sample stuck in it is bounded by
+ * the monitor's stop timeout (monitor.c), so nothing here may hold a lock or
+ * a resource another thread waits on while it calls it.
  */
 #include <errno.h>
 #include <stdio.h>

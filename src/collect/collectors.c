@@ -3,6 +3,9 @@
  * Adding a collector is one new file and one row below; the row's ops say
  * what it is (node scope, needs a limit, per rank, GPU, counts devices:
  * internal.h), and nothing here or in the monitor and plan compares rows.
+ * The set also owns what its collectors share: the pid map (pidmap.h), fed
+ * by the process collector and asked by the GPU collectors, so that no
+ * collector learns of another.
  *
  * Failure policy (docs/design.md §6): a collector that cannot open is dropped with
  * one line naming the file; one whose sample fails drops its points for that
@@ -19,6 +22,7 @@
 #include "internal.h"
 #include "number.h"
 #include "parse.h"
+#include "pidmap.h"
 
 static const sm_collector_ops *const table[] = {
     &sm__coll_node_cpu, &sm__coll_node_memory, &sm__coll_rootfs,
@@ -151,7 +155,7 @@ void sm__emit_rank(sm_points *p, int rank, const char *key, double value, const 
  * nearest to that decimal — the same double Python's round() returns (both
  * use the current locale's decimal point, so the pair stays consistent).
  *
- * That pair cost ~29 k instructions per window (bench/README.md), so below
+ * That pair was a window's costliest step (bench/README.md), so below
  * 2^48 the same result is computed: k = the exact a*10 rounded to an
  * integer, ties to even, and k / 10.0 — IEEE division is correctly rounded,
  * so it is the double nearest to the decimal k/10, what strtod returns
@@ -205,8 +209,18 @@ int sm__collset_open(sm_collset *s, const sm_ctx *ctx, sm_notes *notes)
     unsigned gpu_next = 0;
     size_t gpu_absent_note = SIZE_MAX; /* "no /dev/nvidia device" when another vendor's GPU
                                           attached after it: dropped below */
+    sm_ctx c;
 
     memset(s, 0, sizeof *s);
+    /* one pid map for the set: the process collector feeds it, the GPU
+     * collectors ask it (pidmap.h) */
+    s->pids = sm__zalloc(sizeof *s->pids);
+    if (!s->pids)
+        return -ENOMEM;
+    sm__pidmap_init(s->pids, ctx);
+    c = *ctx;
+    c.pids = s->pids;
+    ctx = &c;
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         const sm_collector_ops *ops = table[i];
         sm_opened res;
@@ -301,4 +315,6 @@ void sm__collset_close(sm_collset *s)
         sm__zfree(s->c[i].state);
     }
     s->n = 0;
+    sm__zfree(s->pids);
+    s->pids = NULL;
 }

@@ -1,6 +1,6 @@
 /*
  * gpu_holders.c — who holds a GPU's memory (docs/gpu.md): the processes NVML
- * lists per GPU, each put in one class (enum pclass), summed by class into
+ * lists per GPU, each put in one class (pidmap.h), summed by class into
  * the device's peak (the holders of gpu_memory_at_peak) and by recorded rank
  * (gpu_i_process_memory_megabytes).  NVML's pids are the driver's, i.e. the
  * host's; a pid is this container's only when /proc (through the sysroot)
@@ -56,66 +56,22 @@ static int has_gpu_open(const struct procs *pr, int pid)
     return 0;
 }
 
-/* The class of an NVML pid (and its rank for P_RANK), cached by pid and
- * start time.  Own: this process or a descendant (the ppid chain reaches
- * self); a rank: another process whose environment says RANK. */
+/* The class of an NVML pid (pidmap.h) and its rank; a pid that has no GPU
+ * device open here is another container's or the host's, whatever process
+ * it numbers here (the answer kept with the class, as the class is). */
 static int pid_class(struct procs *pr, int pid, int *rank)
 {
-    char path[64], buf[1024];
-    struct pcache_entry *e = NULL, *old = &pr->cache[0];
-    sm_pid_stat st;
-    ssize_t n;
+    int *gpu_open, cls = sm__pidmap_class(pr->map, pid, rank, &gpu_open);
 
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    n = pid > 0 ? sm__read_file(&pr->ctx, path, buf, sizeof buf) : -EINVAL;
-    if (n < 0 || sm__parse_pid_stat(buf, (size_t)n, &st) != 0)
-        return P_FOREIGN; /* not in this pid namespace: another container, the host */
-    for (int i = 0; i < PCACHE; i++) {
-        struct pcache_entry *c = &pr->cache[i];
-        if (c->pid == pid && c->start == st.starttime) {
-            e = c;
-            break;
-        }
-        if (c->seen < old->seen)
-            old = c;
+    if (cls == SM_PID_FOREIGN)
+        return cls;
+    if (*gpu_open < 0)
+        *gpu_open = has_gpu_open(pr, pid);
+    if (!*gpu_open) {
+        *rank = -1;
+        return SM_PID_FOREIGN;
     }
-    if (!e) {
-        int cls = P_FOREIGN, r = -1, p = pid;
-        if (has_gpu_open(pr, pid)) {
-            cls = P_UNRANKED;
-            for (int depth = 0; depth < 64 && p > 1; depth++) {
-                sm_pid_stat a;
-                if (p == pr->self_pid) {
-                    cls = P_OWN;
-                    break;
-                }
-                snprintf(path, sizeof path, "/proc/%d/stat", p);
-                n = sm__read_file(&pr->ctx, path, buf, sizeof buf);
-                if (n < 0 || sm__parse_pid_stat(buf, (size_t)n, &a) != 0)
-                    break;
-                p = a.ppid;
-            }
-            if (cls != P_OWN) {
-                int fd;
-                snprintf(path, sizeof path, "/proc/%d/environ", pid);
-                fd = sm__open(&pr->ctx, path);
-                if (fd >= 0) {
-                    n = pread(fd, pr->env, sizeof pr->env, 0); /* a cut read keeps its start */
-                    close(fd);
-                    if (n > 0 && sm__environ_int(pr->env, (size_t)n, "RANK", &r) == 0)
-                        cls = r == pr->own_rank ? P_OWN : P_RANK;
-                }
-            }
-        }
-        e = old;
-        e->pid = pid;
-        e->start = st.starttime;
-        e->cls = cls;
-        e->rank = r;
-    }
-    e->seen = pr->sample;
-    *rank = e->rank;
-    return e->cls;
+    return cls;
 }
 
 /* The classes of GPU d's processes (info, count of them): by_rank (MB of
@@ -136,12 +92,12 @@ void sm__gpu_holders(struct procs *pr, struct gpu_dev *d, const sm_nvml_process_
             continue; /* NVML_VALUE_NOT_AVAILABLE; no process */
         mb = (double)info[i].usedGpuMemory / 1e6;
         cls = pid_class(pr, (int)info[i].pid, &rank);
-        if (cls == P_OWN) {
+        if (cls == SM_PID_OWN) {
             h.own += mb;
             rank = pr->own_rank;
-        } else if (cls == P_UNRANKED) {
+        } else if (cls == SM_PID_UNRANKED) {
             h.unranked += mb;
-        } else if (cls == P_FOREIGN) {
+        } else if (cls == SM_PID_FOREIGN) {
             h.foreign += mb;
         } else {
             int j = 0;
@@ -181,23 +137,19 @@ static int own_pid_ns(const sm_ctx *ctx)
              sm__parse_pid_stat(buf, (size_t)n, &st) == 0 && st.ppid == 0);
 }
 
-/* The pid of /proc/self through the sysroot (a fake /proc links it to its
- * root, as for coll_proc.c), the rank, the sysroot and its pid namespace. */
+/* The rank, the pid map (the set's, else one of its own: pidmap.h), the
+ * sysroot and its pid namespace. */
 void sm__gpu_procs_open(struct procs *pr, const sm_ctx *ctx)
 {
-    char path[SM_PATH_MAX], link[64];
-    ssize_t n;
-
     pr->ctx = *ctx;
     pr->ctx.rec_key = NULL; /* not kept beyond open */
     pr->own_rank = ctx->id.rank >= 0 ? ctx->id.rank : 0;
     pr->rank0 = pr->own_rank;
     pr->nranks = 1;
-    pr->self_pid = -1;
-    if (sm__path(ctx, "/proc/self", path, sizeof path) == 0 &&
-        (n = readlink(path, link, sizeof link - 1)) > 0) {
-        link[n] = '\0';
-        pr->self_pid = atoi(link);
+    pr->map = ctx->pids;
+    if (!pr->map) {
+        sm__pidmap_init(&pr->own_map, ctx);
+        pr->map = &pr->own_map;
     }
     pr->own_pid_ns = own_pid_ns(ctx);
 }
@@ -216,25 +168,11 @@ unsigned int sm__gpu_procs_ns_drop(const struct gpu *g, char *note, size_t cap)
     return BIT(M_PROC_MEM);
 }
 
-/* The ranks whose gpu_i_process_memory_megabytes this collector records:
- * its own; under all_workers the pod's (local rank 0's collector records
- * R .. R+LOCAL_WORLD_SIZE-1, as coll_proc.c's trees), bounded so that a
- * sample's points fit. */
+/* The ranks whose gpu_i_process_memory_megabytes this collector records
+ * (sm__pid_ranks), bounded so that a sample's points fit. */
 void sm__gpu_procs_ranks(struct gpu *g, const sm_ctx *ctx, char *note, size_t cap)
 {
-    struct procs *pr = &g->procs;
-    int want = 1, fit;
-
-    if (!g->f.processes || g->n == 0 || pr->own_pid_ns)
+    if (!g->f.processes || g->n == 0 || g->procs.own_pid_ns)
         return;
-    if (ctx->all_workers && ctx->id.local_rank == 0 && ctx->id.local_world_size > 1 &&
-        !ctx->id.invalid[0])
-        want = ctx->id.local_world_size < PROC_RANKS_MAX ? ctx->id.local_world_size
-                                                         : PROC_RANKS_MAX;
-    fit = PROC_POINTS_MAX / (int)g->n;
-    pr->nranks = want < fit ? want : fit;
-    if (pr->nranks < want)
-        sm__line_join(note, cap, "gpu_*_process_memory_megabytes recorded for ranks %d..%d of "
-                      "%d (at most %d points a sample)", pr->rank0, pr->rank0 + pr->nranks - 1,
-                      pr->rank0 + want - 1, PROC_POINTS_MAX);
+    g->procs.nranks = sm__pid_ranks(ctx, PROC_RANKS_MAX, PROC_POINTS_MAX, (int)g->n, note, cap);
 }

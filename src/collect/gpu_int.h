@@ -24,6 +24,7 @@
 
 #include "internal.h"
 #include "nvml.h"
+#include "pidmap.h"
 
 #define GPU_MAX 64 /* more than any host carries (8-16 on the largest nodes); NVML indices
                       * beyond it are not logged */
@@ -64,19 +65,10 @@ enum query {
  * lost; skip this value (any other error, transient). */
 enum verdict { V_OK, V_DROP, V_LOST, V_SKIP };
 
-/* The classes of a process NVML lists (gpu_holders.c says how each is told). */
-enum pclass { P_OWN, P_RANK, P_UNRANKED, P_FOREIGN };
-#define PCACHE 128
 #define PROC_LIST 256      /* processes read per GPU and sample (6 KB of stack) */
 #define PROC_RANKS_MAX 64  /* ranks a collector records (coll_proc's trees) */
 #define PROC_POINTS_MAX 512
 #define PEAK_RANKS 8       /* other ranks named in gpu_memory_at_peak */
-
-struct pcache_entry {
-    int pid, cls, rank;
-    uint64_t start;        /* /proc/PID/stat starttime: a reused pid is another process */
-    unsigned int seen;     /* the sample that last asked */
-};
 
 struct held {               /* one GPU's memory by class, MB */
     double used, own, unranked, foreign, other;
@@ -86,11 +78,10 @@ struct held {               /* one GPU's memory by class, MB */
 
 struct procs {
     sm_ctx ctx;            /* the sysroot, for /proc and /dev */
-    int self_pid, own_rank, rank0, nranks; /* recorded ranks rank0 .. rank0+nranks-1 */
+    int own_rank, rank0, nranks; /* recorded ranks rank0 .. rank0+nranks-1 */
     int own_pid_ns;        /* /proc is a pid namespace of its own: NVML's pids are not its */
-    unsigned int sample;
-    struct pcache_entry cache[PCACHE];
-    char env[65536];       /* /proc/PID/environ, read when a new pid appears */
+    sm__pidmap *map;       /* whose process each pid is (pidmap.h): the set's, or own_map */
+    sm__pidmap own_map;    /* opened alone (tests/c): a map of its own */
 };
 
 struct gpu_dev {

@@ -1,10 +1,11 @@
 /*
  * proc_estimate.c — the process tree's Pss between reads of its
  * smaps_rollup, and when to read it again (docs/design.md §9, the table *The
- * estimate's rules*: each MEM_* rule below is a row, each earned by a
- * measured miss).  Pure: what coll_proc.c read (the last read's records, a
- * stat snapshot of every process, the time) in; the estimate, the next read's
- * time and its reason out.  Nothing here may open a file, read a clock or
+ * estimate's rules*: each MEM_* rule below is a row; the miss that earned
+ * it, with its numbers, is that row's last column, not repeated here).
+ * Pure: what coll_proc.c read (the last read's records, a stat snapshot of
+ * every process, the time) in; the estimate, the next read's time and its
+ * reason out.  Nothing here may open a file, read a clock or
  * allocate: that would make the rules testable only through a fake /proc
  * again (tests/c/test_proc_estimate.c feeds them numbers).
  */
@@ -14,9 +15,9 @@
 
 /* MEM_BUDGET: reading smaps_rollup walks the page tables of every mapping
  * under the process's mmap read lock (fs/proc/task_mmu.c
- * show_smaps_rollup): its cost grows with resident memory, tens of ms per GB
- * measured here.  The tree's reads are kept within this share of one core:
- * after a read that cost T of CPU (at least MEM_SLOW: below that, every
+ * show_smaps_rollup): its cost grows with resident memory (bench/README.md
+ * table 9 measures it).  The tree's reads are kept within this share of
+ * one core: after a read that cost T of CPU (at least MEM_SLOW: below that, every
  * sample may read), the next waits until T / MEM_BUDGET has passed.  The
  * samples in between estimate the tree's Pss from what /proc/PID/stat
  * already gives for the CPU series (MEM_ESTIMATE): no extra read, no gap in
@@ -32,9 +33,8 @@
  * (a DataLoader's workers end once an epoch). */
 #define MEM_BUDGET_DOUBT 0.1
 /* MEM_MOVE_REL: past its spacing a tree is read only when the estimate may
- * be wrong: in a steady tree it stays right, and a read would only cost (a
- * 190 MB interpreter: 5-7 ms, every window at 10 s before this rule;
- * bench/README.md table 9).  A resident move beyond MEM_MOVE_REL of the last
+ * be wrong: in a steady tree it stays right, and a read would only cost
+ * (bench/README.md table 9).  A resident move beyond MEM_MOVE_REL of the last
  * Pss (the error a reader of the series can ignore), and at least
  * MEM_MOVE_KB (an interpreter's allocator breathes by a few MB in a steady
  * loop; below that the error is < 4 MB anyway), is read: the estimate's
@@ -51,78 +51,69 @@
  * Documentation/filesystems/proc.rst "Pss"), so a process that exits takes
  * away only its private pages (Private_Clean + Private_Dirty of its
  * smaps_rollup at the last read); those it shared stay, moved to the other
- * mappers' Pss.  Scaling its resident pages by the tree's Pss/resident did
- * not: DataLoader workers exiting took 137 MB too many off a 317 MB tree
- * (CI), 9 children of a 1 GB parent 911 MB.  A process forked since shares
- * every resident page with its parent: it adds what it faulted since (its
- * minflt and majflt start at 0, kernel/fork.c copy_mm), each a page it made
- * its own by writing or newly touched, at most its resident pages.  So the
- * estimate keeps, per process of the last read, its record (sm__prec); a
- * tree whose records do not fit coll_proc.c's is estimated as one process,
- * a change seen by its count. */
+ * mappers' Pss.  Scaling its resident pages by the tree's Pss/resident takes
+ * the shared pages away too.  A process forked since shares every resident
+ * page with its parent: it adds what it faulted since (its minflt and majflt
+ * start at 0, kernel/fork.c copy_mm), each a page it made its own by writing
+ * or newly touched, at most its resident pages.  So the estimate keeps, per
+ * process of the last read, its record (sm__prec); a tree whose records do
+ * not fit coll_proc.c's is estimated as one process, a change seen by its
+ * count. */
 
 /* MEM_DOUBT: an exit takes away the process's private pages (MEM_SET) and
- * also the pages it shared only with processes that exited with it: pages
- * the parent copied (wrote) or freed after forking them, still mapped by the
+ * also the pages it shared only with processes that exited with it: pages the
+ * parent copied (wrote) or freed after forking them, still mapped by the
  * workers alone (mapcount 2 among two workers, neither's Private).  No file
  * says which: smaps_rollup gives each process's sums, not who shares a page.
- * What an exit took is between its private pages and its Pss at the read;
- * the estimate takes the private pages (the lower bound), and when the
- * exits' Pss − private passes the slack the tree is read at MEM_BUDGET_DOUBT
- * (CI: 2 DataLoader workers of a torch parent that ran the loader's loop
- * after forking them took 9 MB more than their private pages off a 317 MB
- * tree, and the 2 % spacing kept the estimate 7 MB high for seconds: 324.5
- * read for 317.5; 6 children ending with the 600 MB their parent had freed
- * left 832 MB, the cap, for a 416 MB tree). */
+ * What an exit took is between its private pages and its Pss at the read; the
+ * estimate takes the private pages (the lower bound), and when the exits' Pss
+ * − private passes the slack the tree is read at MEM_BUDGET_DOUBT (MEM_SET's
+ * 2 % spacing held such an estimate high for seconds: DataLoader workers of a
+ * parent that ran the loader's loop after forking them). */
 
-/* MEM_UNSHARE: unsharing a copy-on-write page is a write fault in the
- * process that writes (mm/memory.c do_wp_page → wp_page_copy; a shared
- * transparent huge page is split first and one 4 kB page copied,
- * mm/huge_memory.c do_huge_pmd_wp_page), counted in its minflt
- * (/proc/PID/stat field 10, summed over its threads: fs/proc/array.c
- * do_task_stat).  Each adds one page to the tree's Pss and nothing to its
- * resident pages.  So between reads the estimate adds the faults resident
- * pages do not explain — per process, Δfaults × page − its resident growth,
- * at most what the last read said unsharing could still add to it
- * (Anonymous − Pss_Anon of its smaps_rollup,
+/* MEM_UNSHARE: unsharing a copy-on-write page is a write fault in the process
+ * that writes (mm/memory.c do_wp_page → wp_page_copy; a shared transparent
+ * huge page is split first and one 4 kB page copied, mm/huge_memory.c
+ * do_huge_pmd_wp_page), counted in its minflt (/proc/PID/stat field 10,
+ * summed over its threads: fs/proc/array.c do_task_stat).  Each adds one page
+ * to the tree's Pss and nothing to its resident pages.  So between reads the
+ * estimate adds the faults resident pages do not explain — per process,
+ * Δfaults × page − its resident growth, at most what the last read said
+ * unsharing could still add to it (Anonymous − Pss_Anon of its smaps_rollup,
  * Documentation/ABI/testing/procfs-smaps_rollup; a kernel without Pss_Anon:
  * resident − Pss) — and, beyond the slack of those, reads the tree again at
- * MEM_BUDGET_CHANGE.  Faults that are not unsharing (pages mapped, touched
- * and unmapped between two samples: a DataLoader's batches in shared memory)
- * look the same: the estimate is then high by at most that room until the
- * read corrects it (a parent of 200 MB whose 3 forked children wrote every
- * page read 221 MB for 20 samples where Pss was 850 MB before this rule). */
+ * MEM_BUDGET_CHANGE. Faults that are not unsharing (pages mapped, touched and
+ * unmapped between two samples: a DataLoader's batches in shared memory) look
+ * the same: the estimate is then high by at most that room until the read
+ * corrects it. */
 
 /* MEM_ESTIMATE: between reads the tree's Pss is the last read's, plus each
  * process's resident growth counted whole (new resident pages are mostly
- * memory it allocated and touched: private, each a whole page of Pss;
- * scaling them by the last ratio made a 128 MB allocation after a fork read
- * as 32 MB), minus its resident shrink scaled by its last private/resident
- * (what it frees is as private as it was: a page it shared stays with the
- * others), plus its unsharing (MEM_UNSHARE), plus the processes forked and
- * minus those exited (MEM_SET).  Exact to the page for allocations, forks,
- * exits (those that took more are read again, MEM_DOUBT) and copy-on-write
- * within the tree; a move it gets wrong (pages shared with a process outside
- * the tree mapped, a new program's shared libraries, faults that were not
- * unsharing) is wrong by at most that move, and one beyond the slack is read
- * again (MEM_MOVE_REL).  Pss is never above resident. */
+ * memory it allocated and touched: private, each a whole page of Pss, not the
+ * last ratio of one), minus its resident shrink scaled by its last
+ * private/resident (what it frees is as private as it was: a page it shared
+ * stays with the others), plus its unsharing (MEM_UNSHARE), plus the
+ * processes forked and minus those exited (MEM_SET).  Exact to the page for
+ * allocations, forks, exits (those that took more are read again, MEM_DOUBT)
+ * and copy-on-write within the tree; a move it gets wrong (pages shared with
+ * a process outside the tree mapped, a new program's shared libraries, faults
+ * that were not unsharing) is wrong by at most that move, and one beyond the
+ * slack is read again (MEM_MOVE_REL).  Pss is never above resident. */
 
 /* MEM_AT: a read is not an instant.  The walk of a process's page tables
- * takes milliseconds per 100 MB (15 ms for 500 MB here), and a process that
- * touches memory meanwhile (an interpreter filling a 600 MB buffer: 20 MB
- * over one walk here) has its Pss counted where the walk passed, not where
- * its stat stood before the read.  The estimate moves from the read by
- * resident pages, so taking them from that stat counted the growth during
- * the walk twice (CI: 1056 MB for a 1013 MB tree, held until the next read
- * seconds later).  Each record's resident pages are the walk's own (the
- * rollup's Rss, the same walk as its Pss) kept between the stat before the
- * read and one after it: on a still process stat's counters win, which lag
- * the walk's sum by a few hundred kB.  Its faults at the walk are those
- * before plus a page for each page it grew by up to there (at most those
- * after): each new page a fault, so the growth after the walk explains the
- * faults after it, which would otherwise pass for unsharing (up to the room
- * of the pages it shares).  Unsharing during the walk itself may be counted
- * or missed, by at most what unshared in those milliseconds. */
+ * takes milliseconds per 100 MB, and a process that touches memory meanwhile
+ * (an interpreter filling a buffer) has its Pss counted where the walk
+ * passed, not where its stat stood before the read.  The estimate moves from
+ * the read by resident pages, so taking them from that stat would count the
+ * growth during the walk twice.  Each record's resident pages are the walk's
+ * own (the rollup's Rss, the same walk as its Pss) kept between the stat
+ * before the read and one after it: on a still process stat's counters win,
+ * which lag the walk's sum by a few hundred kB. Its faults at the walk are
+ * those before plus a page for each page it grew by up to there (at most
+ * those after): each new page a fault, so the growth after the walk explains
+ * the faults after it, which would otherwise pass for unsharing (up to the
+ * room of the pages it shares).  Unsharing during the walk itself may be
+ * counted or missed, by at most what unshared in those milliseconds. */
 
 void sm__mem_read_begin(sm__mread *m, double t, int n)
 {

@@ -4,7 +4,11 @@
  * numbers before deciding, not in a log line after.  Everything here
  * is arithmetic on the rules the monitor applies (collectors, the write
  * budget's rule, series per collector, how MLflow's UI groups keys); docs/plan.md
- * derives each number.
+ * derives each number.  It must count what the monitor would record: the
+ * series a collector adds and the write budget's interval are asked of the
+ * collectors' table and of sm__budget_interval (the monitor's own calls),
+ * never written again here, and it reads no file: the plan is of a job that
+ * has not started, on a machine that may not be the job's.
  */
 #include <errno.h>
 #include <math.h>
@@ -20,9 +24,9 @@
 #define BYTES_PER_ROW 433.0
 /* What the recorder holds resident in a collecting pod, MB (docs/plan.md
  * "Memory"): the bounds the measurements sit under -- the front's thread and
- * scopemeter run over https, bench/README.md table 5 (0.98 and 4.61 MB);
- * the companion waiting, issue 32's bound (1.94 MB over http, 2.08 over
- * https; tests/py/test_plan.py measures it against this); scopemeter run
+ * scopemeter run over https, bench/README.md table 5; the companion
+ * waiting, issue 32's bound (tests/py/test_plan.py measures it against
+ * this); scopemeter run
  * twice, itself and its OOM reserve of its own resident size
  * (docs/cgroup.md §7). */
 #define POD_MEMORY_FRONT_MB 1.0
@@ -114,8 +118,8 @@ double sm__budget_interval(int collectors, int series, double interval, int samp
 
 /* The server a job's rows need (docs/rest.md, "Sizing"): cores of an mlflow
  * server on PostgreSQL (its workers and postgres together) at half load.
- * Measured (bench table 11): 704 rows/s with 0 lost, 0 5xx and a bounded lag
- * on 2 cores shared with the load generator, so 352 rows/s a core. */
+ * The rate two cores sustained with nothing lost, no 5xx and a bounded lag
+ * (bench/README.md table 11), halved: a core's share. */
 #define ROWS_PER_S_PER_CORE 352.0
 #define SIZING_LOAD 0.5
 

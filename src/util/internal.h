@@ -110,6 +110,10 @@ typedef struct sm_ctx {
      * companion's): the container collector resets the cgroup's v1 kernel
      * peak at open, so that it is the run's (docs/cgroup.md) */
     int owns_peak;
+    /* whose process is this (src/collect/pidmap.h): the collector set's one
+     * map, fed by the process collector and asked by the GPU collectors;
+     * NULL outside a set (a collector opened alone keeps its own) */
+    struct sm__pidmap *pids;
 } sm_ctx;
 #define SM_DETAIL_DEFAULT 0
 #define SM_DETAIL_FULL 1
@@ -370,6 +374,7 @@ typedef struct sm_collset {
         void *state;
         int failing;        /* last sample failed; its line was printed */
     } c[SM_COLLECTORS_MAX];
+    struct sm__pidmap *pids; /* the set's pid map (sm_ctx.pids) */
 } sm_collset;
 
 /* Opens every collector of the table; notes receive one line per collector

@@ -428,6 +428,48 @@ def test_the_circle_check_can_fail(tmp_path):
                                          "src/collect/gpu_query.c"]]
 
 
+# ---- one rule, one file: whose process is this (src/collect/pidmap.c) ---------
+
+# The pid rule's fingerprints in code (comments left out): a walk up the ppid
+# chain (a variable set to a stat line's ppid, the walk's next step) and RANK
+# read from another process's environ.  Storing a ppid in a table (coll_proc.c's
+# scan) is not a walk.
+PID_RULE = (re.compile(r"^\s*\*?\w+\s*=\s*[^;=\n]*(?:\.|->)ppid\s*;", re.M),
+            re.compile(r'"/proc/%d/environ"|environ_int\s*\([^;]*"RANK"'))
+
+
+def pid_rule_files(root):
+    """The C files that follow a ppid chain or read RANK from an environ."""
+    found = []
+    for f in tree_files(root, C_SOURCES):
+        text = C_COMMENT.sub(" ", open(os.path.join(root, f), encoding="utf-8").read())
+        if any(p.search(text) for p in PID_RULE):
+            found.append(f)
+    return found
+
+
+def test_whose_process_is_decided_in_one_file():
+    """The GPU collectors ask src/collect/pidmap.c whose a process is; a
+    second file walking the ppid chain or reading RANK from an environ
+    would be the rule written twice (issue 45: gpu_holders.c and
+    coll_amdgpu.c each had it)."""
+    assert pid_rule_files(ROOT) == ["src/collect/pidmap.c"]
+
+
+def test_the_pid_rule_check_can_fail(tmp_path):
+    walk = ("static int pid_rank(int p)\n{\n    sm_pid_stat st;\n    while (p > 1) {\n"
+            "        read_stat(p, &st);\n        p = st.ppid;\n    }\n    return p;\n}\n")
+    env = ('static int env_rank(const char *buf, size_t n, int *r)\n{\n'
+           '    return sm__environ_int(buf, n, "RANK", r);\n}\n')
+    root = _tree(tmp_path, {"src/collect/pidmap.c": walk + env,
+                            "src/collect/coll_proc.c": "void f(void)\n{\n"
+                            "    s->scan[s->nscan].ppid = st.ppid; /* p = a.ppid; */\n}\n"})
+    assert pid_rule_files(root) == ["src/collect/pidmap.c"]
+    _tree(tmp_path, {"src/collect/coll_amdgpu.c": walk, "src/collect/gpu_holders.c": env})
+    assert pid_rule_files(root) == ["src/collect/coll_amdgpu.c", "src/collect/gpu_holders.c",
+                                    "src/collect/pidmap.c"]
+
+
 # ---- what the surfaces borrow (docs/internals.md) ------------------------------
 
 BORROWERS = ("cli/*.[ch]", "python/scopemeter/*.c")
