@@ -28,7 +28,7 @@ static const sm_collector_ops *const table[] = {
     &sm__coll_node_cpu, &sm__coll_node_memory, &sm__coll_rootfs,
     &sm__coll_network,  &sm__coll_container,   &sm__coll_gpu,
     &sm__coll_io,       &sm__coll_amdgpu,   &sm__coll_proc,
-    &sm__coll_rdma,
+    &sm__coll_rdma,     &sm__coll_rapl,
 };
 
 int sm__collectors_series(int devices, int container_limits, int *node_scope)

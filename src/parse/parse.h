@@ -142,6 +142,20 @@ SM_HIDDEN int sm__parse_rdma_state(const char *buf, size_t len, unsigned *num, c
  * path segment; -EINVAL, -ENAMETOOLONG otherwise. */
 SM_HIDDEN int sm__parse_rdma_ibdev(const char *buf, size_t len, char *out, size_t cap);
 
+/* ---- RAPL files of powercap (parse_rapl.c) ------------------------------------ */
+/* energy_uj, max_energy_range_uj: a decimal and a newline
+ * (drivers/powercap/powercap_sys.c).  -EINVAL for any other text, -ERANGE
+ * above 64 bits. */
+SM_HIDDEN int sm__parse_rapl_uj(const char *buf, size_t len, uint64_t *out);
+/* A zone's name: 1 for a CPU package ("package-0" -> "package0",
+ * "package-1-die-0" -> "package1_die0" in label), 0 for another domain
+ * ("dram", "psys", ...), -EINVAL for empty text or a control byte,
+ * -ENAMETOOLONG when cap cannot hold the label. */
+SM_HIDDEN int sm__parse_rapl_name(const char *buf, size_t len, char *label, size_t cap);
+/* The energy between two readings of a counter that wraps after max: one
+ * wrap counted once (now < last), never more than max. */
+SM_HIDDEN uint64_t sm__rapl_delta(uint64_t last, uint64_t now, uint64_t max);
+
 /* ---- cgroup files (parse_cgroup.c) -------------------------------------------
  * Iterators: *pos starts at 0; each call returns 1 with the next entry, 0 at
  * the end, -EINVAL on a malformed line (*pos is then left at that line).

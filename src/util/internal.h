@@ -364,6 +364,7 @@ extern const sm_collector_ops sm__coll_amdgpu;
 SM_HIDDEN const char *const *sm__gpu_keys(unsigned int i);
 extern const sm_collector_ops sm__coll_proc;
 extern const sm_collector_ops sm__coll_rdma;
+extern const sm_collector_ops sm__coll_rapl;
 
 #define SM_COLLECTORS_MAX 16
 typedef struct sm_collset {
