@@ -106,15 +106,15 @@ static double wall_s(void)
 }
 
 static void trace_read(const struct tree *t, double began, double cost, int kept,
-                       const sm__mest *e, int baseline)
+                       const sm__mest *e, int baseline, uint64_t file_kb)
 {
-    char was[64] = "", got[64], whose[24];
+    char was[64] = "", got[96], whose[24];
 
     if (!baseline && e->rss_kb > 0)
-        snprintf(was, sizeof was, "; the estimate was %.1f MB", (double)e->kb / 1024);
-    if (kept)
-        snprintf(got, sizeof got, "%.1f MB in %d processes", (double)t->mem.kb / 1024,
-                 t->mem.counted);
+        snprintf(was, sizeof was, "; the estimate was %.1f MB", (double)e->kb * 1024 / 1e6);
+    if (kept) /* MB as the series (10^6 bytes) */
+        snprintf(got, sizeof got, "%.1f MB in %d processes, %.1f MB of it file pages",
+                 (double)t->mem.kb * 1024 / 1e6, t->mem.counted, (double)file_kb * 1024 / 1e6);
     tree_name(t, whose, sizeof whose);
     sm__log(SM_INFO, "trace: process tree (%s) read at %.3f (%s): %s, %.1f ms of CPU%s",
             whose, began,
@@ -131,7 +131,7 @@ static void trace_estimate(const struct tree *t, const sm__mest *e, double now)
 
     tree_name(t, whose, sizeof whose);
     sm__log(SM_INFO, "trace: process tree (%s) estimated at %.3f: %.1f MB; next read in %.1f s "
-            "(%s)", whose, wall_s(), (double)e->kb / 1024, e->next > now ? e->next - now : 0,
+            "(%s)", whose, wall_s(), (double)e->kb * 1024 / 1e6, e->next > now ? e->next - now : 0,
             e->why >= 0 && e->why <= SM__MEM_AGE ? mem_why[e->why] : "?");
 }
 
@@ -158,6 +158,7 @@ struct proc_state {
     int samples;           /* samples taken (0: the next is the baseline) */
     int cap_said, mem_said, budget_said;
     int trace;             /* SCOPEMETER_TRACE has "proc": a line a read (trace_read) */
+    uint64_t trace_file_kb; /* ... and the read's Pss_File sum, for that line */
     int ntrees;
     struct tree trees[TREES_MAX];
     /* the tree being walked, and what each one's stat said (alive: it was read) */
@@ -374,7 +375,7 @@ static sm__prec *recs_make(struct proc_state *s, int ti, int n)
 static int proc_kb(struct proc_state *s, int pid, uint64_t *kb, uint64_t *room, uint64_t *priv,
                    uint64_t *rss)
 {
-    uint64_t anon, pss_anon, clean, dirty;
+    uint64_t anon, pss_anon, clean, dirty, file;
     char abs[64];
     ssize_t n;
 
@@ -405,6 +406,8 @@ static int proc_kb(struct proc_state *s, int pid, uint64_t *kb, uint64_t *room, 
         *priv = UINT64_MAX;
     else if (s->rollup)
         *priv = clean + dirty;
+    if (s->trace && s->rollup && sm__parse_kb(s->buf, (size_t)n, "Pss_File:", &file) == 0)
+        s->trace_file_kb += file; /* the page cache's share: trace_read */
     n = sm__parse_kb(s->buf, (size_t)n, s->rollup ? "Pss:" : "VmRSS:", kb);
     if (n == -ENOENT && !s->rollup) { /* status of a zombie: no VmRSS line */
         *kb = 0;
@@ -542,6 +545,7 @@ static int read_tree(struct proc_state *s, int ti, double now, int *count, uint6
     for (int k = 1;; k++) {
         int rescan = 0, nb = 0, na = 0, same = 1;
 
+        s->trace_file_kb = 0;
         sum_mem(s, ti, now);
         for (int i = 0; i < s->n; i++)
             if (s->live[i])
@@ -716,7 +720,7 @@ static int proc_sample(void *state, sm_points *out, char *msg, size_t msglen)
             read_mem = read_tree(s, i, now, &count, &ticks);
             cost = thread_cpu_s() - cost;
             if (s->trace)
-                trace_read(t, began, cost, read_mem, &e, baseline);
+                trace_read(t, began, cost, read_mem, &e, baseline, s->trace_file_kb);
         }
         if (read_mem) {
             kb = t->mem.kb;

@@ -61,6 +61,7 @@
 /* Tags a monitor pushes at most at once: node + collectors' start/end tags +
  * interval/samples/collectors/write budget + skipped. */
 #define TAGS_MAX (SM_TAGS_MAX + 8)
+#define WINDOW_TAGS_ROOM 16 /* buffer_records: the window tags' room a window */
 
 enum { ST_NEW = 0, ST_RUNNING, ST_STOPPED, ST_NOT_COLLECTING, ST_FAILED };
 
@@ -108,6 +109,7 @@ struct sm_monitor {
     size_t nslots;
     sm_record *recs;       /* one window's (or one tag batch's) records, reused */
     size_t nrecs_cap;
+    int tags_dropped_said;  /* push_tags said tags that did not fit */
 
     /* sampling state: the thread's while it runs, start's/stop's otherwise */
     int64_t step;          /* next window's step */
@@ -476,6 +478,12 @@ static void push_tags(sm_monitor *m, const sm_tags *t, const char *const *extra)
         m->sink->ops->push(m->sink, m->recs, n);
         m->tags_logged += n;
     }
+    if (t && t->dropped && !m->tags_dropped_said) {
+        sm__log(SM_WARN, "%zu tags did not fit (%d a phase) and are not recorded, the first "
+               "scopemeter.rank%d.%s: a bug, please report it", t->dropped, SM_TAGS_MAX,
+               m->ctx.id.rank, t->first_dropped);
+        m->tags_dropped_said = 1;
+    }
 }
 
 /* ---- sampling ------------------------------------------------------------------- */
@@ -582,7 +590,7 @@ static void *sampling_thread(void *arg)
         /* the tags whose value changed (docs/design.md §9) ride with the
          * window's points, so they reach the store even if the process is
          * killed later; collectors may read a file for them: outside mu */
-        window.n = 0;
+        window.n = window.dropped = 0;
         if (m->window_n >= m->samples)
             sm__collset_tags(&m->set, SM_TAGS_WINDOW, &window);
         pthread_mutex_lock(&m->mu);
@@ -696,9 +704,10 @@ static int skip(sm_monitor *m, const char *why, char *err, size_t errlen)
 }
 
 /* Buffer size in records: one hour of points by default (docs/monitor.md),
- * with room for the window tags that may ride with each window (at most
- * SM_TAGS_MAX, docs/design.md §9): an outage of an hour loses no point to
- * them.  The ring is resident only where written (zalloc.c). */
+ * with room for the window tags that may ride with each window (7 keys
+ * have a window phase, docs/series.md; WINDOW_TAGS_ROOM is what the buffer
+ * was sized with before SM_TAGS_MAX grew for the end tags): an outage of an
+ * hour loses no point to them.  The ring is resident only where written (zalloc.c). */
 static size_t buffer_records(const sm_monitor *m)
 {
     double per_hour, want;
@@ -706,8 +715,8 @@ static size_t buffer_records(const sm_monitor *m)
     if (m->buffer_points)
         return m->buffer_points; /* within the bound: the setter refuses others */
     /* windows an hour, rounded up: ceil(x) as -floor(-x), no libm (number.h) */
-    per_hour = (double)(m->nslots + SM_TAGS_MAX) *
-               -sm__floor(-3600.0 / (m->interval * m->samples)) + 2 * TAGS_MAX;
+    per_hour = (double)(m->nslots + WINDOW_TAGS_ROOM) *
+               -sm__floor(-3600.0 / (m->interval * m->samples)) + 2 * (WINDOW_TAGS_ROOM + 8);
     want = per_hour < BUFFER_MIN ? BUFFER_MIN : per_hour > BUFFER_MAX ? BUFFER_MAX : per_hour;
     return (size_t)want;
 }

@@ -282,9 +282,13 @@ typedef struct sm_tag {
     char key[64];       /* suffix after "scopemeter.rankN.", e.g. "cgroup", "oom_kill" */
     char value[512];
 } sm_tag;
-#define SM_TAGS_MAX 16
+/* Every collector's tags of one phase together: 15 at the end with GPUs,
+ * RDMA and RAPL (2026-12).  One that does not fit is counted in dropped and
+ * said by the monitor (push_tags), never lost silently. */
+#define SM_TAGS_MAX 32
 typedef struct sm_tags {
-    size_t n;
+    size_t n, dropped;
+    char first_dropped[64]; /* the key of the first that did not fit */
     sm_tag v[SM_TAGS_MAX];
 } sm_tags;
 SM_HIDDEN void sm__tag_add(sm_tags *t, const char *key, const char *fmt, ...)

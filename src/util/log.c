@@ -112,8 +112,13 @@ void sm__tag_add(sm_tags *t, const char *key, const char *fmt, ...)
 {
     va_list ap;
 
-    if (!t || t->n >= SM_TAGS_MAX)
+    if (!t)
         return;
+    if (t->n >= SM_TAGS_MAX) {
+        if (t->dropped++ == 0)
+            snprintf(t->first_dropped, sizeof t->first_dropped, "%s", key);
+        return;
+    }
     snprintf(t->v[t->n].key, sizeof t->v[0].key, "%s", key);
     va_start(ap, fmt);
     vsnprintf(t->v[t->n].value, sizeof t->v[0].value, fmt, ap);

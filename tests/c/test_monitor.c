@@ -979,6 +979,27 @@ static void test_log_handler_and_helpers(void)
                                      SM_VERSION_PATCH);
 }
 
+/* A phase's tags past SM_TAGS_MAX are counted and the first named (the
+ * monitor says them in one line, push_tags), never dropped silently as the
+ * 16-tag table did once RAPL made the end tags 15. */
+static void test_tags_past_the_table(void)
+{
+    static sm_tags t;
+    char key[32];
+
+    memset(&t, 0, sizeof t);
+    for (int i = 0; i < SM_TAGS_MAX + 3; i++) {
+        snprintf(key, sizeof key, "k%d", i);
+        sm__tag_add(&t, key, "v%d", i);
+    }
+    CHECK_EQ_INT((int)t.n, SM_TAGS_MAX);
+    CHECK_EQ_INT((int)t.dropped, 3);
+    snprintf(key, sizeof key, "k%d", SM_TAGS_MAX);
+    CHECK_EQ_STR(t.first_dropped, key);
+    snprintf(key, sizeof key, "v%d", SM_TAGS_MAX - 1);
+    CHECK_EQ_STR(t.v[SM_TAGS_MAX - 1].value, key);
+    CHECK(SM_TAGS_MAX >= 15 + 8); /* the end tags of a rank with every source, and room */
+}
 
 /* A thread's own taker of lines (sm__log_thread_hook, internal.h; the Python
  * extension's, docs/python.md): it gets the lines of its thread only, ahead
@@ -1110,6 +1131,7 @@ int main(void)
     test_fork();
     test_concurrent_stop();
     test_log_handler_and_helpers();
+    test_tags_past_the_table();
     test_thread_hook();
     return CHECK_DONE();
 }

@@ -28,8 +28,16 @@ over the rule's share of one core after the done, T the CPU time of the
 test's own read of the tree; a stress run's read cost rose from 28 to 52 ms
 within the run, and the recorder's read came after that hold began: 351.8 MB
 for 362.5 at d1.)  The peak tag is waited for as a condition too (a window tag
-at least the tree's Pss less the bound).  A failure prints the values, the
-bound, the read the hold began from and the recorder's reads.
+at least the tree's Pss less the bound).  Page-cache pages shared with a
+process outside the tree (another program loading torch's libraries) move the
+tree's Pss with no fault and no resident page of its own, a move the design
+says the estimate gets wrong by at most the move: the bound adds the move of
+the tree's Pss_File since the recorder's last read (the trace gives the read's,
+the test reads its own).  Measured here: a second program importing torch
+took a torch process's Pss from 203 to 174 MB (Pss_File 60 to 31) at the same
+resident 217 MB; two stress passes beside other agents' torch programs missed
+by 10.7 MB, one each way (351.8 for 362.5 at d1, 386.6 for 377.9 at d2).  A failure prints the values, the bound, the
+read the hold began from and the recorder's reads.
 
 - cow.py: a parent touches 200 MB, forks 3 children, each child then writes
   every page of it in four steps (the issue's reproduction: the tree stayed
@@ -240,18 +248,23 @@ def tree(root):
     return out
 
 
-def pss_mb(root):
+def pss_mb(root, file=None):
     """The tree's Pss sum, in the series' MB (10^6 bytes), and the CPU time
-    reading it took this thread (s): the kernel walks each page table."""
-    kb, t0 = 0, time.thread_time()
+    reading it took this thread (s): the kernel walks each page table.  Its
+    Pss_File sum (MB) is appended to the list file when one is given."""
+    kb, fkb, t0 = 0, 0, time.thread_time()
     for pid in tree(root):
         try:
             with open(f"/proc/{pid}/smaps_rollup") as f:
                 for line in f:
                     if line.startswith("Pss:"):
                         kb += int(line.split()[1])
+                    elif line.startswith("Pss_File:"):
+                        fkb += int(line.split()[1])
         except OSError:
             pass  # exited since the walk
+    if file is not None:
+        file.append(fkb * 1024 / 1e6)
     return kb * 1024 / 1e6, time.thread_time() - t0
 
 
@@ -394,7 +407,8 @@ def drive(tmp_path, text, steps, timeout, peaks=None):
                 time.sleep(0.05)
             t_done = max(t_step, read[1] if read else 0) * 1000
             wait = t_done / 1000 - t_step
-            before, c0 = pss_mb(proc.pid)
+            files = []  # the tree's Pss_File at the hold's start and end (MB)
+            before, c0 = pss_mb(proc.pid, files)
             while len([ts for ts, _ in points.poll() if ts > t_done]) < 2:
                 assert proc.poll() is None and time.monotonic() < end, err.text()
                 time.sleep(0.05)
@@ -406,9 +420,9 @@ def drive(tmp_path, text, steps, timeout, peaks=None):
                     f"step {dones[0]}: no process_tree_peak of at least {before:.1f} - "
                     f"{bound(before):.1f} MB came; peaks {points.peaks}")
                 time.sleep(0.05)
-            after, c1 = pss_mb(proc.pid)
+            after, c1 = pss_mb(proc.pid, files)
             cost = max(cost, c0, c1)
-            holds.append((dones[0], t_done, None, (before, after), wait, read))
+            holds.append((dones[0], t_done, None, (before, after), wait, read, files))
         holds[-1] = holds[-1][:2] + (time.time() * 1000,) + holds[-1][3:]
         (d / "g99").touch()
         proc.wait(timeout=60)
@@ -423,7 +437,17 @@ def drive(tmp_path, text, steps, timeout, peaks=None):
     if peaks is not None:
         peaks += points.peaks
     checked = []
-    for k, t_done, t_go, (before, pss), wait, read in holds:
+    for k, t_done, t_go, (before, pss), wait, read, files in holds:
+        # Page-cache pages the tree maps are in its Pss by 1/mappers, and a
+        # process outside the tree that maps or unmaps them (another program
+        # loading torch) moves that share without a fault or a resident page
+        # of the tree: a move the estimate gets wrong by at most the move
+        # (design.md §9).  So the bound takes the move of the tree's Pss_File
+        # since the recorder's last read before the hold (the trace says it),
+        # as the test read it; 0 where nothing outside moved.
+        base = [r for r in err.reads() if r[1] * 1000 <= t_done and "of it file" in r[3]]
+        m = re.search(r"([0-9.]+) MB of it file pages", base[-1][3]) if base else None
+        moved = max(abs(f - float(m[1])) for f in files) if m else 0.0
         # a point whose sample began after the step: its predecessor's time is after "done"
         inside = [v for (t0, _), (t1, v) in zip(pts, pts[1:]) if t0 > t_done and t1 <= t_go]
         assert inside, (k, t_done, t_go, pts)
@@ -435,10 +459,12 @@ def drive(tmp_path, text, steps, timeout, peaks=None):
         lo, hi = min(before, pss), max(before, pss)
         for v in inside:
             checked.append((k, v, round(before, 1), round(pss, 1)))
-            assert lo - bound(lo) <= v <= hi + bound(hi), (
+            assert lo - bound(lo) - moved <= v <= hi + bound(hi) + moved, (
                 f"step {k}: process_memory_megabytes {v} MB, the tree's Pss {before:.1f} MB "
                 f"at the hold's start and {pss:.1f} MB at its end (bound {bound(pss):.1f} MB: "
-                f"max(2 %, 4 MB) + 0.1, design.md §9; the hold began {wait:.2f} s after the "
+                f"max(2 %, 4 MB) + 0.1, design.md §9, plus {moved:.1f} MB its file pages' "
+                f"Pss moved since the recorder's read, {files} against {m[1] if m else None}; "
+                f"the hold began {wait:.2f} s after the "
                 f"step's done, {'at the read ' + repr(read) if read else 'at once'}; the test's "
                 f"reads of the tree cost up to {cost * 1e3:.1f} ms of CPU); every hold: "
                 f"{checked}; the recorder's reads: {err.reads()}")
