@@ -68,7 +68,8 @@ class _Server(ThreadingHTTPServer):
 
 
 class Request:
-    __slots__ = ("t", "method", "path", "status", "auth", "proxied", "body", "fault")
+    __slots__ = ("t", "method", "path", "status", "auth", "proxied", "body", "fault",
+                 "reply_lost")
 
     def __init__(self, method, path, auth, proxied, body):
         self.t = time.time()
@@ -76,6 +77,7 @@ class Request:
         self.proxied, self.body = proxied, body
         self.status = None
         self.fault = None
+        self.reply_lost = False  # the server answered, the client never got it (down())
 
     def json(self):
         try:
@@ -325,14 +327,21 @@ class FaultProxy:
                 req.status = status
                 if not reply:
                     return
-                self.send_response(status)
-                for k, v in rh:
-                    if k.lower() not in ("content-length", "connection", "transfer-encoding",
-                                         "keep-alive", "server", "date"):
-                        self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.send_response(status)
+                    for k, v in rh:
+                        if k.lower() not in ("content-length", "connection",
+                                             "transfer-encoding", "keep-alive", "server", "date"):
+                            self.send_header(k, v)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    self.wfile.flush()
+                except OSError:
+                    # down() shut the connection while the server applied the
+                    # request: the client sees a reset and sends it again
+                    req.reply_lost = True
+                    raise
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _do
 

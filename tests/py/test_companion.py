@@ -359,7 +359,14 @@ def test_kill9_mid_outage_the_companion_delivers_the_spool(mlflow_server, tmp_pa
     spooled = sum(int(re.search(r"(\d+) metrics", ln).group(1)) for ln in said)
     after = histories(mlflow_server, run_id)
     assert_steps_contiguous(after)  # the spool is what came after the delivered: no hole
-    assert sum(len(h) for h in after.values()) - before == spooled > 0, (before, said)
+    # A batch the server took while down() cut its answer was sent again
+    # (spooled): the store keeps one copy (the steps above have no duplicate),
+    # so it is in `before` and in `spooled` both.  Seen here: 860 spooled, 849
+    # added, one 11-series window.
+    again = sum(len(r.json().get("metrics", [])) for r in proxy.log("runs/log-batch")
+                if r.reply_lost and r.status == 200)
+    assert sum(len(h) for h in after.values()) - before == spooled - again > 0, (
+        before, said, again)
     assert run.info.status == "KILLED", err[-3000:]
     assert run.data.tags["scopemeter.rank0.end_reason"] == "signal 9 (SIGKILL)"
     assert wait_gone(comp), "the companion outlived its job"
