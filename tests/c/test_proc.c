@@ -542,6 +542,48 @@ static void test_read_overtaken_by_a_fork_or_an_exit(void)
     rss_pages = 400;
 }
 
+/* Process 102 in its exit as its smaps_rollup is read: its mm detached
+ * (do_exit runs exit_mm before exit_notify makes it a zombie, kernel/exit.c),
+ * the file empty while its stat still says it runs with its resident pages,
+ * and its pages not yet unmapped (100's Pss still shares them). */
+static void in_exit_at_read(const char *path)
+{
+    if (nth_open(path, "/proc/102/smaps_rollup", 1))
+        put("/proc/102/smaps_rollup", "");
+}
+
+/* A read that met a process in its exit (coll_proc.c sum_mem) is low by the
+ * process's share and is no base: the old code kept 122.2 MB for a 142.7 MB
+ * tree (102's 20 MB missing) until the next read; read again and still in
+ * its exit, the estimate from the last base follows (100's growth counted
+ * whole); the exit done (a zombie), the tree is read. */
+static void test_read_of_a_process_in_its_exit(void)
+{
+    sm_ctx ctx;
+    struct run r;
+    void *s = open_192mb(&ctx, &r);
+
+    /* 100 touches 39 MB of its own (a read is due: MEM_MOVE) as 102 exits */
+    rss_pages = 16384 + 9830;
+    stat_file(100, "python3", 1, 500, 200, 30, 20);
+    rollup(100, 60000 + 9830 * 4, 65536 + 9830 * 4);
+    opens = 0;
+    on_open = in_exit_at_read;
+    CHECK_EQ_INT(sample(s, &r), 0);
+    on_open = NULL;
+    CHECK_EQ_INT(opens, 3); /* the hook is linked in; read READ_TRIES times, in its exit each */
+    CHECK_NEAR(value(&r, "process_memory_megabytes"), (100000 + 9830 * 4) * 1024 / 1e6, 1e-9);
+    /* the exit done: a zombie, its share back in 100's Pss */
+    put("/proc/102/stat", "102 (pt_data_worker) Z 100 100 100 0 -1 4194564 10 0 0 0 5 5 0 0 20 "
+                          "0 1 0 5102 0 0 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 "
+                          "0 0 0 0\n");
+    rollup(100, 80000 + 9830 * 4, 65536 + 9830 * 4);
+    CHECK_EQ_INT(sample(s, &r), 0);
+    CHECK_NEAR(value(&r, "process_memory_megabytes"), (100000 + 9830 * 4) * 1024 / 1e6, 1e-9);
+    close_coll(s);
+    rss_pages = 400;
+}
+
 /* No children files (CONFIG_PROC_CHILDREN off): one /proc scan by ppid; no
  * smaps_rollup (kernel < 4.14): VmRSS summed, one line says both. */
 static void test_fallbacks(void)
@@ -693,6 +735,7 @@ int main(void)
     test_read_when_stale();
     test_read_of_a_growing_process();
     test_read_overtaken_by_a_fork_or_an_exit();
+    test_read_of_a_process_in_its_exit();
     test_fallbacks();
     test_rank_override();
     test_lock();
