@@ -92,8 +92,9 @@ def free_port():
 
 
 def c_test_program(scopemeter_bin, name):
-    """A C test program of the build (build/tests/NAME) that a Python test
-    drives; a missing one fails the test (never skipped)."""
+    """A C test program of the build (build/tests/NAME; a tool is
+    "tools/NAME") that a Python test drives; a missing one fails the test
+    (never skipped)."""
     build = os.environ.get("SCOPEMETER_BUILD") or os.path.dirname(os.path.dirname(scopemeter_bin))
     path = os.path.join(build, "tests", name)
     if not os.access(path, os.X_OK):
