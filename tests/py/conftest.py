@@ -349,7 +349,7 @@ def mlflow_server(request):
 TIMING_MODULES = {
     "test_proctree", "test_proctree_cow", "test_composition_real", "test_oom_order",
     "test_run_signals", "test_run_orphans", "test_companion", "test_rest_faults",
-    "test_delivery_paths", "test_faults_recording", "test_python_robustness",
+    "test_delivery_policy", "test_faults_recording", "test_python_robustness",
     "test_spool", "test_bench_quick", "test_scale_inprocess", "test_cgroup_real", "test_oom_end",
 }
 

@@ -43,7 +43,7 @@ import time
 import pytest
 
 from conftest import start_postgres_server, stop_mlflow_server
-from test_one_path import closing, CLOSING
+from test_shipping_faults import closing, CLOSING
 from runread import new_run, tags_of
 from test_report import cli_report, report_env
 from test_scale import SERVER_ERROR, read_back
