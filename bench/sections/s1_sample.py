@@ -10,6 +10,25 @@ import subprocess
 import benchlib as B
 
 
+def sample_cost_round(c, iters, env=None):
+    """One round of bench/sample_cost (floor and full sample interleaved):
+    the floor's and the sample's CPU per sample, the series per sample and
+    the descriptors read, as it prints them."""
+    out = subprocess.run([c.sample_cost, "--rounds", "1", "--iters", str(iters)],
+                         capture_output=True, text=True, timeout=120, check=True, env=env).stdout
+    fl = sa = series = files = None
+    for line in out.splitlines():
+        if line.startswith("floor:"):
+            fl = float(line.split()[-2])
+        elif line.startswith("scopemeter: full sample"):
+            sa = float(line.split()[-2])
+        elif line.startswith("series per sample:"):
+            series = int(line.split()[-1])
+        elif line.startswith("files read"):
+            files = line.split("(")[1].split(" ")[0]
+    return fl, sa, series, files
+
+
 def section1(c):
     p = c.p
     sp = subprocess.Popen(c.py("sample_py.py"), env=c.env(), stdin=subprocess.PIPE,
@@ -24,18 +43,7 @@ def section1(c):
         for r in range(p["s1_rounds"]):
             # C: one round of floor + full sample (interleaved inside), then
             # the Python variants: one round each, right after.
-            out = subprocess.run([c.sample_cost, "--rounds", "1", "--iters", str(p["s1_iters"])],
-                                 capture_output=True, text=True, timeout=120, check=True).stdout
-            fl = sa = None
-            for line in out.splitlines():
-                if line.startswith("floor:"):
-                    fl = float(line.split()[-2])
-                elif line.startswith("scopemeter: full sample"):
-                    sa = float(line.split()[-2])
-                elif line.startswith("series per sample:"):
-                    series = int(line.split()[-1])
-                elif line.startswith("files read"):
-                    files = line.split("(")[1].split(" ")[0]
+            fl, sa, series, files = sample_cost_round(c, p["s1_iters"])
             sp.stdin.write(f"round {p['s1_py_iters']}\n")
             sp.stdin.flush()
             pyr = B.parse_result(sp.stdout.readline())
@@ -92,19 +100,7 @@ def section1b(c):
     env = dict(os.environ, SCOPEMETER_SYSROOT=root)
     rows, ratios, files, series = {"floor": [], "scopemeter": []}, [], None, None
     for _ in range(p["s1_rounds"]):
-        out = subprocess.run([c.sample_cost, "--rounds", "1", "--iters", str(p["s1_iters"])],
-                             capture_output=True, text=True, timeout=120, check=True,
-                             env=env).stdout
-        fl = sa = None
-        for line in out.splitlines():
-            if line.startswith("floor:"):
-                fl = float(line.split()[-2])
-            elif line.startswith("scopemeter: full sample"):
-                sa = float(line.split()[-2])
-            elif line.startswith("series per sample:"):
-                series = int(line.split()[-1])
-            elif line.startswith("files read"):
-                files = line.split("(")[1].split(" ")[0]
+        fl, sa, series, files = sample_cost_round(c, p["s1_iters"], env)
         rows["floor"].append(fl)
         rows["scopemeter"].append(sa)
         ratios.append(sa / fl)
