@@ -31,25 +31,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench.h"
 #include "gpu_int.h" /* the collector's clock (struct gpu's now) */
 #include "internal.h"
 
 static const char *const health_calls[] = {"TEMP", "CLOCK", "REASONS", "FIELDS",
                                            "ECC",  "PROCS", "REMAP",   "RETIRED"};
-
-static double cpu_now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 /* The fake's script for n devices: health 1, every health call answering
  * and one process (this one) per GPU; 2, the same without the process list;

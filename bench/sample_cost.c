@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench.h"
 #include "internal.h"
 
 #define MAX_FDS 64
@@ -34,20 +35,6 @@ struct floor_fd {
     size_t len; /* bytes to read per pread */
     char path[256];
 };
-
-static double now(clockid_t clk)
-{
-    struct timespec ts;
-
-    clock_gettime(clk, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 /* The descriptors opened between two snapshots of /proc/self/fd. */
 static int list_fds(int *fds, int max)

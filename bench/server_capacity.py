@@ -16,7 +16,7 @@ e.g. 10+31, the pool docs/rest.md sizes a shared server with.
 For each server — PostgreSQL with `mlflow server --workers 4` (the postgres
 tier's deployment: conftest.py's SERVER_ENV and pool, a cluster of its own)
 and sqlite with 1 worker — and each job size n (64, 256, 1024 collectors;
---quick: 16), n full collectors (tests/c/many_collectors: a monitor each, its
+--quick: 16), n full collectors (tests/tools/many_collectors: a monitor each, its
 own identity, ring, delivery and connection) record one run at a write budget
 R, doubling R from the budget of a 16 s period (a larger job: from the
 smaller one's best budget, search()) until a step fails.  A step
@@ -232,7 +232,7 @@ def main():
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--pool", default=None)
     a = ap.parse_args()
-    driver = os.path.join(a.build, "tests", "many_collectors")
+    driver = os.path.join(a.build, "tests", "tools", "many_collectors")
     sizes = [int(x) for x in a.sizes.split(",")] if a.sizes else ([16] if a.quick
                                                                    else [64, 256, 1024])
     steps_max = a.steps or (1 if a.quick else 8)

@@ -39,26 +39,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench.h"
 #include "internal.h"
 
 #define MAXP 64
 
 static char buf[1 << 16];
 static int pids[MAXP], npids;
-
-static double cpu_now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static void touch(char *p, size_t len)
 {

@@ -50,20 +50,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench.h"
 #include "internal.h"
 
 #define MAX_FDS 64
 
 static char rbuf[1 << 16];
 static char reply[1 << 16];
-
-static double now(clockid_t clk)
-{
-    struct timespec ts;
-
-    clock_gettime(clk, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static double rusage_s(void)
 {

@@ -291,7 +291,7 @@ SM_EXTERN int sm_monitor_set_samples(sm_monitor *m, int samples);
 SM_EXTERN int sm_monitor_set_all_workers(sm_monitor *m, int on);
 /* The job identity of this monitor instead of the launcher's environment
  * (sm_identity_read_env): a program that runs many monitors, one per rank of
- * one job, gives each its own (tests/c/many_collectors.c).  0 <= rank <
+ * one job, gives each its own (tests/tools/many_collectors.c).  0 <= rank <
  * world_size <= SM_PLAN_WORKERS_MAX, 0 <= local_rank < local_world_size <=
  * world_size, node NULL or "" (no node tier) or shorter than 256 bytes
  * (copied); -EINVAL outside, -EBUSY after start.  Its launcher is "api". */

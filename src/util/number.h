@@ -71,7 +71,7 @@ SM_HIDDEN int sm__num_shortest(char *out, size_t cap, double v, bool exponent);
 /* floor(x), exactly (-0, NaN and ±inf as they are), without libm: at -Os
  * GCC calls libm's floor/ceil/trunc instead of expanding them, and the CLI
  * does not load libm (its IFUNC resolvers made ~390 kB of it resident;
- * bench/README.md "The front at 1 MB"; tests/py/test_text_order.py).  From
+ * bench/README.md "The front at 1 MB"; tests/py/test_hot_text.py).  From
  * 2^52 on every double is whole; below, the conversion truncates. */
 static inline double sm__floor(double x)
 {

@@ -13,41 +13,16 @@
 #include <unistd.h>
 
 #include "cgroup.h"
-#include "check.h"
+#include "check_tree.h"
 
 #define GiB (1ull << 30)
 #define MEMTOTAL (503ull * GiB) /* the fixtures' MemTotal */
-
-static char fixtures[2048];
-
-static void ctx_for(sm_ctx *ctx, const char *root)
-{
-    memset(ctx, 0, sizeof *ctx);
-    snprintf(ctx->sysroot, sizeof ctx->sysroot, "%s", root);
-    ctx->mem_total = MEMTOTAL;
-}
-
-static void ctx_fixture(sm_ctx *ctx, const char *name)
-{
-    char root[3000];
-    snprintf(root, sizeof root, "%s/%s", fixtures, name);
-    ctx_for(ctx, root);
-}
 
 /* dir with the sysroot removed: what the machine would call it */
 static const char *rel(const sm_ctx *ctx, const char *dir)
 {
     size_t n = strlen(ctx->sysroot);
     return strncmp(dir, ctx->sysroot, n) == 0 ? dir + n : dir;
-}
-
-static int contains(const char *hay, const char *needle)
-{
-    if (!strstr(hay, needle)) {
-        fprintf(stderr, "  \"%s\"\n  does not contain \"%s\"\n", hay, needle);
-        return 0;
-    }
-    return 1;
 }
 
 /* ---- what the collector says on stderr (sm__log: one write(2) per line) --- */
@@ -78,52 +53,6 @@ static void err_release(char *out, size_t cap)
     fclose(err_file);
 }
 
-/* ---- a temporary tree ------------------------------------------------------ */
-static char tmp[256];
-
-static void put(const char *relpath, const char *fmt, ...)
-{
-    char path[1024], *slash;
-    va_list ap;
-    FILE *f;
-
-    snprintf(path, sizeof path, "%s/%s", tmp, relpath);
-    for (slash = strchr(path + strlen(tmp) + 1, '/'); slash; slash = strchr(slash + 1, '/')) {
-        *slash = '\0';
-        mkdir(path, 0755);
-        *slash = '/';
-    }
-    /* rewrite in place (same inode): a kept descriptor sees the new text */
-    f = fopen(path, "r+");
-    if (!f)
-        f = fopen(path, "w");
-    if (!f) {
-        perror(path);
-        exit(2);
-    }
-    if (ftruncate(fileno(f), 0) < 0)
-        exit(2);
-    va_start(ap, fmt);
-    vfprintf(f, fmt, ap);
-    va_end(ap);
-    fclose(f);
-}
-
-static void rm(const char *relpath)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", tmp, relpath);
-    unlink(path);
-}
-
-static void rm_tree(void)
-{
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-    if (system(cmd) != 0)
-        fprintf(stderr, "cannot remove %s\n", tmp);
-}
-
 /* a v2 machine with a cgroup namespace: own cgroup = mount point */
 /* memory.stat of the v2 tree: with memory.current 3000000000 the working set
  * is 2000 MB = anon 600 + shmem 300 + active_file 50 + kernel 1050 */
@@ -136,11 +65,7 @@ static void rm_tree(void)
 
 static void v2_tree(void)
 {
-    snprintf(tmp, sizeof tmp, "/tmp/sm-test-cgroup-XXXXXX");
-    if (!mkdtemp(tmp)) {
-        perror("mkdtemp");
-        exit(2);
-    }
+    tree_new("sm-test-cgroup");
     put("proc/self/cgroup", "0::/\n");
     put("proc/self/mountinfo",
         "1 0 0:1 / / rw - overlay overlay rw\n"
@@ -284,39 +209,14 @@ static void test_fixtures(void)
 }
 
 /* ---- the collector on fixtures -------------------------------------------- */
-struct run {
-    int rc;
-    sm_opened res;
-    sm_points pts;
-    char msg[300];
-    sm_tags end;
-};
-
 static void *open_coll(const sm_ctx *ctx, struct run *r)
 {
-    void *state = calloc(1, sm__coll_container.state_size);
-    memset(r, 0, sizeof *r);
-    r->rc = sm__coll_container.open(state, ctx, &r->res);
-    if (r->rc != 0) {
-        free(state);
-        return NULL;
-    }
-    return state;
+    return coll_open(&sm__coll_container, ctx, r);
 }
 
 static int sample(void *state, struct run *r)
 {
-    r->pts.n = 0;
-    r->msg[0] = '\0';
-    return sm__coll_container.sample(state, &r->pts, r->msg, sizeof r->msg);
-}
-
-static const sm_point *point(const struct run *r, const char *key)
-{
-    for (size_t i = 0; i < r->pts.n; i++)
-        if (strcmp(r->pts.v[i].key, key) == 0)
-            return &r->pts.v[i];
-    return NULL;
+    return coll_sample(&sm__coll_container, state, r);
 }
 
 static const char *tag(const sm_tags *t, const char *key)
@@ -329,10 +229,7 @@ static const char *tag(const sm_tags *t, const char *key)
 
 static void close_coll(void *state)
 {
-    if (state) {
-        sm__coll_container.close(state);
-        free(state);
-    }
+    coll_close(&sm__coll_container, state);
 }
 
 static void test_collector_fixtures(void)
@@ -360,14 +257,14 @@ static void test_collector_fixtures(void)
     CHECK(p && fabs(p->value - 100.0 * 1.2e9 / (2.0 * GiB)) < 1e-9);
     p = point(&r, "container_cpu_utilization_percentage");
     CHECK(p && p->value == 0.0); /* the fixture's counter does not move */
-    sm__coll_container.tags(s, SM_TAGS_END, &r.end);
-    CHECK_EQ_STR(tag(&r.end, "oom_kill"), "0");
-    CHECK_EQ_STR(tag(&r.end, "mem_peak_sampled_mb"), "1200.0");
+    sm__coll_container.tags(s, SM_TAGS_END, &r.tags);
+    CHECK_EQ_STR(tag(&r.tags, "oom_kill"), "0");
+    CHECK_EQ_STR(tag(&r.tags, "mem_peak_sampled_mb"), "1200.0");
     /* the kernel's peak (1900 MB) has not moved since open: an earlier one,
      * not the run's (issue 46 item 10; never reset under a sysroot) */
-    CHECK(tag(&r.end, "memory_peak_mb") == NULL);
-    CHECK_EQ_STR(tag(&r.end, "cpu_throttled_periods"), "0");
-    CHECK_EQ_STR(tag(&r.end, "cpu_throttled_s"), "0.0");
+    CHECK(tag(&r.tags, "memory_peak_mb") == NULL);
+    CHECK_EQ_STR(tag(&r.tags, "cpu_throttled_periods"), "0");
+    CHECK_EQ_STR(tag(&r.tags, "cpu_throttled_s"), "0.0");
     close_coll(s);
 
     ctx_fixture(&ctx, "cg-cpu-only");
@@ -379,9 +276,9 @@ static void test_collector_fixtures(void)
     CHECK_EQ_INT(sample(s, &r), 0);
     CHECK_EQ_INT(r.pts.n, 1);
     CHECK(point(&r, "container_cpu_utilization_percentage") != NULL);
-    sm__coll_container.tags(s, SM_TAGS_END, &r.end);
-    CHECK(tag(&r.end, "oom_kill") == NULL); /* no memory limit: no limiting cgroup */
-    CHECK(tag(&r.end, "mem_peak_sampled_mb") == NULL);
+    sm__coll_container.tags(s, SM_TAGS_END, &r.tags);
+    CHECK(tag(&r.tags, "oom_kill") == NULL); /* no memory limit: no limiting cgroup */
+    CHECK(tag(&r.tags, "mem_peak_sampled_mb") == NULL);
     close_coll(s);
 
     ctx_fixture(&ctx, "cg-hybrid");
@@ -510,9 +407,9 @@ static void test_malformed(void)
     CHECK_EQ_INT(r.pts.n, 2); /* CPU and CPU pressure */
     CHECK(point(&r, "container_cpu_utilization_percentage") != NULL);
     CHECK(point(&r, "container_memory_pressure_percentage") == NULL); /* part dropped at open */
-    sm__coll_container.tags(s, SM_TAGS_END, &r.end);
-    CHECK(tag(&r.end, "oom_kill") == NULL && tag(&r.end, "memory_peak_mb") == NULL);
-    CHECK_EQ_STR(tag(&r.end, "cpu_throttled_periods"), "0");
+    sm__coll_container.tags(s, SM_TAGS_END, &r.tags);
+    CHECK(tag(&r.tags, "oom_kill") == NULL && tag(&r.tags, "memory_peak_mb") == NULL);
+    CHECK_EQ_STR(tag(&r.tags, "cpu_throttled_periods"), "0");
     close_coll(s);
     put("sys/fs/cgroup/memory.stat", "inactive_file 1x\n");
     s = open_coll(&ctx, &r);
@@ -560,10 +457,10 @@ static void test_malformed(void)
     s = open_coll(&ctx, &r);
     CHECK_EQ_INT(r.rc, 0);
     CHECK_EQ_INT(sample(s, &r), 0);
-    sm__coll_container.tags(s, SM_TAGS_END, &r.end);
-    CHECK(tag(&r.end, "oom_kill") == NULL);
-    CHECK(tag(&r.end, "memory_peak_mb") == NULL);
-    CHECK_EQ_STR(tag(&r.end, "mem_peak_sampled_mb"), "2000.0");
+    sm__coll_container.tags(s, SM_TAGS_END, &r.tags);
+    CHECK(tag(&r.tags, "oom_kill") == NULL);
+    CHECK(tag(&r.tags, "memory_peak_mb") == NULL);
+    CHECK_EQ_STR(tag(&r.tags, "mem_peak_sampled_mb"), "2000.0");
     close_coll(s);
     rm_tree();
 }
@@ -595,11 +492,11 @@ static void test_bad_file_fixture(void)
     CHECK_EQ_INT(r.pts.n, 1);
     CHECK(point(&r, "container_cpu_utilization_percentage") != NULL);
     /* no memory part: no memory end tags; the CPU quota's throttling stays */
-    sm__coll_container.tags(s, SM_TAGS_END, &r.end);
-    CHECK(tag(&r.end, "oom_kill") == NULL);
-    CHECK(tag(&r.end, "mem_peak_sampled_mb") == NULL);
-    CHECK(tag(&r.end, "memory_peak_mb") == NULL);
-    CHECK(tag(&r.end, "cpu_throttled_periods") != NULL);
+    sm__coll_container.tags(s, SM_TAGS_END, &r.tags);
+    CHECK(tag(&r.tags, "oom_kill") == NULL);
+    CHECK(tag(&r.tags, "mem_peak_sampled_mb") == NULL);
+    CHECK(tag(&r.tags, "memory_peak_mb") == NULL);
+    CHECK(tag(&r.tags, "cpu_throttled_periods") != NULL);
     close_coll(s);
 }
 
@@ -694,27 +591,27 @@ static void test_samples(void)
 
     /* end tags: deltas over the run, peaks */
     put("sys/fs/cgroup/memory.events", "low 0\noom 4\noom_kill 5\n");
-    sm__coll_container.tags(s, SM_TAGS_END, &r.end);
-    CHECK_EQ_STR(tag(&r.end, "oom_kill"), "3");            /* 5 - 2 at open */
-    CHECK_EQ_STR(tag(&r.end, "mem_peak_sampled_mb"), "2500.0");
+    sm__coll_container.tags(s, SM_TAGS_END, &r.tags);
+    CHECK_EQ_STR(tag(&r.tags, "oom_kill"), "3");            /* 5 - 2 at open */
+    CHECK_EQ_STR(tag(&r.tags, "mem_peak_sampled_mb"), "2500.0");
     /* the kernel's peak as at open (3500 MB): an earlier one, no tag; once
      * the run passes it, the tag is the run's */
-    CHECK(tag(&r.end, "memory_peak_mb") == NULL);
+    CHECK(tag(&r.tags, "memory_peak_mb") == NULL);
     put("sys/fs/cgroup/memory.peak", "3600000000\n");
-    memset(&r.end, 0, sizeof r.end);
-    sm__coll_container.tags(s, SM_TAGS_END, &r.end);
-    CHECK_EQ_STR(tag(&r.end, "memory_peak_mb"), "3600.0");
-    CHECK_EQ_STR(tag(&r.end, "cpu_throttled_periods"), "3"); /* 4 - 1 */
-    CHECK_EQ_STR(tag(&r.end, "cpu_throttled_s"), "2.0");     /* (2500000 - 500000) us */
+    memset(&r.tags, 0, sizeof r.tags);
+    sm__coll_container.tags(s, SM_TAGS_END, &r.tags);
+    CHECK_EQ_STR(tag(&r.tags, "memory_peak_mb"), "3600.0");
+    CHECK_EQ_STR(tag(&r.tags, "cpu_throttled_periods"), "3"); /* 4 - 1 */
+    CHECK_EQ_STR(tag(&r.tags, "cpu_throttled_s"), "2.0");     /* (2500000 - 500000) us */
     /* start tags: the cgroup tag is open()'s status; tags() adds the exact
      * limits (docs/design.md §3) */
-    memset(&r.end, 0, sizeof r.end);
-    sm__coll_container.tags(s, SM_TAGS_START, &r.end);
-    CHECK_EQ_INT(r.end.n, 4);
-    CHECK_EQ_STR(tag(&r.end, "memory_limit_bytes"), "4294967296");
-    CHECK_EQ_STR(tag(&r.end, "cpu_limit_cores"), "2");
-    CHECK_EQ_STR(tag(&r.end, "cpu_quota_us"), "200000");
-    CHECK_EQ_STR(tag(&r.end, "cpu_period_us"), "100000");
+    memset(&r.tags, 0, sizeof r.tags);
+    sm__coll_container.tags(s, SM_TAGS_START, &r.tags);
+    CHECK_EQ_INT(r.tags.n, 4);
+    CHECK_EQ_STR(tag(&r.tags, "memory_limit_bytes"), "4294967296");
+    CHECK_EQ_STR(tag(&r.tags, "cpu_limit_cores"), "2");
+    CHECK_EQ_STR(tag(&r.tags, "cpu_quota_us"), "200000");
+    CHECK_EQ_STR(tag(&r.tags, "cpu_period_us"), "100000");
     close_coll(s);
     rm_tree();
 }
@@ -727,9 +624,7 @@ static void test_v1_tree(void)
     struct run r;
     void *s;
 
-    snprintf(tmp, sizeof tmp, "/tmp/sm-test-cgroup-XXXXXX");
-    if (!mkdtemp(tmp))
-        exit(2);
+    tree_new("sm-test-cgroup");
     put("proc/self/cgroup", "9:cpuacct:/a/b\n8:cpu:/a/b\n7:memory:/a/b\n3:cpuset:/\n0::/\n");
     put("proc/self/mountinfo",
         "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n"
@@ -766,14 +661,14 @@ static void test_v1_tree(void)
     CHECK_EQ_INT(sample(s, &r), 0);
     CHECK(point(&r, "container_cpu_utilization_percentage") != NULL);
     CHECK(contains(r.pts.v[0].source, "/sys/fs/cgroup/cpuacct/a/cpuacct.usage"));
-    sm__coll_container.tags(s, SM_TAGS_END, &r.end);
-    CHECK_EQ_STR(tag(&r.end, "cpu_throttled_periods"), "0");
-    memset(&r.end, 0, sizeof r.end);
-    sm__coll_container.tags(s, SM_TAGS_START, &r.end);
-    CHECK_EQ_INT(r.end.n, 3); /* no memory limit: no memory_limit_bytes */
-    CHECK_EQ_STR(tag(&r.end, "cpu_limit_cores"), "0.5");
-    CHECK_EQ_STR(tag(&r.end, "cpu_quota_us"), "50000");
-    CHECK_EQ_STR(tag(&r.end, "cpu_period_us"), "100000");
+    sm__coll_container.tags(s, SM_TAGS_END, &r.tags);
+    CHECK_EQ_STR(tag(&r.tags, "cpu_throttled_periods"), "0");
+    memset(&r.tags, 0, sizeof r.tags);
+    sm__coll_container.tags(s, SM_TAGS_START, &r.tags);
+    CHECK_EQ_INT(r.tags.n, 3); /* no memory limit: no memory_limit_bytes */
+    CHECK_EQ_STR(tag(&r.tags, "cpu_limit_cores"), "0.5");
+    CHECK_EQ_STR(tag(&r.tags, "cpu_quota_us"), "50000");
+    CHECK_EQ_STR(tag(&r.tags, "cpu_period_us"), "100000");
     close_coll(s);
 
     /* a quota the display tag rounds (1/6 core: cpu=0.17): the start tag is
@@ -783,12 +678,12 @@ static void test_v1_tree(void)
     CHECK_EQ_STR(cg.tag, "v1 /a/b cpu=0.17");
     s = open_coll(&ctx, &r);
     CHECK_EQ_INT(r.rc, 0);
-    memset(&r.end, 0, sizeof r.end);
-    sm__coll_container.tags(s, SM_TAGS_START, &r.end);
-    CHECK_EQ_STR(tag(&r.end, "cpu_limit_cores"), "0.16666666666666666");
-    CHECK(tag(&r.end, "cpu_limit_cores") &&
-          strtod(tag(&r.end, "cpu_limit_cores"), NULL) == 50000.0 / 300000.0);
-    CHECK_EQ_STR(tag(&r.end, "cpu_period_us"), "300000");
+    memset(&r.tags, 0, sizeof r.tags);
+    sm__coll_container.tags(s, SM_TAGS_START, &r.tags);
+    CHECK_EQ_STR(tag(&r.tags, "cpu_limit_cores"), "0.16666666666666666");
+    CHECK(tag(&r.tags, "cpu_limit_cores") &&
+          strtod(tag(&r.tags, "cpu_limit_cores"), NULL) == 50000.0 / 300000.0);
+    CHECK_EQ_STR(tag(&r.tags, "cpu_period_us"), "300000");
     close_coll(s);
     put("sys/fs/cgroup/cpu/a/cpu.cfs_period_us", "100000\n");
 
@@ -857,13 +752,13 @@ static void test_composition(void)
                    "/sys/fs/cgroup/memory.stat:shmem"));
     CHECK(contains(point(&r, "container_cpu_pressure_percentage")->source,
                    "/sys/fs/cgroup/cpu.pressure:some total"));
-    memset(&r.end, 0, sizeof r.end);
-    sm__coll_container.tags(s, SM_TAGS_END, &r.end);
-    CHECK_EQ_STR(tag(&r.end, "memory_at_peak"),
+    memset(&r.tags, 0, sizeof r.tags);
+    sm__coll_container.tags(s, SM_TAGS_END, &r.tags);
+    CHECK_EQ_STR(tag(&r.tags, "memory_at_peak"),
                  "working_set_mb=6500.0 anon_mb=2300.0 shmem_mb=3100.0 file_active_mb=400.0 "
                  "kernel_mb=700.0 limit_mb=8589.9");
-    CHECK_EQ_STR(tag(&r.end, "memory_events"), "high=0 max=0 oom=0 oom_kill=0");
-    CHECK_EQ_STR(tag(&r.end, "pressure"),
+    CHECK_EQ_STR(tag(&r.tags, "memory_events"), "high=0 max=0 oom=0 oom_kill=0");
+    CHECK_EQ_STR(tag(&r.tags, "pressure"),
                  "memory_some_s=0.00 memory_peak_pct=0.0 cpu_some_s=0.00 cpu_peak_pct=0.0");
     close_coll(s);
 
@@ -878,9 +773,9 @@ static void test_composition(void)
     CHECK_NEAR(point(&r, "container_memory_file_active_megabytes")->value, 200.0, 1e-9);
     CHECK_NEAR(point(&r, "container_memory_kernel_megabytes")->value, 100.0, 1e-9);
     CHECK(contains(point(&r, "container_memory_anon_megabytes")->source, "memory.stat:total_rss"));
-    sm__coll_container.tags(s, SM_TAGS_END, &r.end);
-    CHECK_EQ_STR(tag(&r.end, "memory_events"), "max=0 oom_kill=0"); /* v1: failcnt, oom_control */
-    CHECK(tag(&r.end, "pressure") == NULL);
+    sm__coll_container.tags(s, SM_TAGS_END, &r.tags);
+    CHECK_EQ_STR(tag(&r.tags, "memory_events"), "max=0 oom_kill=0"); /* v1: failcnt, oom_control */
+    CHECK(tag(&r.tags, "pressure") == NULL);
     close_coll(s);
 
     /* a tree that moves: rates, deltas, and what a window ships */
@@ -955,11 +850,11 @@ static void test_composition(void)
     sm__coll_container.tags(s, SM_TAGS_WINDOW, &w);
     CHECK_EQ_INT(w.n, 0);
     /* the end: every tag, final values */
-    memset(&r.end, 0, sizeof r.end);
-    sm__coll_container.tags(s, SM_TAGS_END, &r.end);
-    CHECK_EQ_STR(tag(&r.end, "memory_events"), "oom=1 oom_kill=1");
-    CHECK(contains(tag(&r.end, "memory_at_peak"), "working_set_mb=2010.0 "));
-    CHECK(tag(&r.end, "pressure") && contains(tag(&r.end, "pressure"), "memory_some_s=0.05 "));
+    memset(&r.tags, 0, sizeof r.tags);
+    sm__coll_container.tags(s, SM_TAGS_END, &r.tags);
+    CHECK_EQ_STR(tag(&r.tags, "memory_events"), "oom=1 oom_kill=1");
+    CHECK(contains(tag(&r.tags, "memory_at_peak"), "working_set_mb=2010.0 "));
+    CHECK(tag(&r.tags, "pressure") && contains(tag(&r.tags, "pressure"), "memory_some_s=0.05 "));
     close_coll(s);
 
     /* a PSI file that fails mid-run: only its series is skipped, one line for
@@ -1009,9 +904,9 @@ static void test_composition(void)
     s = open_coll(&ctx, &r);
     CHECK_EQ_INT(sample(s, &r), 0);
     put("sys/fs/cgroup/memory.events", "low 0\nhigh 9\nmax 1\noom 0\n");
-    sm__coll_container.tags(s, SM_TAGS_END, &r.end);
-    CHECK(tag(&r.end, "oom_kill") == NULL);
-    CHECK_EQ_STR(tag(&r.end, "memory_events"), "high=4 max=0 oom=0");
+    sm__coll_container.tags(s, SM_TAGS_END, &r.tags);
+    CHECK(tag(&r.tags, "oom_kill") == NULL);
+    CHECK_EQ_STR(tag(&r.tags, "memory_events"), "high=4 max=0 oom=0");
     close_coll(s);
     put("sys/fs/cgroup/memory.events", "low 0\noom 1\noom_kill 2\n");
 
@@ -1034,9 +929,9 @@ static void test_composition(void)
     CHECK_EQ_INT(sample(s, &r), 0);
     CHECK_EQ_INT(r.pts.n, 8);
     CHECK(point(&r, "container_memory_pressure_percentage") == NULL);
-    sm__coll_container.tags(s, SM_TAGS_END, &r.end);
-    CHECK(tag(&r.end, "pressure") && contains(tag(&r.end, "pressure"), "cpu_some_s=") &&
-          !strstr(tag(&r.end, "pressure"), "memory_"));
+    sm__coll_container.tags(s, SM_TAGS_END, &r.tags);
+    CHECK(tag(&r.tags, "pressure") && contains(tag(&r.tags, "pressure"), "cpu_some_s=") &&
+          !strstr(tag(&r.tags, "pressure"), "memory_"));
     close_coll(s);
     rm("sys/fs/cgroup/cpu.pressure");
     put("sys/fs/cgroup/memory.pressure", "some avg10=0.00\n"); /* no total: malformed */

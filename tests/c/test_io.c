@@ -12,80 +12,11 @@
 #include <unistd.h>
 
 #include "cgroup.h"
-#include "check.h"
+#include "check_tree.h"
 #include "parse.h"
 
 #define S(x) x, sizeof(x) - 1
 #define GiB (1ull << 30)
-
-static char fixtures[2048];
-static char tmp[256];
-
-static void ctx_for(sm_ctx *ctx, const char *root)
-{
-    memset(ctx, 0, sizeof *ctx);
-    snprintf(ctx->sysroot, sizeof ctx->sysroot, "%s", root);
-    ctx->mem_total = 503ull * GiB; /* the fixtures' MemTotal */
-}
-
-static void ctx_fixture(sm_ctx *ctx, const char *name)
-{
-    char root[3000];
-    snprintf(root, sizeof root, "%s/%s", fixtures, name);
-    ctx_for(ctx, root);
-}
-
-static int contains(const char *hay, const char *needle)
-{
-    if (!strstr(hay, needle)) {
-        fprintf(stderr, "  \"%s\"\n  does not contain \"%s\"\n", hay, needle);
-        return 0;
-    }
-    return 1;
-}
-
-static void put(const char *relpath, const char *fmt, ...)
-{
-    char path[1024], *slash;
-    va_list ap;
-    FILE *f;
-
-    snprintf(path, sizeof path, "%s/%s", tmp, relpath);
-    for (slash = strchr(path + strlen(tmp) + 1, '/'); slash; slash = strchr(slash + 1, '/')) {
-        *slash = '\0';
-        mkdir(path, 0755);
-        *slash = '/';
-    }
-    /* rewrite in place (same inode): a kept descriptor sees the new text */
-    f = fopen(path, "r+");
-    if (!f)
-        f = fopen(path, "w");
-    if (!f) {
-        perror(path);
-        exit(2);
-    }
-    if (ftruncate(fileno(f), 0) < 0)
-        exit(2);
-    va_start(ap, fmt);
-    vfprintf(f, fmt, ap);
-    va_end(ap);
-    fclose(f);
-}
-
-static void rm(const char *relpath)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", tmp, relpath);
-    unlink(path);
-}
-
-static void rm_tree(void)
-{
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-    if (system(cmd) != 0)
-        fprintf(stderr, "cannot remove %s\n", tmp);
-}
 
 static void test_parsers(void)
 {
@@ -156,46 +87,19 @@ static void test_parsers(void)
 }
 
 /* ---- the collector ---------------------------------------------------------- */
-struct run {
-    int rc;
-    sm_opened res;
-    sm_points pts;
-    char msg[300];
-};
-
 static void *open_io(const sm_ctx *ctx, struct run *r)
 {
-    void *state = calloc(1, sm__coll_io.state_size);
-    memset(r, 0, sizeof *r);
-    r->rc = sm__coll_io.open(state, ctx, &r->res);
-    if (r->rc != 0) {
-        free(state);
-        return NULL;
-    }
-    return state;
+    return coll_open(&sm__coll_io, ctx, r);
 }
 
 static int sample(void *state, struct run *r)
 {
-    r->pts.n = 0;
-    r->msg[0] = '\0';
-    return sm__coll_io.sample(state, &r->pts, r->msg, sizeof r->msg);
-}
-
-static double value(const struct run *r, const char *key)
-{
-    for (size_t i = 0; i < r->pts.n; i++)
-        if (strcmp(r->pts.v[i].key, key) == 0)
-            return r->pts.v[i].value;
-    return -1;
+    return coll_sample(&sm__coll_io, state, r);
 }
 
 static void close_io(void *state)
 {
-    if (state) {
-        sm__coll_io.close(state);
-        free(state);
-    }
+    coll_close(&sm__coll_io, state);
 }
 
 #define RD "container_disk_read_megabytes"
@@ -269,11 +173,7 @@ static void test_fixtures(void)
 /* a v1 machine: memory limit at /job, blkio mounted beside it */
 static void v1_tree(void)
 {
-    snprintf(tmp, sizeof tmp, "/tmp/sm-test-io-XXXXXX");
-    if (!mkdtemp(tmp)) {
-        perror("mkdtemp");
-        exit(2);
-    }
+    tree_new("sm-test-io");
     put("proc/self/cgroup", "9:blkio:/job/task\n7:memory:/job/task\n0::/\n");
     put("proc/self/mountinfo",
         "1 0 0:1 / / rw - overlay overlay rw\n"

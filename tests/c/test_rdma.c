@@ -11,19 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "internal.h"
+#include "check_tree.h"
 #include "parse.h"
-
-static char fixtures[2048], tmp[64];
-
-struct run {
-    int rc;
-    sm_opened res;
-    sm_points pts;
-    sm_tags tags;
-    char msg[300];
-};
 
 static void test_parsers(void)
 {
@@ -93,7 +82,8 @@ static void copy_fx(const char *name, char *root, size_t cap)
     }
 }
 
-static void put(const char *root, const char *rel, const char *text)
+/* Rewrites the infiniband file rel (sys/class/infiniband/rel) of the copy at root. */
+static void put_ib(const char *root, const char *rel, const char *text)
 {
     char path[4096];
     FILE *f;
@@ -111,32 +101,15 @@ static void put(const char *root, const char *rel, const char *text)
 static void *open_at(const char *root, struct run *r)
 {
     sm_ctx ctx;
-    void *state = calloc(1, sm__coll_rdma.state_size);
 
     memset(&ctx, 0, sizeof ctx);
     snprintf(ctx.sysroot, sizeof ctx.sysroot, "%s", root);
-    memset(r, 0, sizeof *r);
-    r->rc = sm__coll_rdma.open(state, &ctx, &r->res);
-    if (r->rc != 0) {
-        free(state);
-        return NULL;
-    }
-    return state;
+    return coll_open(&sm__coll_rdma, &ctx, r);
 }
 
 static int sample(void *state, struct run *r)
 {
-    r->pts.n = 0;
-    r->msg[0] = '\0';
-    return sm__coll_rdma.sample(state, &r->pts, r->msg, sizeof r->msg);
-}
-
-static double value(const struct run *r, const char *key)
-{
-    for (size_t i = 0; i < r->pts.n; i++)
-        if (strcmp(r->pts.v[i].key, key) == 0)
-            return r->pts.v[i].value;
-    return -1;
+    return coll_sample(&sm__coll_rdma, state, r);
 }
 
 /* the rdma_events tag of one tags() call, or "" when none was given */
@@ -152,10 +125,7 @@ static const char *events(void *state, int phase, struct run *r)
 
 static void close_coll(void *state)
 {
-    if (state) {
-        sm__coll_rdma.close(state);
-        free(state);
-    }
+    coll_close(&sm__coll_rdma, state);
 }
 
 static void test_infiniband(void)
@@ -178,9 +148,9 @@ static void test_infiniband(void)
     CHECK_EQ_STR(events(s, SM_TAGS_START, &r), ""); /* link_downed 1 before the start */
 
     /* 250000 units of 4 octets: 1 MB; the node's other HCA moves nothing here */
-    put(root, "mlx5_0/ports/1/counters/port_rcv_data", "123457039012\n");
-    put(root, "mlx5_0/ports/1/counters/port_xmit_data", "98767932100\n");
-    put(root, "mlx5_1/ports/1/counters/port_rcv_data", "999999999999\n");
+    put_ib(root, "mlx5_0/ports/1/counters/port_rcv_data", "123457039012\n");
+    put_ib(root, "mlx5_0/ports/1/counters/port_xmit_data", "98767932100\n");
+    put_ib(root, "mlx5_1/ports/1/counters/port_rcv_data", "999999999999\n");
     CHECK_EQ_INT(sample(s, &r), 0);
     CHECK(value(&r, "rdma_receive_megabytes") == 1.0);
     CHECK(value(&r, "rdma_transmit_megabytes") == 10.0);
@@ -189,22 +159,22 @@ static void test_infiniband(void)
                  "/sys/class/infiniband/mlx5_0/ports/1/counters/port_rcv_data x4 octets");
 
     /* a reset (perfquery -R) re-bases: the series never goes back */
-    put(root, "mlx5_0/ports/1/counters/port_rcv_data", "0\n");
+    put_ib(root, "mlx5_0/ports/1/counters/port_rcv_data", "0\n");
     CHECK_EQ_INT(sample(s, &r), 0);
     CHECK(value(&r, "rdma_receive_megabytes") == 1.0);
-    put(root, "mlx5_0/ports/1/counters/port_rcv_data", "500000\n");
+    put_ib(root, "mlx5_0/ports/1/counters/port_rcv_data", "500000\n");
     CHECK_EQ_INT(sample(s, &r), 0);
     CHECK(value(&r, "rdma_receive_megabytes") == 3.0);
 
     /* link health since the start, at a window */
-    put(root, "mlx5_0/ports/1/counters/link_downed", "3\n");
-    put(root, "mlx5_0/ports/1/counters/symbol_error", "10\n");
-    put(root, "mlx5_1/ports/1/counters/link_downed", "20\n");
+    put_ib(root, "mlx5_0/ports/1/counters/link_downed", "3\n");
+    put_ib(root, "mlx5_0/ports/1/counters/symbol_error", "10\n");
+    put_ib(root, "mlx5_1/ports/1/counters/link_downed", "20\n");
     CHECK_EQ_STR(events(s, SM_TAGS_WINDOW, &r), "mlx5_0/1 link_downed=2 symbol_error=7");
     CHECK_EQ_STR(events(s, SM_TAGS_WINDOW, &r), ""); /* nothing new */
     /* the port goes down; the 16-bit symbol_error stops at all ones: "at least" */
-    put(root, "mlx5_0/ports/1/state", "1: DOWN\n");
-    put(root, "mlx5_0/ports/1/counters/symbol_error", "65535\n");
+    put_ib(root, "mlx5_0/ports/1/state", "1: DOWN\n");
+    put_ib(root, "mlx5_0/ports/1/counters/symbol_error", "65535\n");
     CHECK_EQ_STR(events(s, SM_TAGS_WINDOW, &r),
                  "mlx5_0/1 link_downed=2 symbol_error=65532+ state=DOWN");
     CHECK_EQ_STR(events(s, SM_TAGS_END, &r),
@@ -223,18 +193,18 @@ static void test_roce(void)
     CHECK_EQ_INT(r.rc, 0);
     CHECK_EQ_STR(r.res.status, "mlx5_2/1 Ethernet ACTIVE 100 Gb/sec (4X EDR)");
     CHECK_EQ_INT(sample(s, &r), 0);
-    put(root, "mlx5_2/ports/1/counters/port_rcv_data", "5000000001\n"); /* 4 octets */
+    put_ib(root, "mlx5_2/ports/1/counters/port_rcv_data", "5000000001\n"); /* 4 octets */
     CHECK_EQ_INT(sample(s, &r), 0);
     CHECK(value(&r, "rdma_receive_megabytes") == 4e-6);
     /* RoCE retransmissions and timeouts from mlx5's hw_counters; the
      * congestion counters are not link health */
-    put(root, "mlx5_2/ports/1/hw_counters/local_ack_timeout_err", "20\n");
-    put(root, "mlx5_2/ports/1/hw_counters/roce_adp_retrans", "45\n");
-    put(root, "mlx5_2/ports/1/hw_counters/np_cnp_sent", "5000\n");
+    put_ib(root, "mlx5_2/ports/1/hw_counters/local_ack_timeout_err", "20\n");
+    put_ib(root, "mlx5_2/ports/1/hw_counters/roce_adp_retrans", "45\n");
+    put_ib(root, "mlx5_2/ports/1/hw_counters/np_cnp_sent", "5000\n");
     CHECK_EQ_STR(events(s, SM_TAGS_WINDOW, &r),
                  "mlx5_2/1 local_ack_timeout_err=8 roce_adp_retrans=5");
     /* a driver reset of a hw counter counts again from 0 */
-    put(root, "mlx5_2/ports/1/hw_counters/local_ack_timeout_err", "3\n");
+    put_ib(root, "mlx5_2/ports/1/hw_counters/local_ack_timeout_err", "3\n");
     CHECK_EQ_STR(events(s, SM_TAGS_END, &r),
                  "mlx5_2/1 local_ack_timeout_err=11 roce_adp_retrans=5");
     close_coll(s);
@@ -257,23 +227,23 @@ static void test_host_32bit(void)
     /* port 1's transmit counter stopped at all ones: said, never wrapped */
     CHECK_EQ_STR(events(s, SM_TAGS_START, &r),
                  "mlx4_0/1 port_xmit_data=stopped; mlx4_0/2 state=DOWN");
-    put(root, "mlx4_0/ports/1/counters/port_rcv_data", "1000001000\n");
-    put(root, "mlx4_0/ports/2/counters/port_xmit_data", "250\n");
+    put_ib(root, "mlx4_0/ports/1/counters/port_rcv_data", "1000001000\n");
+    put_ib(root, "mlx4_0/ports/2/counters/port_xmit_data", "250\n");
     CHECK_EQ_INT(sample(s, &r), 0);
     CHECK(value(&r, "rdma_receive_megabytes") == 0.004);
     CHECK(value(&r, "rdma_transmit_megabytes") == 0.001);
     /* one port's bad file: only its bytes wait, the other's count */
-    put(root, "mlx4_0/ports/2/counters/port_rcv_data", "garbage\n");
-    put(root, "mlx4_0/ports/1/counters/port_rcv_data", "1000002000\n");
+    put_ib(root, "mlx4_0/ports/2/counters/port_rcv_data", "garbage\n");
+    put_ib(root, "mlx4_0/ports/1/counters/port_rcv_data", "1000002000\n");
     CHECK_EQ_INT(sample(s, &r), 0);
     CHECK(value(&r, "rdma_receive_megabytes") == 0.008);
-    put(root, "mlx4_0/ports/2/counters/port_rcv_data", "500\n");
+    put_ib(root, "mlx4_0/ports/2/counters/port_rcv_data", "500\n");
     CHECK_EQ_INT(sample(s, &r), 0);
     CHECK(value(&r, "rdma_receive_megabytes") == 0.01);
     /* the stopped counter reset (perfquery -R): counted again, no longer said */
-    put(root, "mlx4_0/ports/1/counters/port_xmit_data", "0\n");
+    put_ib(root, "mlx4_0/ports/1/counters/port_xmit_data", "0\n");
     CHECK_EQ_INT(sample(s, &r), 0);
-    put(root, "mlx4_0/ports/1/counters/port_xmit_data", "1000\n");
+    put_ib(root, "mlx4_0/ports/1/counters/port_xmit_data", "1000\n");
     CHECK_EQ_INT(sample(s, &r), 0);
     CHECK(value(&r, "rdma_transmit_megabytes") == 0.005);
     CHECK_EQ_STR(events(s, SM_TAGS_WINDOW, &r), "mlx4_0/2 state=DOWN");
@@ -294,14 +264,14 @@ static void test_packets_only(void)
     CHECK_EQ_INT(sample(s, &r), 0);
     CHECK_EQ_INT(r.pts.n, 2);
     CHECK(value(&r, "rdma_receive_megabytes") == -1); /* never made up */
-    put(root, "rxe0/ports/1/hw_counters/sent_pkts", "20010\n");
-    put(root, "rxe0/ports/1/hw_counters/rcvd_pkts", "19003\n");
+    put_ib(root, "rxe0/ports/1/hw_counters/sent_pkts", "20010\n");
+    put_ib(root, "rxe0/ports/1/hw_counters/rcvd_pkts", "19003\n");
     CHECK_EQ_INT(sample(s, &r), 0);
     CHECK(value(&r, "rdma_transmit_packets") == 10.0);
     CHECK(value(&r, "rdma_receive_packets") == 3.0);
     /* rxe's own link_downed (the netdev went down) and its retries */
-    put(root, "rxe0/ports/1/hw_counters/link_downed", "1\n");
-    put(root, "rxe0/ports/1/hw_counters/retry_exceeded_err", "2\n");
+    put_ib(root, "rxe0/ports/1/hw_counters/link_downed", "1\n");
+    put_ib(root, "rxe0/ports/1/hw_counters/retry_exceeded_err", "2\n");
     CHECK_EQ_STR(events(s, SM_TAGS_WINDOW, &r), "rxe0/1 retry_exceeded_err=2 link_downed=1");
     close_coll(s);
 }
@@ -328,24 +298,19 @@ static void test_absent(void)
 int main(void)
 {
     const char *fx = getenv("SM_FIXTURES");
-    char cmd[200];
 
     if (!fx) {
         fprintf(stderr, "SM_FIXTURES unset\n");
         return 2;
     }
     snprintf(fixtures, sizeof fixtures, "%s", fx);
-    snprintf(tmp, sizeof tmp, "/tmp/test_rdma.XXXXXX");
-    if (!mkdtemp(tmp))
-        return 2;
+    tree_new("test_rdma");
     test_parsers();
     test_infiniband();
     test_roce();
     test_host_32bit();
     test_packets_only();
     test_absent();
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-    if (system(cmd) != 0)
-        fprintf(stderr, "cannot remove %s\n", tmp);
+    rm_tree();
     return CHECK_DONE();
 }

@@ -92,8 +92,9 @@ def free_port():
 
 
 def c_test_program(scopemeter_bin, name):
-    """A C test program of the build (build/tests/NAME) that a Python test
-    drives; a missing one fails the test (never skipped)."""
+    """A C test program of the build (build/tests/NAME; a tool is
+    "tools/NAME") that a Python test drives; a missing one fails the test
+    (never skipped)."""
     build = os.environ.get("SCOPEMETER_BUILD") or os.path.dirname(os.path.dirname(scopemeter_bin))
     path = os.path.join(build, "tests", name)
     if not os.access(path, os.X_OK):
@@ -348,7 +349,7 @@ def mlflow_server(request):
 TIMING_MODULES = {
     "test_proctree", "test_proctree_cow", "test_composition_real", "test_oom_order",
     "test_run_signals", "test_run_orphans", "test_companion", "test_rest_faults",
-    "test_delivery_paths", "test_faults_recording", "test_python_robustness",
+    "test_delivery_policy", "test_faults_recording", "test_python_robustness",
     "test_spool", "test_bench_quick", "test_scale_inprocess", "test_cgroup_real", "test_oom_end",
 }
 

@@ -7,7 +7,7 @@ skips with the reason otherwise.
   `scopemeter probe` there: the working set and the limit must match what
   memory.usage_in_bytes - memory.stat:total_inactive_file and
   memory.limit_in_bytes say, the CPU limit must be quota/period.
-- A deliberate OOM in a 64 MiB cgroup: tests/c/cg_driver (the container
+- A deliberate OOM in a 64 MiB cgroup: tests/tools/cg_driver (the container
   collector itself) must count it in its oom_kill end tag.
 - Limits the display tag rounds (an odd byte count, 1/6 core): the start
   tags carry them exactly, as the kernel's files say (docs/design.md §3).

@@ -4,7 +4,7 @@ which watches the process through a pidfd and, when it dies without a stop,
 writes the end tags the cgroup kept and why it died, and marks the run it
 opened KILLED / FAILED; after the front's SIGTERM stop it only ends the run.
 The C API starts the same companion (sm_monitor_set_companion): the
-test_capi_* tests drive tests/c/capi_companion.c on libscopemeter.so.
+test_capi_* tests drive tests/tools/capi_companion.c on libscopemeter.so.
 
 Real parts: the Python front in a real process against a real MLflow server
 (the REST path) and a local sqlite store (the MlflowClient path, the
@@ -539,7 +539,7 @@ def start_capi(scopemeter_bin, uri, mode, *extra):
     """The C program started as a launcher starts a worker: with a pipe's write
     end it did not open O_CLOEXEC (a launcher's output pipe).  Its companion
     must not keep it: the launcher's EOF would wait for the companion."""
-    exe = c_test_program(scopemeter_bin, "capi_companion")
+    exe = c_test_program(scopemeter_bin, "tools/capi_companion")
     r, w = os.pipe()
     pipe = os.readlink(f"/proc/self/fd/{r}")
     try:

@@ -4,7 +4,7 @@ reason otherwise.
 
 - A job in a memory-limited cgroup puts 200 MB in /dev/shm, allocates 150 MB
   in a forked child and reads a 100 MB file twice.  The container collector
-  (tests/c/cg_driver, in the same cgroup) samples between two reads of
+  (tests/tools/cg_driver, in the same cgroup) samples between two reads of
   memory.stat done here: each part is within 5 % of the kernel's own numbers
   (total_rss, total_shmem, total_active_file, and the rest of the working
   set), the parts add up to the working set, shmem is the largest part, and

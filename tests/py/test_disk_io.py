@@ -3,7 +3,7 @@ host (the fixtures of test_fixtures.py cover v2 io.stat).  Needs root and v1
 memory and blkio controllers; skips with the reason otherwise.
 
 A fresh memory cgroup (with a limit: the series exist only with one) and a
-blkio cgroup of the same name; tests/c/cg_driver runs the disk_io collector
+blkio cgroup of the same name; tests/tools/cg_driver runs the disk_io collector
 inside them and, between its samples, runs jobs there:
   1. 200 MiB written with O_DIRECT, then fsync,
   2. 100 MiB of that file read back with O_DIRECT,

@@ -2,7 +2,7 @@
 --json --interval 0` with SCOPEMETER_SYSROOT: exact series keys, exact values
 computed here by hand from the numbers in each fixture's files, the cgroup
 object, the run tag and the lines in notes.  The end tags (oom_kill, peaks,
-throttling), which probe does not show, come from tests/c/cg_driver run on
+throttling), which probe does not show, come from tests/tools/cg_driver run on
 the same fixture.
 
 With --interval 0 every rate is a delta of the same file read twice: node
@@ -364,7 +364,7 @@ def cg_driver():
     build = os.environ.get("SCOPEMETER_BUILD")
     if not build and os.environ.get("SCOPEMETER_BIN"):
         build = os.path.dirname(os.path.dirname(os.environ["SCOPEMETER_BIN"]))
-    path = os.path.join(build or os.path.join(ROOT, "build"), "tests", "cg_driver")
+    path = os.path.join(build or os.path.join(ROOT, "build"), "tests", "tools", "cg_driver")
     if not os.access(path, os.X_OK):
         pytest.fail(f"cg_driver not built at {path} (meson compile builds it)")
     return path

@@ -19,7 +19,7 @@ import pytest
 
 from conftest import c_test_program, clean_env
 from faultproxy import FaultProxy
-from test_one_path import closing
+from test_shipping_faults import closing
 from runread import (RATE_KEY, assert_steps_contiguous, every_window, get_run, histories,
                      new_run, run_cli, sm_lines, start_cli, tags_of)
 

@@ -40,7 +40,7 @@ import pytest
 
 from conftest import clean_env
 from runread import get_run, new_run, tags_of
-from test_one_path import closing
+from test_shipping_faults import closing
 
 pytestmark = [pytest.mark.scale, pytest.mark.postgres]
 

@@ -6,7 +6,7 @@ POOL: what this job meets is a server sized for it, not the state every
 earlier postgres-tier test left in the shared one) for several windows
 and all stop at the same moment.  Each is a full collector —
 its own identity (rank r of N on its own node, sm_monitor_set_identity), ring,
-delivery thread and HTTP connection — in one process (tests/c/many_collectors:
+delivery thread and HTTP connection — in one process (tests/tools/many_collectors:
 a 2-core machine holds more monitors than `scopemeter run` processes); none
 shares another's delivery state.  A write budget (docs/design.md §5) sets the
 period, so the run holds several windows: every point lands (0 dropped, 0
@@ -43,7 +43,7 @@ import time
 import pytest
 
 from conftest import start_postgres_server, stop_mlflow_server
-from test_one_path import closing, CLOSING
+from test_shipping_faults import closing, CLOSING
 from runread import new_run, tags_of
 from test_report import cli_report, report_env
 from test_scale import SERVER_ERROR, read_back
@@ -102,7 +102,7 @@ def why(stderr, log, log_from):
 
 
 def driver():
-    return os.path.join(os.environ["SCOPEMETER_BUILD"], "tests", "many_collectors")
+    return os.path.join(os.environ["SCOPEMETER_BUILD"], "tests", "tools", "many_collectors")
 
 
 @pytest.mark.timeout(1200)

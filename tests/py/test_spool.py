@@ -25,7 +25,7 @@ import pytest
 from conftest import clean_env, free_port, is_root, start_mlflow_server, stop_mlflow_server
 from pyfront_util import SMALLEST_RING
 from runread import get_run, read_line, rest, scratch_cwd, sm_lines, tags_of
-from test_one_path import closing as closing_counts  # the closing line, points and tags apart
+from test_shipping_faults import closing as closing_counts  # the closing line, points and tags apart
 
 RING = "256"          # the smallest ring (--buffer-points)
 RUN_ID = "0123456789abcdef0123456789abcdef"
@@ -326,14 +326,14 @@ scopemeter.disable_system_metrics()
 def test_the_python_fronts_mlflowclient_pump_spools_too(mlflow_server, tmp_path):
     """The same policy on the Python front's MlflowClient path (taken for an
     http server because MLFLOW_TRACKING_AUTH names an auth plugin, as in
-    test_delivery_paths.py), its Monitor given the smallest ring (256
+    test_delivery_policy.py), its Monitor given the smallest ring (256
     points, 2.3 s at 0.1 s); an outage of 10 s: the spool takes what the ring
     cannot hold and replays it in order."""
     import sys
     from faultproxy import FaultProxy
     from pyfront_util import python_env
     from runread import assert_steps_contiguous, histories, new_run
-    from test_delivery_paths import PLUGIN, install_plugin
+    from test_delivery_policy import PLUGIN, install_plugin
 
     (tmp_path / "plugin").mkdir()
     install_plugin(tmp_path / "plugin")

@@ -316,7 +316,7 @@ def test_front_resumed_run_continues_steps(tmp_path, mlflow_server, store):
 
 
 def test_capi_monitors_check_the_run_without_reading_it_and_continue_steps(mlflow_server):
-    """The sink's own run check (C API monitors, tests/c/many_collectors; no
+    """The sink's own run check (C API monitors, tests/tools/many_collectors; no
     resolution's runs/get given): the rank's node tag written first
     (runs/set-tag) and the histories of the rank's own keys, never runs/get
     or runs/update, which read every latest metric of the run (docs/rest.md
@@ -325,7 +325,7 @@ def test_capi_monitors_check_the_run_without_reading_it_and_continue_steps(mlflo
     import os
     from faultproxy import FaultProxy
     from runread import assert_steps_continue
-    drv = os.path.join(os.environ["SCOPEMETER_BUILD"], "tests", "many_collectors")
+    drv = os.path.join(os.environ["SCOPEMETER_BUILD"], "tests", "tools", "many_collectors")
     run_id = new_run(mlflow_server)
     proxy = FaultProxy(mlflow_server)
     n = 3

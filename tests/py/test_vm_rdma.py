@@ -2,7 +2,7 @@
 kernel under QEMU (tests/vm/guest.py), real RDMA traffic of a known size
 (ibv_rc_pingpong, 200 round trips of 4096 bytes, server and client on one
 rxe device over a veth), and what the RDMA collector says around it
-(tests/vm/rdma.sh drives tests/c/cg_driver rdma and cg_driver network).
+(tests/vm/rdma.sh drives tests/tools/cg_driver rdma and cg_driver network).
 
 Whatever that kernel's rxe exposes is the oracle.  Debian 12's 6.1 has no
 PMA counters/ for rxe (the kernel adds that group only for a driver with
@@ -49,7 +49,7 @@ def out(tmp_path_factory, scopemeter_bin):
     guest.stage(d, scopemeter_bin)
     build = os.environ.get("SCOPEMETER_BUILD") or os.path.dirname(
         os.path.dirname(scopemeter_bin))
-    shutil.copy2(os.path.join(build, "tests", "cg_driver"), os.path.join(d, "bin", "cg_driver"))
+    shutil.copy2(os.path.join(build, "tests", "tools", "cg_driver"), os.path.join(d, "bin", "cg_driver"))
     with open(os.path.join(guest.HERE, "rdma.sh")) as f:
         rc = guest.boot(f.read(), d, timeout=900)
     assert rc == 0, read(d, "script.log")[-4000:]

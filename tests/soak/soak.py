@@ -48,15 +48,12 @@ import sys
 import tempfile
 import time
 
-# rate series (tests/py/runread.py RATE_KEY): the final window may lack them
-RATE = re.compile(r"_(cpu_utilization|pressure)_percentage(/|$)")
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "py"))
 
 from conftest import clean_env, start_mlflow_server, stop_mlflow_server  # noqa: E402
-from runread import get_run, history, new_run, tags_of  # noqa: E402
+from runread import RATE_KEY, get_run, history, new_run, tags_of  # noqa: E402
 
 SUMMARY = re.compile(r"logged (\d+) windows \((\d+) points, (\d+) tags\): (\d+) delivered, "
                      r"(\d+) dropped \(buffer full\), (\d+) refused, (\d+) undelivered at stop")
@@ -265,7 +262,8 @@ def soak(binary, collectors, seconds, interval=1.0, uri=None, workdir=None, stop
                 # a rate may lack the last window: the final sample leaves it
                 # out when it comes less than min(interval/2, 1 s) after the one
                 # before (docs/design.md, Decisions)
-                if steps != list(range(w)) and not (RATE.search(k) and steps == list(range(w - 1))):
+                if steps != list(range(w)) and \
+                        not (RATE_KEY.search(k) and steps == list(range(w - 1))):
                     steps_ok = False
                     fail(f"{k}: steps {[s for s, _, _ in h][:12]}, want 0..{w - 1}")
                 for s, ts, _ in h:

@@ -2,7 +2,7 @@
 # Soft-RoCE (rdma_rxe) on a veth in the guest, real RDMA traffic between two
 # processes (ibv_rc_pingpong, server and client on the one rxe device: rxe
 # delivers to its own address without the netdev, rxe_net.c's loopback),
-# and what the RDMA collector says (tests/c/cg_driver rdma) against the
+# and what the RDMA collector says (tests/tools/cg_driver rdma) against the
 # kernel's own counter files read around the traffic, and the network
 # collector (cg_driver network) over the same span.  Then the link taken
 # down.  Not two network namespaces: this kernel's rxe opens its RoCE UDP

@@ -1,7 +1,7 @@
 /*
- * test_regressions.c — inputs that broke (or could break) a parser of
- * outside input, kept as tests so they stay fixed (docs/hardening.md: every
- * crash found becomes a regression test).
+ * test_fuzz_corpus.c — the parsers of outside input on the inputs that broke
+ * (or could break) them and on the fuzzing corpus, kept as tests so they stay
+ * fixed (docs/hardening.md: every crash found becomes a regression test).
  *
  * Two parts:
  *   1. named cases: one block per finding, with what went wrong;
