@@ -63,6 +63,7 @@
 
 #include "cli.h"
 #include "internal.h"
+#include "mlflow/run_end.h"
 #include "mlflow/spool.h"
 #include "oom_guard.h"
 #include "parse.h"
@@ -120,23 +121,6 @@ static void add_tag(struct comp *c, const char *key, const char *value)
     c->ntags++;
 }
 
-static const char *signame(int sig)
-{
-    switch (sig) {
-    case SIGKILL: return "SIGKILL";
-    case SIGTERM: return "SIGTERM";
-    case SIGINT: return "SIGINT";
-    case SIGHUP: return "SIGHUP";
-    case SIGQUIT: return "SIGQUIT";
-    case SIGSEGV: return "SIGSEGV";
-    case SIGABRT: return "SIGABRT";
-    case SIGBUS: return "SIGBUS";
-    case SIGFPE: return "SIGFPE";
-    case SIGILL: return "SIGILL";
-    default: return "signal";
-    }
-}
-
 /* The parent's wait status from its zombie's /proc/PID/stat: 0, or -errno
  * (ESRCH/ENOENT: already reaped, or the pid is someone else's now; ENOENT
  * also for a kernel before 3.5). */
@@ -169,7 +153,7 @@ static int exit_status(int pid, int *status)
  * was read at the death (c->ws). */
 static void judge(struct comp *c)
 {
-    int ws = c->ws, rc = c->ws_rc, sig = 0;
+    sm_run_end e;
     sm_tags *t = sm__zalloc(sizeof *t);
     unsigned long long ooms = 0;
     char val[600];
@@ -186,29 +170,10 @@ static void judge(struct comp *c)
         }
     }
     sm__zfree(t);
-    if (rc == 0 && WIFSIGNALED(ws))
-        sig = WTERMSIG(ws);
-    if (ooms > 0) {
-        /* whatever the status: a wrapper (bash train.sh) outlives its OOM-killed
-         * child and exits 1; only a clean exit 0 keeps its FINISHED
-         * (cmd_run.c's run_status_of says the same) */
-        snprintf(c->reason, sizeof c->reason, "oom_kill");
-        snprintf(c->status, sizeof c->status, "%s",
-                 rc == 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0 ? "FINISHED" : "KILLED");
-    } else if (rc == 0 && sig) {
-        snprintf(c->reason, sizeof c->reason, "signal %d (%s)", sig, signame(sig));
-        snprintf(c->status, sizeof c->status, "%s",
-                 sig == SIGKILL || sig == SIGTERM || sig == SIGINT || sig == SIGHUP ||
-                 sig == SIGQUIT ? "KILLED" : "FAILED"); /* a crash is FAILED, as cmd_run.c */
-    } else if (rc == 0 && WIFEXITED(ws)) {
-        snprintf(c->reason, sizeof c->reason, "exit %d", WEXITSTATUS(ws));
-        snprintf(c->status, sizeof c->status, WEXITSTATUS(ws) ? "FAILED" : "FINISHED");
-    } else {
-        /* no stop word: it did not run its exit handlers, so not a clean exit */
-        snprintf(c->reason, sizeof c->reason, "unknown (exit status not readable: %s)",
-                 rc == -ENOENT || rc == -ESRCH ? "already reaped" : strerror(-rc));
-        snprintf(c->status, sizeof c->status, "KILLED");
-    }
+    /* the rule scopemeter run's end follows too: src/mlflow/run_end.c */
+    sm__run_end_judge(c->ws_rc, c->ws, 0, ooms, &e);
+    snprintf(c->reason, sizeof c->reason, "%s", e.reason);
+    snprintf(c->status, sizeof c->status, "%s", e.status);
     if (c->ended)
         return; /* the monitor wrote the rank's end itself */
     snprintf(val, sizeof val, "scopemeter.rank%d.end_reason", c->rank);

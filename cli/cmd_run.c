@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "mlflow/run_end.h"
 #include "oom_guard.h"
 #include "scopemeter_mlflow.h"
 
@@ -182,7 +183,7 @@ static void signal_set(sigset_t *s)
 
 static int terminating(int sig)
 {
-    return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT;
+    return sm__run_end_terminating(sig); /* the set the run's end counts as a kill */
 }
 
 /*
@@ -511,7 +512,7 @@ static int reaped(struct run_state *st, pid_t child, int *status, int flags)
  * waits on the signalfd it inherits (the forwarded signals, blocked), says the
  * first terminating one it gets over a pipe and exits.  Any terminating
  * signal CMD's group got — the terminal's, or a kill of the group — then marks
- * a failed CMD KILLED (run_status_of).  It ignores SIGTSTP (Ctrl-Z stops CMD
+ * a failed CMD KILLED (src/mlflow/run_end.c).  It ignores SIGTSTP (Ctrl-Z stops CMD
  * and us, reaped()), dies with us (PR_SET_PDEATHSIG), and is one more process
  * in the recorded tree while CMD runs (docs/design.md §9).  Async-signal-safe
  * calls only after the fork: other threads existed.
@@ -686,20 +687,6 @@ static int find_cmd(const char *name)
 static double end_run_reserve(double bound)
 {
     return bound / 5 < 1 ? 1 : bound / 5 > 10 ? 10 : bound / 5;
-}
-
-/* An OOM kill in the job's cgroup during the run makes a failed CMD KILLED,
- * whatever its status: `bash train.sh` outlives its OOM-killed python and
- * exits 1 (the companion's judge, cli/cmd_companion.c, says the same). */
-static const char *run_status_of(int exit_code, int status, int forwarded_term,
-                                 unsigned long long ooms)
-{
-    if (exit_code == 0)
-        return "FINISHED";
-    if (ooms > 0 || forwarded_term ||
-        (WIFSIGNALED(status) && (WTERMSIG(status) == SIGKILL || terminating(WTERMSIG(status)))))
-        return "KILLED"; /* a crash (SIGSEGV, SIGABRT) is FAILED */
-    return "FAILED";
 }
 
 static void end_run(const struct run_state *st, const char *run_status, double timeout_s)
@@ -1005,6 +992,7 @@ int cmd_run(int argc, char **argv)
     struct run_state st;
     sigset_t orig;
     sm_monitor *m;
+    sm_run_end end;
     int rc, collecting = 0, status = 0, exit_code, forwarded_term = 0;
 
     rc = parse(argc, argv, &o);
@@ -1055,8 +1043,9 @@ int cmd_run(int argc, char **argv)
         wait_tree(&st, st.cmd_pid, o.stop_timeout >= 0 ? o.stop_timeout : SM_STOP_TIMEOUT_DEFAULT);
         (void)sm_oom_guard_cgroup_kills(st.cg, &st.ooms);
     }
-    stop_recording(&st, &o, m, collecting, run_status_of(exit_code, status, forwarded_term,
-                                                         st.ooms), exit_code);
+    /* FINISHED, FAILED or KILLED: the rule the companion's end follows too */
+    sm__run_end_judge(0, status, forwarded_term, st.ooms, &end);
+    stop_recording(&st, &o, m, collecting, end.status, exit_code);
     reserve_end(&st, &o);
     oom_kill_end(&st, &o, collecting);
     sm_oom_guard_cgroup_close(st.cg);
