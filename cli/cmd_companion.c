@@ -104,14 +104,6 @@ static void usage(FILE *f)
             "opened (--owns-run) KILLED, FAILED or FINISHED (docs/cli.md).\n");
 }
 
-static double mono(void)
-{
-    struct timespec t;
-
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
 static void add_tag(struct comp *c, const char *key, const char *value)
 {
     if (c->ntags >= MAX_TAGS)
@@ -206,7 +198,7 @@ static void deliver_spool(const struct comp *c, double deadline)
         if (strncmp(name, prefix, strlen(prefix)) == 0 && len > 6 &&
             strcmp(name + len - 6, ".spool") == 0) {
             char path[4096], line[4200];
-            double left = deadline - mono();
+            double left = deadline - sm__now_mono();
 
             snprintf(path, sizeof path, "%s/%s", dir, name);
             if (left > 0)
@@ -228,7 +220,7 @@ static int end_rest(struct comp *c, double deadline, int *ended)
     int rc = 0, r;
 
     for (size_t i = 0; i < c->ntags; i++) {
-        double left = deadline - mono();
+        double left = deadline - sm__now_mono();
 
         r = sm_mlflow_set_tag(c->uri, c->run_id, c->keys[i], c->vals[i], left > 1 ? left : 1,
                               err, sizeof err);
@@ -330,7 +322,7 @@ static int end_python(struct comp *c, double deadline, int *ended)
         return -errno;
     /* bounded: a store that hangs (a locked sqlite database) must not keep
      * a process of the job alive */
-    while ((w = waitpid(pid, &status, WNOHANG)) == 0 && mono() < deadline) {
+    while ((w = waitpid(pid, &status, WNOHANG)) == 0 && sm__now_mono() < deadline) {
         struct timespec nap = {0, 50 * 1000 * 1000};
         nanosleep(&nap, NULL);
     }
@@ -506,7 +498,7 @@ int cmd_companion(int argc, char **argv)
     if (watch(c) == 0)
         goto out; /* a clean stop: the monitor ended itself */
 
-    t0 = mono();
+    t0 = sm__now_mono();
     /* the exit status first: the zombie may be reaped at any moment */
     c->ws_rc = exit_status(c->pid, &c->ws);
     {

@@ -39,10 +39,10 @@
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "internal.h"
 #include "mlflow/run_end.h"
 #include "oom_guard.h"
 #include "scopemeter_mlflow.h"
@@ -200,13 +200,6 @@ static int terminating(int sig)
  * PR_SET_PDEATHSIG (spawn).
  */
 
-static double mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Whether we hold the terminal: our group is its foreground group. */
 static int foreground(const struct run_state *st)
 {
@@ -260,7 +253,7 @@ static void forward_coalesced(struct run_state *st, pid_t child, int first, int 
                               int *chld)
 {
     int order[sizeof forwarded / sizeof forwarded[0]], n = 0;
-    double end = mono() + COALESCE_S;
+    double end = sm__now_mono() + COALESCE_S;
     int sig = first;
 
     for (;;) {
@@ -272,7 +265,7 @@ static void forward_coalesced(struct run_state *st, pid_t child, int first, int 
             seen |= order[i] == sig;
         if (!seen && n < (int)(sizeof order / sizeof order[0]))
             order[n++] = sig;
-        ms = (int)((end - mono()) * 1000);
+        ms = (int)((end - sm__now_mono()) * 1000);
         if (ms <= 0 || poll(&p, 1, ms) != 1 || read(st->sfd, &si, sizeof si) != sizeof si)
             break;
         sig = (int)si.ssi_signo;
@@ -881,7 +874,7 @@ static void stop_recording(const struct run_state *st, const struct run_opts *o,
                            int collecting, const char *run_status, int exit_code)
 {
     double bound = o->stop_timeout >= 0 ? o->stop_timeout : SM_STOP_TIMEOUT_DEFAULT;
-    double reserve = st->owns_run ? end_run_reserve(bound) : 0, t0 = mono();
+    double reserve = st->owns_run ? end_run_reserve(bound) : 0, t0 = sm__now_mono();
 
     if (reserve > 0)
         sm_monitor_set_stop_timeout(m, bound > reserve ? bound - reserve : 0);
@@ -901,7 +894,8 @@ static void stop_recording(const struct run_state *st, const struct run_opts *o,
         }
     }
     if (st->owns_run)
-        end_run(st, run_status, bound - (mono() - t0) > reserve ? bound - (mono() - t0) : reserve);
+        end_run(st, run_status, bound - (sm__now_mono() - t0) > reserve
+                                    ? bound - (sm__now_mono() - t0) : reserve);
 }
 
 /* 4b. CMD died in an OOM (its cgroup counted a kill): the rest of its tree
@@ -915,13 +909,13 @@ static void stop_recording(const struct run_state *st, const struct run_opts *o,
  * (docs/cli.md, Signals).  Outside an OOM nothing is waited for. */
 static void wait_tree(struct run_state *st, pid_t pgid, double bound)
 {
-    double end = mono() + bound;
+    double end = sm__now_mono() + bound;
     int forwarded_term = 0, chld = 0;
 
     for (;;) {
         struct pollfd p = {.fd = st->sfd, .events = POLLIN};
         struct signalfd_siginfo si;
-        double left = end - mono();
+        double left = end - sm__now_mono();
         pid_t w;
         int ws;
 
