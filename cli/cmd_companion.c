@@ -29,7 +29,8 @@
  * cgroup's OOM kill counter against its value at start (the container
  * collector's own end tags, src/collect/coll_container.c, opened here at start as
  * the monitor opened it: sm_oom_guard_cgroup_open), read just before the end
- * is written, a kill counted being the reason whatever the exit status; else
+ * is written -- after an OOM once what was left of its process group is gone
+ * (wait_tree) -- a kill counted being the reason whatever the exit status; else
  * the wait status the kernel keeps in /proc/PID/stat field 52 while the
  * parent is a zombie (read at once: readable until the parent's own parent
  * reaps it, a race it may lose, said in the tag).  Then
@@ -84,6 +85,8 @@ struct comp {
     const char *run_id, *uri, *python, *pypath;
     double timeout;
     int ppid_watch;           /* the pid is this process's parent: getppid() tells */
+    pid_t pgid;               /* the parent's process group, or -1 (note_parent) */
+    unsigned long long start; /* its start time, ticks after boot (stat field 22) */
     void *ctr;                /* the container collector's state, or NULL */
     /* the end: tags (key, value) and the run's status */
     char keys[MAX_TAGS][96];
@@ -113,29 +116,121 @@ static void add_tag(struct comp *c, const char *key, const char *value)
     c->ntags++;
 }
 
-/* The parent's wait status from its zombie's /proc/PID/stat: 0, or -errno
- * (ESRCH/ENOENT: already reaped, or the pid is someone else's now; ENOENT
- * also for a kernel before 3.5). */
-static int exit_status(int pid, int *status)
+/* /proc/PID/stat into *st, its text in buf (n bytes).  0 or -errno. */
+static int read_stat(int pid, char *buf, size_t cap, ssize_t *n, sm_pid_stat *st)
 {
-    char path[64], buf[2048];
-    sm_pid_stat st;
-    ssize_t n;
+    char path[64];
     int fd, rc;
 
     snprintf(path, sizeof path, "/proc/%d/stat", pid);
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -errno;
-    n = read(fd, buf, sizeof buf);
-    rc = n < 0 ? -errno : sm__parse_pid_stat(buf, (size_t)n, &st);
+    *n = read(fd, buf, cap);
+    rc = *n < 0 ? -errno : sm__parse_pid_stat(buf, (size_t)*n, st);
+    close(fd);
+    return rc;
+}
+
+/* The parent's wait status from its zombie's /proc/PID/stat: 0, or -errno
+ * (ESRCH/ENOENT: already reaped, or the pid is someone else's now; ENOENT
+ * also for a kernel before 3.5). */
+static int exit_status(int pid, int *status)
+{
+    char buf[2048];
+    sm_pid_stat st;
+    ssize_t n = 0;
+    int rc = read_stat(pid, buf, sizeof buf, &n, &st);
+
     /* only a zombie's field is its exit status: a live process (a reused
      * pid) reads 0, which would say "exit 0" */
     if (rc == 0)
         rc = st.state == 'Z' || st.state == 'X' ? sm__parse_exit_code(buf, (size_t)n, status)
                                                 : -ESRCH;
-    close(fd);
     return rc;
+}
+
+/* While the parent lives: its process group and start time.  After its
+ * death, what is left of its tree is what of that group started after it
+ * (the kernel reparents orphans and they keep their group: kernel/exit.c,
+ * forget_original_parent), this process aside. */
+static void note_parent(struct comp *c)
+{
+    char buf[2048];
+    sm_pid_stat st;
+    ssize_t n;
+
+    c->pgid = getpgid(c->pid);
+    if (c->pgid > 0 && read_stat(c->pid, buf, sizeof buf, &n, &st) == 0)
+        c->start = st.starttime;
+    else
+        c->pgid = -1; /* gone already: watch() sees it */
+}
+
+/* A live process left of the parent's tree (note_parent), or 0; *count of them. */
+static int left_of_tree(const struct comp *c, int *count)
+{
+    DIR *dir = opendir("/proc");
+    struct dirent *e;
+    int first = 0, self = getpid();
+
+    *count = 0;
+    while (dir && (e = readdir(dir))) {
+        char buf[2048];
+        sm_pid_stat st;
+        ssize_t n;
+        int pid = atoi(e->d_name);
+
+        if (pid <= 0 || pid == self || getpgid(pid) != c->pgid ||
+            read_stat(pid, buf, sizeof buf, &n, &st) < 0 || st.state == 'Z' ||
+            st.state == 'X' || st.starttime < c->start)
+            continue;
+        (*count)++;
+        if (!first)
+            first = pid;
+    }
+    if (dir)
+        closedir(dir);
+    return first;
+}
+
+/* The parent died in an OOM: the kernel goes on killing what is left of its
+ * tree, one process per failed charge (mm/memcontrol.c) -- the issue's `sh`
+ * and `head`, 12 ms apart -- and those kills are the run's too.  So the end
+ * (oom_kill, memory_events, the peak) is read once that is gone, as
+ * `scopemeter run` waits for CMD's group (cli/supervise.c), at most until
+ * deadline; each wait is one poll on a pidfd of a process left (none: a look
+ * every 50 ms).  What outlives the bound is left running, said. */
+static void wait_tree(const struct comp *c, unsigned long long ooms, double deadline)
+{
+    int pid, count, said = 0;
+
+    while ((pid = left_of_tree(c, &count)) > 0) {
+        double left = deadline - sm__now_mono();
+        int fd;
+
+        if (left <= 0) {
+            fprintf(stderr, "scopemeter: companion: %d process%s of pid %d's group still "
+                    "run%s; left running, the end is read now\n", count,
+                    count == 1 ? "" : "es", c->pid, count == 1 ? "s" : "");
+            return;
+        }
+        if (!said++)
+            fprintf(stderr, "scopemeter: companion: pid %d died in an OOM (%llu kill%s in its "
+                    "cgroup so far); waiting up to %.1f s for the %d process%s left of its "
+                    "group before reading the end\n", c->pid, ooms, ooms == 1 ? "" : "s",
+                    left, count, count == 1 ? "" : "es");
+        fd = (int)syscall(SYS_pidfd_open, pid, 0);
+        if (fd >= 0) {
+            struct pollfd p = {fd, POLLIN, 0};
+
+            (void)poll(&p, 1, (int)(left * 1000) + 1);
+            close(fd);
+        } else if (errno != ESRCH) {
+            struct timespec nap = {0, 50 * 1000 * 1000};
+            nanosleep(&nap, NULL); /* no pidfd (before 5.3): look again */
+        }
+    }
 }
 
 /* What killed the parent, into reason/status and the tags.  Called at the
@@ -494,6 +589,7 @@ int cmd_companion(int argc, char **argv)
      * scopemeter run's to do for its CMD, not a watcher's for its parent. */
     (void)sm_oom_guard_lower_self();
     c->ppid_watch = getppid() == c->pid;
+    note_parent(c);
     c->ctr = sm_oom_guard_cgroup_open();
     if (watch(c) == 0)
         goto out; /* a clean stop: the monitor ended itself */
@@ -501,6 +597,13 @@ int cmd_companion(int argc, char **argv)
     t0 = sm__now_mono();
     /* the exit status first: the zombie may be reaped at any moment */
     c->ws_rc = exit_status(c->pid, &c->ws);
+    {
+        unsigned long long ooms;
+
+        /* the rest of its tree before the counters, within a quarter of the bound */
+        if (!c->ended && c->pgid > 0 && sm_oom_guard_cgroup_kills(c->ctr, &ooms) == 0 && ooms > 0)
+            wait_tree(c, ooms, t0 + c->timeout / 4);
+    }
     {
         /* --mlflow-client: what the front ships through MLflow's client on
          * http(s) too (an auth plugin, no TLS module) the end does as well */
