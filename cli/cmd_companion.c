@@ -92,7 +92,7 @@ struct comp {
     char keys[MAX_TAGS][96];
     char vals[MAX_TAGS][512];
     size_t ntags;
-    char reason[200], status[16];
+    sm_run_end end;           /* its status and reason (src/mlflow/run_end.c) */
     int ws, ws_rc;            /* the parent's wait status, or -errno (exit_status) */
 };
 
@@ -240,7 +240,6 @@ static void wait_tree(const struct comp *c, unsigned long long ooms, double dead
  * was read at the death (c->ws). */
 static void judge(struct comp *c)
 {
-    sm_run_end e;
     sm_tags *t = sm__zalloc(sizeof *t);
     unsigned long long ooms = 0;
     char val[600];
@@ -258,13 +257,11 @@ static void judge(struct comp *c)
     }
     sm__zfree(t);
     /* the rule scopemeter run's end follows too: src/mlflow/run_end.c */
-    sm__run_end_judge(c->ws_rc, c->ws, 0, ooms, &e);
-    snprintf(c->reason, sizeof c->reason, "%s", e.reason);
-    snprintf(c->status, sizeof c->status, "%s", e.status);
+    sm__run_end_judge(c->ws_rc, c->ws, 0, ooms, &c->end);
     if (c->ended)
         return; /* the monitor wrote the rank's end itself */
     snprintf(val, sizeof val, "scopemeter.rank%d.end_reason", c->rank);
-    add_tag(c, val, c->reason);
+    add_tag(c, val, c->end.reason);
     snprintf(val, sizeof val, "scopemeter.rank%d.ended_by", c->rank);
     add_tag(c, val, "companion");
 }
@@ -336,14 +333,13 @@ static int end_rest(struct comp *c, double deadline, int *ended)
     }
     if (strcmp(st, "RUNNING") != 0)
         return rc; /* someone ended it: theirs to say */
-    snprintf(text, sizeof text, "%s by scopemeter companion of rank %d: %s", c->status,
-             c->rank, c->reason);
+    sm__run_end_text(&c->end, "companion", c->rank, NULL, text, sizeof text);
     (void)sm_mlflow_set_tag(c->uri, c->run_id, "scopemeter.end_reason", text, 5, err,
                             sizeof err);
-    r = sm_mlflow_end_run(c->uri, c->run_id, c->status, 10, err, sizeof err);
+    r = sm_mlflow_end_run(c->uri, c->run_id, c->end.status, 10, err, sizeof err);
     if (r < 0) {
         fprintf(stderr, "scopemeter: companion: could not mark run %s %s: %s\n", c->run_id,
-                c->status, err);
+                c->end.status, err);
         return r;
     }
     *ended = 1;
@@ -387,10 +383,10 @@ static int end_python(struct comp *c, double deadline, int *ended)
     argv[a++] = rank;
     if (c->owns_run) {
         argv[a++] = "--end";
-        argv[a++] = c->status;
+        argv[a++] = c->end.status;
     }
     argv[a++] = "--reason";
-    argv[a++] = c->reason;
+    argv[a++] = c->end.reason;
     for (size_t i = 0; i < c->ntags; i++) {
         argv[a++] = "--tag";
         argv[a++] = c->keys[i];
@@ -629,14 +625,14 @@ int cmd_companion(int argc, char **argv)
         rc = r < 0;
         if (c->ended)
             fprintf(stderr, "scopemeter: companion: pid %d ended after its monitor's stop "
-                    "(%s); run %s %s%s\n", c->pid, c->reason, c->run_id,
+                    "(%s); run %s %s%s\n", c->pid, c->end.reason, c->run_id,
                     ended ? "marked " : r < 0 ? "not marked" : "left as it was",
-                    ended ? c->status : "");
+                    ended ? c->end.status : "");
         else
             fprintf(stderr, "scopemeter: companion: pid %d ended without a stop (%s); rank "
-                    "%d's end tags %s%s%s\n", c->pid, c->reason, c->rank,
+                    "%d's end tags %s%s%s\n", c->pid, c->end.reason, c->rank,
                     r < 0 ? "not all written" : "written",
-                    ended ? ", run marked " : "", ended ? c->status : "");
+                    ended ? ", run marked " : "", ended ? c->end.status : "");
     }
 out:
     sm_oom_guard_cgroup_close(c->ctr);

@@ -451,7 +451,7 @@ static void run_tag(const struct run_state *st, const char *key, const char *val
  * (docs/design.md §3): scopemeter.rankN.end_reason oom_kill, and where this
  * process ends the run, scopemeter.end_reason. */
 static void stop_recording(const struct run_state *st, const struct run_opts *o, sm_monitor *m,
-                           int collecting, const char *run_status, int exit_code)
+                           int collecting, const sm_run_end *end, int exit_code)
 {
     double bound = o->stop_timeout >= 0 ? o->stop_timeout : SM_STOP_TIMEOUT_DEFAULT;
     double reserve = st->owns_run ? end_run_reserve(bound) : 0, t0 = sm__now_mono();
@@ -461,20 +461,20 @@ static void stop_recording(const struct run_state *st, const struct run_opts *o,
     if (collecting)
         sm_monitor_stop(m);
     if (st->ooms > 0 && st->run_id[0]) {
-        char key[64], text[300];
+        char key[64], detail[100], text[300];
         int rank = sm_identity_rank(st->id);
 
         snprintf(key, sizeof key, "scopemeter.rank%d.end_reason", rank);
-        run_tag(st, key, "oom_kill", end_run_reserve(bound));
+        run_tag(st, key, end->reason, end_run_reserve(bound)); /* oom_kill */
         if (st->owns_run) {
-            snprintf(text, sizeof text, "%s by scopemeter run of rank %d: oom_kill (%llu OOM "
-                     "kill%s in its cgroup; CMD exit %d)", run_status, rank, st->ooms,
-                     st->ooms == 1 ? "" : "s", exit_code);
+            snprintf(detail, sizeof detail, "%llu OOM kill%s in its cgroup; CMD exit %d",
+                     st->ooms, st->ooms == 1 ? "" : "s", exit_code);
+            sm__run_end_text(end, "run", rank, detail, text, sizeof text);
             run_tag(st, "scopemeter.end_reason", text, end_run_reserve(bound));
         }
     }
     if (st->owns_run)
-        end_run(st, run_status, bound - (sm__now_mono() - t0) > reserve
+        end_run(st, end->status, bound - (sm__now_mono() - t0) > reserve
                                     ? bound - (sm__now_mono() - t0) : reserve);
 }
 
@@ -575,7 +575,7 @@ int cmd_run(int argc, char **argv)
     }
     /* FINISHED, FAILED or KILLED: the rule the companion's end follows too */
     sm__run_end_judge(0, status, forwarded_term, st.ooms, &end);
-    stop_recording(&st, &o, m, collecting, end.status, exit_code);
+    stop_recording(&st, &o, m, collecting, &end, exit_code);
     reserve_end(&st, &o);
     oom_kill_end(&st, &o, collecting);
     sm_oom_guard_cgroup_close(st.cg);

@@ -36,6 +36,13 @@ const char *sm__run_end_signame(int sig)
     }
 }
 
+void sm__run_end_text(const sm_run_end *e, const char *who, int rank, const char *detail,
+                      char *out, size_t cap)
+{
+    snprintf(out, cap, "%s by scopemeter %s of rank %d: %s%s%s%s", e->status, who, rank,
+             e->reason, detail ? " (" : "", detail ? detail : "", detail ? ")" : "");
+}
+
 void sm__run_end_judge(int ws_rc, int ws, int term, unsigned long long ooms, sm_run_end *out)
 {
     int sig = ws_rc == 0 && WIFSIGNALED(ws) ? WTERMSIG(ws) : 0;

@@ -37,6 +37,14 @@ typedef struct sm_run_end {
 SM_HIDDEN void sm__run_end_judge(int ws_rc, int ws, int term, unsigned long long ooms,
                                  sm_run_end *out);
 
+/* The run tag scopemeter.end_reason's value (docs/design.md §3), who being
+ * the surface that ended the run ("run", "companion"): "KILLED by scopemeter
+ * companion of rank 0: oom_kill", detail (NULL: none) after it in
+ * parentheses.  The rank's own tag, scopemeter.rankN.end_reason, is
+ * e->reason alone. */
+SM_HIDDEN void sm__run_end_text(const sm_run_end *e, const char *who, int rank,
+                                const char *detail, char *out, size_t cap);
+
 /* Whether sig ends a job when a person or a launcher sends it: INT, TERM,
  * HUP, QUIT (scopemeter run forwards them and counts them as a kill). */
 SM_HIDDEN int sm__run_end_terminating(int sig);

@@ -62,6 +62,20 @@ int main(void)
         CHECK_EQ_STR(e.status, r->status);
         CHECK_EQ_STR(e.reason, r->reason);
     }
+    {
+        /* the run tag each surface writes (docs/design.md §3's examples) */
+        sm_run_end e;
+        char text[300];
+
+        sm__run_end_judge(0, W_EXITCODE(1, 0), 0, 2, &e);
+        sm__run_end_text(&e, "run", 0, "2 OOM kills in its cgroup; CMD exit 1", text,
+                         sizeof text);
+        CHECK_EQ_STR(text, "KILLED by scopemeter run of rank 0: oom_kill (2 OOM kills in its "
+                           "cgroup; CMD exit 1)");
+        sm__run_end_judge(0, W_EXITCODE(0, SIGKILL), 0, 0, &e);
+        sm__run_end_text(&e, "companion", 3, NULL, text, sizeof text);
+        CHECK_EQ_STR(text, "KILLED by scopemeter companion of rank 3: signal 9 (SIGKILL)");
+    }
     CHECK(sm__run_end_terminating(SIGTERM) && !sm__run_end_terminating(SIGKILL) &&
           !sm__run_end_terminating(SIGUSR1));
     return CHECK_DONE();
