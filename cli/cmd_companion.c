@@ -29,7 +29,8 @@
  * cgroup's OOM kill counter against its value at start (the container
  * collector's own end tags, src/collect/coll_container.c, opened here at start as
  * the monitor opened it: sm_oom_guard_cgroup_open), read just before the end
- * is written, a kill counted being the reason whatever the exit status; else
+ * is written -- after an OOM once what was left of its process group is gone
+ * (wait_tree) -- a kill counted being the reason whatever the exit status; else
  * the wait status the kernel keeps in /proc/PID/stat field 52 while the
  * parent is a zombie (read at once: readable until the parent's own parent
  * reaps it, a race it may lose, said in the tag).  Then
@@ -63,6 +64,7 @@
 
 #include "cli.h"
 #include "internal.h"
+#include "mlflow/run_end.h"
 #include "mlflow/spool.h"
 #include "oom_guard.h"
 #include "parse.h"
@@ -83,12 +85,14 @@ struct comp {
     const char *run_id, *uri, *python, *pypath;
     double timeout;
     int ppid_watch;           /* the pid is this process's parent: getppid() tells */
+    pid_t pgid;               /* the parent's process group, or -1 (note_parent) */
+    unsigned long long start; /* its start time, ticks after boot (stat field 22) */
     void *ctr;                /* the container collector's state, or NULL */
     /* the end: tags (key, value) and the run's status */
     char keys[MAX_TAGS][96];
     char vals[MAX_TAGS][512];
     size_t ntags;
-    char reason[200], status[16];
+    sm_run_end end;           /* its status and reason (src/mlflow/run_end.c) */
     int ws, ws_rc;            /* the parent's wait status, or -errno (exit_status) */
 };
 
@@ -103,14 +107,6 @@ static void usage(FILE *f)
             "opened (--owns-run) KILLED, FAILED or FINISHED (docs/cli.md).\n");
 }
 
-static double mono(void)
-{
-    struct timespec t;
-
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
 static void add_tag(struct comp *c, const char *key, const char *value)
 {
     if (c->ntags >= MAX_TAGS)
@@ -120,21 +116,20 @@ static void add_tag(struct comp *c, const char *key, const char *value)
     c->ntags++;
 }
 
-static const char *signame(int sig)
+/* /proc/PID/stat into *st, its text in buf (n bytes).  0 or -errno. */
+static int read_stat(int pid, char *buf, size_t cap, ssize_t *n, sm_pid_stat *st)
 {
-    switch (sig) {
-    case SIGKILL: return "SIGKILL";
-    case SIGTERM: return "SIGTERM";
-    case SIGINT: return "SIGINT";
-    case SIGHUP: return "SIGHUP";
-    case SIGQUIT: return "SIGQUIT";
-    case SIGSEGV: return "SIGSEGV";
-    case SIGABRT: return "SIGABRT";
-    case SIGBUS: return "SIGBUS";
-    case SIGFPE: return "SIGFPE";
-    case SIGILL: return "SIGILL";
-    default: return "signal";
-    }
+    char path[64];
+    int fd, rc;
+
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    *n = read(fd, buf, cap);
+    rc = *n < 0 ? -errno : sm__parse_pid_stat(buf, (size_t)*n, st);
+    close(fd);
+    return rc;
 }
 
 /* The parent's wait status from its zombie's /proc/PID/stat: 0, or -errno
@@ -142,24 +137,100 @@ static const char *signame(int sig)
  * also for a kernel before 3.5). */
 static int exit_status(int pid, int *status)
 {
-    char path[64], buf[2048];
+    char buf[2048];
     sm_pid_stat st;
-    ssize_t n;
-    int fd, rc;
+    ssize_t n = 0;
+    int rc = read_stat(pid, buf, sizeof buf, &n, &st);
 
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    n = read(fd, buf, sizeof buf);
-    rc = n < 0 ? -errno : sm__parse_pid_stat(buf, (size_t)n, &st);
     /* only a zombie's field is its exit status: a live process (a reused
      * pid) reads 0, which would say "exit 0" */
     if (rc == 0)
         rc = st.state == 'Z' || st.state == 'X' ? sm__parse_exit_code(buf, (size_t)n, status)
                                                 : -ESRCH;
-    close(fd);
     return rc;
+}
+
+/* While the parent lives: its process group and start time.  After its
+ * death, what is left of its tree is what of that group started after it
+ * (the kernel reparents orphans and they keep their group: kernel/exit.c,
+ * forget_original_parent), this process aside. */
+static void note_parent(struct comp *c)
+{
+    char buf[2048];
+    sm_pid_stat st;
+    ssize_t n;
+
+    c->pgid = getpgid(c->pid);
+    if (c->pgid > 0 && read_stat(c->pid, buf, sizeof buf, &n, &st) == 0)
+        c->start = st.starttime;
+    else
+        c->pgid = -1; /* gone already: watch() sees it */
+}
+
+/* A live process left of the parent's tree (note_parent), or 0; *count of them. */
+static int left_of_tree(const struct comp *c, int *count)
+{
+    DIR *dir = opendir("/proc");
+    struct dirent *e;
+    int first = 0, self = getpid();
+
+    *count = 0;
+    while (dir && (e = readdir(dir))) {
+        char buf[2048];
+        sm_pid_stat st;
+        ssize_t n;
+        int pid = atoi(e->d_name);
+
+        if (pid <= 0 || pid == self || getpgid(pid) != c->pgid ||
+            read_stat(pid, buf, sizeof buf, &n, &st) < 0 || st.state == 'Z' ||
+            st.state == 'X' || st.starttime < c->start)
+            continue;
+        (*count)++;
+        if (!first)
+            first = pid;
+    }
+    if (dir)
+        closedir(dir);
+    return first;
+}
+
+/* The parent died in an OOM: the kernel goes on killing what is left of its
+ * tree, one process per failed charge (mm/memcontrol.c) -- the issue's `sh`
+ * and `head`, 12 ms apart -- and those kills are the run's too.  So the end
+ * (oom_kill, memory_events, the peak) is read once that is gone, as
+ * `scopemeter run` waits for CMD's group (cli/supervise.c), at most until
+ * deadline; each wait is one poll on a pidfd of a process left (none: a look
+ * every 50 ms).  What outlives the bound is left running, said. */
+static void wait_tree(const struct comp *c, unsigned long long ooms, double deadline)
+{
+    int pid, count, said = 0;
+
+    while ((pid = left_of_tree(c, &count)) > 0) {
+        double left = deadline - sm__now_mono();
+        int fd;
+
+        if (left <= 0) {
+            fprintf(stderr, "scopemeter: companion: %d process%s of pid %d's group still "
+                    "run%s; left running, the end is read now\n", count,
+                    count == 1 ? "" : "es", c->pid, count == 1 ? "s" : "");
+            return;
+        }
+        if (!said++)
+            fprintf(stderr, "scopemeter: companion: pid %d died in an OOM (%llu kill%s in its "
+                    "cgroup so far); waiting up to %.1f s for the %d process%s left of its "
+                    "group before reading the end\n", c->pid, ooms, ooms == 1 ? "" : "s",
+                    left, count, count == 1 ? "" : "es");
+        fd = (int)syscall(SYS_pidfd_open, pid, 0);
+        if (fd >= 0) {
+            struct pollfd p = {fd, POLLIN, 0};
+
+            (void)poll(&p, 1, (int)(left * 1000) + 1);
+            close(fd);
+        } else if (errno != ESRCH) {
+            struct timespec nap = {0, 50 * 1000 * 1000};
+            nanosleep(&nap, NULL); /* no pidfd (before 5.3): look again */
+        }
+    }
 }
 
 /* What killed the parent, into reason/status and the tags.  Called at the
@@ -169,7 +240,6 @@ static int exit_status(int pid, int *status)
  * was read at the death (c->ws). */
 static void judge(struct comp *c)
 {
-    int ws = c->ws, rc = c->ws_rc, sig = 0;
     sm_tags *t = sm__zalloc(sizeof *t);
     unsigned long long ooms = 0;
     char val[600];
@@ -186,33 +256,12 @@ static void judge(struct comp *c)
         }
     }
     sm__zfree(t);
-    if (rc == 0 && WIFSIGNALED(ws))
-        sig = WTERMSIG(ws);
-    if (ooms > 0) {
-        /* whatever the status: a wrapper (bash train.sh) outlives its OOM-killed
-         * child and exits 1; only a clean exit 0 keeps its FINISHED
-         * (cmd_run.c's run_status_of says the same) */
-        snprintf(c->reason, sizeof c->reason, "oom_kill");
-        snprintf(c->status, sizeof c->status, "%s",
-                 rc == 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0 ? "FINISHED" : "KILLED");
-    } else if (rc == 0 && sig) {
-        snprintf(c->reason, sizeof c->reason, "signal %d (%s)", sig, signame(sig));
-        snprintf(c->status, sizeof c->status, "%s",
-                 sig == SIGKILL || sig == SIGTERM || sig == SIGINT || sig == SIGHUP ||
-                 sig == SIGQUIT ? "KILLED" : "FAILED"); /* a crash is FAILED, as cmd_run.c */
-    } else if (rc == 0 && WIFEXITED(ws)) {
-        snprintf(c->reason, sizeof c->reason, "exit %d", WEXITSTATUS(ws));
-        snprintf(c->status, sizeof c->status, WEXITSTATUS(ws) ? "FAILED" : "FINISHED");
-    } else {
-        /* no stop word: it did not run its exit handlers, so not a clean exit */
-        snprintf(c->reason, sizeof c->reason, "unknown (exit status not readable: %s)",
-                 rc == -ENOENT || rc == -ESRCH ? "already reaped" : strerror(-rc));
-        snprintf(c->status, sizeof c->status, "KILLED");
-    }
+    /* the rule scopemeter run's end follows too: src/mlflow/run_end.c */
+    sm__run_end_judge(c->ws_rc, c->ws, 0, ooms, &c->end);
     if (c->ended)
         return; /* the monitor wrote the rank's end itself */
     snprintf(val, sizeof val, "scopemeter.rank%d.end_reason", c->rank);
-    add_tag(c, val, c->reason);
+    add_tag(c, val, c->end.reason);
     snprintf(val, sizeof val, "scopemeter.rank%d.ended_by", c->rank);
     add_tag(c, val, "companion");
 }
@@ -241,7 +290,7 @@ static void deliver_spool(const struct comp *c, double deadline)
         if (strncmp(name, prefix, strlen(prefix)) == 0 && len > 6 &&
             strcmp(name + len - 6, ".spool") == 0) {
             char path[4096], line[4200];
-            double left = deadline - mono();
+            double left = deadline - sm__now_mono();
 
             snprintf(path, sizeof path, "%s/%s", dir, name);
             if (left > 0)
@@ -263,7 +312,7 @@ static int end_rest(struct comp *c, double deadline, int *ended)
     int rc = 0, r;
 
     for (size_t i = 0; i < c->ntags; i++) {
-        double left = deadline - mono();
+        double left = deadline - sm__now_mono();
 
         r = sm_mlflow_set_tag(c->uri, c->run_id, c->keys[i], c->vals[i], left > 1 ? left : 1,
                               err, sizeof err);
@@ -284,14 +333,13 @@ static int end_rest(struct comp *c, double deadline, int *ended)
     }
     if (strcmp(st, "RUNNING") != 0)
         return rc; /* someone ended it: theirs to say */
-    snprintf(text, sizeof text, "%s by scopemeter companion of rank %d: %s", c->status,
-             c->rank, c->reason);
+    sm__run_end_text(&c->end, "companion", c->rank, NULL, text, sizeof text);
     (void)sm_mlflow_set_tag(c->uri, c->run_id, "scopemeter.end_reason", text, 5, err,
                             sizeof err);
-    r = sm_mlflow_end_run(c->uri, c->run_id, c->status, 10, err, sizeof err);
+    r = sm_mlflow_end_run(c->uri, c->run_id, c->end.status, 10, err, sizeof err);
     if (r < 0) {
         fprintf(stderr, "scopemeter: companion: could not mark run %s %s: %s\n", c->run_id,
-                c->status, err);
+                c->end.status, err);
         return r;
     }
     *ended = 1;
@@ -335,10 +383,10 @@ static int end_python(struct comp *c, double deadline, int *ended)
     argv[a++] = rank;
     if (c->owns_run) {
         argv[a++] = "--end";
-        argv[a++] = c->status;
+        argv[a++] = c->end.status;
     }
     argv[a++] = "--reason";
-    argv[a++] = c->reason;
+    argv[a++] = c->end.reason;
     for (size_t i = 0; i < c->ntags; i++) {
         argv[a++] = "--tag";
         argv[a++] = c->keys[i];
@@ -365,7 +413,7 @@ static int end_python(struct comp *c, double deadline, int *ended)
         return -errno;
     /* bounded: a store that hangs (a locked sqlite database) must not keep
      * a process of the job alive */
-    while ((w = waitpid(pid, &status, WNOHANG)) == 0 && mono() < deadline) {
+    while ((w = waitpid(pid, &status, WNOHANG)) == 0 && sm__now_mono() < deadline) {
         struct timespec nap = {0, 50 * 1000 * 1000};
         nanosleep(&nap, NULL);
     }
@@ -537,13 +585,21 @@ int cmd_companion(int argc, char **argv)
      * scopemeter run's to do for its CMD, not a watcher's for its parent. */
     (void)sm_oom_guard_lower_self();
     c->ppid_watch = getppid() == c->pid;
+    note_parent(c);
     c->ctr = sm_oom_guard_cgroup_open();
     if (watch(c) == 0)
         goto out; /* a clean stop: the monitor ended itself */
 
-    t0 = mono();
+    t0 = sm__now_mono();
     /* the exit status first: the zombie may be reaped at any moment */
     c->ws_rc = exit_status(c->pid, &c->ws);
+    {
+        unsigned long long ooms;
+
+        /* the rest of its tree before the counters, within a quarter of the bound */
+        if (!c->ended && c->pgid > 0 && sm_oom_guard_cgroup_kills(c->ctr, &ooms) == 0 && ooms > 0)
+            wait_tree(c, ooms, t0 + c->timeout / 4);
+    }
     {
         /* --mlflow-client: what the front ships through MLflow's client on
          * http(s) too (an auth plugin, no TLS module) the end does as well */
@@ -569,14 +625,14 @@ int cmd_companion(int argc, char **argv)
         rc = r < 0;
         if (c->ended)
             fprintf(stderr, "scopemeter: companion: pid %d ended after its monitor's stop "
-                    "(%s); run %s %s%s\n", c->pid, c->reason, c->run_id,
+                    "(%s); run %s %s%s\n", c->pid, c->end.reason, c->run_id,
                     ended ? "marked " : r < 0 ? "not marked" : "left as it was",
-                    ended ? c->status : "");
+                    ended ? c->end.status : "");
         else
             fprintf(stderr, "scopemeter: companion: pid %d ended without a stop (%s); rank "
-                    "%d's end tags %s%s%s\n", c->pid, c->reason, c->rank,
+                    "%d's end tags %s%s%s\n", c->pid, c->end.reason, c->rank,
                     r < 0 ? "not all written" : "written",
-                    ended ? ", run marked " : "", ended ? c->status : "");
+                    ended ? ", run marked " : "", ended ? c->end.status : "");
     }
 out:
     sm_oom_guard_cgroup_close(c->ctr);

@@ -15,6 +15,7 @@ environment pytest runs under): no end, the run stays RUNNING, or no
 companion was seen while the process ran.
 """
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -44,6 +45,20 @@ TRAIN = """
         print("RUN", _front._current.run_id if _front._current else None, "ENABLED", ok,
               "COMPANION", c.pid if c else 0, flush=True)
         time.sleep(2)
+        if mode == "oomtree":
+            # a process of its group that outlives it, blocked on the test's FIFO;
+            # let go, it puts itself first in the OOM order (a raise needs no
+            # capability) and allocates past the limit: a kill after the parent's
+            import subprocess
+            child = subprocess.Popen([sys.executable, "-c", "import sys\\n"
+                              "open(sys.argv[1]).read()\\n"
+                              "with open('/proc/self/oom_score_adj', 'w') as f:\\n"
+                              "    f.write('1000')\\n"
+                              "b = b'x' * (600 << 20)\\n", os.environ["SM_TEST_FIFO"]],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+            print("CHILD", child.pid, flush=True)
+            mode = "oom"
         if mode == "oom":
             chunks = []
             while True:                      # past the cgroup's limit: the kernel kills
@@ -87,12 +102,21 @@ def store(request, tmp_path):
     return f"sqlite:///{tmp_path}/mlflow.db"
 
 
-def start(tmp_path, uri, mode, preexec_fn=None, wrap=(), **env):
+def start(tmp_path, uri, mode, preexec_fn=None, wrap=(), new_session=False, **env):
     path = tmp_path / "train.py"
     path.write_text(textwrap.dedent(TRAIN))
     return subprocess.Popen([*wrap, sys.executable, str(path), uri, mode], env=python_env(**env),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=str(tmp_path), preexec_fn=preexec_fn)
+                            cwd=str(tmp_path), preexec_fn=preexec_fn,
+                            start_new_session=new_session)
+
+
+def no_swap(mem):
+    """swappiness 0 where the kernel lets it: the allocation meets the limit, not swap."""
+    try:
+        write(f"{mem}/memory.swappiness", "0")
+    except OSError:
+        pass
 
 
 def first_line(proc):
@@ -437,10 +461,7 @@ def test_oom_kill_in_a_v1_cgroup_is_recorded_and_ends_the_run(store, tmp_path):
     cg, mem = limited("companion", 400 * MiB)
     proc = None
     try:
-        try:
-            write(f"{mem}/memory.swappiness", "0")
-        except OSError:
-            pass
+        no_swap(mem)
         proc = start(tmp_path, store, "oom", preexec_fn=cg.enter)
         run_id, comp = first_line(proc)
         assert comp and alive(comp), "no companion while the process runs"
@@ -496,6 +517,61 @@ def test_an_oom_kill_before_an_exit_1_ends_the_run_killed(mlflow_server, tmp_pat
             "KILLED by scopemeter companion of rank 0: oom_kill", tags
         assert tags["scopemeter.rank0.oom_kill"] == "1", tags
         assert wait_gone(comp), "the companion outlived its job"
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        cg.remove()
+
+
+@pytest.mark.skipif(not is_root(), reason="needs root to create cgroups")
+@pytest.mark.skipif("memory" not in MOUNTS,
+                    reason="no cgroup v1 memory controller mounted (v2: tests/vm)")
+def test_oom_kill_counts_the_kills_of_the_tree_after_the_parent(mlflow_server, tmp_path):
+    """Issue 46 item 2 on the companion: the front is OOM-killed, then a
+    process of its group allocates past the limit and is killed in turn; the end's
+    oom_kill is the cgroup's count over the whole run (the test's own
+    counter), read once the parent's tree is gone.  No timing: the child is
+    let go only once the companion has said what it does at the death (the
+    old one: the end written, with the one kill it had seen; the new one:
+    waiting for the group).  Before: oom_kill=1 with 2 kills counted."""
+    from test_oom_order import oom_kills  # it imports this module
+    cg, mem = limited("comptree", 400 * MiB)
+    fifo = str(tmp_path / "go")
+    os.mkfifo(fifo)
+    proc = None
+    try:
+        no_swap(mem)
+        k0 = oom_kills(mem)
+        # a session of its own: its group is its tree's, not pytest's
+        proc = start(tmp_path, mlflow_server, "oomtree", preexec_fn=cg.enter, new_session=True,
+                     SM_TEST_FIFO=fifo)
+        run_id, comp = first_line(proc)
+        child = int(proc.stdout.readline().split()[1])
+        gone = os.pidfd_open(child)  # readable once it has exited
+        proc.wait(120)
+        assert proc.returncode == -signal.SIGKILL, proc.returncode
+        lines = []
+        for line in proc.stderr:  # the companion's lines: it holds the pipe
+            lines.append(line)
+            if "ended without a stop" in line or "before reading the end" in line:
+                break
+        assert lines, "the companion said nothing"
+        with open(fifo, "w"):
+            pass  # the child goes on: it allocates and is killed
+        select.select([gone], [], [])  # the test's timeout guards a hang
+        os.close(gone)
+        assert not alive(child), "the child outlived its allocation"
+        err = "".join(lines) + proc.stderr.read()  # EOF: the companion is gone
+        kills = oom_kills(mem) - k0
+        assert kills >= 2, (kills, err[-2000:])  # the parent, then the child
+        run, _ = wait_ended(mlflow_server, run_id)
+        tags = run.data.tags
+        assert tags["scopemeter.rank0.oom_kill"] == str(kills), (tags, kills, err[-2000:])
+        assert f"oom_kill={kills}" in tags["scopemeter.rank0.memory_events"], tags
+        assert tags["scopemeter.rank0.end_reason"] == "oom_kill", tags
+        assert run.info.status == "KILLED", run.info.status
+        assert "waiting up to" in err and "process left of its group" in err, err[-2000:]
     finally:
         if proc is not None and proc.poll() is None:
             proc.kill()

@@ -527,3 +527,47 @@ def test_the_borrow_check_can_fail(tmp_path):
                      "static void *f(void)\n{\n    return sm__zalloc(1);\n}\n"})
     assert unlisted_borrowing(root) == [("python/scopemeter/_native.c", "sm__zalloc"),
                                         ("python/scopemeter/_native.c", "src/util/internal.h")]
+
+
+# ---- one rule once: the wait-status map (issue 45) -----------------------------
+
+RUN_END = "src/mlflow/run_end.c"
+COMMENTS = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+WAIT_SIGNAL = re.compile(r"\bW(?:IFSIGNALED|TERMSIG)\b")
+RUN_STATUS = re.compile(r'"(?:FINISHED|FAILED|KILLED)"')
+
+
+def wait_status_maps(root):
+    """The functions outside src/mlflow/run_end.c that read a signal from a
+    wait status and name a run status: a second copy of the rule of how a
+    recording ends (run_end.h), which would drift from the first.  A
+    function is the text between two braces alone at the start of a line
+    (the tree's style), comments left out, strings kept."""
+    bad = []
+    for f in tree_files(root, C_SOURCES):
+        if f == RUN_END:
+            continue
+        text = COMMENTS.sub(" ", open(os.path.join(root, f), encoding="utf-8").read())
+        for body in re.split(r"\n}\n", text):
+            if WAIT_SIGNAL.search(body) and RUN_STATUS.search(body):
+                name = re.findall(r"^\w[^\n(]*?(\w+)\(", body, re.M)
+                bad.append((f, name[-1] if name else "?"))
+    return sorted(bad)
+
+
+def test_the_wait_status_map_is_written_once():
+    assert os.path.exists(os.path.join(ROOT, RUN_END))
+    assert not wait_status_maps(ROOT), ("ask sm__run_end_judge (src/mlflow/run_end.h)",
+                                        wait_status_maps(ROOT))
+
+
+def test_the_wait_status_check_can_fail(tmp_path):
+    root = _tree(tmp_path, dict(GOOD, **{
+        RUN_END: "void sm__run_end_judge(int ws)\n{\n    if (WIFSIGNALED(ws)) f(\"KILLED\");\n}\n",
+        "cli/r.c": "/* WTERMSIG \"KILLED\" in a comment */\nstatic int code(int ws)\n{\n"
+                   "    return WIFSIGNALED(ws) ? 128 + WTERMSIG(ws) : 0;\n}\n"}))
+    assert wait_status_maps(root) == []
+    _tree(tmp_path, {"cli/c.c": "static const char *judge(int ws)\n{\n"
+                                "    if (WIFSIGNALED(ws) && WTERMSIG(ws) == 9)\n"
+                                "        return \"KILLED\";\n    return \"FAILED\";\n}\n"})
+    assert wait_status_maps(root) == [("cli/c.c", "judge")]

@@ -1,5 +1,5 @@
 """Every signal reaches CMD exactly once under `scopemeter run` (docs/cli.md,
-Signals; cli/cmd_run.c): sent to scopemeter, to its process group (GNU
+Signals; cli/supervise.c): sent to scopemeter, to its process group (GNU
 `timeout`, Slurm, torchrun's agent use killpg), or by the terminal (Ctrl-C,
 Ctrl-Z and `fg` in an interactive shell, driven through tmux); as PID 1 of a
 PID namespace it still forwards and reaps orphans.  No tracking server: the
