@@ -111,9 +111,7 @@ typedef struct sm_ctx {
      * peak at open, so that it is the run's (docs/cgroup.md) */
     int owns_peak;
 } sm_ctx;
-#define SM_DETAIL_DEFAULT 0
-#define SM_DETAIL_FULL 1
-/* "default" or "full" (NULL or "": default); -EINVAL for another word */
+/* SM_DETAIL_DEFAULT, SM_DETAIL_FULL: scopemeter.h.  "default" or "full" (NULL or "": default); -EINVAL for another word */
 SM_HIDDEN int sm__detail_of(const char *word);
 
 SM_HIDDEN int sm__ctx_init(sm_ctx *ctx);
