@@ -46,8 +46,9 @@ static void plan_usage(FILE *f)
             "  --write-budget R       rows/s the tracking server takes from the job, all\n"
             "                         collectors together: the period that fits it, and the\n"
             "                         server it needs (default: four collectors at 10 s)\n"
-            "  --detail L             the level counted: default, or full (adds the GPM and\n"
-            "                         NVLink series per GPU; docs/series.md \"Levels\")\n"
+            "  --detail L             the level counted: default, or full (adds the GPM,\n"
+            "                         NVLink, clock and ECC series per GPU; docs/series.md\n"
+            "                         \"Levels\")\n"
             "  --json                 one JSON object\n"
             "Assumptions and formulas: docs/plan.md.\n");
 }
@@ -193,11 +194,11 @@ static void print_text(const sm_plan_input *in, int nodes_given, const sm_plan *
     printf("             %d in total\n", p->series);
     printf("charts       %d (MLflow draws one chart per series)\n", p->charts);
     if (p->detail == SM_PLAN_DETAIL_FULL)
-        printf("detail       full: the GPM and NVLink series of every GPU included "
+        printf("detail       full: the GPM, NVLink, clock and ECC series of every GPU included "
                "(docs/series.md \"Levels\")\n");
     else if (p->series_full > p->series)
-        printf("detail       default; --detail full adds %d (GPM and NVLink per GPU): %d series "
-               "and charts\n", p->series_full - p->series, p->series_full);
+        printf("detail       default; --detail full adds %d (GPM, NVLink, clocks and ECC per "
+               "GPU): %d series and charts\n", p->series_full - p->series, p->series_full);
     printf("sections     %d (node_*/rootfs_*: %d x %d node%s = %d; other series: %d)\n",
            p->sections, tiered, node_hosts, node_hosts == 1 ? "" : "s", tiered * node_hosts,
            p->sections - tiered * node_hosts);

@@ -186,8 +186,9 @@ int cmd_probe(int argc, char **argv)
                "Takes two samples SECONDS apart (default 1, at most 3600) and shows every\n"
                "series this process would record here: key, value, unit, scope and source\n"
                "file; the cgroup found and why; the GPU status; a line for each missing\n"
-               "collector.  --detail full: the series of level full too (the GPM and\n"
-               "NVLink series per GPU; as SCOPEMETER_DETAIL=full, docs/series.md \"Levels\").\n");
+               "collector.  --detail full: the series of level full too (the GPM, NVLink,\n"
+               "clock and ECC series per GPU; as SCOPEMETER_DETAIL=full, docs/series.md\n"
+               "\"Levels\").\n");
         return 0;
     }
     if (rc < 0)

@@ -310,6 +310,13 @@ SM_EXTERN int sm_monitor_set_stop_timeout(sm_monitor *m, double seconds);
  * SM_BUFFER_POINTS_MAX (-EINVAL outside); (size_t)SM_DEFAULT or 0: one
  * hour's worth. */
 SM_EXTERN int sm_monitor_set_buffer_points(sm_monitor *m, size_t points);
+/* The detail level (docs/series.md "Levels"): SM_DETAIL_DEFAULT, the series a
+ * user reads first; SM_DETAIL_FULL adds the diagnosis series (GPM, NVLink,
+ * GPU clocks and ECC counts); SM_DEFAULT: SCOPEMETER_DETAIL, else default.
+ * -EINVAL for another value, -EBUSY after start.  Appended in 0.3. */
+#define SM_DETAIL_DEFAULT 0
+#define SM_DETAIL_FULL 1
+SM_EXTERN int sm_monitor_set_detail(sm_monitor *m, int detail);
 /* Pull sink for bindings: records wait in the monitor's bounded queue. */
 SM_EXTERN int sm_monitor_use_queue(sm_monitor *m);
 /* The recording key: an opaque string naming what this monitor records into
@@ -414,8 +421,8 @@ typedef struct sm_plan_input {
     /* appended in 0.3 */
     int detail;             /* SM_PLAN_DETAIL_DEFAULT or _FULL (docs/series.md "Levels"); default: default */
 } sm_plan_input;
-#define SM_PLAN_DETAIL_DEFAULT 0
-#define SM_PLAN_DETAIL_FULL 1
+#define SM_PLAN_DETAIL_DEFAULT SM_DETAIL_DEFAULT
+#define SM_PLAN_DETAIL_FULL SM_DETAIL_FULL
 #define SM_PLAN_INPUT_INIT {sizeof(sm_plan_input), SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, \
                             SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, SM_DEFAULT, \
                             SM_DEFAULT, SM_DEFAULT}

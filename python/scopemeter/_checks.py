@@ -80,3 +80,15 @@ def _plan_arg(name: str, value: Optional[float], integer: bool = True) -> Union[
     f = float(value)
     return f if f != default else default - 1.0
 
+
+def _detail(func: str, value: object) -> int:
+    """detail= of enable_system_metrics() and plan(): None is the engine's
+    default (SCOPEMETER_DETAIL for the monitor, "default" for the plan); a
+    str other than "default" or "full" is a ValueError with the engine's
+    words (docs/series.md "Levels"); another type a TypeError."""
+    if value is None:
+        return _native.PLAN_DEFAULT
+    if not isinstance(value, str):
+        raise TypeError(f"{func}(): detail must be 'default', 'full' or None, not "
+                        f"{type(value).__name__}")
+    return _native.parse_detail(value)

@@ -65,7 +65,7 @@ from types import FrameType
 from typing import Any, Callable, Dict, Optional
 
 from . import _native
-from ._checks import _number, _plan_arg, _require_flag, _require_number
+from ._checks import _detail, _number, _plan_arg, _require_flag, _require_number
 from ._lines import _log, _short
 from ._route import _absolute_uri, _shipping
 from ._session import _mlflow_monitors, _Session, _warn_if_late
@@ -214,7 +214,8 @@ def _stop_session(s: _Session, timeout: float, word: str = "stop") -> None:
 
 def enable_system_metrics(all_workers: bool = False, interval: Optional[float] = None,
                           samples: Optional[int] = None,
-                          write_budget: Optional[float] = None) -> bool:
+                          write_budget: Optional[float] = None,
+                          detail: Optional[str] = None) -> bool:
     """Records system metrics of this process into the active MLflow run.
 
     Call it right after the run is opened (``mlflow.start_run()``), before data
@@ -233,6 +234,9 @@ def enable_system_metrics(all_workers: bool = False, interval: Optional[float] =
         none: the load of four collectors at 10 s).  The period becomes the
         smallest that keeps the job within it, never below interval x samples
         (docs/design.md §5); pass every rank the same value.
+    detail: "default" (the series a user reads first) or "full" (adds the
+        diagnosis series: GPM, NVLink, GPU clocks and ECC counts;
+        docs/series.md "Levels"); default: SCOPEMETER_DETAIL, else "default".
 
     Returns True when this process records, False otherwise.  Raises only
     TypeError, for an argument of the wrong type (a str interval, a bool
@@ -245,8 +249,10 @@ def enable_system_metrics(all_workers: bool = False, interval: Optional[float] =
     _require_number("enable_system_metrics", "interval", interval)
     _require_number("enable_system_metrics", "samples", samples, whole=True)
     _require_number("enable_system_metrics", "write_budget", write_budget)
+    if detail is not None and not isinstance(detail, str):
+        _detail("enable_system_metrics", detail)  # the TypeError
     try:
-        return _enable(bool(all_workers), interval, samples, write_budget)
+        return _enable(bool(all_workers), interval, samples, write_budget, detail)
     except Exception as e:
         _log(f"system metrics not recorded: {type(e).__name__}: {_short(e)}; training goes on",
              warn=True)
@@ -254,7 +260,7 @@ def enable_system_metrics(all_workers: bool = False, interval: Optional[float] =
 
 
 def _enable(all_workers: bool, interval: Optional[float], samples: Optional[int],
-            write_budget: Optional[float]) -> bool:
+            write_budget: Optional[float], detail: Optional[str]) -> bool:
     global _current
     called_ms = int(time.time() * 1000)
     try:
@@ -263,6 +269,7 @@ def _enable(all_workers: bool, interval: Optional[float], samples: Optional[int]
         # None: the engine's (SCOPEMETER_WRITE_BUDGET, else the default rule)
         budget = 0.0 if write_budget is None else _native.parse_number(
             write_budget, "write_budget", _native.WRITE_BUDGET_MIN, _native.WRITE_BUDGET_MAX)
+        level = _detail("enable_system_metrics", detail)
     except ValueError as e:
         _log(f"enable_system_metrics(): {e}; system metrics not recorded", warn=True)
         return False
@@ -321,7 +328,7 @@ def _enable(all_workers: bool, interval: Optional[float], samples: Optional[int]
             mon = _native.Monitor(interval=interval_s, samples=n_samples,
                                   all_workers=all_workers, stop_timeout=STOP_TIMEOUT,
                                   tracking_uri=uri, run_id=run_id, headers=extra,
-                                  recording_key=run_id, write_budget=budget)
+                                  recording_key=run_id, write_budget=budget, detail=level)
         else:
             if extra:
                 _log(extra)
@@ -333,7 +340,7 @@ def _enable(all_workers: bool, interval: Optional[float], samples: Optional[int]
             mon = _native.Monitor(interval=interval_s, samples=n_samples,
                                   all_workers=all_workers, stop_timeout=STOP_TIMEOUT,
                                   recording_key=run_id, delivery=delivery,
-                                  write_budget=budget)
+                                  write_budget=budget, detail=level)
         s = _Session(run_id, uri, mon, "starting", delivery)
         s.rest = path == "rest"
         s.headers = extra if path == "rest" else []
@@ -394,7 +401,8 @@ def plan(workers: Optional[int] = 1, workers_per_pod: Optional[int] = 1,
          nodes: Optional[int] = None, gpus_per_worker: Optional[int] = 0,
          all_workers: bool = False, interval: Optional[float] = None,
          samples: Optional[int] = None, container_limits: bool = True,
-         write_budget: Optional[float] = None) -> _native.PlanResult:
+         write_budget: Optional[float] = None, rdma_ports: bool = False,
+         detail: Optional[str] = None) -> _native.PlanResult:
     """The preflight of ``scopemeter plan``: what turning on system metrics
     costs for a job, computed by the same C function as the CLI.
 
@@ -407,7 +415,10 @@ def plan(workers: Optional[int] = 1, workers_per_pod: Optional[int] = 1,
     charts than ui_charts_warn, the largest System metrics tab the UI was seen to
     draw: said in one warning line, as the CLI's); pod_memory_front_mb,
     pod_memory_companion_mb, pod_memory_cli_mb (what the recorder holds in each
-    collecting pod, docs/plan.md "Memory").  Raises ValueError for an
+    collecting pod, docs/plan.md "Memory"); rdma_ports (pods are given RDMA
+    ports, as --rdma) counts the rdma_* series (rdma_series_per_collector);
+    detail ("default" or "full", as --detail) is the level counted, and
+    series_full the job's series at level full.  Raises ValueError for an
     impossible job (this is a planning tool, not the training path), and
     TypeError for an argument of the wrong type (a str, a bool where a number
     is expected).  nodes=None means one node per pod, as the CLI assumes
@@ -415,6 +426,7 @@ def plan(workers: Optional[int] = 1, workers_per_pod: Optional[int] = 1,
     """
     _require_flag("plan", "all_workers", all_workers)
     _require_flag("plan", "container_limits", container_limits)
+    _require_flag("plan", "rdma_ports", rdma_ports)
     p = _native.plan(workers=_plan_arg("workers", workers),
                      workers_per_pod=_plan_arg("workers_per_pod", workers_per_pod),
                      nodes=_plan_arg("nodes", nodes),
@@ -423,7 +435,8 @@ def plan(workers: Optional[int] = 1, workers_per_pod: Optional[int] = 1,
                      interval=_plan_arg("interval", interval, integer=False),
                      samples=_plan_arg("samples", samples),
                      container_limits=bool(container_limits),
-                     write_budget=_plan_arg("write_budget", write_budget, integer=False))
+                     write_budget=_plan_arg("write_budget", write_budget, integer=False),
+                     rdma_ports=bool(rdma_ports), detail=_detail("plan", detail))
     if p["ui_charts_over"]:
         _log(f"plan: warning: {p['charts']} charts in the run's System metrics tab, more than "
              f"{p['ui_charts_warn']} (the largest bench/ui_render.py drew to its end): read the "

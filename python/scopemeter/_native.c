@@ -12,7 +12,9 @@
  *     libcurl transport reads it, so both say the same lines;
  *   the one number parser (number.h: sm__num_parse, sm__num_check), shared
  *     with every surface by design (docs/design.md §8), so the front's range
- *     checks say what the CLI says.
+ *     checks say what the CLI says;
+ *   the detail level's words (internal.h: sm__detail_of), those of
+ *     SCOPEMETER_DETAIL, for detail=.
  * Written against the Python Limited API (3.9), so one abi3 wheel serves
  * every CPython from 3.9 on.
  *
@@ -239,18 +241,19 @@ static int Monitor_init(PyObject *self_, PyObject *args, PyObject *kw)
     MonitorObject *self = (MonitorObject *)self_;
     static char *kwlist[] = {"interval", "samples", "all_workers", "stop_timeout",
                              "buffer_points", "tracking_uri", "run_id", "headers",
-                             "recording_key", "delivery", "write_budget", NULL};
+                             "recording_key", "delivery", "write_budget", "detail", NULL};
     double interval = 0, stop_timeout = 30, write_budget = 0;
-    int samples = 0, all_workers = 0;
+    int samples = 0, all_workers = 0, detail = SM_DEFAULT;
     Py_ssize_t buffer_points = 0;
     const char *uri = NULL, *run_id = NULL, *rec_key = NULL;
     PyObject *headers = Py_None, *keep = NULL, *delivery = Py_None;
     const char **pairs = NULL;
     int rc;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|dipdnzzOzOd", kwlist, &interval, &samples,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|dipdnzzOzOdi", kwlist, &interval, &samples,
                                      &all_workers, &stop_timeout, &buffer_points, &uri,
-                                     &run_id, &headers, &rec_key, &delivery, &write_budget))
+                                     &run_id, &headers, &rec_key, &delivery, &write_budget,
+                                     &detail))
         return -1;
     if (delivery != Py_None && (!PyObject_TypeCheck(delivery, (PyTypeObject *)delivery_type) ||
                                 uri)) {
@@ -285,6 +288,9 @@ static int Monitor_init(PyObject *self_, PyObject *args, PyObject *kw)
     /* 0: SCOPEMETER_WRITE_BUDGET, else none (the front checked the value) */
     if (rc == 0 && write_budget != 0)
         rc = sm_monitor_set_write_budget(self->m, write_budget);
+    /* SM_DEFAULT: SCOPEMETER_DETAIL (parse_detail gave the front's word) */
+    if (rc == 0)
+        rc = sm_monitor_set_detail(self->m, detail);
     /* one recorder per rank and run (docs/design.md §9): the queue path has
      * no run id of its own */
     if (rc == 0 && rec_key)
@@ -625,7 +631,7 @@ static PyGetSetDef Monitor_getset[] = {
 static PyType_Slot Monitor_slots[] = {
     {Py_tp_doc, (void *)"Monitor(interval=0, samples=0, all_workers=False, stop_timeout=30, "
                         "buffer_points=0, tracking_uri=None, run_id=None, headers=None, "
-                        "recording_key=None, delivery=None, write_budget=0): a "
+                        "recording_key=None, delivery=None, write_budget=0, detail=-1): a "
                         "scopemeter monitor shipping to an MLflow server over REST (uri and "
                         "run id given) or feeding a pull queue."},
     {Py_tp_new, (void *)PyType_GenericNew},
@@ -871,17 +877,18 @@ static PyObject *mod_plan(PyObject *Py_UNUSED(mod), PyObject *args, PyObject *kw
 {
     static char *kwlist[] = {"workers", "workers_per_pod", "nodes", "gpus_per_worker",
                              "all_workers", "interval", "samples", "container_limits",
-                             "write_budget", NULL};
+                             "write_budget", "rdma_ports", "detail", NULL};
     sm_plan_input in = SM_PLAN_INPUT_INIT;
     sm_plan out = SM_PLAN_INIT;
     char err[256] = "";
     PyObject *d;
     int rc;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|iiiipdipd", kwlist, &in.workers,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|iiiipdipdpi", kwlist, &in.workers,
                                      &in.workers_per_pod, &in.nodes, &in.gpus_per_worker,
                                      &in.all_workers, &in.interval_s, &in.samples,
-                                     &in.container_limits, &in.write_budget))
+                                     &in.container_limits, &in.write_budget, &in.rdma_ports,
+                                     &in.detail))
         return NULL;
     rc = sm_plan_estimate(&in, &out, err, sizeof err);
     if (rc < 0) {
@@ -922,11 +929,35 @@ static PyObject *mod_plan(PyObject *Py_UNUSED(mod), PyObject *args, PyObject *kw
         dict_set(d, "pod_memory_front_mb", PyFloat_FromDouble(out.pod_memory_front_mb)) < 0 ||
         dict_set(d, "pod_memory_companion_mb",
                  PyFloat_FromDouble(out.pod_memory_companion_mb)) < 0 ||
-        dict_set(d, "pod_memory_cli_mb", PyFloat_FromDouble(out.pod_memory_cli_mb)) < 0) {
+        dict_set(d, "pod_memory_cli_mb", PyFloat_FromDouble(out.pod_memory_cli_mb)) < 0 ||
+        dict_set(d, "rdma_series_per_collector",
+                 PyLong_FromLong(out.rdma_series_per_collector)) < 0 ||
+        /* the level as the CLI's JSON says it */
+        dict_set(d, "detail", PyUnicode_FromString(out.detail == SM_PLAN_DETAIL_FULL ? "full"
+                                                                                     : "default")) < 0 ||
+        dict_set(d, "series_full", PyLong_FromLong(out.series_full)) < 0) {
         Py_DECREF(d);
         return NULL;
     }
     return d;
+}
+
+/* parse_detail(word): SM_DETAIL_DEFAULT or _FULL for "default" or "full"
+ * (sm__detail_of, the word SCOPEMETER_DETAIL and --detail take); another
+ * word, "" included, is a ValueError in the CLI's words. */
+static PyObject *mod_parse_detail(PyObject *Py_UNUSED(mod), PyObject *arg)
+{
+    const char *word = NULL;
+    int level;
+
+    if (!PyArg_Parse(arg, "s", &word)) /* TypeError for a non-str */
+        return NULL;
+    level = *word ? sm__detail_of(word) : -EINVAL;
+    if (level < 0) {
+        PyErr_Format(PyExc_ValueError, "detail must be default or full, got %.32R", arg);
+        return NULL;
+    }
+    return PyLong_FromLong(level);
 }
 
 static PyObject *mod_identity(PyObject *Py_UNUSED(mod), PyObject *Py_UNUSED(ignored))
@@ -1202,8 +1233,11 @@ static PyMethodDef module_methods[] = {
     {"plan", (PyCFunction)(void (*)(void))mod_plan, METH_VARARGS | METH_KEYWORDS,
      "plan(workers=1, workers_per_pod=PLAN_DEFAULT, nodes=PLAN_DEFAULT, gpus_per_worker=0, "
      "all_workers=False, "
-     "interval=PLAN_DEFAULT, samples=PLAN_DEFAULT, container_limits=True) -> dict "
-     "(sm_plan_estimate; PLAN_DEFAULT: the default)"},
+     "interval=PLAN_DEFAULT, samples=PLAN_DEFAULT, container_limits=True, write_budget=-1, "
+     "rdma_ports=False, detail=-1) -> dict (sm_plan_estimate; PLAN_DEFAULT: the default)"},
+    {"parse_detail", mod_parse_detail, METH_O,
+     "parse_detail(word) -> int: DETAIL_DEFAULT or DETAIL_FULL for 'default' or 'full'; "
+     "ValueError for another word"},
     {"identity", mod_identity, METH_NOARGS,
      "identity() -> dict: rank, local_rank, world_size, local_world_size, node, launcher, "
      "invalid (None, or why the launcher's variables cannot be trusted)"},

@@ -235,8 +235,9 @@ static void gpu_close(void *state)
 
 const sm_collector_ops sm__coll_gpu = {
     .name = "gpu",
-    /* per GPU: MLflow's five, the ten health fields, the own rank's memory;
-     * at detail full the six of gpu_gpm.c */
+    /* per GPU: MLflow's five, the ten health fields but the clocks and ECC
+     * counts, the own rank's memory; at detail full those four and the six
+     * of gpu_gpm.c (docs/series.md "Levels") */
     .series_per_device = M_COUNT - M_FULL_COUNT,
     .series_per_device_full = M_FULL_COUNT,
     .status_tag = "gpu",

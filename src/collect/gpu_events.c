@@ -177,6 +177,16 @@ static void events_format(const struct gpu *g, int news, char *val, size_t cap)
             if (d->retired[1])
                 sm__line_add(c, sizeof c, " retired_pages_dbe=%u", d->retired[1]);
         }
+        /* the ECC counts since recording started (their series are at
+         * detail full, docs/series.md "Levels"): an uncorrected error is
+         * news each time, corrected ones when they first appear (a board
+         * that corrects a stream of them ships its count spaced) */
+        if (d->ecc_sum[0] && news)
+            sm__line_add(c, sizeof c, " ecc_corrected");
+        else if (d->ecc_sum[0])
+            sm__line_add(c, sizeof c, " ecc_corrected=%llu", d->ecc_sum[0]);
+        if (d->ecc_sum[1])
+            sm__line_add(c, sizeof c, " ecc_uncorrected=%llu", d->ecc_sum[1]);
         if (c[0])
             sm__line_add(val, cap, "%sgpu%u%s", val[0] ? "; " : "", d->index, c);
     }
@@ -241,6 +251,16 @@ void sm__gpu_tags(void *state, int phase, sm_tags *out)
          (strcmp(news, g->shipped_news) == 0 && now - g->t_shipped < (now - g->t_open) / 128.0)))
         return;
     sm__tag_add(out, "gpu_events", "%s", val);
+    /* the event line of the ECC counts, as often as the tag ships them */
+    for (size_t i = 0; i < g->n; i++) {
+        struct gpu_dev *d = &g->dev[i];
+        if (d->ecc_sum[0] == d->ecc_said[0] && d->ecc_sum[1] == d->ecc_said[1])
+            continue;
+        sm__log(d->ecc_sum[1] > d->ecc_said[1] ? SM_WARN : SM_INFO,
+                "gpu: GPU %u: ECC errors since recording started: %llu corrected, %llu "
+                "uncorrected (docs/gpu.md \"Events\")", d->index, d->ecc_sum[0], d->ecc_sum[1]);
+        memcpy(d->ecc_said, d->ecc_sum, sizeof d->ecc_said);
+    }
     memcpy(g->shipped, val, sizeof val);
     memcpy(g->shipped_news, news, sizeof news);
     g->t_shipped = now;

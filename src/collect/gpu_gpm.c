@@ -43,7 +43,7 @@ static const struct {
 };
 #define GPM_N (sizeof gpm_metric / sizeof gpm_metric[0])
 
-static const char *const full_label[M_FULL_COUNT] = {
+static const char *const full_label[M_WORK_COUNT] = {
     "sm_active_percentage",    "sm_occupancy_percentage",  "tensor_active_percentage",
     "dram_bandwidth_percentage", "nvlink_receive_megabytes", "nvlink_transmit_megabytes"};
 static const char *const src_nvlink[2] = {
@@ -328,7 +328,7 @@ int sm__gpu_gpm_query(struct gpu *g, struct gpu_dev *d, sm_points *out, int at_o
 
     (void)msg;
     (void)msglen;
-    if (d->lost || !(d->want & FULL_BITS))
+    if (d->lost || !(d->want & WORK_BITS))
         return 0;
     skipped = query_nvlink(g, d, out, at_open);
     if (!at_open)

@@ -35,12 +35,12 @@ enum metric {
     M_TEMP, M_SM_CLOCK, M_MEM_CLOCK, M_THR, M_THR_POWER, M_THR_THERMAL,
     M_PCIE_RX, M_PCIE_TX, M_ECC_CORR, M_ECC_UNCORR,
     M_PROC_MEM, /* per recorded rank (sm__emit_rank), the own rank counted here */
-    /* detail level full only (docs/series.md "Levels"): the GPU's real work
-     * from GPM, NVLink from the field counters (or GPM's rates) */
+    /* the GPU's real work from GPM, NVLink from the field counters (or
+     * GPM's rates): gpu_gpm.c's, detail level full only */
     M_SM_ACTIVE, M_SM_OCC, M_TENSOR, M_DRAM, M_NVLINK_RX, M_NVLINK_TX,
     M_COUNT
 };
-#define M_FULL_COUNT 6 /* the metrics from M_SM_ACTIVE on */
+#define M_WORK_COUNT 6 /* the metrics from M_SM_ACTIVE on */
 
 #define BIT(m) (1u << (m))
 #define MEM_BITS (BIT(M_MEM_PCT) | BIT(M_MEM_MB))
@@ -50,7 +50,15 @@ enum metric {
 #define ECC_BITS (BIT(M_ECC_CORR) | BIT(M_ECC_UNCORR))
 #define GPM_BITS (BIT(M_SM_ACTIVE) | BIT(M_SM_OCC) | BIT(M_TENSOR) | BIT(M_DRAM))
 #define NVLINK_BITS (BIT(M_NVLINK_RX) | BIT(M_NVLINK_TX))
-#define FULL_BITS (GPM_BITS | NVLINK_BITS)
+#define CLOCK_BITS (BIT(M_SM_CLOCK) | BIT(M_MEM_CLOCK))
+#define WORK_BITS (GPM_BITS | NVLINK_BITS)
+/* Detail level full only (docs/series.md "Levels"): FULL_BITS are not even
+ * queried at the default level; the ECC counts are read at every level (the
+ * gpu_events tag says them), their series emitted at full only. */
+#define FULL_BITS (WORK_BITS | CLOCK_BITS)
+#define FULL_SERIES_BITS (FULL_BITS | ECC_BITS)
+#define M_FULL_COUNT 10 /* the metrics of FULL_SERIES_BITS */
+_Static_assert(__builtin_popcount(FULL_SERIES_BITS) == M_FULL_COUNT, "M_FULL_COUNT counts them");
 #define ALL_BITS (BIT(M_COUNT) - 1u)
 
 /* The NVML queries of one sample (gpu_query.c maps each to the metrics it
@@ -104,6 +112,7 @@ struct gpu_dev {
      * since open (a counter that went back restarted: its value is new) */
     unsigned long long pcie_last[2], pcie_sum[2]; /* [0] receive, [1] transmit: bytes */
     unsigned long long ecc_last[2], ecc_sum[2];   /* [0] corrected, [1] uncorrected */
+    unsigned long long ecc_said[2];               /* the sums the last ECC line said */
     /* events and memory health (the gpu_events tag) */
     unsigned int xid_last, xids, ncodes;
     unsigned int codes[8];       /* distinct Xid codes, in order of first sight */
@@ -190,7 +199,7 @@ struct gpu {
     char shipped_news[sizeof ((sm_tag *)0)->value]; /* the same without the repeat counts */
     double t_open, t_shipped;  /* monotonic s */
     struct procs procs;
-    int detail_full;           /* SCOPEMETER_DETAIL=full: FULL_BITS are wanted */
+    int detail_full;           /* detail level full: FULL_BITS wanted, ECC series emitted */
     double (*now)(void);       /* monotonic s: sm__now_mono; a test's own clock */
     sm_nvml_gpm_metrics_get gpm_mg; /* 19 KB: the request of nvmlGpmMetricsGet */
 };

@@ -328,7 +328,8 @@ static int query_health(const struct gpu *g, struct gpu_dev *d, sm_points *out, 
         if (!got(g, d, rc, q, "nvmlDeviceGetTotalEccErrors", at_open, msg, msglen, &skipped))
             continue;
         c = count_since_open(d, m, &d->ecc_last[k], &d->ecc_sum[k], c);
-        if (out)
+        /* the series at detail full; the gpu_events tag at every level */
+        if (out && g->detail_full)
             sm__emit(out, d->key[m], (double)c, unit[m], src_ecc[k], SM_AGG_LAST);
     }
     return skipped;

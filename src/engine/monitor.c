@@ -80,6 +80,7 @@ struct sm_monitor {
     int cfg_samples;
     double cfg_budget;     /* rows/s; <= 0: SCOPEMETER_WRITE_BUDGET, then none */
     int all_workers;
+    int cfg_detail;        /* SM_DETAIL_*; SM_DEFAULT: SCOPEMETER_DETAIL (sm__ctx_init) */
     double stop_timeout;
     size_t buffer_points;  /* 0: one hour */
     int use_queue;
@@ -157,6 +158,7 @@ sm_monitor *sm_monitor_new(void)
         return NULL;
     }
     m->stop_timeout = DEFAULT_STOP_TIMEOUT;
+    m->cfg_detail = SM_DEFAULT;
     m->lock_fd = -1;
     atomic_init(&m->refs, 1);
     return m;
@@ -232,6 +234,16 @@ int sm_monitor_set_all_workers(sm_monitor *m, int on)
     if (m->state != ST_NEW)
         return -EBUSY;
     m->all_workers = on != 0;
+    return 0;
+}
+
+int sm_monitor_set_detail(sm_monitor *m, int detail)
+{
+    if (!m || (detail != SM_DEFAULT && detail != SM_DETAIL_DEFAULT && detail != SM_DETAIL_FULL))
+        return -EINVAL;
+    if (m->state != ST_NEW)
+        return -EBUSY;
+    m->cfg_detail = detail;
     return 0;
 }
 
@@ -974,6 +986,8 @@ int sm_monitor_start(sm_monitor *m, char *err, size_t errlen)
         m->ctx.id = m->id; /* the caller's, not the launcher's environment */
     m->ctx.rec_key = m->rec_key ? m->rec_key : m->def_key;
     m->ctx.all_workers = m->all_workers;
+    if (m->cfg_detail != SM_DEFAULT)
+        m->ctx.detail = m->cfg_detail; /* the caller's, not SCOPEMETER_DETAIL */
     m->ctx.owns_peak = 1;
     if (!sm_collects(&m->ctx.id, m->all_workers, why, sizeof why)) {
         /* under all_workers a sibling holds its rank's lock: the pod's

@@ -115,9 +115,7 @@ typedef struct sm_ctx {
      * NULL outside a set (a collector opened alone keeps its own) */
     struct sm__pidmap *pids;
 } sm_ctx;
-#define SM_DETAIL_DEFAULT 0
-#define SM_DETAIL_FULL 1
-/* "default" or "full" (NULL or "": default); -EINVAL for another word */
+/* SM_DETAIL_DEFAULT, SM_DETAIL_FULL: scopemeter.h.  "default" or "full" (NULL or "": default); -EINVAL for another word */
 SM_HIDDEN int sm__detail_of(const char *word);
 
 SM_HIDDEN int sm__ctx_init(sm_ctx *ctx);

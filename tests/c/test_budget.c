@@ -130,12 +130,25 @@ static void test_plan(void)
     in.all_workers = 1;
     CHECK_EQ_INT(sm_plan_estimate(&in, &p, err, sizeof err), 0);
     CHECK_NEAR(p.period_s, 20, 0);
-    /* 8 collectors x (35 of the pod + 3 of its own tree) series every 20 s;
-     * 35 = 3 node + 3 rootfs + 2 network + 16 of its GPU + 11 container */
-    CHECK_NEAR(p.rows_per_hour, 8 * 38 * 3600 / 20, 1e-9);
+    /* 8 collectors x (31 of the pod + 3 of its own tree) series every 20 s;
+     * 31 = 3 node + 3 rootfs + 2 network + 12 of its GPU + 11 container: the
+     * GPU's default level (docs/series.md "Levels"; 16 before the clocks and
+     * ECC counts went to level full) */
+    CHECK_NEAR(p.rows_per_hour, 8 * 34 * 3600 / 20, 1e-9);
     CHECK_NEAR(p.write_budget, 0, 0);
     CHECK_NEAR(p.budget_period_s, 0, 0);
-    CHECK_EQ_INT(p.series_per_collector_recorded, 35 + 3);
+    CHECK_EQ_INT(p.series_per_collector_recorded, 31 + 3);
+    CHECK_EQ_INT(p.gpu_series_per_collector, 12);
+    /* level full: + 10 per GPU (GPM 4, NVLink 2, clocks 2, ECC 2) */
+    CHECK_EQ_INT(p.series_full, p.series + 8 * 10);
+    in.detail = SM_PLAN_DETAIL_FULL;
+    CHECK_EQ_INT(sm_plan_estimate(&in, &q, err, sizeof err), 0);
+    CHECK_EQ_INT(q.series_per_collector_recorded, 31 + 10 + 3);
+    CHECK_EQ_INT(q.gpu_series_per_collector, 22);
+    CHECK_EQ_INT(q.series, p.series_full);
+    CHECK_EQ_INT(q.series_full, q.series);
+    in.detail = SM_DEFAULT;
+    q = (sm_plan)SM_PLAN_INIT;
 
     /* set: the rule over the collector's own series, its pod's trees included */
     in.workers = 1024;
@@ -143,8 +156,8 @@ static void test_plan(void)
     in.write_budget = 500;
     CHECK_EQ_INT(sm_plan_estimate(&in, &q, err, sizeof err), 0);
     CHECK_EQ_INT(q.collectors, 1024);
-    CHECK_EQ_INT(q.series_per_collector_recorded, 38);
-    CHECK_NEAR(q.period_s, want_period(1024, 38, 500), 0); /* 77.83 s */
+    CHECK_EQ_INT(q.series_per_collector_recorded, 34);
+    CHECK_NEAR(q.period_s, want_period(1024, 34, 500), 0); /* 69.64 s */
     CHECK_NEAR(q.rows_per_s, q.series / q.period_s, 1e-9);
     CHECK(q.rows_per_s <= 500);
     CHECK_NEAR(q.write_budget, 500, 0);

@@ -101,8 +101,15 @@ static void reset_env(void)
     }
 }
 
-/* MLflow's five, the ten health fields and the own rank's process memory (docs/gpu.md) */
+/* MLflow's five, the ten health fields and the own rank's process memory
+ * (docs/gpu.md): the health tests open at level full without GPM and NVLink
+ * (mask_work; those have their own tests, gpm_energy_full), so every health
+ * field is a series */
 #define GPU_SERIES 16
+/* the default level: the clocks and ECC counts are level full's
+ * (docs/series.md "Levels") */
+#define GPU_SERIES_DEFAULT 12
+static int mask_work = 1;
 
 struct opened {
     void *state;
@@ -118,8 +125,13 @@ static struct opened open_gpu_as(int all_workers)
     memset(&o, 0, sizeof o);
     CHECK_EQ_INT(sm__ctx_init(&ctx), 0);
     ctx.all_workers = all_workers;
+    if (mask_work)
+        ctx.detail = SM_DETAIL_FULL;
     o.state = calloc(1, sm__coll_gpu.state_size);
     o.rc = sm__coll_gpu.open(o.state, &ctx, &o.res);
+    if (mask_work && o.rc == 0)
+        for (size_t i = 0; i < ((struct gpu *)o.state)->n; i++)
+            ((struct gpu *)o.state)->dev[i].want &= ~WORK_BITS;
     return o;
 }
 
@@ -1212,6 +1224,7 @@ static void gpm_energy_full(void)
     char msg[300] = "";
 
     reset_env();
+    mask_work = 0;
     setenv("SCOPEMETER_DETAIL", "full", 1);
     setenv("FAKE_NVML_DEVICES", "2", 1);
     setenv("FAKE_NVML_GPM_1", "0", 1);
@@ -1287,12 +1300,13 @@ static void gpm_energy_full(void)
     CHECK_EQ_STR(o.res.msg, "");
     p->n = 0;
     CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
-    CHECK_EQ_INT(p->n, 2 * GPU_SERIES);
+    CHECK_EQ_INT(p->n, 2 * GPU_SERIES_DEFAULT);
     CHECK(find(p, "gpu_0_nvlink_receive_megabytes") == NULL);
     t->n = 0;
     sm__coll_gpu.tags(o.state, SM_TAGS_END, t);
     CHECK(tag_of(t, "gpu_energy") != NULL);
     close_gpu(&o);
+    mask_work = 1;
     free(p);
     free(t);
 }
@@ -1307,6 +1321,7 @@ static void gpm_mig(void)
     char msg[300] = "";
 
     reset_env();
+    mask_work = 0;
     setenv("SCOPEMETER_DETAIL", "full", 1);
     setenv("FAKE_NVML_MIG_0", "2", 1);
     setenv("FAKE_NVML_MIG_GPM_0_1", "33", 1);
@@ -1334,6 +1349,103 @@ static void gpm_mig(void)
     CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
     CHECK(find(p, "gpu_0_sm_active_percentage") == NULL);
     close_gpu(&o);
+    mask_work = 1;
+    free(p);
+}
+
+/* A window's tags of o into t; the lines they printed. */
+static const char *window_tags(struct opened *o, sm_tags *t)
+{
+    t->n = 0;
+    capture_begin();
+    sm__coll_gpu.tags(o->state, SM_TAGS_WINDOW, t);
+    return capture_end();
+}
+
+/* The default level (docs/series.md "Levels"): the clocks and the ECC
+ * counts are level full's series; the throttled shares and the PCIe bytes
+ * stay.  The ECC counts are still read and said by the gpu_events tag and a
+ * line: corrected ones when they first appear, an uncorrected one at once
+ * (a warning); nothing new, nothing shipped.  At full both are series again,
+ * the same counts. */
+static void default_level(void)
+{
+    static const char *const full_only[] = {"sm_clock_megahertz", "memory_clock_megahertz",
+                                            "ecc_errors_corrected", "ecc_errors_uncorrected"};
+    sm_points *p = calloc(1, sizeof *p);
+    sm_tags *t = calloc(1, sizeof *t);
+    struct opened o;
+    const char *err;
+    char msg[300] = "", key[64];
+
+    /* 2 GPUs; GPU 0's ECC counts read 0 at open, then 2 and 0, then 5 and 1 */
+    static const char *const fake[][2] = {{"FAKE_NVML_DEVICES", "2"},
+                                          {"FAKE_NVML_SM_CLOCK_0", "1410"},
+                                          {"FAKE_NVML_ECC_CORR_0", "0,2,5"},
+                                          {"FAKE_NVML_ECC_UNCORR_0", "0,0,1"}};
+
+    reset_env();
+    mask_work = 0;
+    unsetenv("SCOPEMETER_DETAIL");
+    for (size_t k = 0; k < sizeof fake / sizeof fake[0]; k++)
+        setenv(fake[k][0], fake[k][1], 1);
+    o = open_gpu();
+    CHECK_EQ_INT(o.rc, 0);
+    CHECK_EQ_STR(o.res.msg, "");
+    sm__coll_gpu.tags(o.state, SM_TAGS_START, t);
+    CHECK(tag_of(t, "gpu_events") == NULL);
+
+    capture_begin();
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    err = capture_end();
+    CHECK_EQ_STR(err, "");
+    CHECK_EQ_INT(p->n, 2 * GPU_SERIES_DEFAULT);
+    for (int d = 0; d < 2; d++)
+        for (size_t k = 0; k < sizeof full_only / sizeof full_only[0]; k++) {
+            snprintf(key, sizeof key, "gpu_%d_%s", d, full_only[k]);
+            CHECK(find(p, key) == NULL);
+        }
+    CHECK(find(p, "gpu_0_throttled_percentage") != NULL);
+    CHECK(find(p, "gpu_0_pcie_receive_megabytes") != NULL);
+    err = window_tags(&o, t);
+    CHECK_EQ_STR(tag_of(t, "gpu_events"), "gpu0 ecc_corrected=2");
+    CHECK_EQ_STR(err, "scopemeter: gpu: GPU 0: ECC errors since recording started: 2 corrected, "
+                      "0 uncorrected (docs/gpu.md \"Events\")\n");
+
+    p->n = 0;
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    err = window_tags(&o, t);
+    CHECK_EQ_STR(tag_of(t, "gpu_events"), "gpu0 ecc_corrected=5 ecc_uncorrected=1");
+    CHECK_EQ_STR(err, "scopemeter: warning: gpu: GPU 0: ECC errors since recording started: 5 "
+                      "corrected, 1 uncorrected (docs/gpu.md \"Events\")\n");
+
+    p->n = 0; /* the counters stay: nothing new, nothing shipped, no line */
+    CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    err = window_tags(&o, t);
+    CHECK(tag_of(t, "gpu_events") == NULL);
+    CHECK_EQ_STR(err, "");
+    t->n = 0;
+    sm__coll_gpu.tags(o.state, SM_TAGS_END, t);
+    CHECK_EQ_STR(tag_of(t, "gpu_events"), "gpu0 ecc_corrected=5 ecc_uncorrected=1");
+    close_gpu(&o);
+
+    /* level full: the four are series, the same counts */
+    setenv("SCOPEMETER_DETAIL", "full", 1);
+    setenv("FAKE_NVML_GPM", "0", 1);
+    o = open_gpu();
+    unsetenv("SCOPEMETER_DETAIL");
+    CHECK_EQ_INT(o.rc, 0);
+    for (int k = 0; k < 3; k++) {
+        p->n = 0;
+        CHECK_EQ_INT(sm__coll_gpu.sample(o.state, p, msg, sizeof msg), 0);
+    }
+    CHECK_NEAR(value(p, "gpu_0_sm_clock_megahertz"), 1410.0, 0);
+    CHECK(find(p, "gpu_1_memory_clock_megahertz") != NULL);
+    CHECK_NEAR(value(p, "gpu_0_ecc_errors_corrected"), 5.0, 0);
+    CHECK_NEAR(value(p, "gpu_0_ecc_errors_uncorrected"), 1.0, 0);
+    close_gpu(&o);
+    mask_work = 1;
+    free(t);
     free(p);
 }
 
@@ -1419,6 +1531,7 @@ int main(void)
     health_fails_mid_run();
     gpm_energy_full();
     gpm_mig();
+    default_level();
 
     unlink(path);
     unlink(errfile);

@@ -477,7 +477,14 @@ static void test_budget(void)
     CHECK_EQ_INT(sm_monitor_set_write_budget(m, -3), -EINVAL);
     CHECK_EQ_INT(sm_monitor_set_write_budget(m, NAN), -EINVAL);
     CHECK_EQ_INT(sm_monitor_set_write_budget(m, 7.5), 0);
+    /* the detail level's setter: its two levels or SM_DEFAULT, before start
+     * (what each level records: tests/py/test_gpu.py) */
+    CHECK_EQ_INT(sm_monitor_set_detail(m, 2), -EINVAL);
+    CHECK_EQ_INT(sm_monitor_set_detail(NULL, SM_DETAIL_FULL), -EINVAL);
+    CHECK_EQ_INT(sm_monitor_set_detail(m, SM_DETAIL_FULL), 0);
+    CHECK_EQ_INT(sm_monitor_set_detail(m, SM_DEFAULT), 0);
     CHECK_EQ_INT(sm_monitor_start(m, err, sizeof err), 0);
+    CHECK_EQ_INT(sm_monitor_set_detail(m, SM_DETAIL_FULL), -EBUSY);
     CHECK_EQ_INT(sm_monitor_set_write_budget(m, 8), -EBUSY);
     CHECK_NEAR(sm_monitor_write_budget(m), 7.5, 0);
     CHECK_EQ_INT(sm_monitor_stop(m), 0);

@@ -23,28 +23,30 @@ def used(i):
     return 21474836480 + 1000000000 * i
 
 
-def health(i):
-    """The health fields with the fake's defaults (fakenvml.c): 60 + i °C, SM
-    clock 1980 - i MHz, memory clock 2619 MHz, no clock-event reason, fixed
-    PCIe counters (0 MB since open), no ECC error, no process."""
+def health(i, full=False):
+    """The health fields with the fake's defaults (fakenvml.c): 60 + i °C, no
+    clock-event reason, fixed PCIe counters (0 MB since open), no process;
+    at detail level full also the SM clock 1980 - i MHz, the memory clock
+    2619 MHz and no ECC error (docs/series.md "Levels": the default level
+    has neither the clocks nor the ECC counts)."""
     return {
         f"gpu_{i}_temperature_celsius": 60.0 + i,
-        f"gpu_{i}_sm_clock_megahertz": 1980.0 - i,
-        f"gpu_{i}_memory_clock_megahertz": 2619.0,
         f"gpu_{i}_throttled_percentage": 0.0,
         f"gpu_{i}_throttled_power_percentage": 0.0,
         f"gpu_{i}_throttled_thermal_percentage": 0.0,
         f"gpu_{i}_pcie_receive_megabytes": 0.0,
         f"gpu_{i}_pcie_transmit_megabytes": 0.0,
-        f"gpu_{i}_ecc_errors_corrected": 0.0,
-        f"gpu_{i}_ecc_errors_uncorrected": 0.0,
         # the fake lists no process by default
         f"gpu_{i}_process_memory_megabytes": 0.0,
+        **({f"gpu_{i}_sm_clock_megahertz": 1980.0 - i,
+            f"gpu_{i}_memory_clock_megahertz": 2619.0,
+            f"gpu_{i}_ecc_errors_corrected": 0.0,
+            f"gpu_{i}_ecc_errors_uncorrected": 0.0} if full else {}),
     }
 
 
 def expected(i, mem_used=None, total=TOTAL, util=None, mw=None, limit_mw=300000,
-             with_health=True):
+             with_health=True, full=False):
     mem_used = used(i) if mem_used is None else mem_used
     util = 40 + i if util is None else util
     mw = 150000 + 1000 * i if mw is None else mw
@@ -54,7 +56,7 @@ def expected(i, mem_used=None, total=TOTAL, util=None, mw=None, limit_mw=300000,
         f"gpu_{i}_utilization_percentage": float(util),
         f"gpu_{i}_power_usage_watts": mw / 1000.0,
         f"gpu_{i}_power_usage_percentage": 100.0 * mw / limit_mw,
-        **(health(i) if with_health else {}),
+        **(health(i, full) if with_health else {}),
     }
 
 
@@ -331,9 +333,9 @@ def test_cuda_visible_devices_mig_is_keyed_by_parent_memory_per_instance(machine
     out = probe_json(sysroot=root, env={**env, "CUDA_VISIBLE_DEVICES": "MIG-f4ce0001-0001",
                                         "FAKE_NVML_FAIL_ECC_1": "3",
                                         "FAKE_NVML_FAIL_REMAP_1": "3"})
-    want = mig_expected(1, 10e9, 40e9)
-    del want["gpu_1_ecc_errors_corrected"], want["gpu_1_ecc_errors_uncorrected"]
-    assert_values(gpu_series(out), want)
+    # (the ECC series are level full's: at the default the line still says
+    # the counts are not read, for the gpu_events tag)
+    assert_values(gpu_series(out), mig_expected(1, 10e9, 40e9))
     assert any("gpu_1_ecc_errors_* dropped: nvmlDeviceGetTotalEccErrors says fake NVML: "
                "Not Supported" in n for n in out["notes"])
 
@@ -480,7 +482,7 @@ def test_same_drop_on_many_devices_is_one_clause(machine, lib, probe_json):
     assert_status(out, "nvml 550.54.15, 8 devices")
     assert ("gpu: gpu_{0,1,2,3,4,5,6,7}_power_usage_* dropped: nvmlDeviceGetPowerUsage says "
             "fake NVML: Not Supported" in out["notes"])
-    assert len(gpu_series(out)) == 8 * (16 - 2)
+    assert len(gpu_series(out)) == 8 * (12 - 2)  # 12 a GPU at the default level
 
 
 def test_memory_v2_version_mismatch_falls_back_to_v1(machine, lib, probe_json):
@@ -694,6 +696,7 @@ def test_ecc_count_survives_a_clear_in_the_run(machine, lib, scopemeter_bin, mlf
                                  "86", "150"],
                 env={"MLFLOW_TRACKING_URI": mlflow_server, "SCOPEMETER_SYSROOT": str(root),
                      "SCOPEMETER_NVML_LIBRARY": lib["full"],
+                     "SCOPEMETER_DETAIL": "full",  # the ECC series are level full's
                      "FAKE_NVML_ECC_CORR_0": "0,20,37,43,4,10,22,34,3,9",
                      "FAKE_NVML_ECC_UNCORR_0": "0,0,1,1,0,1,1,1,0,1"}, timeout=240)
     assert p.returncode == 0, p.stderr
@@ -711,19 +714,26 @@ def test_ecc_count_survives_a_clear_in_the_run(machine, lib, scopemeter_bin, mlf
         uncorr
 
 
-def test_plan_counts_what_probe_emits_with_gpus(machine, lib, probe_json):
+def test_plan_counts_what_probe_emits_with_gpus(machine, lib, probe_json, scopemeter_bin):
     """`plan`'s series per collector comes from the collectors' own counts
-    (collectors.c); here it is tied to what a 3-GPU machine really emits."""
+    (collectors.c); here it is tied to what a 3-GPU machine really emits, at
+    each level (docs/series.md "Levels": 12 a GPU, 22 at full)."""
     import scopemeter
     root = machine.dev_nodes("nvidia0", "nvidia1", "nvidia2", "nvidiactl")
-    out = probe_json(sysroot=root, env={"SCOPEMETER_NVML_LIBRARY": lib["full"],
-                                        "FAKE_NVML_DEVICES": "3"})
+    env = {"SCOPEMETER_NVML_LIBRARY": lib["full"], "FAKE_NVML_DEVICES": "3"}
+    out = probe_json(sysroot=root, env=env)
     limits = any(s["scope"] == "container" for s in out["series"])
     plan = scopemeter.plan(workers=1, gpus_per_worker=3, container_limits=limits)
     assert plan["series_per_collector"] == len(out["series"])
-    assert plan["gpu_series_per_collector"] == len(gpu_series(out)) == 3 * 16
+    assert plan["gpu_series_per_collector"] == len(gpu_series(out)) == 3 * 12
     assert plan["node_series_per_collector"] == sum(
         s["scope"] in ("node", "rootfs") for s in out["series"])
+    full = probe_detail(scopemeter_bin, root, env, "--detail", "full")
+    fplan = scopemeter.plan(workers=1, gpus_per_worker=3, container_limits=limits,
+                            detail="full")
+    assert fplan["detail"] == "full" and fplan["series_full"] == plan["series_full"]
+    assert fplan["series_per_collector"] == len(full["series"]), sorted(gpu_series(full))
+    assert fplan["gpu_series_per_collector"] == len(gpu_series(full)) == 3 * 22
 
 
 
@@ -965,17 +975,59 @@ def test_detail_full_gpm_nvlink_per_gpu(machine, lib, scopemeter_bin):
     assert {k for k in gpu_series(out2) if k.endswith(FULL_SIX)} == set(got)
 
 
-def test_default_level_adds_nothing(machine, lib, scopemeter_bin):
-    """The default level's GPU series are today's 16 per GPU: the tab does
-    not grow (docs/series.md "Levels"), and a bad word is said and ignored."""
+MOVED_FOUR = ("sm_clock_megahertz", "memory_clock_megahertz", "ecc_errors_corrected",
+              "ecc_errors_uncorrected")
+
+
+def test_default_level_leaves_clocks_and_ecc_to_full(machine, lib, scopemeter_bin):
+    """The default level's GPU series are 12 per GPU: the clocks and ECC
+    counts are level full's (docs/series.md "Levels"; 16 before, the tab
+    shrinks), the PCIe bytes and throttled shares stay; a bad word is said
+    and ignored; full adds the four and the six of the GPU's work."""
     root = machine.dev_nodes("nvidia0")
     env = {"SCOPEMETER_NVML_LIBRARY": lib["full"]}
     out = probe_detail(scopemeter_bin, root, env)
-    assert len(gpu_series(out)) == 16, sorted(gpu_series(out))
+    assert sorted(gpu_series(out)) == sorted(expected(0)), sorted(gpu_series(out))
+    assert len(gpu_series(out)) == 12
     out = probe_detail(scopemeter_bin, root, {**env, "SCOPEMETER_DETAIL": "most"})
-    assert len(gpu_series(out)) == 16
+    assert len(gpu_series(out)) == 12
     full = probe_detail(scopemeter_bin, root, env, "--detail", "full")
-    assert len(gpu_series(full)) == 16 + 6
+    assert len(gpu_series(full)) == 12 + 10, sorted(gpu_series(full))
+    assert {k for k in gpu_series(full) if k.endswith(MOVED_FOUR)} == \
+        {f"gpu_0_{k}" for k in MOVED_FOUR}
+    for k, v in expected(0, full=True).items():
+        if k.endswith(MOVED_FOUR):
+            assert gpu_series(full)[k]["raw"] == pytest.approx(v, rel=1e-12), k
+
+
+def test_each_level_recorded_in_a_run(tmp_path, machine, lib, scopemeter_bin):
+    """What a run records at each level (scopemeter run, the fake NVML):
+    at the default no clock and no ECC series, the ECC counts in the
+    gpu_events end tag and one line; with --detail full both series, the same
+    counts.  2 corrected and 1 uncorrected errors after open."""
+    import json
+    from runread import run_cli
+    root = machine.dev_nodes("nvidia0")
+    env = {"SCOPEMETER_SYSROOT": str(root), "SCOPEMETER_NVML_LIBRARY": lib["full"],
+           "FAKE_NVML_ECC_CORR_0": "0,2", "FAKE_NVML_ECC_UNCORR_0": "0,1"}
+    got = {}
+    for level in ("default", "full"):
+        out = tmp_path / f"{level}.jsonl"
+        p = run_cli(scopemeter_bin, ["--interval", "0.2", "--jsonl", str(out), "--detail", level,
+                                     "--", "sleep", "0.5"], env=env)
+        assert p.returncode == 0, p.stderr
+        recs = [json.loads(line) for line in out.read_text().splitlines()]
+        keys = {r["key"] for r in recs if r["kind"] == "metric"}
+        tags = {r["key"]: r["value"] for r in recs if r["kind"] == "tag"}
+        got[level] = (keys, tags, p.stderr)
+    keys, tags, err = got["default"]
+    assert not {k for k in keys if any(m in k for m in MOVED_FOUR)}, sorted(keys)
+    assert "system/gpu_0_pcie_receive_megabytes/rank0" in keys, sorted(keys)
+    assert tags.get("scopemeter.rank0.gpu_events") == "gpu0 ecc_corrected=2 ecc_uncorrected=1", tags
+    assert "gpu: GPU 0: ECC errors since recording started: 2 corrected, 1 uncorrected" in err, err
+    keys, tags, _ = got["full"]
+    assert {f"system/gpu_0_{k}/rank0" for k in MOVED_FOUR} <= keys, sorted(keys)
+    assert tags.get("scopemeter.rank0.gpu_events") == "gpu0 ecc_corrected=2 ecc_uncorrected=1", tags
 
 
 def test_energy_end_tag_through_run(tmp_path, machine, lib, scopemeter_bin):
@@ -997,3 +1049,49 @@ def test_energy_end_tag_through_run(tmp_path, machine, lib, scopemeter_bin):
             if r["kind"] == "tag"}
     assert tags.get("scopemeter.rank0.gpu_energy") == \
         "gpu0 kwh=1.000000; gpu1 kwh=0.000000; total_kwh=1.000000", tags
+
+
+FRONT_DETAIL = """
+import sys, time, scopemeter
+word = None if sys.argv[1] == "None" else sys.argv[1]
+print("RESULT", scopemeter.enable_system_metrics(interval=0.2, detail=word), flush=True)
+time.sleep(0.6)
+scopemeter.disable_system_metrics()
+"""
+
+
+def test_front_detail_keyword(tmp_path, machine, lib):
+    """enable_system_metrics(detail=) (docs/python.md) through the C setter
+    sm_monitor_set_detail: "full" records the clocks and ECC counts, None
+    takes SCOPEMETER_DETAIL, "default" beats SCOPEMETER_DETAIL=full; another
+    word is one line and False, a non-str a TypeError."""
+    import subprocess
+    import sys
+    from pyfront_util import new_run, python_env, read_run
+    root = machine.dev_nodes("nvidia0")
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    base = dict(MLFLOW_TRACKING_URI=uri, SCOPEMETER_SYSROOT=str(root),
+                SCOPEMETER_NVML_LIBRARY=lib["full"])
+    clock = "system/gpu_0_sm_clock_megahertz/rank0"
+    for word, env_level, has_clock in (("full", None, True), ("None", None, False),
+                                       ("None", "full", True), ("default", "full", False)):
+        run_id = new_run(uri)
+        env = python_env(**base, MLFLOW_RUN_ID=run_id,
+                         **({"SCOPEMETER_DETAIL": env_level} if env_level else {}))
+        p = subprocess.run([sys.executable, "-c", FRONT_DETAIL, word], env=env,
+                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        assert p.returncode == 0 and "RESULT True" in p.stdout, (word, env_level, p.stderr)
+        metrics, _ = read_run(uri, run_id)
+        assert "system/gpu_0_temperature_celsius/rank0" in metrics, sorted(metrics)
+        assert (clock in metrics) == has_clock, (word, env_level, sorted(metrics))
+        assert ("system/gpu_0_ecc_errors_corrected/rank0" in metrics) == has_clock
+    p = subprocess.run([sys.executable, "-c", FRONT_DETAIL, "most"], env=python_env(
+        **base, MLFLOW_RUN_ID=new_run(uri)), capture_output=True, text=True, timeout=120,
+        cwd=tmp_path)
+    lines = [ln for ln in p.stderr.splitlines() if ln.startswith("scopemeter:")]
+    assert p.returncode == 0 and "RESULT False" in p.stdout, p.stderr
+    assert lines == ["scopemeter: warning: enable_system_metrics(): detail must be default or "
+                     "full, got 'most'; system metrics not recorded"], p.stderr
+    import scopemeter
+    with pytest.raises(TypeError, match="detail must be 'default', 'full' or None, not int"):
+        scopemeter.enable_system_metrics(detail=1)

@@ -1,7 +1,7 @@
 """`scopemeter plan`: the preflight (docs/design.md §8, docs/plan.md) for a
 table of jobs, docs/plan.md's two reference jobs among them (8 GPU workers
-on 4 nodes -> 216 series, 216 charts, 45 sections; 16 workers on 4 nodes ->
-432 series), the process trees counted per recorded rank (docs/design.md §9), through both --json and the text output; bad input exits 2
+on 4 nodes -> 272 series and charts, 52 sections at the default level;
+16 workers on 4 nodes -> 544 series), the process trees counted per recorded rank (docs/design.md §9), through both --json and the text output; bad input exits 2
 with one line.  The last test checks the bytes-per-row assumption against
 MLflow's own sqlite store.
 """
@@ -119,15 +119,17 @@ CASES = [
     # the reference run of docs/plan.md: 8 GPU workers, 2 per node on 4 nodes, all workers
     (["--workers", "8", "--nodes", "4", "--gpus-per-worker", "1", "--all-workers"],
      dict(workers=8, nodes=4, gpus=1, all_workers=True),
-     dict(series=304, charts=304, sections=56, interval_s=20.0, collectors=8)),
-    # 16 workers on 4 nodes (docs/plan.md): 608 series (and charts)
+     dict(series=272, charts=272, sections=52, interval_s=20.0, collectors=8)),
+    # 16 workers on 4 nodes (docs/plan.md): 544 series (and charts); 12 a GPU at
+    # the default level (docs/series.md "Levels": 16 before the clocks and ECC
+    # counts went to full)
     (["--workers", "16", "--nodes", "4", "--gpus-per-worker", "1", "--all-workers"],
      dict(workers=16, nodes=4, gpus=1, all_workers=True),
-     dict(series=608, charts=608, sections=56, interval_s=40.0, collectors=16)),
+     dict(series=544, charts=544, sections=52, interval_s=40.0, collectors=16)),
     # same job, default: rank 0 only
     (["--workers", "8", "--nodes", "4", "--gpus-per-worker", "1"],
      dict(workers=8, nodes=4, gpus=1),
-     dict(series=38, sections=38, collectors=1, interval_s=10.0, rows_per_hour=13680)),
+     dict(series=34, sections=34, collectors=1, interval_s=10.0, rows_per_hour=12240)),
     # CPU workers, 2 ranks in one pod: the pod's local rank 0 collects 19 pod
     # series (not 38), and both ranks' process trees (6)
     (["--workers", "2", "--workers-per-pod", "2", "--all-workers"],
@@ -137,14 +139,14 @@ CASES = [
     (["--workers", "2", "--nodes", "1", "--all-workers"],
      dict(workers=2, nodes=1, all_workers=True),
      dict(series=44, sections=22)),
-    # uneven spread: 8 pods on 3 nodes (3/2/3): 6 x 3 + 29 + 3
+    # uneven spread: 8 pods on 3 nodes (3/2/3): 6 x 3 + 25 + 3
     (["--workers", "8", "--nodes", "3", "--gpus-per-worker", "1", "--all-workers"],
      dict(workers=8, nodes=3, gpus=1, all_workers=True),
-     dict(sections=50)),
+     dict(sections=46)),
     # nodes unknown: one per pod assumed (the most sections)
     (["--workers", "8", "--gpus-per-worker", "1", "--all-workers"],
      dict(workers=8, gpus=1, all_workers=True),
-     dict(sections=6 * 8 + 29 + 3)),
+     dict(sections=6 * 8 + 25 + 3)),
     # 32 pods: period >= 80 s, samples kept, interval raised
     (["--workers", "32", "--all-workers", "--samples", "2", "--interval", "5"],
      dict(workers=32, all_workers=True, samples=2, interval=5.0),
@@ -166,11 +168,11 @@ CASES = [
      dict(workers=16, per_pod=4, all_workers=True, interval=1.0),
      dict(collectors=4, interval_s=1.0)),
     # no container limits, 8 workers of 1 GPU in one pod: its collector logs 8 GPUs,
-    # 16 series each and the 7 other ranks' process memory on each
+    # 12 series each and the 7 other ranks' process memory on each
     (["--workers", "8", "--workers-per-pod", "8", "--gpus-per-worker", "1",
       "--no-container-limits", "--all-workers"],
      dict(workers=8, per_pod=8, gpus=1, limits=False, all_workers=True),
-     dict(series_per_collector=8 + 8 * 16 + 8 * 7, series=192 + 24, gpus_per_collector=8)),
+     dict(series_per_collector=8 + 8 * 12 + 8 * 7, series=160 + 24, gpus_per_collector=8)),
 ]
 
 
@@ -193,21 +195,21 @@ def test_plan_text_reference_example(scopemeter_bin):
     lines = {line.split()[0]: line for line in out.splitlines() if line.strip()}
     assert "8 (all workers" in lines["collectors"]
     assert "20 s x 1 sample" in lines["interval"] and "write-load cap" in lines["interval"]
-    assert "35 per collector (6 with the node tier" in lines["series"]
+    assert "31 per collector (6 with the node tier" in lines["series"]
     assert "+ 24 process tree series (3 per rank, 8 ranks" in out
-    assert "304 in total" in out
-    assert lines["charts"].split()[1] == "304"
-    assert lines["sections"].split()[1] == "56"
-    assert "6 x 4 nodes = 24; other series: 32" in lines["sections"]
-    assert lines["rows/hour"].split()[1] == "54720"
-    # 54720 rows/h x 24 x 433 bytes = 568.7 MB
-    assert "568.7 MB" in lines["bytes/day"] and "433 bytes per row" in lines["bytes/day"]
+    assert "272 in total" in out
+    assert lines["charts"].split()[1] == "272"
+    assert lines["sections"].split()[1] == "52"
+    assert "6 x 4 nodes = 24; other series: 28" in lines["sections"]
+    assert lines["rows/hour"].split()[1] == "48960"
+    # 48960 rows/h x 24 x 433 bytes = 508.8 MB
+    assert "508.8 MB" in lines["bytes/day"] and "433 bytes per row" in lines["bytes/day"]
 
 
 def test_plan_text_one_worker_shows_all_workers_cost(scopemeter_bin):
     out = plan(scopemeter_bin, "--workers", "16", "--nodes", "4", "--gpus-per-worker", "1").stdout
     assert "rank 0 only" in out
-    assert "with --all-workers: 16 collectors, 608 series and charts, 56 sections" in out
+    assert "with --all-workers: 16 collectors, 544 series and charts, 52 sections" in out
 
 
 def test_plan_assumed_nodes_said(scopemeter_bin):
@@ -397,10 +399,11 @@ def test_plan_counts_the_companions_memory_and_it_holds(scopemeter_bin):
 
 
 def test_plan_counts_each_detail_level(scopemeter_bin):
-    """docs/series.md "Levels": the default level counts today's 16 series
-    per NVIDIA GPU; full adds the six GPM and NVLink series per GPU, said in
-    the text and in the JSON (detail, series_full) at either level.  8 ranks
-    of 1 GPU in one pod with all workers: 8 GPUs x 6 = 48 more."""
+    """docs/series.md "Levels": the default level counts 12 series per
+    NVIDIA GPU; full adds ten per GPU (GPM 4, NVLink 2, the clocks 2, the
+    ECC counts 2), said in the text and in the JSON (detail, series_full) at
+    either level.  8 ranks of 1 GPU in one pod with all workers: 8 GPUs x 10
+    = 80 more."""
     d = plan_json(scopemeter_bin, "--workers", "8", "--workers-per-pod", "8",
                   "--gpus-per-worker", "1", "--all-workers")
     f = plan_json(scopemeter_bin, "--workers", "8", "--workers-per-pod", "8",
@@ -408,15 +411,16 @@ def test_plan_counts_each_detail_level(scopemeter_bin):
     z = plan_json(scopemeter_bin, "--workers", "8", "--workers-per-pod", "8",
                   "--all-workers", "--detail", "full")
     assert (d["detail"], f["detail"]) == ("default", "full")
-    assert f["gpu_series_per_collector"] - d["gpu_series_per_collector"] == 8 * 6, (d, f)
-    assert d["series_full"] == f["series"] == f["series_full"] == d["series"] + 48, (d, f)
+    assert f["gpu_series_per_collector"] - d["gpu_series_per_collector"] == 8 * 10, (d, f)
+    assert d["gpu_series_per_collector"] == 8 * 12 + 8 * 7, d  # + the 7 siblings' memory
+    assert d["series_full"] == f["series"] == f["series_full"] == d["series"] + 80, (d, f)
     assert f["charts"] == f["series"]
     assert f["container_series_per_collector"] == d["container_series_per_collector"]
     assert z["series"] == z["series_full"]  # no GPU, nothing to add
     text = plan(scopemeter_bin, "--workers", "8", "--workers-per-pod", "8",
                 "--gpus-per-worker", "1", "--all-workers").stdout
-    assert (f"detail       default; --detail full adds 48 (GPM and NVLink per GPU): "
-            f"{d['series'] + 48} series and charts") in text, text
+    assert (f"detail       default; --detail full adds 80 (GPM, NVLink, clocks and ECC per "
+            f"GPU): {d['series'] + 80} series and charts") in text, text
     bad = plan(scopemeter_bin, "--workers", "8", "--detail", "most", check=False)
     assert bad.returncode == 2 and \
         "scopemeter plan: --detail must be default or full, got 'most'" in bad.stderr

@@ -416,6 +416,11 @@ def test_plan_matches_the_cli(scopemeter_bin):
         dict(workers=16, workers_per_pod=2, nodes=4, gpus_per_worker=1, all_workers=True,
              interval=5, samples=2),
         dict(workers=4, workers_per_pod=4, all_workers=False, container_limits=False),
+        # the level and the RDMA ports, as --detail and --rdma (docs/series.md "Levels")
+        dict(workers=8, workers_per_pod=2, gpus_per_worker=1, all_workers=True,
+             rdma_ports=True, detail="full"),
+        dict(workers=8, workers_per_pod=2, gpus_per_worker=1, all_workers=True,
+             detail="default"),
     ]
     for c in cases:
         args = [scopemeter_bin, "plan", "--json", "--workers", str(c["workers"]),
@@ -429,11 +434,28 @@ def test_plan_matches_the_cli(scopemeter_bin):
         args.append("--all-workers" if c["all_workers"] else "--one-worker")
         if c.get("container_limits") is False:
             args.append("--no-container-limits")
+        if c.get("rdma_ports"):
+            args.append("--rdma")
+        if "detail" in c:
+            args += ["--detail", c["detail"]]
         cli = json.loads(subprocess.run(args, capture_output=True, text=True, check=True,
                                         timeout=30).stdout)
         py = scopemeter.plan(**c)
         for k, v in py.items():
-            assert cli[k] == pytest.approx(v), (c, k, cli[k], v)
+            assert cli[k] == (v if isinstance(v, str) else pytest.approx(v)), (c, k, cli[k], v)
     assert scopemeter.plan(workers=8, all_workers=True)["interval_s"] == 20.0
     with pytest.raises(ValueError):
         scopemeter.plan(workers=0)
+    # full counts 10 more series per GPU (GPM 4, NVLink 2, clocks 2, ECC 2); --rdma the ports'
+    d = scopemeter.plan(workers=1, gpus_per_worker=2)
+    f = scopemeter.plan(workers=1, gpus_per_worker=2, detail="full", rdma_ports=True)
+    assert (d["detail"], f["detail"]) == ("default", "full")
+    assert d["rdma_series_per_collector"] == 0 < f["rdma_series_per_collector"]
+    assert f["series"] == d["series"] + 2 * 10 + f["rdma_series_per_collector"], (d, f)
+    assert d["series_full"] == d["series"] + 2 * 10
+    with pytest.raises(ValueError, match="^detail must be default or full, got 'most'$"):
+        scopemeter.plan(workers=1, detail="most")
+    with pytest.raises(TypeError, match="detail must be 'default', 'full' or None"):
+        scopemeter.plan(workers=1, detail=1)
+    with pytest.raises(TypeError, match="rdma_ports must be True or False"):
+        scopemeter.plan(workers=1, rdma_ports="yes")

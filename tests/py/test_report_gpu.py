@@ -39,10 +39,11 @@ def pts(vals):
     return list(zip(STEPS, vals))
 
 
-def gpu_run(uri, sick):
+def gpu_run(uri, sick, level="full"):
     """Rank 0 (node gpu-node, cgroup v2, 8 GB, all workers: local world of 4)
     with GPUs 0, 1 and 3; rank 3 its sibling.  sick: every finding, else
-    the same GPUs healthy."""
+    the same GPUs healthy.  level "default": no ECC series, their counts in
+    the gpu_events tag (docs/series.md "Levels")."""
     series = {
         "system/container_memory_usage_megabytes/rank0": pts([2000] * 6),
         "system/container_memory_usage_percentage/rank0": pts([25] * 6),
@@ -94,7 +95,29 @@ def gpu_run(uri, sick):
         tags["scopemeter.rank0.gpu_events"] = (
             "gpu0 xid=79 at=2026-12-03T12:03:11Z xids=1 codes=79; "
             "gpu3 remapped_uncorrected=2 remap_pending=1")
+    if level == "default":
+        series = {k: v for k, v in series.items() if "_ecc_errors_" not in k}
+        if sick:
+            tags["scopemeter.rank0.gpu_events"] = (
+                "gpu0 xid=79 at=2026-12-03T12:03:11Z xids=1 codes=79; "
+                "gpu1 ecc_corrected=12 ecc_uncorrected=3; "
+                "gpu3 remapped_uncorrected=2 remap_pending=1")
     return write_run(uri, series, tags)
+
+
+@pytest.mark.timeout(300)
+def test_gpu_ecc_verdict_at_the_default_level(mlflow_server):
+    """At the default level the ECC counts are in the gpu_events tag, not in
+    series (docs/series.md "Levels"): the same verdict and counts as from
+    the series; a GPU whose clause says none has no count (null)."""
+    r0 = rank_of(py_report(gpu_run(mlflow_server, sick=True, level="default"), mlflow_server), 0)
+    verdicts = dict(zip(r0["verdict_codes"], r0["verdicts"]))
+    assert verdicts.get("gpu_ecc") == (
+        "GPU 1: 3 uncorrected ECC errors and 12 corrected since recording started — memory "
+        "the GPU could not correct: a hardware fault, not your code"), r0["verdicts"]
+    g1 = gpu_of(r0, 1)
+    assert (g1["ecc_errors_uncorrected"], g1["ecc_errors_corrected"]) == (3, 12)
+    assert gpu_of(r0, 0)["ecc_errors_uncorrected"] is None
 
 
 def gpu_of(rank, index):

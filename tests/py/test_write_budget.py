@@ -127,21 +127,22 @@ def test_set_period_is_the_rule_and_what_plan_prints(scopemeter_bin, tmp_path, n
 
 
 def test_the_plan_of_a_gpu_job_meets_the_budget(scopemeter_bin):
-    """1024 one-GPU pods (38 series each with their process tree: 16 of the
-    GPU) at 700 rows/s: a point every 55.59 s, under the minute, within 700 rows/s."""
+    """1024 one-GPU pods (34 series each with their process tree: 12 of the
+    GPU at the default level, docs/series.md "Levels") at 700 rows/s: a point
+    every 49.74 s, under the minute, within 700 rows/s."""
     got = plan_json(scopemeter_bin, "--workers", "1024", "--all-workers", "--gpus-per-worker",
                     "1", "--write-budget", "700")
-    assert got["series_per_collector_recorded"] == 38
-    assert got["period_s"] == 55.59 == rule_period(1024, 38, 700, 10)
+    assert got["series_per_collector_recorded"] == 34
+    assert got["period_s"] == 49.74 == rule_period(1024, 34, 700, 10)
     assert got["rows_per_s"] <= 700 and got["budget_met"] is True
     # unmet: the longest period, said in the text and the JSON
     low = plan_json(scopemeter_bin, "--workers", "1024", "--all-workers", "--gpus-per-worker",
                     "1", "--write-budget", "1")
     assert low["period_s"] == 3600 and low["budget_met"] is False
-    assert low["budget_period_s"] == 38912
+    assert low["budget_period_s"] == 34816
     text = plan(scopemeter_bin, "--workers", "1024", "--all-workers", "--gpus-per-worker", "1",
                 "--write-budget", "1").stdout
-    assert "not met: the budget asks a period of 38912 s" in text
+    assert "not met: the budget asks a period of 34816 s" in text
 
 
 def test_unmet_budget_is_one_warning_and_a_point_an_hour(scopemeter_bin, tmp_path):
@@ -253,7 +254,7 @@ def test_python_plan_write_budget_matches_the_cli(scopemeter_bin):
                     "1", "--write-budget", "100")
     for k, v in py.items():
         assert cli[k] == pytest.approx(v), (k, cli[k], v)
-    assert py["period_s"] == rule_period(256, 38, 100, 10)  # 38: 35 of a 1-GPU pod + 3 of its tree
+    assert py["period_s"] == rule_period(256, 34, 100, 10)  # 34: 31 of a 1-GPU pod + 3 of its tree
     assert scopemeter.plan(workers=256, all_workers=True)["write_budget"] is None
     for bad in (0, -3, float("nan")):
         with pytest.raises(ValueError, match="write"):

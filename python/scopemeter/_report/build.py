@@ -198,6 +198,17 @@ def _count(s: Series, name: str) -> Optional[int]:
     return int(round(v)) if v is not None else None
 
 
+def _ecc(s: Series, events: Optional[Dict[str, str]], kind: str) -> Optional[int]:
+    """An ECC count since recording started: the series' last value (level
+    full), else the gpu_events tag's ecc_<kind> item, which every level
+    records when the count is not 0 (docs/series.md "Levels"); None when
+    neither says."""
+    v = _count(s, f"ecc_errors_{kind}")
+    if v is None and events:
+        v = nums.as_number(events.get(f"ecc_{kind}"), int)
+    return v
+
+
 def gpu_health(s: Series, at_peak: Optional[Dict[str, str]],
                events: Optional[Dict[str, str]],
                energy: Optional[Dict[str, str]] = None) -> GpuHealth:
@@ -208,8 +219,8 @@ def gpu_health(s: Series, at_peak: Optional[Dict[str, str]],
         "throttled_percentage": r1(nums.mean(s, "throttled_percentage")),
         "throttled_power_percentage": r1(nums.mean(s, "throttled_power_percentage")),
         "throttled_thermal_percentage": r1(nums.mean(s, "throttled_thermal_percentage")),
-        "ecc_errors_corrected": _count(s, "ecc_errors_corrected"),
-        "ecc_errors_uncorrected": _count(s, "ecc_errors_uncorrected"),
+        "ecc_errors_corrected": _ecc(s, events, "corrected"),
+        "ecc_errors_uncorrected": _ecc(s, events, "uncorrected"),
         "process_memory_peak_megabytes": r1(nums.peak(s, "process_memory_megabytes")),
         "memory_at_peak_megabytes": gpu_at_peak(at_peak) if at_peak else None,
         "events": gpu_events(events) if events else None,

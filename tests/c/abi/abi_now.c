@@ -123,6 +123,7 @@ int main(int argc, char **argv)
     ABI_CHECK(m && sm_monitor_use_queue(m) == 0 && sm_monitor_set_interval(m, 0.05) == 0 &&
               sm_monitor_set_samples(m, SM_DEFAULT) == 0 &&
               sm_monitor_set_stop_timeout(m, SM_DEFAULT) == 0 &&
+              sm_monitor_set_detail(m, SM_DEFAULT) == 0 && /* 0.3's setter, the same output */
               sm_monitor_set_all_workers(m, 1) == 0 && sm_monitor_set_recording_key(m, key) == 0);
     rc = sm_monitor_start(m, err, sizeof err);
     printf("monitor start rc=%d\n", rc);
