@@ -9,7 +9,7 @@ engine names and formats them (docs/series.md, docs/design.md §3 and §9):
 known leaking rank (its process memory growing) and a rank OOM-killed (its
 end tag oom_kill, its memory events and composition at the peak).  The
 summary and the outliers must name exactly those ranks and no other; the
-text stays under 80 lines, and --all lists every rank.  The writes are
+text stays under 85 lines, and --all lists every rank.  The writes are
 batched (log_batch), so a run of 64 ranks is written in seconds.
 """
 import random

@@ -357,7 +357,9 @@ def _ranks_text(ranks: List[int]) -> str:
 
 def _energy_text(s: Summary) -> Optional[str]:
     """The job's energy: the GPUs' alone as before, or the total with its parts."""
-    gpu, cpu, nodes = s["gpu_energy_kwh"], s["node_cpu_energy_kwh"], s["node_cpu_energy_nodes"]
+    # .get: a report of an older scopemeter (a saved --json) lacks the CPU's keys
+    gpu, cpu, nodes = s["gpu_energy_kwh"], s.get("node_cpu_energy_kwh"), \
+        s.get("node_cpu_energy_nodes", 0)
     if cpu is None:
         return (None if gpu is None else
                 f"GPU energy: {gpu:.6f} kWh (every rank's GPUs since recording started)")
@@ -368,7 +370,7 @@ def _energy_text(s: Summary) -> Optional[str]:
 
 def _slow_lines(s: Summary) -> List[str]:
     lines: List[str] = []
-    for sr in s["slow_ranks"]:
+    for sr in s.get("slow_ranks", []):
         lines += _wrap(f"  slow rank {sr['rank']} ({printable(sr['node'])}): {sr['text']}",
                        WIDTH, "    ")
     return lines
@@ -401,7 +403,7 @@ def _summary_lines(rep: Report, all_ranks: bool = False) -> List[str]:
         lines += _wrap("  " + energy, WIDTH, "    ")
     lines += _wrap(f"  worst ranks (most severe verdict, then memory peak %): {worst}", WIDTH,
                    "    ")
-    slow = {(sr["rank"], sr["text"]) for sr in s["slow_ranks"]}
+    slow = {(sr["rank"], sr["text"]) for sr in s.get("slow_ranks", [])}
     for w in s["worst"]:
         if w["code"] is not None and w["cause"] and (w["rank"], w["cause"]) not in slow:
             lines += _wrap(f"    rank {w['rank']}: {w['cause']}", WIDTH, "        ")
@@ -487,7 +489,7 @@ def format_report(rep: Report, all_ranks: bool = False) -> str:
         lines += _summary_lines(rep, all_ranks)
         said = {(w["rank"], w["cause"]) for w in rep["summary"]["worst"]
                 if w["code"] is not None and w["cause"]}
-        said |= {(sr["rank"], sr["text"]) for sr in rep["summary"]["slow_ranks"]}
+        said |= {(sr["rank"], sr["text"]) for sr in rep["summary"].get("slow_ranks", [])}
     elif "summary" in rep and (energy := _energy_text(rep["summary"])) is not None:
         lines += [""] + _wrap(energy, WIDTH, "    ")  # the job's, at any size
     shown = None if all_ranks else shown_ranks(rep)
