@@ -13,7 +13,7 @@ only those above it):
 - values.py    reading numbers out of series and tags
 - fetch.py     finding the store and the run, reading it (MLflow's client)
 - verdicts.py  the verdicts, one function per rule, most severe first
-- scale.py     the report of a big job: the summary, the outliers, "worst"
+- scale.py     the report of a big job: the summary, the outliers, "worst", the slow ranks
 - build.py     a run's series and tags -> the report's fields
 - text.py      the terminal tables, from column specs
 - plot.py      the picture (matplotlib, optional)

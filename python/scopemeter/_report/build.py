@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import re
 import time
-from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Tuple, Union
 
 from . import values as nums
 from .fetch import rank_tags
 from .model import (SCHEMA, AtPeak, Gpu, GpuAtPeak, GpuEvents, GpuHealth, RankData,
-                    RankReport, Report, Series, Tags, TreePeak)
-from .scale import outliers, summary
+                    RankReport, RankWork, Report, Series, Tags, TreePeak)
+from .scale import outliers, slow_ranks, summary
 from .values import r1
-from .verdicts import PARTS, PRESSURE_WINDOW_S, rank_verdicts, run_verdicts
+from .verdicts import PARTS, PRESSURE_WINDOW_S, add_verdict, rank_verdicts, run_verdicts
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -31,6 +31,8 @@ _GPU = re.compile(r"^gpu_(\d+)_(.+)$")
 _GPU_UTIL = re.compile(r"^gpu_\d+_utilization_percentage$")
 _GPU_SM_CLOCK = re.compile(r"^gpu_\d+_sm_clock_megahertz$")
 _GPU_TEMP = re.compile(r"^gpu_\d+_temperature_celsius$")
+_GPU_SM_ACTIVE = re.compile(r"^gpu_\d+_sm_active_percentage$")
+_GPU_TENSOR = re.compile(r"^gpu_\d+_tensor_active_percentage$")
 
 # End tags the container collector writes at stop (docs/design.md §3).
 END_TAGS = ("oom_kill", "mem_peak_sampled_mb", "memory_peak_mb", "cpu_throttled_periods",
@@ -179,6 +181,8 @@ class GpuMeans(NamedTuple):
     throttled_max_pct: Optional[float]
     sm_clock_mhz: Optional[float]
     temperature_c: Optional[float]
+    sm_active_pct: Optional[float]
+    tensor_active_pct: Optional[float]
 
 
 def _gpu_means(s: Series, gpus: List[Gpu]) -> GpuMeans:
@@ -187,7 +191,56 @@ def _gpu_means(s: Series, gpus: List[Gpu]) -> GpuMeans:
             {"x": [p for name, ser in s.items() if pattern.match(name) for p in ser]}, "x"))
     thr_known = [g["throttled_percentage"] for g in gpus if g["throttled_percentage"] is not None]
     return GpuMeans(over_all(_GPU_UTIL), max(thr_known) if thr_known else None,
-                    over_all(_GPU_SM_CLOCK), over_all(_GPU_TEMP))
+                    over_all(_GPU_SM_CLOCK), over_all(_GPU_TEMP), over_all(_GPU_SM_ACTIVE),
+                    over_all(_GPU_TENSOR))
+
+
+# ---- what the rank's GPUs, tree and RDMA ports did and cost (issue 47) -----------------
+
+
+def _per_second(mb: Optional[float], span_s: Optional[float]) -> Optional[float]:
+    """A counter since recording started over the recording's span: its mean
+    throughput (MB/s)."""
+    return mb / span_s if mb is not None and span_s else None
+
+
+def _link_errors(t: Tags, s: Series, ports: Dict[str, Dict[str, Union[int, str]]]
+                 ) -> Optional[int]:
+    """Every count of the tag rdma_events (link_downed, the PMA's error
+    counters, the driver's retransmissions and timeouts); 0 for a rank with
+    RDMA ports and no tag (the tag is absent while there is nothing to say),
+    None for a rank without RDMA."""
+    tag = t.get("rdma", "")  # the ports recorded, or "none: …"
+    has_rdma = any(n.startswith("rdma_") for n in s) or (bool(tag) and
+                                                          not tag.startswith("none"))
+    if not ports and not has_rdma:
+        return None
+    return sum(v for items in ports.values() for v in items.values() if isinstance(v, int))
+
+
+def _work(t: Tags, s: Series, gpus: List[Gpu], gm: GpuMeans, cpu_cores: Optional[float],
+          span_s: Optional[float]) -> RankWork:
+    """What the rank's GPUs, tree and RDMA ports did and cost: the fields the
+    slow-rank rules read (docs/report.md, "Slow ranks")."""
+    energies = [g["energy_kwh"] for g in gpus if g["energy_kwh"] is not None]
+    tree_cpu = nums.mean(s, "process_cpu_utilization_percentage")  # 100 = one core
+    rx, tx = nums.last(s, "rdma_receive_megabytes"), nums.last(s, "rdma_transmit_megabytes")
+    ports = nums.rdma_ports(t.get("rdma_events"))
+    return {
+        "gpu_sm_active_mean_percentage": gm.sm_active_pct,
+        "gpu_tensor_active_mean_percentage": gm.tensor_active_pct,
+        "gpu_energy_kwh_per_hour": round(sum(energies) * 3600.0 / span_s, 6)
+        if energies and span_s else None,
+        "process_cpu_mean_limit_percentage": r1(tree_cpu / cpu_cores)
+        if tree_cpu is not None and cpu_cores else None,
+        "rdma_receive_megabytes": r1(rx),
+        "rdma_transmit_megabytes": r1(tx),
+        "rdma_receive_megabytes_per_second": r1(_per_second(rx, span_s)),
+        "rdma_transmit_megabytes_per_second": r1(_per_second(tx, span_s)),
+        "rdma_link_errors": _link_errors(t, s, ports),
+        "rdma_events": ports or None,
+        "node_cpu_energy_kwh": nums.package_energy(t.get("node_cpu_energy")),
+    }
 
 
 # ---- a GPU's health and who held its memory (issue 34; docs/gpu.md) --------------------
@@ -460,6 +513,7 @@ def rank_report(rank: int, data: RankData, tags: Tags, run: "Run", period_s: Opt
         "gpu_throttled_max_percentage": gm.throttled_max_pct,
         "gpu_sm_clock_mean_megahertz": gm.sm_clock_mhz,
         "gpu_temperature_mean_celsius": gm.temperature_c,
+        **_work(t, s, gpus, gm, lim.cpu_cores, rec.span_s),
         "recorded_by_rank": recorder,
         "process_tree_only": tree_only,
         "verdict_codes": [],
@@ -534,6 +588,11 @@ def run_report(run: "Run", ranks: Dict[int, RankData], how: str) -> Report:
     for r in rank_reports:
         nodes.setdefault(r["node"], []).append(r["rank"])
     state, age = recording_state(run.info.status, rank_reports, period)
+    outs = outliers(rank_reports)
+    slow = slow_ranks(rank_reports, outs)  # against the job: after every rank's own verdicts
+    for sr in slow:
+        add_verdict(next(r for r in rank_reports if r["rank"] == sr["rank"]), "slow_rank",
+                    sr["text"])
     rep: Report = {
         "schema": SCHEMA,
         "run_id": run.info.run_id,
@@ -555,8 +614,8 @@ def run_report(run: "Run", ranks: Dict[int, RankData], how: str) -> Report:
         "last_point_age_s": r1(age),
         "ranks": rank_reports,
         "verdicts": run_verdicts(rank_reports),
-        "summary": summary(rank_reports, len(nodes)),
-        "outliers": outliers(rank_reports),
+        "summary": summary(rank_reports, len(nodes), slow),
+        "outliers": outs,
         "build": {f"rank{r['rank']}": nums.build_of(tags[f"scopemeter.rank{r['rank']}.build"])
                   for r in rank_reports if f"scopemeter.rank{r['rank']}.build" in tags},
     }

@@ -11,7 +11,7 @@ every other module of the report may import it.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple, TypedDict
+from typing import Dict, List, Optional, Tuple, TypedDict, Union
 
 # JSON schema version: raised only when a field changes meaning or goes away
 # (adding a field keeps it).  docs/report.md documents every field.
@@ -108,8 +108,9 @@ class TreePeak(TypedDict):
     memory_megabytes: Optional[float]
 
 
-class RankReport(TypedDict):
-    """One rank (ranks[]): docs/report.md, "Per rank"."""
+class RankMeasured(TypedDict):
+    """The first keys of a RankReport: the limits, memory, CPU, GPUs, network
+    and recording of the rank (docs/report.md, "Per rank")."""
     rank: int
     node: str
     cgroup: Optional[str]
@@ -164,10 +165,37 @@ class RankReport(TypedDict):
     gpu_throttled_max_percentage: Optional[float]
     gpu_sm_clock_mean_megahertz: Optional[float]
     gpu_temperature_mean_celsius: Optional[float]
+
+
+class RankWork(TypedDict):
+    """The keys of a RankReport after RankMeasured's: what the rank's GPUs,
+    tree and RDMA ports did and cost (issue 47; docs/report.md, "Slow ranks").
+    rdma_events: {"DEV/N": {item: count, or "stopped" / a state name}}, the
+    tag scopemeter.rankN.rdma_events read; a count written "N+" is N."""
+    gpu_sm_active_mean_percentage: Optional[float]
+    gpu_tensor_active_mean_percentage: Optional[float]
+    gpu_energy_kwh_per_hour: Optional[float]
+    process_cpu_mean_limit_percentage: Optional[float]
+    rdma_receive_megabytes: Optional[float]
+    rdma_transmit_megabytes: Optional[float]
+    rdma_receive_megabytes_per_second: Optional[float]
+    rdma_transmit_megabytes_per_second: Optional[float]
+    rdma_link_errors: Optional[int]
+    rdma_events: Optional[Dict[str, Dict[str, Union[int, str]]]]
+    node_cpu_energy_kwh: Optional[float]
+
+
+class RankFindings(TypedDict):
+    """The last keys of a RankReport: who recorded it, and its verdicts."""
     recorded_by_rank: Optional[int]
     process_tree_only: bool
     verdict_codes: List[str]
     verdicts: List[str]
+
+
+class RankReport(RankMeasured, RankWork, RankFindings):
+    """One rank (ranks[]): docs/report.md, "Per rank": RankMeasured's keys,
+    then RankWork's, then RankFindings'."""
 
 
 class RunVerdict(TypedDict):
@@ -188,6 +216,19 @@ class WorstRank(TypedDict):
     cause: Optional[str]
 
 
+class SlowRank(TypedDict):
+    """A rank that holds the job back and its most likely cause
+    (summary.slow_ranks[]; docs/report.md, "Slow ranks"): cause is one of
+    scale.CAUSES; measure, value, median: the outlier that says it most."""
+    rank: int
+    node: str
+    cause: str
+    measure: str
+    value: float
+    median: float
+    text: str
+
+
 class Summary(TypedDict):
     """The job at a glance (summary): docs/report.md, "The job at scale"."""
     ranks: int
@@ -201,6 +242,10 @@ class Summary(TypedDict):
     memory_event_ranks: List[int]
     worst: List[WorstRank]
     gpu_energy_kwh: Optional[float]
+    node_cpu_energy_kwh: Optional[float]
+    node_cpu_energy_nodes: int
+    energy_kwh: Optional[float]
+    slow_ranks: List[SlowRank]
 
 
 class Outlier(TypedDict):

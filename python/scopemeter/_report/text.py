@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import (AbstractSet, Any, Callable, Generic, Iterator, List, Mapping, Optional,
                     Sequence, Tuple, TypeVar)
 
-from .model import Build, Gpu, RankReport, Report, TreePeak
+from .model import Build, Gpu, RankReport, Report, Summary, TreePeak
 from .scale import OUTLIER_DEVIATIONS, ordered, outlier_line
 from .values import printable, r2
 from .verdicts import span_text
@@ -222,8 +222,41 @@ GPU_HELD = Table(
     lambda r: [g for g in r["gpus"] if _gpu_held(g)],
     lambda rep: any(_gpu_held(g) for r in rep["ranks"] for g in r["gpus"]))
 
+# ---- what the GPUs, tree and RDMA ports did (issue 47; docs/report.md, "Slow ranks") ----
+
+
+def _rdma(r: RankReport) -> bool:
+    return r["rdma_link_errors"] is not None or r["rdma_receive_megabytes"] is not None
+
+
+RDMA = Table(
+    ("rdma (the pod's RDMA ports: MB since recording started, MB/s over the recording; link "
+     "errors:", "every count of rdma_events since recording started)"),
+    (_col("rx MB", 12, lambda r: cell(r["rdma_receive_megabytes"])),
+     _col("tx MB", 12, lambda r: cell(r["rdma_transmit_megabytes"])),
+     _col("rx MB/s", 10, lambda r: cell(r["rdma_receive_megabytes_per_second"])),
+     _col("tx MB/s", 10, lambda r: cell(r["rdma_transmit_megabytes_per_second"])),
+     _col("link errors", 13, lambda r: cell(r["rdma_link_errors"], "{:d}"))),
+    _itself, lambda rep: any(_rdma(r) for r in rep["ranks"]))
+
+
+def _worked(r: RankReport) -> bool:
+    return any(r[k] is not None for k in ("gpu_sm_active_mean_percentage",
+                                          "gpu_tensor_active_mean_percentage",
+                                          "gpu_energy_kwh_per_hour"))
+
+
+WORK = Table(
+    ("work (SM and tensor active: mean %, all the rank's GPUs, detail level full; tree cpu: the "
+     "tree's", "mean CPU, % of the CPU limit; kWh/h: the GPUs' energy an hour recorded)"),
+    (_col("SM active %", 13, lambda r: cell(r["gpu_sm_active_mean_percentage"])),
+     _col("tensor active %", 17, lambda r: cell(r["gpu_tensor_active_mean_percentage"])),
+     _col("tree cpu %", 12, lambda r: cell(r["process_cpu_mean_limit_percentage"])),
+     _col("kWh/h", 9, lambda r: cell(r["gpu_energy_kwh_per_hour"], "{:.3f}"))),
+    _itself, lambda rep: any(_worked(r) for r in rep["ranks"]))
+
 # In the order printed.
-TABLES: Tuple[Table[Any], ...] = (MEMORY, NODE, FILLED, CPU, GPU, GPU_HELD)
+TABLES: Tuple[Table[Any], ...] = (MEMORY, NODE, FILLED, CPU, RDMA, GPU, GPU_HELD, WORK)
 
 
 def _grouped(rep: Report, shown: Optional[AbstractSet[int]] = None
@@ -322,8 +355,25 @@ def _ranks_text(ranks: List[int]) -> str:
     return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {span_text(ranks)}"
 
 
-def _energy_text(kwh: float) -> str:
-    return f"GPU energy: {kwh:.6f} kWh (every rank's GPUs since recording started)"
+def _energy_text(s: Summary) -> Optional[str]:
+    """The job's energy: the GPUs' alone as before, or the total with its parts."""
+    # .get: a report of an older scopemeter (a saved --json) lacks the CPU's keys
+    gpu, cpu, nodes = s["gpu_energy_kwh"], s.get("node_cpu_energy_kwh"), \
+        s.get("node_cpu_energy_nodes", 0)
+    if cpu is None:
+        return (None if gpu is None else
+                f"GPU energy: {gpu:.6f} kWh (every rank's GPUs since recording started)")
+    return (f"energy: {s['energy_kwh']:.6f} kWh since recording started: " +
+            (f"GPUs {gpu:.6f} kWh (every rank's), " if gpu is not None else "no GPU energy, ")
+            + f"CPU packages {cpu:.6f} kWh ({nodes} node{'s' * (nodes != 1)}, each once)")
+
+
+def _slow_lines(s: Summary) -> List[str]:
+    lines: List[str] = []
+    for sr in s.get("slow_ranks", []):
+        lines += _wrap(f"  slow rank {sr['rank']} ({printable(sr['node'])}): {sr['text']}",
+                       WIDTH, "    ")
+    return lines
 
 
 def _summary_lines(rep: Report, all_ranks: bool = False) -> List[str]:
@@ -348,13 +398,16 @@ def _summary_lines(rep: Report, all_ranks: bool = False) -> List[str]:
                    f"{_count(s['ranks_peak_at_least_80_percentage'])}, >= 90 %: "
                    f"{_count(s['ranks_peak_at_least_90_percentage'])}", WIDTH, "    ")
     lines += _wrap(f"  OOM kills: {kills}; memory events: {events}", WIDTH, "    ")
-    if s["gpu_energy_kwh"] is not None:
-        lines += ["  " + _energy_text(s["gpu_energy_kwh"])]
+    energy = _energy_text(s)
+    if energy is not None:
+        lines += _wrap("  " + energy, WIDTH, "    ")
     lines += _wrap(f"  worst ranks (most severe verdict, then memory peak %): {worst}", WIDTH,
                    "    ")
+    slow = {(sr["rank"], sr["text"]) for sr in s.get("slow_ranks", [])}
     for w in s["worst"]:
-        if w["code"] is not None and w["cause"]:
+        if w["code"] is not None and w["cause"] and (w["rank"], w["cause"]) not in slow:
             lines += _wrap(f"    rank {w['rank']}: {w['cause']}", WIDTH, "        ")
+    lines += _slow_lines(s)
     lines += ["", f"outliers (more than {OUTLIER_DEVIATIONS:g} robust deviations from the median "
                   "of the job's ranks)" if rep["outliers"] else
               "outliers: none (no rank stands apart from the others)"]
@@ -409,6 +462,8 @@ def _verdict_lines(rep: Report, shown: Optional[AbstractSet[int]] = None,
         lines.extend(_wrap(f"{who}: {v['text']}", WIDTH, "    "))
     if left:
         lines.append(f"... and {left} more about the other ranks (--all prints them)")
+    if len(lines) == 2:
+        return ["", "verdicts: each said above"]
     return lines
 
 
@@ -434,8 +489,9 @@ def format_report(rep: Report, all_ranks: bool = False) -> str:
         lines += _summary_lines(rep, all_ranks)
         said = {(w["rank"], w["cause"]) for w in rep["summary"]["worst"]
                 if w["code"] is not None and w["cause"]}
-    elif "summary" in rep and rep["summary"]["gpu_energy_kwh"] is not None:
-        lines += ["", _energy_text(rep["summary"]["gpu_energy_kwh"])]  # the job's, at any size
+        said |= {(sr["rank"], sr["text"]) for sr in rep["summary"].get("slow_ranks", [])}
+    elif "summary" in rep and (energy := _energy_text(rep["summary"])) is not None:
+        lines += [""] + _wrap(energy, WIDTH, "    ")  # the job's, at any size
     shown = None if all_ranks else shown_ranks(rep)
     for table in TABLES:
         lines += render(table, rep, shown)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar, overload
+from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar, Union, overload
 
 from .model import Build, Series, Tags
 
@@ -230,6 +230,44 @@ def gpu_clauses(text: Optional[str]) -> Dict[int, Dict[str, str]]:
             if eq and key:
                 items[key] = val
     return out
+
+
+def rdma_ports(text: Optional[str]) -> Dict[str, Dict[str, Union[int, str]]]:
+    """{"DEV/N": {item: value}} of the tag rdma_events (docs/series.md,
+    "RDMA"): clauses "mlx5_0/1 link_downed=2 symbol_error=255+ state=DOWN"
+    separated by "; ".  A count is an int, one written "N+" (a PMA counter
+    stopped at its width's maximum) the N it is at least; `stopped` and a
+    state's name stay text.  A clause without its DEV/N head is left out."""
+    out: Dict[str, Dict[str, Union[int, str]]] = {}
+    for clause in (text or "").split(";"):
+        words = clause.split()
+        if not words or "/" not in words[0] or "=" in words[0]:
+            continue
+        items = out.setdefault(words[0], {})
+        for word in words[1:]:
+            key, eq, val = word.partition("=")
+            if not eq or not key:
+                continue
+            count = as_number(val[:-1] if val.endswith("+") else val, int)
+            items[key] = count if count is not None and count >= 0 else val
+    return out
+
+
+def package_energy(text: Optional[str]) -> Optional[float]:
+    """The kWh of the tag node_cpu_energy ("package0 kwh=0.123456; package1
+    kwh=…; total_kwh=…"): its total_kwh, else the packages' sum; None
+    without a number."""
+    total: Optional[float] = None
+    packages: List[float] = []
+    for clause in (text or "").split(";"):
+        for word in clause.split():
+            key, eq, val = word.partition("=")
+            x = as_number(val, float) if eq else None
+            if x is not None and key == "total_kwh":
+                total = x
+            elif x is not None and key == "kwh":
+                packages.append(x)
+    return total if total is not None else (sum(packages) if packages else None)
 
 
 def as_number(text: Optional[str], kind: Callable[[str], _N]) -> Optional[_N]:

@@ -356,6 +356,13 @@ def _gpu_throttled(r: RankReport, period_s: Optional[float]) -> Optional[str]:
     return "; ".join(out) or None
 
 
+def _slow_rank(r: RankReport, period_s: Optional[float]) -> Optional[str]:
+    """A rank that holds the job back, and why, is said against the job's
+    other ranks (scale.slow_ranks, after every rank's report): a rank's own
+    numbers cannot say it.  Its row here is its place in the order."""
+    return None
+
+
 # Most severe first: the order of docs/report.md.
 RULES: Tuple[Tuple[str, Rule], ...] = (
     ("oom_killed", _oom_killed),
@@ -371,6 +378,7 @@ RULES: Tuple[Tuple[str, Rule], ...] = (
     ("gpu_stray_context", _gpu_stray_context),
     ("gpu_foreign_memory", _gpu_foreign_memory),
     ("gpu_throttled", _gpu_throttled),
+    ("slow_rank", _slow_rank),
     ("cpu_throttled", _cpu_throttled),
     ("node_neighbours", _node_neighbours),
     ("no_limit", _no_limit),
@@ -384,6 +392,13 @@ def rank_verdicts(r: RankReport, period_s: Optional[float]) -> Tuple[List[str], 
     """(codes, texts): the findings of one rank, most severe first."""
     out = [(code, text) for code, rule in RULES if (text := rule(r, period_s))]
     return [c for c, _ in out], [t for _, t in out]
+
+
+def add_verdict(r: RankReport, code: str, text: str) -> None:
+    """A verdict made after the rank's own (slow_rank), at its place in CODES' order."""
+    at = sum(CODES.index(c) < CODES.index(code) for c in r["verdict_codes"])
+    r["verdict_codes"].insert(at, code)
+    r["verdicts"].insert(at, text)
 
 
 # ---- the texts ---------------------------------------------------------------------
