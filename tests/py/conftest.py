@@ -417,21 +417,49 @@ ARCHES = ["x86_64", "aarch64"]
 @pytest.fixture(scope="session")
 def wheels(tmp_path_factory):
     """scripts/build-wheel, once: {arch: (wheel path, the build's stderr with
-    every wheel's `auditwheel show`)}."""
-    p = subprocess.run([os.path.join(ROOT, "scripts", "build-wheel")], capture_output=True,
-                       text=True, timeout=2400, cwd=ROOT)
-    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-4000:]
+    every wheel's `auditwheel show`)}; the ones tests/run's background build
+    made (_prebuilt_wheels) where it made them."""
+    built = _prebuilt_wheels()
+    if built is None:
+        p = subprocess.run([os.path.join(ROOT, "scripts", "build-wheel")], capture_output=True,
+                           text=True, timeout=2400, cwd=ROOT)
+        assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-4000:]
+        built = p.stdout, p.stderr
+    stdout, stderr = built
     out = {}
     top = tmp_path_factory.mktemp("wheel")
-    for line in p.stdout.strip().splitlines():
+    for line in stdout.strip().splitlines():
         if not line.endswith(".whl"):
             continue
         path = os.path.join(ROOT, line)
-        assert os.path.isfile(path), p.stdout
+        assert os.path.isfile(path), stdout
         arch = next(a for a in ARCHES if line.endswith(f"_{a}.whl"))
         # a copy: another session's build-wheel may replace dist/ meanwhile
         dst = top / os.path.basename(path)
         shutil.copy(path, dst)
-        out[arch] = (str(dst), p.stderr)
-    assert sorted(out) == sorted(ARCHES), p.stdout
+        out[arch] = (str(dst), stderr)
+    assert sorted(out) == sorted(ARCHES), stdout
     return out
+
+
+def _prebuilt_wheels():
+    """(stdout, stderr) of the scripts/build-wheel that tests/run's background
+    build ran from this tree at the session's start (SM_PREBUILD_WHEELS: the
+    files' common name), once it has ended (it holds the lock until then, from
+    before pytest started); None when no such build ran or it failed (then
+    the fixture builds, and a failure says why)."""
+    base = os.environ.get("SM_PREBUILD_WHEELS")
+    if not base:
+        return None
+    import fcntl
+    t0 = time.monotonic()
+    with open(base + ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+    try:
+        with open(base + ".out") as f, open(base + ".err") as e:
+            built = f.read(), e.read()
+    except FileNotFoundError:
+        return None
+    print(f"\nconftest: the wheels of tests/run's background build (waited "
+          f"{time.monotonic() - t0:.0f} s): {built[0].split()}", file=sys.stderr)
+    return built

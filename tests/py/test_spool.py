@@ -91,13 +91,29 @@ def closing(err):
     return tuple(int(x) for x in m.groups())
 
 
-@pytest.fixture
-def server(tmp_path):
-    proc, uri = start_mlflow_server(str(tmp_path))
-    s = {"proc": proc, "uri": uri, "db": str(tmp_path / "mlflow.db"), "dir": str(tmp_path),
+@pytest.fixture(scope="module")
+def module_server(tmp_path_factory):
+    """One sqlite server for the module's tests: each records into a run of
+    its own (created by the recorder or by runs/create) and reads only that
+    run's rows, so they share the store as users share a server; an outage
+    stops and restarts this one on its port.  (One per test cost 9 starts and
+    stops of `mlflow server`, an import of MLflow each.)"""
+    tmp = tmp_path_factory.mktemp("spool-server")
+    proc, uri = start_mlflow_server(str(tmp))
+    s = {"proc": proc, "uri": uri, "db": str(tmp / "mlflow.db"), "dir": str(tmp),
          "port": int(uri.rsplit(":", 1)[1])}
     yield s
     stop_mlflow_server(s["proc"])
+
+
+@pytest.fixture
+def server(module_server):
+    """The module's server, answering: a test that failed in the middle of an
+    outage left it stopped, and the next starts it again on its port."""
+    s = module_server
+    if s["proc"].poll() is not None:
+        s["proc"], _ = start_mlflow_server(s["dir"], port=s["port"])
+    return s
 
 
 def outage(s, seconds):
