@@ -25,6 +25,7 @@ import pytest
 from conftest import clean_env, free_port, is_root, start_mlflow_server, stop_mlflow_server
 from pyfront_util import SMALLEST_RING
 from runread import get_run, read_line, rest, scratch_cwd, sm_lines, tags_of
+from test_faults_recording import until_file
 from test_shipping_faults import closing as closing_counts  # the closing line, points and tags apart
 
 RING = "256"          # the smallest ring (--buffer-points)
@@ -123,10 +124,11 @@ def outage(s, seconds):
 
 
 def recording(binary, server, spool, seconds, **env):
-    """`scopemeter run` at 0.1 s into the smallest ring, CMD `sleep seconds`,
-    until its first points are in the store: (proc, run_id)."""
-    proc = start(binary, ["--interval", "0.1", "--buffer-points", RING, "--", "sleep",
-                          str(seconds)],
+    """`scopemeter run` at 0.1 s into the smallest ring, CMD `sleep seconds`
+    (or, seconds a path, until the test creates it), until its first points
+    are in the store: (proc, run_id)."""
+    cmd = until_file(seconds) if isinstance(seconds, os.PathLike) else ["sleep", str(seconds)]
+    proc = start(binary, ["--interval", "0.1", "--buffer-points", RING, "--", *cmd],
                  {"MLFLOW_TRACKING_URI": server["uri"], "SCOPEMETER_SPOOL_DIR": str(spool),
                   **env})
     run_id, _ = created_run(proc)
@@ -137,10 +139,15 @@ def recording(binary, server, spool, seconds, **env):
 def test_outage_of_three_rings_every_step_once_in_the_store(scopemeter_bin, server, tmp_path):
     """11 series every 0.1 s are 110 points/s: the 256-point ring holds 2.3 s;
     the server is down for at least 7 s (3 x the ring), the spool takes the
-    rest, replays it first, and the store has every step once."""
+    rest, replays it first, and the store has every step once.  The job
+    ends once the server answers again, a condition: with `sleep 16` a
+    loaded machine's restart (over 30 s) outlasted the job and its stop
+    deadline, 1706 points undelivered."""
     spool = tmp_path / "spool"
-    proc, run_id = recording(scopemeter_bin, server, spool, 16)
+    done = tmp_path / "done"
+    proc, run_id = recording(scopemeter_bin, server, spool, done)
     outage(server, 7)
+    done.touch()
     out, err = proc.communicate(timeout=180)
     assert proc.returncode == 0, err
     sp = spool_line(err)
