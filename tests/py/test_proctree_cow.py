@@ -357,12 +357,12 @@ def drive(tmp_path, text, steps, timeout, peaks=None):
         pytest.skip("needs root and a cgroup v1 memory controller")
     # A library this process maps shares its page-cache pages with the tree's:
     # the tree's Pss then counts them by half, the estimate whole until its next
-    # read (design.md §9, "pages shared with a process outside the tree"), so no
-    # bound of ours would hold.  torch's: 38 MB of a 350 MB workload measured
-    # here; a stress run read 325.1 MB for 318.6 at d0 with it imported here.
-    assert "torch" not in sys.modules, (
-        "this test process imported torch: it shares torch's pages with the tree "
-        "measured (check for it with importlib.util.find_spec, never import it)")
+    # read (design.md §9, "pages shared with a process outside the tree").
+    # torch's: 38 MB of a 350 MB workload measured here, and the suite's
+    # process had it (test_ray, test_torchrun imported it at collection; a
+    # stress run read 325.1 MB for 318.6 at d0).  So the suite looks torch up
+    # (importlib.util.find_spec) and never imports it, and what another
+    # program's mapping moves is in the bound (the Pss_File term, below).
     src = tmp_path / "work.py"
     src.write_text(textwrap.dedent(text))
     d = tmp_path / "sync"

@@ -5,6 +5,7 @@ thing.  Ray Train sets RANK / LOCAL_RANK / WORLD_SIZE / LOCAL_WORLD_SIZE for
 its workers, so the result is the same as torchrun in one pod: exactly the 11
 non-GPU series of rank 0.
 """
+import importlib.util
 import subprocess
 import sys
 import textwrap
@@ -17,8 +18,12 @@ from pyfront_util import (CONTAINER, Pod, assert_limits, cgroups_usable, expecte
 # the driver's own bound (420 s) and the session's mlflow server
 pytestmark = [pytest.mark.launchers, pytest.mark.timeout(600)]
 
-pytest.importorskip("torch", reason="torch not installed (pip install torch==2.13.0)")
-pytest.importorskip("ray.train.torch", reason='Ray Train not installed (pip install "ray[train]")')
+# Looked up, never imported into the suite's process: torch's pages in this
+# process would be shared with the trees test_proctree_cow measures.
+if importlib.util.find_spec("torch") is None:
+    pytest.skip("torch not installed (pip install torch==2.13.0)", allow_module_level=True)
+if importlib.util.find_spec("ray.train.torch") is None:
+    pytest.skip('Ray Train not installed (pip install "ray[train]")', allow_module_level=True)
 
 DRIVER = textwrap.dedent("""
     import os, sys, tempfile

@@ -262,7 +262,8 @@ def test_terminal_ctrl_c_marks_the_run_killed(scopemeter_bin, mlflow_server, tmp
     out = tmp_path / "out.txt"
     head = f"{sys.executable}"
     if launcher == "torchrun":
-        pytest.importorskip("torch.distributed.run")
+        if importlib.util.find_spec("torch") is None:  # never imported here: test_proctree_cow.drive
+            pytest.skip("torch not installed (pip install torch==2.13.0)")
         head += " -m torch.distributed.run --standalone --nproc-per-node 1"
     with terminal(tmp_path, MLFLOW_TRACKING_URI=mlflow_server, OMP_NUM_THREADS="1") as (
             keys, screen):

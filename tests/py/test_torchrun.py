@@ -7,6 +7,7 @@ calling scopemeter.enable_system_metrics() right after opening the run.
 - default: rank 0 only -> the same 11 keys, rank 0's, and no rank 1 tag.
 Names are checked key by key against docs/design.md §2 (pyfront_util).
 """
+import importlib.util
 import json
 import os
 import shutil
@@ -22,7 +23,10 @@ from pyfront_util import (CONTAINER, Pod, assert_limits, cgroups_usable, expecte
 # torchrun's own bound (300 s) and the session's mlflow server
 pytestmark = [pytest.mark.launchers, pytest.mark.timeout(480)]
 
-torch = pytest.importorskip("torch", reason="torch not installed (pip install torch==2.13.0)")
+# Looked up, never imported into the suite's process: torch's pages in this
+# process would be shared with the trees test_proctree_cow measures.
+if importlib.util.find_spec("torch") is None:
+    pytest.skip("torch not installed (pip install torch==2.13.0)", allow_module_level=True)
 
 
 def torchrun_cmd(*worker_args):
