@@ -20,21 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench.h"
 #include "internal.h"
-
-static double cpu_now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static int put(const char *dir, const char *name, const char *text)
 {

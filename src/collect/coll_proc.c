@@ -615,12 +615,14 @@ static int proc_open(void *state, const sm_ctx *ctx, sm_opened *res)
 {
     struct proc_state *s = state;
     char path[SM_PATH_MAX], link[32], abs[96];
+    const char *trace;
     ssize_t n;
     int root, scanned = 0, count;
     uint64_t ticks;
 
     snprintf(s->sysroot, sizeof s->sysroot, "%s", ctx->sysroot);
-    s->trace = getenv("SCOPEMETER_TRACE") && strstr(getenv("SCOPEMETER_TRACE"), "proc");
+    trace = getenv("SCOPEMETER_TRACE");
+    s->trace = trace && strstr(trace, "proc");
     s->pids = ctx->pids;
     s->tck = sysconf(_SC_CLK_TCK);
     if (s->tck <= 0)

@@ -311,18 +311,18 @@ class Reads:
     own tree it traced (SCOPEMETER_TRACE=proc) as (began, why, what)."""
 
     def __init__(self, stream):
-        self.lines, self.cond = [], threading.Lock()
+        self.lines, self.lock = [], threading.Lock()
         self.thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
         self.thread.start()
 
     def _pump(self, stream):
         for line in stream:
-            with self.cond:
+            with self.lock:
                 self.lines.append(line.rstrip("\n"))
 
     def samples(self):
         """(what, when, why, the rest): every read and estimate traced."""
-        with self.cond:
+        with self.lock:
             found = [TRACE.search(x) for x in self.lines]
         return [(m[1], float(m[2]), m[3], m[4]) for m in found if m]
 
@@ -345,7 +345,7 @@ class Reads:
         return None
 
     def text(self):
-        with self.cond:
+        with self.lock:
             return "\n".join(self.lines[-40:])
 
 
